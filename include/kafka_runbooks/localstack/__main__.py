@@ -1,0 +1,5 @@
+import sys
+
+from kafka_runbooks.localstack.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""``kstack``: start, stop and break the local Kafka stack.
+
+    kstack start | stop | destroy | status [--json]
+    kstack kill NODE | stop-node NODE | start-node NODE [--wait] | running NODE
+
+NODE is a node id (``3``, ``9001``) or name (``broker-3``, ``controller-9001``, ``connect``).
+``running`` exits 0 when the node's process is alive, 1 when it is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from kafka_runbooks.localstack.stack import LocalStack, StackError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kstack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--home", help="stack folder (default: $KR_STACK_DIR or .stack/demo)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("start", help="start every node and wait until all are ready")
+    sub.add_parser("stop", help="stop every node cleanly")
+    sub.add_parser("destroy", help="stop every node and delete the stack's data")
+    st = sub.add_parser("status", help="list nodes, whether they run, their ports")
+    st.add_argument("--json", action="store_true")
+    for name, text in (
+        ("kill", "kill -9 a node"),
+        ("stop-node", "stop a node cleanly (SIGTERM)"),
+        ("start-node", "start a stopped node"),
+        ("running", "exit 0 if the node runs, 1 if not"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("node")
+        if name == "start-node":
+            p.add_argument("--wait", action="store_true", help="wait until it is ready")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    stack = LocalStack(home=args.home)
+    try:
+        if args.command == "start":
+            stack.start()
+            print(f"bootstrap servers: {stack.bootstrap_servers}")
+            print(f"connect REST:      {stack.connect_url}")
+        elif args.command == "stop":
+            stack.stop()
+        elif args.command == "destroy":
+            stack.destroy()
+        elif args.command == "status":
+            rows = [s.as_dict() for s in stack.status()]
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            else:
+                for r in rows:
+                    state = f"running pid {r['pid']}" if r["running"] else "stopped"
+                    rack = f" rack={r['rack']}" if r["rack"] else ""
+                    print(f"{r['name']:<18} {r['address']:<17} {state:<20} metrics {r['metrics_url']}{rack}")
+        elif args.command == "kill":
+            stack.kill(args.node)
+        elif args.command == "stop-node":
+            stack.stop_node(args.node)
+        elif args.command == "start-node":
+            stack.start_node(args.node, wait=args.wait)
+        elif args.command == "running":
+            return 0 if stack.is_running(args.node) else 1
+    except (StackError, KeyError) as exc:
+        print(f"kstack: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+"""Start, stop, kill and inspect the local stack's JVMs.
+
+Every node is a plain ``java`` process started from the jars under ``.stack/lib``; its
+config, data, log and pid file live under ``<home>/<node-name>/``. The same code is
+the restart back end the runbooks use against the local stack, so it must be honest
+about what is running: a pid file alone is not proof, the process must be alive and
+carry this stack's marker on its command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_runbooks.localstack.topology import BROKER, CONNECT, CONTROLLER, LOOPBACK, Node, Topology
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+STACK_ASSETS = PROJECT_ROOT / "stack"
+DEFAULT_HOME = PROJECT_ROOT / ".stack" / "demo"
+DEFAULT_LIB = PROJECT_ROOT / ".stack" / "lib"
+JMX_EXPORTER_CONFIG = STACK_ASSETS / "jmx-exporter" / "kafka.yml"
+
+HEAP = {BROKER: "-Xmx512m", CONTROLLER: "-Xmx256m", CONNECT: "-Xmx512m"}
+MAIN_CLASS = {
+    BROKER: "kafka.Kafka",
+    CONTROLLER: "kafka.Kafka",
+    CONNECT: "org.apache.kafka.connect.cli.ConnectDistributed",
+}
+BROKER_STATE_RUNNING = 3
+
+
+class StackError(RuntimeError):
+    """The local stack could not do what was asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    node_id: int
+    role: str
+    running: bool
+    pid: int | None
+    address: str
+    metrics_url: str
+    rack: str | None
+
+    def as_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _pom_digest() -> str:
+    return hashlib.sha256((STACK_ASSETS / "pom.xml").read_bytes()).hexdigest()[:16]
+
+
+def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
+    """Copy the pinned Kafka jars from Maven Central into ``lib_dir`` once."""
+    marker = lib_dir / ".complete"
+    if marker.exists() and marker.read_text().strip() == _pom_digest():
+        return lib_dir
+    if shutil.which("mvn") is None:
+        raise StackError("Maven (mvn) is needed to fetch the Kafka jars and is not on PATH")
+    if lib_dir.exists():
+        shutil.rmtree(lib_dir)
+    lib_dir.mkdir(parents=True)
+    log.info("fetching the Kafka jars with Maven into %s", lib_dir)
+    proc = subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(STACK_ASSETS / "pom.xml"),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={lib_dir}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise StackError(f"mvn could not fetch the Kafka jars:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
+    plugin_dir = lib_dir / "connect-plugins" / "file-connectors"
+    plugin_dir.mkdir(parents=True)
+    for jar in lib_dir.glob("connect-file-*.jar"):
+        jar.rename(plugin_dir / jar.name)
+    marker.write_text(_pom_digest())
+    return lib_dir
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _port_open(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback only)
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+def read_gauge(metrics_text: str, name: str) -> float | None:
+    """Sum of the samples of one metric in a Prometheus exposition, or None if absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total, seen = 0.0, False
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name:
+                total += sample.value
+                seen = True
+    return total if seen else None
+
+
+class LocalStack:
+    """A local KRaft cluster plus a Connect worker, controlled as OS processes."""
+
+    def __init__(
+        self,
+        home: Path | str | None = None,
+        topology: Topology | None = None,
+        lib_dir: Path | str | None = None,
+    ) -> None:
+        self.home = Path(home or os.environ.get("KR_STACK_DIR") or DEFAULT_HOME).resolve()
+        self.lib_dir = Path(lib_dir or DEFAULT_LIB).resolve()
+        state = self.home / "stack.json"
+        if topology is None and state.exists():
+            topology = Topology.from_json(json.loads(state.read_text())["topology"])
+        self.topology = topology or Topology.from_env()
+        self._children: dict[str, subprocess.Popen] = {}
+
+    # ---------------------------------------------------------------- inspection
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.topology.bootstrap_servers
+
+    @property
+    def connect_url(self) -> str | None:
+        return self.topology.connect_url
+
+    @property
+    def cluster_id(self) -> str:
+        return self._state()["cluster_id"]
+
+    def node(self, ref: str | int) -> Node:
+        return self.topology.node(ref)
+
+    def node_dir(self, node: Node) -> Path:
+        return self.home / node.name
+
+    def log_file(self, ref: str | int) -> Path:
+        return self.node_dir(self.node(ref)) / "server.log"
+
+    def pid(self, ref: str | int) -> int | None:
+        node = self.node(ref)
+        pid_file = self.node_dir(node) / "pid"
+        if not pid_file.exists():
+            return None
+        try:
+            pid = int(pid_file.read_text().strip())
+        except ValueError:
+            return None
+        return pid if self._is_our_process(pid, node) else None
+
+    def is_running(self, ref: str | int) -> bool:
+        return self.pid(ref) is not None
+
+    def status(self) -> list[NodeStatus]:
+        return [
+            NodeStatus(
+                name=n.name,
+                node_id=n.node_id,
+                role=n.role,
+                running=self.is_running(n.name),
+                pid=self.pid(n.name),
+                address=n.address,
+                metrics_url=n.metrics_url,
+                rack=n.rack,
+            )
+            for n in self.topology.nodes
+        ]
+
+    def metrics(self, ref: str | int, timeout: float = 2.0) -> str | None:
+        status, body = _http_get(self.node(ref).metrics_url, timeout)
+        return body if status == 200 else None
+
+    def broker_state(self, ref: str | int) -> int | None:
+        text = self.metrics(ref)
+        if text is None:
+            return None
+        value = read_gauge(text, "kafka_server_brokerstate")
+        return None if value is None else int(value)
+
+    def is_ready(self, ref: str | int) -> bool:
+        node = self.node(ref)
+        if not self.is_running(node.name):
+            return False
+        if node.role == BROKER:
+            return self.broker_state(node.name) == BROKER_STATE_RUNNING
+        if node.role == CONTROLLER:
+            text = self.metrics(node.name)
+            leader = read_gauge(text, "kafka_server_raft_metrics_current_leader") if text else None
+            return _port_open(node.port) and leader is not None and leader >= 0
+        status, _ = _http_get(f"{self.connect_url}/connector-plugins")
+        return status == 200
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self, wait: bool = True, timeout: float = 240.0) -> LocalStack:
+        """Start every node that is not running; wait until all are ready."""
+        ensure_jars(self.lib_dir)
+        self._write_state()
+        groups = [
+            self.topology.controller_nodes,
+            self.topology.broker_nodes,
+            [self.topology.connect_node] if self.topology.connect_node else [],
+        ]
+        deadline = time.monotonic() + timeout
+        for group in groups:
+            for node in group:
+                self.start_node(node.name, wait=False)
+            if wait:
+                self.wait_ready([n.name for n in group], max(1.0, deadline - time.monotonic()))
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every node cleanly (Connect, brokers, then controllers)."""
+        order = (
+            ([self.topology.connect_node] if self.topology.connect_node else [])
+            + list(reversed(self.topology.broker_nodes))
+            + self.topology.controller_nodes
+        )
+        brokers = [n for n in order if n.role != CONTROLLER]
+        for node in brokers:
+            self._signal(node, signal.SIGTERM)
+        self._wait_exit(brokers, timeout)
+        controllers = [n for n in order if n.role == CONTROLLER]
+        for node in controllers:
+            self._signal(node, signal.SIGTERM)
+        self._wait_exit(controllers, timeout)
+
+    def destroy(self) -> None:
+        """Stop everything and delete the stack's data."""
+        self.stop()
+        if self.home.exists():
+            shutil.rmtree(self.home)
+
+    def start_node(self, ref: str | int, wait: bool = False, timeout: float = 120.0) -> None:
+        node = self.node(ref)
+        if self.is_running(node.name):
+            log.info("%s is already running", node.name)
+        else:
+            ensure_jars(self.lib_dir)
+            self._write_state()
+            self._launch(node)
+        if wait:
+            self.wait_ready([node.name], timeout)
+
+    def stop_node(self, ref: str | int, timeout: float = 60.0) -> None:
+        """Clean stop: SIGTERM (a broker does a controlled shutdown), SIGKILL after timeout."""
+        node = self.node(ref)
+        self._signal(node, signal.SIGTERM)
+        self._wait_exit([node], timeout)
+
+    def kill(self, ref: str | int) -> None:
+        """kill -9: the node gets no chance to flush or shut down cleanly."""
+        node = self.node(ref)
+        self._signal(node, signal.SIGKILL)
+        self._wait_exit([node], 30.0)
+
+    def restart_node(self, ref: str | int, timeout: float = 120.0) -> None:
+        self.stop_node(ref, timeout)
+        self.start_node(ref)
+
+    def wait_ready(self, refs: Iterable[str | int], timeout: float = 120.0) -> None:
+        pending = [self.node(r).name for r in refs]
+        deadline = time.monotonic() + timeout
+        while pending:
+            pending = [name for name in pending if not self.is_ready(name)]
+            for name in pending:
+                if not self.is_running(name):
+                    raise StackError(
+                        f"{name} exited while starting; see {self.log_file(name)}:\n{self._tail(name)}"
+                    )
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"not ready after {timeout:.0f}s: {', '.join(pending)}")
+            time.sleep(0.5)
+
+    # ---------------------------------------------------------------- internals
+    def _state(self) -> dict:
+        state = self.home / "stack.json"
+        if state.exists():
+            return json.loads(state.read_text())
+        return {}
+
+    def _write_state(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        state = self._state()
+        state.setdefault("cluster_id", _new_cluster_id())
+        state["topology"] = self.topology.to_json()
+        (self.home / "stack.json").write_text(json.dumps(state, indent=2))
+
+    def _marker(self, node: Node) -> str:
+        return f"-Dkr.node={self.home}/{node.name}"
+
+    def _is_our_process(self, pid: int, node: Node) -> bool:
+        child = self._children.get(node.name)
+        if child is not None and child.pid == pid and child.poll() is not None:
+            return False  # reaped: it exited
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+        return self._marker(node).encode() in cmdline
+
+    def _signal(self, node: Node, sig: int) -> None:
+        pid = self.pid(node.name)
+        if pid is None:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _wait_exit(self, nodes: list[Node], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while self.is_running(node.name):
+                if time.monotonic() > deadline:
+                    log.warning("%s did not stop within %.0fs: killing it", node.name, timeout)
+                    self._signal(node, signal.SIGKILL)
+                    deadline = time.monotonic() + 30
+                time.sleep(0.2)
+            child = self._children.pop(node.name, None)
+            if child is not None:
+                child.wait(timeout=5)
+
+    def _tail(self, name: str, lines: int = 30) -> str:
+        text = ""
+        for f in (self.log_file(name), self.node_dir(self.node(name)) / "stdout.log"):
+            if f.exists():
+                text += "\n".join(f.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+        return text
+
+    def _classpath(self, node: Node) -> str:
+        jars = sorted(p for p in self.lib_dir.glob("*.jar") if not p.name.startswith("jmx_prometheus"))
+        return os.pathsep.join(str(j) for j in jars)
+
+    def _agent(self) -> Path:
+        agents = sorted(self.lib_dir.glob("jmx_prometheus_javaagent-*.jar"))
+        if not agents:
+            raise StackError(f"no JMX exporter agent in {self.lib_dir}")
+        return agents[-1]
+
+    def _launch(self, node: Node) -> None:
+        ndir = self.node_dir(node)
+        ndir.mkdir(parents=True, exist_ok=True)
+        config = ndir / ("worker.properties" if node.role == CONNECT else "server.properties")
+        config.write_text(render_properties(self._properties(node)))
+        if node.role != CONNECT:
+            self._format_storage(node, config)
+        cmd = [
+            "java",
+            HEAP[node.role],
+            "-Xms64m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            self._marker(node),
+            f"-Dkr.log.file={ndir / 'server.log'}",
+            f"-Dlog4j2.configurationFile={STACK_ASSETS / 'log4j2.properties'}",
+            f"-javaagent:{self._agent()}={LOOPBACK}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}",
+            "-cp",
+            self._classpath(node),
+            MAIN_CLASS[node.role],
+            str(config),
+        ]
+        stdout = open(ndir / "stdout.log", "ab")  # noqa: SIM115 (owned by the child)
+        proc = subprocess.Popen(
+            cmd, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        stdout.close()
+        self._children[node.name] = proc
+        (ndir / "pid").write_text(str(proc.pid))
+        log.info("started %s (pid %s)", node.name, proc.pid)
+
+    def _format_storage(self, node: Node, config: Path) -> None:
+        data = self.node_dir(node) / "data"
+        if (data / "meta.properties").exists():
+            return
+        proc = subprocess.run(
+            [
+                "java",
+                "-cp",
+                self._classpath(node),
+                f"-Dkr.log.file={self.node_dir(node) / 'format.log'}",
+                f"-Dlog4j2.configurationFile={STACK_ASSETS / 'log4j2.properties'}",
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(config),
+                "--ignore-formatted",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise StackError(f"formatting {node.name}'s storage failed:\n{proc.stdout}{proc.stderr}")
+
+    def _properties(self, node: Node) -> dict[str, str]:
+        topo = self.topology
+        if node.role == CONNECT:
+            rf = str(min(3, topo.brokers))
+            return {
+                "bootstrap.servers": topo.bootstrap_servers,
+                "group.id": "kafka-runbooks-connect",
+                "listeners": f"http://{node.address}",
+                "rest.advertised.host.name": LOOPBACK,
+                "rest.advertised.port": str(node.port),
+                "plugin.path": str(self.lib_dir / "connect-plugins"),
+                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "config.storage.topic": "connect-configs",
+                "offset.storage.topic": "connect-offsets",
+                "status.storage.topic": "connect-status",
+                "config.storage.replication.factor": rf,
+                "offset.storage.replication.factor": rf,
+                "status.storage.replication.factor": rf,
+                "offset.flush.interval.ms": "2000",
+            }
+        common = {
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": topo.quorum_voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.node_dir(node) / "data"),
+        }
+        if node.role == CONTROLLER:
+            return {**common, "process.roles": "controller", "listeners": f"CONTROLLER://{node.address}"}
+        rf = str(min(3, topo.brokers))
+        min_isr = str(min(2, topo.brokers))
+        return {
+            **common,
+            "process.roles": "broker",
+            "listeners": f"PLAINTEXT://{node.address}",
+            "advertised.listeners": f"PLAINTEXT://{node.address}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "broker.rack": node.rack or "",
+            "min.insync.replicas": min_isr,
+            "default.replication.factor": rf,
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "unclean.leader.election.enable": "false",
+            "auto.create.topics.enable": "false",
+            "num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            "broker.heartbeat.interval.ms": "1000",
+            "broker.session.timeout.ms": "6000",
+            "replica.lag.time.max.ms": "10000",
+            **topo.broker_settings,
+        }
+
+
+def render_properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())

@@ -1,0 +1,160 @@
+"""Which nodes the local stack runs, and on which loopback ports.
+
+The default is the smallest cluster the runbooks need: four brokers (a topic with
+replication factor 3 can lose one broker and still be re-replicated elsewhere), three
+dedicated KRaft controller voters (one can restart without losing the quorum), brokers
+split over two racks, and one Kafka Connect worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+BROKER = "broker"
+CONTROLLER = "controller"
+CONNECT = "connect"
+
+CONTROLLER_ID_BASE = 9000
+CONNECT_NODE_ID = 0
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One JVM of the stack."""
+
+    node_id: int
+    role: str
+    port: int
+    metrics_port: int
+    rack: str | None = None
+
+    @property
+    def name(self) -> str:
+        return CONNECT if self.role == CONNECT else f"{self.role}-{self.node_id}"
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.metrics_port}/metrics"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Shape of the local cluster; every port derives from ``port_base``."""
+
+    brokers: int = 4
+    controllers: int = 3
+    racks: tuple[str, ...] = ("rack-a", "rack-b")
+    connect: bool = True
+    port_base: int = 19000
+    broker_settings: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError("the stack needs at least one broker")
+        if self.controllers < 1 or self.controllers % 2 == 0:
+            raise ValueError("the KRaft quorum needs an odd number (>= 1) of controller voters")
+        if not self.racks:
+            raise ValueError("give at least one rack name")
+        if not 1024 <= self.port_base <= 65000 - 400:
+            raise ValueError(f"port_base {self.port_base} leaves no room for the stack's ports")
+
+    # Ports: brokers base+91.., controllers base+191.., Connect REST base+80;
+    # every node's JMX exporter listens 200 above its main port.
+    @property
+    def broker_nodes(self) -> list[Node]:
+        return [
+            Node(
+                node_id=i,
+                role=BROKER,
+                port=self.port_base + 90 + i,
+                metrics_port=self.port_base + 290 + i,
+                rack=self.racks[(i - 1) % len(self.racks)],
+            )
+            for i in range(1, self.brokers + 1)
+        ]
+
+    @property
+    def controller_nodes(self) -> list[Node]:
+        return [
+            Node(
+                node_id=CONTROLLER_ID_BASE + j,
+                role=CONTROLLER,
+                port=self.port_base + 190 + j,
+                metrics_port=self.port_base + 390 + j,
+            )
+            for j in range(1, self.controllers + 1)
+        ]
+
+    @property
+    def connect_node(self) -> Node | None:
+        if not self.connect:
+            return None
+        return Node(CONNECT_NODE_ID, CONNECT, self.port_base + 80, self.port_base + 280)
+
+    @property
+    def nodes(self) -> list[Node]:
+        nodes = self.controller_nodes + self.broker_nodes
+        if self.connect_node is not None:
+            nodes.append(self.connect_node)
+        return nodes
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.address for n in self.broker_nodes)
+
+    @property
+    def quorum_voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.address}" for n in self.controller_nodes)
+
+    @property
+    def connect_url(self) -> str | None:
+        node = self.connect_node
+        return f"http://{node.address}" if node else None
+
+    def node(self, ref: str | int) -> Node:
+        """Find a node by id (``3``, ``9001``) or name (``broker-3``, ``connect``)."""
+        text = str(ref).strip()
+        for node in self.nodes:
+            if text in (node.name, str(node.node_id)) and not (
+                node.role == CONNECT and text == str(CONNECT_NODE_ID)
+            ):
+                return node
+        known = ", ".join(n.name for n in self.nodes)
+        raise KeyError(f"no node {text!r} in the local stack (known: {known})")
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["racks"] = list(self.racks)
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Topology:
+        data = json.loads(text)
+        data["racks"] = tuple(data.get("racks") or ("rack-a", "rack-b"))
+        return cls(**data)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Topology:
+        """Defaults, overridden by ``KR_STACK_BROKERS``, ``KR_STACK_CONTROLLERS``,
+        ``KR_STACK_RACKS`` (comma separated), ``KR_STACK_CONNECT`` (0/1) and
+        ``KR_STACK_PORT_BASE``."""
+        env = os.environ if environ is None else environ
+        kwargs: dict = {}
+        if env.get("KR_STACK_BROKERS"):
+            kwargs["brokers"] = int(env["KR_STACK_BROKERS"])
+        if env.get("KR_STACK_CONTROLLERS"):
+            kwargs["controllers"] = int(env["KR_STACK_CONTROLLERS"])
+        if env.get("KR_STACK_RACKS"):
+            kwargs["racks"] = tuple(r.strip() for r in env["KR_STACK_RACKS"].split(",") if r.strip())
+        if env.get("KR_STACK_CONNECT"):
+            kwargs["connect"] = env["KR_STACK_CONNECT"] not in ("0", "false", "no")
+        if env.get("KR_STACK_PORT_BASE"):
+            kwargs["port_base"] = int(env["KR_STACK_PORT_BASE"])
+        return cls(**kwargs)
