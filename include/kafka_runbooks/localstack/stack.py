@@ -466,10 +466,17 @@ class LocalStack:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.node_dir(node) / "data"),
         }
-        if node.role == CONTROLLER:
-            return {**common, "process.roles": "controller", "listeners": f"CONTROLLER://{node.address}"}
-        rf = str(min(3, topo.brokers))
         min_isr = str(min(2, topo.brokers))
+        if node.role == CONTROLLER:
+            # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
+            # cluster-wide dynamic default, which beats the brokers' static setting.
+            return {
+                **common,
+                "process.roles": "controller",
+                "listeners": f"CONTROLLER://{node.address}",
+                "min.insync.replicas": min_isr,
+            }
+        rf = str(min(3, topo.brokers))
         return {
             **common,
             "process.roles": "broker",

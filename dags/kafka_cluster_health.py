@@ -1,0 +1,75 @@
+"""
+### Kafka cluster health sweep
+
+Every 5 minutes: snapshot the cluster (brokers, KRaft quorum, every partition with its
+leader, ISR, leader epoch and effective `min.insync.replicas`, replica sizes), run the
+Spark health job over the snapshot, and log what it found as decision records:
+**offline** partitions, partitions **under min ISR**, **at min ISR**, **under-replicated**,
+and per-broker replica and leader counts. The report is published as the Asset
+`kafka_cluster_health_report`.
+
+It never changes the cluster. Created paused; unpause it, or trigger it by hand.
+
+Params: `kafka_conn_id` (Airflow Kafka connection, default `kafka_default`),
+`spark_conn_id` (default `spark_default`, `local[*]` in the local stack), `max_listed`
+(partitions listed per category in the report).
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, Param, task
+
+from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
+from kafka_runbooks_airflow.spark import spark_job_path
+
+HEALTH_REPORT = Asset(name="kafka_cluster_health_report", uri="kafka-runbooks://reports/cluster-health")
+
+with DAG(
+    dag_id="kafka_cluster_health",
+    description="Snapshot the cluster, analyse every partition with Spark, report; never acts.",
+    doc_md=__doc__,
+    schedule="*/5 * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    is_paused_upon_creation=True,
+    tags=["kafka", "sweep", "read-only"],
+    default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
+    params={
+        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "spark_conn_id": Param("spark_default", type="string", minLength=1, description="Spark connection"),
+        "max_listed": Param(
+            1000, type="integer", minimum=1, maximum=100000, description="Listed per category"
+        ),
+    },
+) as dag:
+    snapshot = KafkaClusterSnapshotOperator(
+        task_id="snapshot_cluster",
+        kafka_config_id="{{ params.kafka_conn_id }}",
+    )
+
+    analyse = SparkSubmitOperator(
+        task_id="analyse_health",
+        application=spark_job_path("cluster_health.py"),
+        conn_id="{{ params.spark_conn_id }}",
+        name="kafka-cluster-health",
+        application_args=[
+            "--snapshot",
+            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
+            "--output",
+            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}/health",
+            "--max-listed",
+            "{{ params.max_listed }}",
+        ],
+    )
+
+    @task(outlets=[HEALTH_REPORT])
+    def publish_report(snapshot_info: dict, *, outlet_events=None) -> dict:
+        """Log the findings as decision records and publish the report."""
+        from kafka_runbooks_airflow.reports import publish_health_report
+
+        return publish_health_report(snapshot_info["path"], outlet_events[HEALTH_REPORT])
+
+    snapshot >> analyse >> publish_report(snapshot.output)

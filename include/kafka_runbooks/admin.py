@@ -1,0 +1,184 @@
+"""Read-side admin facade: one object that answers "what does the cluster look like now".
+
+confluent-kafka does the work it can (topic listing, configs); the RPCs it lacks go
+through :mod:`kafka_runbooks.kafka_python_gaps`. Clients are built on first use, so
+constructing a facade never touches the network. Calls on many resources follow the
+futures-per-resource pattern: one failed topic or broker is reported by name, and does
+not hide the answers for the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import cached_property
+from typing import Any
+
+from kafka_runbooks.client_config import redact, require_bootstrap
+from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_ISR = 1
+
+
+class AdminError(RuntimeError):
+    """An admin call failed; the message names what failed and why."""
+
+
+class ClusterUnreachable(AdminError):
+    """No broker of the bootstrap list answered."""
+
+
+class ClusterAdmin:
+    def __init__(self, config: dict[str, Any], timeout_s: float = 30.0) -> None:
+        self.config = dict(config)
+        self.bootstrap_servers = require_bootstrap(self.config)
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:
+        return f"ClusterAdmin({redact(self.config)})"
+
+    # Lazily built clients ------------------------------------------------------
+    @cached_property
+    def confluent(self):
+        from confluent_kafka.admin import AdminClient
+
+        conf = {"socket.connection.setup.timeout.ms": int(self.timeout_s * 1000), **self.config}
+        conf.setdefault("client.id", "kafka-runbooks")
+        # librdkafka's own log lines go through Python logging, not straight to stderr.
+        conf.setdefault("logger", logging.getLogger("kafka_runbooks.librdkafka"))
+        return AdminClient(conf)
+
+    @cached_property
+    def gaps(self):
+        from kafka.errors import KafkaError
+
+        from kafka_runbooks.kafka_python_gaps import KafkaPythonGaps
+
+        try:
+            return KafkaPythonGaps(self.config, request_timeout_ms=int(self.timeout_s * 1000))
+        except KafkaError as exc:
+            raise ClusterUnreachable(
+                f"no broker of {self.bootstrap_servers} answered ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def close(self) -> None:
+        if "gaps" in self.__dict__:
+            self.gaps.close()
+
+    def __enter__(self) -> ClusterAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Reads -------------------------------------------------------------------
+    def ping(self) -> str:
+        """Cluster id, or ClusterUnreachable: the check every runbook makes before acting."""
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self.confluent.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise ClusterUnreachable(f"no broker of {self.bootstrap_servers} answered: {exc}") from exc
+        return md.cluster_id
+
+    def describe_brokers(self) -> dict[int, Broker]:
+        _, brokers = self._gap_call("DescribeCluster", lambda: self.gaps.describe_cluster())
+        return {b.broker_id: b for b in brokers}
+
+    def describe_quorum(self) -> Quorum:
+        return self._gap_call("DescribeQuorum", lambda: self.gaps.describe_quorum())
+
+    def list_topics(self, include_internal: bool = True) -> list[str]:
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self.confluent.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise ClusterUnreachable(f"listing topics on {self.bootstrap_servers} failed: {exc}") from exc
+        names = [t for t in md.topics if include_internal or not t.startswith("__")]
+        return sorted(names)
+
+    def min_insync_replicas(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's effective ``min.insync.replicas`` (topic override or broker default)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        if not topics:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        futures = self.confluent.describe_configs(resources, request_timeout=self.timeout_s)
+        out: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if getattr(err, "name", lambda: "")() == "UNKNOWN_TOPIC_OR_PART":
+                    continue  # deleted since listed
+                failed[resource.name] = str(err)
+                continue
+            entry = entries.get("min.insync.replicas")
+            out[resource.name] = int(entry.value) if entry is not None and entry.value else DEFAULT_MIN_ISR
+        if failed:
+            raise AdminError(f"could not read min.insync.replicas of {len(failed)} topic(s): {failed}")
+        return out
+
+    def describe_partitions(self, topics: list[str] | None = None) -> list[PartitionState]:
+        """Every partition of ``topics`` (all when None) with its effective min ISR."""
+        topics = self.list_topics() if topics is None else list(topics)
+        parts = self._gap_call("DescribeTopicPartitions", lambda: self.gaps.describe_partitions(topics))
+        min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
+        return [
+            PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr.get(p.topic, DEFAULT_MIN_ISR)})
+            for p in parts
+        ]
+
+    def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
+        """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
+        replicas: list[LogDirReplica] = []
+        errors: dict[int, str] = {}
+        for broker_id in broker_ids:
+            try:
+                replicas.extend(self.gaps.describe_log_dirs(broker_id))
+            except Exception as exc:  # one broker's failure must not hide the others'
+                errors[broker_id] = f"{type(exc).__name__}: {exc}"
+                log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
+        return replicas, errors
+
+    def read_state(self, topics: list[str] | None = None, include_log_dirs: bool = True) -> ClusterState:
+        """One consistent-enough read of brokers, quorum, partitions and (optionally) sizes."""
+        cluster_id = self.ping()
+        taken_at_ms = int(time.time() * 1000)
+        brokers = self.describe_brokers()
+        quorum = self.describe_quorum()
+        partitions = self.describe_partitions(topics)
+        for p in partitions:
+            for replica in p.replicas:
+                if replica not in brokers:
+                    brokers[replica] = Broker(broker_id=replica, alive=False)
+        log_dirs: list[LogDirReplica] = []
+        log_dir_errors: dict[int, str] = {}
+        if include_log_dirs:
+            live = sorted(b.broker_id for b in brokers.values() if b.alive)
+            log_dirs, log_dir_errors = self.describe_log_dirs(live)
+        return ClusterState(
+            cluster_id=cluster_id,
+            brokers=dict(sorted(brokers.items())),
+            quorum=quorum,
+            partitions=partitions,
+            log_dirs=log_dirs,
+            log_dir_errors=log_dir_errors,
+            taken_at_ms=taken_at_ms,
+        )
+
+    def _gap_call(self, what: str, fn):
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
+
+        try:
+            return fn()
+        except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError) as exc:
+            raise ClusterUnreachable(f"{what} on {self.bootstrap_servers} failed: {exc}") from exc

@@ -1,0 +1,61 @@
+"""Decision records: the audit trail every runbook step leaves in its task log.
+
+A record says what was observed, what was decided and why, and what was done. It is
+logged as one line a person can read, with the same facts as structured fields (Airflow
+3's task logs are JSON: extra keys land in the record), so a reviewer can follow a run
+and a machine can query it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+log = logging.getLogger("kafka_runbooks.decisions")
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    step: str
+    decision: str
+    reason: str
+    observed: dict[str, Any] = field(default_factory=dict)
+    action: str | None = None
+    subject: str | None = None
+    at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        subject = f" [{self.subject}]" if self.subject else ""
+        action = f"; action: {self.action}" if self.action else ""
+        return f"DECISION {self.step}{subject}: {self.decision} because {self.reason}{action}"
+
+
+def record(
+    step: str,
+    decision: str,
+    reason: str,
+    *,
+    observed: dict[str, Any] | None = None,
+    action: str | None = None,
+    subject: str | None = None,
+    logger: logging.Logger | None = None,
+    level: int = logging.INFO,
+) -> DecisionRecord:
+    """Log a decision record and return it (callers may also collect them for reports)."""
+    rec = DecisionRecord(
+        step=step, decision=decision, reason=reason, observed=observed or {}, action=action, subject=subject
+    )
+    (logger or log).log(
+        level,
+        "%s | observed=%s",
+        rec.summary(),
+        json.dumps(rec.observed, sort_keys=True, default=str),
+        extra={"decision_record": rec.as_dict()},
+    )
+    return rec

@@ -1,0 +1,440 @@
+"""A real Airflow on loopback for end-to-end tests and the demo, and a small REST client for it.
+
+Approval gates cannot be exercised with ``dag.test()`` (it waits forever at the gate), so gated
+runbooks are tested against a running Airflow: ``airflow standalone`` (SQLite metadata DB,
+LocalExecutor) started as a subprocess, driven and answered through the public REST API.
+
+This module must not import Airflow: it belongs to the Airflow-free domain library. It starts
+the ``airflow`` command of a given virtualenv and talks HTTP with ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import requests
+
+TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+LOG_TAIL_LINES = 60
+
+
+class AirflowError(RuntimeError):
+    """The local Airflow did not start, or the REST API refused a request; the message says why."""
+
+
+class AirflowLocal:
+    """One ``airflow standalone`` under ``home``, listening on 127.0.0.1:``port``.
+
+    ``dags_folders``: Airflow reads one dags folder, so several are merged into
+    ``<home>/dags`` as symlinks to their top-level ``.py`` files and sub-folders (rebuilt at
+    each start). ``connections``: conn_id -> Airflow connection JSON dict, passed as
+    ``AIRFLOW_CONN_<ID>`` environment variables. DAGs stay paused at creation (Airflow's
+    default); :meth:`trigger` unpauses the DAG it runs.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        port: int = 8080,
+        dags_folders: list[Path] | Path,
+        plugins_folder: Path | None = None,
+        connections: dict[str, dict] | None = None,
+        extra_env: dict[str, str] | None = None,
+        airflow_bin: Path | None = None,
+    ) -> None:
+        self.home = Path(home).resolve()
+        self.port = port
+        folders = [dags_folders] if isinstance(dags_folders, Path | str) else list(dags_folders)
+        self.dags_folders = [Path(f).resolve() for f in folders]
+        self.plugins_folder = Path(plugins_folder).resolve() if plugins_folder else self.home / "plugins"
+        self.connections = dict(connections or {})
+        self.extra_env = dict(extra_env or {})
+        self.airflow_bin = Path(airflow_bin) if airflow_bin else Path(sys.executable).parent / "airflow"
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.pid_file = self.home / "standalone.pid"
+        self.log_file = self.home / "standalone.log"
+        self._proc: subprocess.Popen | None = None
+        self._token: str | None = None
+        self._http = requests.Session()
+
+    # ------------------------------------------------------------------ process
+
+    @property
+    def dags_folder(self) -> Path:
+        """The one folder Airflow reads: the given folder, or the merged symlink folder."""
+        return self.dags_folders[0] if len(self.dags_folders) == 1 else self.home / "dags"
+
+    def env(self) -> dict[str, str]:
+        """The environment ``airflow standalone`` runs with (its components inherit it)."""
+        env = dict(os.environ)
+        env.update(
+            {
+                # standalone starts its components as `airflow ...` from PATH
+                "PATH": f"{self.airflow_bin.parent}{os.pathsep}{env.get('PATH', '')}",
+                "AIRFLOW_HOME": str(self.home),
+                "NO_COLOR": "1",  # plain text in standalone.log
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.plugins_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__BASE_URL": self.base_url,
+                # tasks call home through the execution API; its default assumes port 8080
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+                # the log servers default to 8793/8794; keep them off another Airflow's ports
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.port + 1),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.port + 2),
+                # new and changed DAG files show up in seconds, not minutes
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            }
+        )
+        for conn_id, conn in self.connections.items():
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+        env.update(self.extra_env)
+        return env
+
+    def _link_dags_folders(self) -> None:
+        """Merge several dags folders into one folder of symlinks, since Airflow reads only one."""
+        if len(self.dags_folders) == 1:
+            return
+        merged = self.home / "dags"
+        if merged.exists():
+            for entry in merged.iterdir():
+                entry.unlink()
+        merged.mkdir(parents=True, exist_ok=True)
+        for folder in self.dags_folders:
+            if not folder.is_dir():
+                continue
+            for src in sorted(folder.iterdir()):
+                wanted = src.suffix == ".py" or (src.is_dir() and not src.name.startswith((".", "__")))
+                if not wanted:
+                    continue
+                link = merged / src.name
+                if link.is_symlink():
+                    raise AirflowError(f"{src.name} is in two dags folders: {link.resolve()} and {src}")
+                link.symlink_to(src)
+
+    def _pid(self) -> int | None:
+        """The pid of our running standalone process, if the pid file names a live one."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if self._proc is not None and self._proc.pid == pid and self._proc.poll() is not None:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return pid
+
+    def health(self) -> dict | None:
+        """``/api/v2/monitor/health``, or None while the api-server does not answer."""
+        try:
+            resp = self._http.get(f"{self.base_url}/api/v2/monitor/health", timeout=5)
+        except requests.RequestException:
+            return None
+        return resp.json() if resp.ok else None
+
+    def is_healthy(self) -> bool:
+        """True when the metadata DB, scheduler, dag-processor and triggerer all report healthy."""
+        health = self.health()
+        if not health:
+            return False
+        parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+        return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES, component: str | None = None) -> str:
+        """The last lines of the standalone log (of one component, e.g. ``api-server``)."""
+        try:
+            text = self.log_file.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log file)"
+        if component:
+            text = [line for line in text if line.startswith(f"{component} ")]
+        return "\n".join(text[-lines:])
+
+    def _start_failure(self, what: str) -> AirflowError:
+        return AirflowError(
+            f"{what}; health: {self.health()}\n"
+            f"--- api-server log tail:\n{self.log_tail(30, 'api-server')}\n"
+            f"--- standalone log tail ({self.log_file}):\n{self.log_tail()}"
+        )
+
+    def start(self, timeout: float = 180) -> None:
+        """Start Airflow unless ours already runs, and wait until all components are healthy."""
+        pid = self._pid()
+        if pid is None:
+            if self.health() is not None or _port_open(self.port):
+                raise AirflowError(f"port {self.port} is in use by something other than {self.home}")
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.plugins_folder.mkdir(parents=True, exist_ok=True)
+            self._link_dags_folders()
+            with self.log_file.open("ab") as log:
+                self._proc = subprocess.Popen(
+                    [str(self.airflow_bin), "standalone"],
+                    env=self.env(),
+                    cwd=self.home,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group, so stop() reaches every component
+                )
+            self.pid_file.write_text(f"{self._proc.pid}\n")
+        deadline = time.monotonic() + timeout
+        while not self.is_healthy():
+            failure = None
+            if self._pid() is None:
+                failure = self._start_failure("airflow standalone exited during start-up")
+            elif time.monotonic() > deadline:
+                failure = self._start_failure(f"Airflow not healthy after {timeout:.0f}s")
+            if failure:
+                self.stop()  # leave nothing half-started behind
+                raise failure
+            time.sleep(1)
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop the whole process group (standalone, its components and their task processes)."""
+        pid = self._pid()
+        if pid is not None:
+            _signal_group(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while self._group_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if self._group_alive(pid):
+                _signal_group(pid, signal.SIGKILL)
+                while self._group_alive(pid) and time.monotonic() < deadline + 10:
+                    time.sleep(0.2)
+        self.pid_file.unlink(missing_ok=True)
+        self._proc = None
+        self._token = None
+
+    def _group_alive(self, pgid: int) -> bool:
+        if self._proc is not None:
+            self._proc.poll()  # reap our child, else it lingers as a zombie in the group
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    # ------------------------------------------------------------------ HTTP
+
+    @property
+    def password(self) -> str:
+        """The admin password SimpleAuthManager generated into AIRFLOW_HOME."""
+        path = self.home / "simple_auth_manager_passwords.json.generated"
+        try:
+            return json.loads(path.read_text())["admin"]
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise AirflowError(f"no admin password in {path}: {exc}") from exc
+
+    def token(self) -> str:
+        """A JWT for the admin user, from ``POST /auth/token``."""
+        resp = self._http.post(
+            f"{self.base_url}/auth/token",
+            json={"username": "admin", "password": self.password},
+            timeout=30,
+        )
+        _raise_for(resp)
+        return resp.json()["access_token"]
+
+    def request(self, method: str, path: str, **kwargs) -> requests.Response:
+        """Call the REST API as admin; log in again once if the token expired."""
+        kwargs.setdefault("timeout", 30)
+        extra_headers = kwargs.pop("headers", {})
+        for attempt in (1, 2):
+            if self._token is None:
+                self._token = self.token()
+            headers = {"Authorization": f"Bearer {self._token}", **extra_headers}
+            resp = self._http.request(method, f"{self.base_url}{path}", headers=headers, **kwargs)
+            if resp.status_code != 401 or attempt == 2:
+                break
+            self._token = None
+        _raise_for(resp)
+        return resp
+
+    def api(self, method: str, path: str, **kwargs) -> dict:
+        """``request`` on ``/api/v2`` + path, returning the JSON body."""
+        return self.request(method, f"/api/v2{path}", **kwargs).json()
+
+    # ------------------------------------------------------------------ DAGs and runs
+
+    def import_errors(self) -> list[dict]:
+        """DAG files that failed to import: ``[{"filename", "stack_trace", ...}]``."""
+        return self.api("GET", "/importErrors", params={"limit": 100})["import_errors"]
+
+    def dag(self, dag_id: str) -> dict | None:
+        """The DAG as the API lists it, or None until the dag-processor has parsed it."""
+        try:
+            return self.api("GET", f"/dags/{dag_id}")
+        except AirflowError as exc:
+            if "HTTP 404" in str(exc):
+                return None
+            raise
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 60) -> dict:
+        """Wait until ``dag_id`` is parsed and listed; on timeout show the import errors."""
+        deadline = time.monotonic() + timeout
+        while (dag := self.dag(dag_id)) is None:
+            if time.monotonic() > deadline:
+                errors = "\n".join(f"{e['filename']}:\n{e['stack_trace']}" for e in self.import_errors())
+                raise AirflowError(
+                    f"DAG {dag_id} not listed after {timeout:.0f}s; import errors:\n{errors or '(none)'}"
+                )
+            time.sleep(1)
+        return dag
+
+    def unpause(self, dag_id: str) -> None:
+        self.api("PATCH", f"/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
+        """Unpause ``dag_id`` and start a manual run with ``conf``; return its run_id."""
+        self.unpause(dag_id)
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})
+        return run["dag_run_id"]
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
+    def wait_for_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        timeout: float = 300,
+        states: Iterable[str] = ("success", "failed"),
+    ) -> str:
+        """Wait until the run is in one of ``states``; return that state."""
+        states = tuple(states)
+        deadline = time.monotonic() + timeout
+        while (state := self.dag_run(dag_id, run_id)["state"]) not in states:
+            if time.monotonic() > deadline:
+                raise AirflowError(
+                    f"run {dag_id}/{run_id} is {state!r}, not in {states}, after {timeout:.0f}s; "
+                    f"tasks: {self._ti_states(dag_id, run_id)}"
+                )
+            time.sleep(1)
+        return state
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})[
+            "task_instances"
+        ]
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict:
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+        return self.api("GET", path if map_index < 0 else f"{path}/{map_index}")
+
+    def _ti_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        return {ti["task_id"]: ti["state"] for ti in self.task_instances(dag_id, run_id)}
+
+    def wait_for_task_state(
+        self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 120, map_index: int = -1
+    ) -> dict:
+        """Wait until the task is in ``state``; fail at once if it ends in another final state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ti = self.task_instance(dag_id, run_id, task_id, map_index)
+            if ti["state"] == state:
+                return ti
+            if ti["state"] in TERMINAL_TI_STATES or time.monotonic() > deadline:
+                raise AirflowError(
+                    f"task {dag_id}/{run_id}/{task_id} is {ti['state']!r}, waiting for {state!r}; "
+                    f"tasks: {self._ti_states(dag_id, run_id)}"
+                )
+            time.sleep(1)
+
+    # ------------------------------------------------------------------ approvals
+
+    def pending_approvals(self, dag_id: str | None = None) -> list[dict]:
+        """Human-in-the-loop requests still waiting for an answer (each has ``task_instance``)."""
+        path = f"/dags/{dag_id or '~'}/dagRuns/~/hitlDetails"
+        return self.api("GET", path, params={"response_received": "false", "limit": 1000})["hitl_details"]
+
+    def answer(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        chosen_options: list[str],
+        params_input: dict | None = None,
+        map_index: int = -1,
+    ) -> dict:
+        """Answer a waiting approval gate, e.g. ``chosen_options=["Approve"]``; the task resumes."""
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{map_index}/hitlDetails"
+        return self.api(
+            "PATCH", path, json={"chosen_options": chosen_options, "params_input": params_input or {}}
+        )
+
+    # ------------------------------------------------------------------ logs
+
+    def task_log(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
+    ) -> list[dict]:
+        """The task's structured log records (``event``, ``level``, ``timestamp`` and extra keys)."""
+        body = self.api(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"map_index": map_index, "full_content": "true"},
+            headers={"Accept": "application/json"},
+        )
+        content = body["content"]
+        # older servers returned one pre-rendered string instead of a list of records
+        if isinstance(content, str):
+            return [{"event": line} for line in content.splitlines()]
+        return [rec if isinstance(rec, dict) else {"event": str(rec)} for rec in content]
+
+    def task_log_text(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
+    ) -> str:
+        """The task log as plain lines: ``timestamp [level] logger: event key=value ...``."""
+        lines = []
+        for rec in self.task_log(dag_id, run_id, task_id, try_number, map_index):
+            rec = dict(rec)
+            head = " ".join(
+                str(part)
+                for part in (
+                    rec.pop("timestamp", None),
+                    f"[{rec.pop('level')}]" if "level" in rec else None,
+                    f"{rec.pop('logger')}:" if "logger" in rec else None,
+                    rec.pop("event", None),
+                )
+                if part is not None
+            )
+            lines.append(" ".join([head, *(f"{k}={v}" for k, v in rec.items())]))
+        return "\n".join(lines)
+
+
+def _raise_for(resp: requests.Response) -> None:
+    if resp.status_code >= 400:
+        raise AirflowError(f"{resp.request.method} {resp.url} -> HTTP {resp.status_code}: {resp.text}")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,134 @@
+"""The cluster as the runbooks see it: brokers, the KRaft quorum, partitions.
+
+Plain dataclasses, built by the admin facade and read by safety rules and planners.
+A broker that appears in replica assignments but is not registered is still a Broker
+here (``alive=False``): that is exactly the broker a runbook has to reason about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class Broker:
+    broker_id: int
+    host: str | None = None
+    port: int | None = None
+    rack: str | None = None
+    alive: bool = True
+    fenced: bool = False
+
+    @property
+    def available(self) -> bool:
+        """Registered and unfenced: it can lead and follow partitions."""
+        return self.alive and not self.fenced
+
+
+@dataclass(frozen=True)
+class QuorumMember:
+    node_id: int
+    log_end_offset: int
+    last_caught_up_ms: int | None
+    last_fetch_ms: int | None
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """The KRaft metadata quorum (``__cluster_metadata``) as DescribeQuorum reports it."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[QuorumMember, ...]
+    observers: tuple[QuorumMember, ...]
+
+    @property
+    def active_controller(self) -> int:
+        return self.leader_id
+
+    def caught_up_voters(self, max_lag_records: int = 0) -> list[int]:
+        """Voters whose log end offset is within ``max_lag_records`` of the high watermark."""
+        return [v.node_id for v in self.voters if self.high_watermark - v.log_end_offset <= max_lag_records]
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()
+    min_insync_replicas: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def preferred_leader(self) -> int | None:
+        return self.replicas[0] if self.replicas else None
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+@dataclass(frozen=True)
+class LogDirReplica:
+    broker_id: int
+    topic: str
+    partition: int
+    size_bytes: int
+    log_dir: str
+    offset_lag: int = 0
+    is_future: bool = False
+
+
+@dataclass
+class ClusterState:
+    """Everything a sweep needs to judge the cluster, read in one pass."""
+
+    cluster_id: str | None
+    brokers: dict[int, Broker]
+    quorum: Quorum | None
+    partitions: list[PartitionState]
+    log_dirs: list[LogDirReplica] = field(default_factory=list)
+    log_dir_errors: dict[int, str] = field(default_factory=dict)
+    taken_at_ms: int = 0
+
+    @property
+    def active_controller(self) -> int | None:
+        return self.quorum.leader_id if self.quorum else None
+
+    def alive_broker_ids(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if b.available)
+
+    def is_available(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.available
+
+    def hosted_by(self, broker_id: int) -> list[PartitionState]:
+        return [p for p in self.partitions if broker_id in p.replicas]
+
+    def offline(self) -> list[PartitionState]:
+        """No leader, or a leader the cluster no longer has."""
+        return [p for p in self.partitions if not p.has_leader or not self.is_available(p.leader)]
+
+    def under_replicated(self) -> list[PartitionState]:
+        offline = {p.name for p in self.offline()}
+        return [p for p in self.partitions if p.name not in offline and len(p.isr) < p.replication_factor]
+
+    def under_min_isr(self) -> list[PartitionState]:
+        offline = {p.name for p in self.offline()}
+        return [p for p in self.partitions if p.name not in offline and len(p.isr) < p.min_insync_replicas]

@@ -1,0 +1,27 @@
+"""Where runbooks write their artifacts (snapshots, reports, plans)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def data_dir() -> Path:
+    """``$KAFKA_RUNBOOKS_DATA_DIR``, else ``$AIRFLOW_HOME/kafka_runbooks``, else ``~/kafka_runbooks``."""
+    explicit = os.environ.get("KAFKA_RUNBOOKS_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    home = os.environ.get("AIRFLOW_HOME")
+    return Path(home) / "kafka_runbooks" if home else Path.home() / "kafka_runbooks"
+
+
+def safe_name(text: str) -> str:
+    """A run id such as ``manual__2026-11-21T23:00:00+00:00`` as a portable folder name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def artifact_dir(*parts: str) -> Path:
+    path = data_dir().joinpath(*(safe_name(p) for p in parts))
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,121 @@
+"""Cluster snapshots on disk, as Parquet, for the Spark jobs.
+
+``replicas.parquet`` has one row per replica (the unit every cluster-wide analysis
+groups by), ``brokers.parquet`` one row per broker the cluster knows of, dead ones
+included, and ``meta.json`` says when and from where the snapshot was taken.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kafka_runbooks.model import ClusterState
+
+REPLICAS_FILE = "replicas.parquet"
+BROKERS_FILE = "brokers.parquet"
+META_FILE = "meta.json"
+
+
+def replica_rows(state: ClusterState) -> list[dict]:
+    sizes = {(r.broker_id, r.topic, r.partition): r for r in state.log_dirs if not r.is_future}
+    rows = []
+    for p in state.partitions:
+        for index, replica in enumerate(p.replicas):
+            broker = state.brokers.get(replica)
+            size = sizes.get((replica, p.topic, p.partition))
+            rows.append(
+                {
+                    "taken_at_ms": state.taken_at_ms,
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "replica": replica,
+                    "replica_index": index,
+                    "replication_factor": p.replication_factor,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "is_leader": replica == p.leader,
+                    "in_isr": replica in p.isr,
+                    "in_elr": replica in p.elr,
+                    "isr_size": len(p.isr),
+                    "min_insync_replicas": p.min_insync_replicas,
+                    "broker_alive": bool(broker and broker.available),
+                    "broker_rack": broker.rack if broker else None,
+                    "size_bytes": size.size_bytes if size else None,
+                    "log_dir": size.log_dir if size else None,
+                }
+            )
+    return rows
+
+
+def broker_rows(state: ClusterState) -> list[dict]:
+    return [
+        {
+            "broker_id": b.broker_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "alive": b.available,
+            "fenced": b.fenced,
+        }
+        for b in state.brokers.values()
+    ]
+
+
+def _schemas():
+    import pyarrow as pa
+
+    replicas = pa.schema(
+        [
+            ("taken_at_ms", pa.int64()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("replica", pa.int32()),
+            ("replica_index", pa.int32()),
+            ("replication_factor", pa.int32()),
+            ("leader", pa.int32()),
+            ("leader_epoch", pa.int32()),
+            ("is_leader", pa.bool_()),
+            ("in_isr", pa.bool_()),
+            ("in_elr", pa.bool_()),
+            ("isr_size", pa.int32()),
+            ("min_insync_replicas", pa.int32()),
+            ("broker_alive", pa.bool_()),
+            ("broker_rack", pa.string()),
+            ("size_bytes", pa.int64()),
+            ("log_dir", pa.string()),
+        ]
+    )
+    brokers = pa.schema(
+        [
+            ("broker_id", pa.int32()),
+            ("host", pa.string()),
+            ("port", pa.int32()),
+            ("rack", pa.string()),
+            ("alive", pa.bool_()),
+            ("fenced", pa.bool_()),
+        ]
+    )
+    return replicas, brokers
+
+
+def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers: str | None = None) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    replicas_schema, brokers_schema = _schemas()
+    pq.write_table(pa.Table.from_pylist(replica_rows(state), schema=replicas_schema), out / REPLICAS_FILE)
+    pq.write_table(pa.Table.from_pylist(broker_rows(state), schema=brokers_schema), out / BROKERS_FILE)
+    meta = {
+        "taken_at_ms": state.taken_at_ms,
+        "cluster_id": state.cluster_id,
+        "bootstrap_servers": bootstrap_servers,
+        "active_controller": state.active_controller,
+        "partitions": len(state.partitions),
+        "brokers": len(state.brokers),
+        "log_dir_errors": {str(k): v for k, v in state.log_dir_errors.items()},
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2))
+    return out

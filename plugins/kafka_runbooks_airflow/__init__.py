@@ -1,0 +1,1 @@
+"""Airflow adapters (hooks, operators, sensors) over the ``kafka_runbooks`` library."""

@@ -1,0 +1,75 @@
+"""Operator: write a cluster snapshot (Parquet) for the Spark jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from kafka_runbooks import decisions
+from kafka_runbooks.paths import artifact_dir
+from kafka_runbooks.snapshot import write_snapshot
+
+
+class KafkaClusterSnapshotOperator(BaseOperator):
+    """Read brokers, quorum, partitions and log-dir sizes; write them as a snapshot.
+
+    Read-only: it never changes the cluster. Returns (as XCom) the snapshot folder and
+    headline counts, so the next task can submit a Spark job over it.
+
+    :param kafka_config_id: Airflow Kafka connection id.
+    :param output_subdir: folder under the runbooks' data dir (templated); defaults to
+        ``snapshots/<dag_id>/<run_id>``.
+    :param include_log_dirs: also read replica sizes (DescribeLogDirs on every live broker).
+    """
+
+    template_fields: Sequence[str] = ("kafka_config_id", "output_subdir")
+
+    def __init__(
+        self,
+        *,
+        kafka_config_id: str = "kafka_default",
+        output_subdir: str | None = None,
+        include_log_dirs: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
+        self.output_subdir = output_subdir
+        self.include_log_dirs = include_log_dirs
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        hook = KafkaAdminHook(kafka_config_id=self.kafka_config_id)
+        admin = hook.admin
+        try:
+            state = admin.read_state(include_log_dirs=self.include_log_dirs)
+        finally:
+            admin.close()
+        parts = (self.output_subdir,) if self.output_subdir else ("snapshots", self.dag_id, context["run_id"])
+        path = write_snapshot(state, artifact_dir(*parts), bootstrap_servers=admin.bootstrap_servers)
+        dead = [b.broker_id for b in state.brokers.values() if not b.available]
+        decisions.record(
+            "snapshot",
+            "snapshot written",
+            "a read-only view of the cluster is the input of every analysis",
+            observed={
+                "cluster_id": state.cluster_id,
+                "brokers": len(state.brokers),
+                "unavailable_brokers": dead,
+                "active_controller": state.active_controller,
+                "partitions": len(state.partitions),
+                "log_dir_errors": state.log_dir_errors,
+            },
+            action=f"wrote {path}",
+            logger=self.log,
+        )
+        return {
+            "path": str(path),
+            "cluster_id": state.cluster_id,
+            "partitions": len(state.partitions),
+            "brokers": len(state.brokers),
+            "unavailable_brokers": dead,
+        }
