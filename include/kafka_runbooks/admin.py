@@ -19,8 +19,6 @@ from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MIN_ISR = 1
-
 
 class AdminError(RuntimeError):
     """An admin call failed; the message names what failed and why."""
@@ -101,30 +99,19 @@ class ClusterAdmin:
         names = [t for t in md.topics if include_internal or not t.startswith("__")]
         return sorted(names)
 
-    def min_insync_replicas(self, topics: list[str]) -> dict[str, int]:
-        """Each topic's effective ``min.insync.replicas`` (topic override or broker default)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import ConfigResource, ResourceType
-
-        if not topics:
-            return {}
-        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-        futures = self.confluent.describe_configs(resources, request_timeout=self.timeout_s)
+    def min_insync_replicas(self, topics: list[str], batch: int = 500) -> dict[str, int]:
+        """Each topic's effective ``min.insync.replicas`` (topic override or cluster default)."""
         out: dict[str, int] = {}
-        failed: dict[str, str] = {}
-        for resource, future in futures.items():
-            try:
-                entries = future.result(timeout=self.timeout_s)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if getattr(err, "name", lambda: "")() == "UNKNOWN_TOPIC_OR_PART":
-                    continue  # deleted since listed
-                failed[resource.name] = str(err)
-                continue
-            entry = entries.get("min.insync.replicas")
-            out[resource.name] = int(entry.value) if entry is not None and entry.value else DEFAULT_MIN_ISR
-        if failed:
-            raise AdminError(f"could not read min.insync.replicas of {len(failed)} topic(s): {failed}")
+        for i in range(0, len(topics), batch):
+            chunk = topics[i : i + batch]
+            configs = self._gap_call(
+                "DescribeConfigs", lambda chunk=chunk: self.gaps.topic_configs(chunk, ["min.insync.replicas"])
+            )
+            for topic in chunk:
+                value = configs.get(topic, {}).get("min.insync.replicas")
+                if value is None:
+                    raise AdminError(f"could not read min.insync.replicas of topic {topic!r}")
+                out[topic] = int(value)
         return out
 
     def describe_partitions(self, topics: list[str] | None = None) -> list[PartitionState]:
@@ -132,10 +119,7 @@ class ClusterAdmin:
         topics = self.list_topics() if topics is None else list(topics)
         parts = self._gap_call("DescribeTopicPartitions", lambda: self.gaps.describe_partitions(topics))
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
-        return [
-            PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr.get(p.topic, DEFAULT_MIN_ISR)})
-            for p in parts
-        ]
+        return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""

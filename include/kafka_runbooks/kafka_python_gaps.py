@@ -105,6 +105,24 @@ class KafkaPythonGaps:
             if not cursor:
                 return out
 
+    def topic_configs(self, topics: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+        """Effective values of config ``names`` per topic (sent to any live broker).
+
+        confluent-kafka sends DescribeConfigs to "the controller", which under KRaft is
+        a random broker id from metadata; once that broker dies every call times out.
+        A topic missing from the answer could not be described (kafka-python drops the
+        per-resource error code).
+        """
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resources = [ConfigResource(ConfigResourceType.TOPIC, t, configs=list(names)) for t in topics]
+        data = self._client.describe_configs(resources, config_filter="all").get("topic", {})
+        return {
+            topic: {k: v.get("value") for k, v in entries.items()}
+            for topic, entries in data.items()
+            if entries
+        }
+
     def describe_log_dirs(self, broker_id: int) -> list[LogDirReplica]:
         """Replica sizes in every log dir of one broker (asked of that broker)."""
         out: list[LogDirReplica] = []

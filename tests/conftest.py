@@ -1,0 +1,87 @@
+"""Session-wide fixtures: one real local Kafka stack for the whole test session.
+
+By default the session starts its own stack under ``.stack/test`` on ports 29000+
+(so it never collides with the demo's) and stops it at the end. Two variables point
+the suite elsewhere instead:
+
+- ``KR_TEST_STACK_DIR``: an already running local stack (``kstack`` folder); reused, not stopped.
+- ``KR_BOOTSTRAP_SERVERS``: any existing cluster; the read-only tests run against it,
+  the fault-injection tests (which kill brokers) refuse to and are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.localstack import LocalStack, Topology
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ExternalCluster:
+    """Stands in for LocalStack when the suite points at a cluster it must not break."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.connect_url = os.environ.get("KR_CONNECT_URL")
+
+
+@pytest.fixture(scope="session")
+def kafka_stack():
+    external = os.environ.get("KR_BOOTSTRAP_SERVERS")
+    if external:
+        yield ExternalCluster(external)
+        return
+    reuse = os.environ.get("KR_TEST_STACK_DIR")
+    if reuse:
+        stack = LocalStack(home=reuse)
+        stack.start()
+        yield stack
+        return
+    port_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
+    stack = LocalStack(home=ROOT / ".stack" / "test", topology=Topology(port_base=port_base))
+    stack.destroy()
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="session")
+def local_stack(kafka_stack) -> LocalStack:
+    """The stack, for tests that inject faults: never an external cluster."""
+    if not isinstance(kafka_stack, LocalStack):
+        pytest.skip("fault injection refuses to run against an external cluster (KR_BOOTSTRAP_SERVERS)")
+    return kafka_stack
+
+
+@pytest.fixture(scope="session")
+def kafka_config(kafka_stack) -> dict:
+    return {"bootstrap.servers": kafka_stack.bootstrap_servers}
+
+
+@pytest.fixture
+def admin(kafka_config):
+    from kafka_runbooks.admin import ClusterAdmin
+
+    with ClusterAdmin(kafka_config, timeout_s=15) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def airflow_connections(kafka_stack) -> dict:
+    """Connections every Airflow started by the tests gets (same ids as the demo)."""
+    conns = {
+        "kafka_default": {
+            "conn_type": "kafka",
+            "extra": {"bootstrap.servers": kafka_stack.bootstrap_servers},
+        },
+        "spark_default": {"conn_type": "spark", "host": "local[2]"},
+    }
+    if getattr(kafka_stack, "connect_url", None):
+        conns["kafka_connect_default"] = {"conn_type": "http", "host": kafka_stack.connect_url}
+    return conns

@@ -1,0 +1,101 @@
+"""The local stack is a real KRaft cluster with the shape the runbooks rely on."""
+
+from __future__ import annotations
+
+import requests
+
+from kafka_runbooks.localstack.stack import read_gauge
+from tests.helpers import wait_until
+
+
+def test_default_topology_has_four_racked_brokers_and_three_voters(local_stack, admin):
+    brokers = admin.describe_brokers()
+    assert sorted(brokers) == [1, 2, 3, 4]
+    assert {b.rack for b in brokers.values()} == {"rack-a", "rack-b"}
+    assert all(b.available for b in brokers.values())
+    quorum = admin.describe_quorum()
+    assert sorted(v.node_id for v in quorum.voters) == [9001, 9002, 9003]
+    assert quorum.leader_id in {9001, 9002, 9003}
+    assert sorted(o.node_id for o in quorum.observers) == [1, 2, 3, 4]
+
+
+def test_cluster_settings_are_the_safe_ones(admin, kafka_config):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    client = AdminClient(kafka_config)
+    res = ConfigResource(ResourceType.BROKER, "1")
+    configs = client.describe_configs([res])[res].result(30)
+    assert configs["min.insync.replicas"].value == "2"
+    assert configs["unclean.leader.election.enable"].value == "false"
+    assert configs["broker.rack"].value == "rack-a"
+
+
+def test_every_node_exports_the_stable_metric_names(local_stack):
+    for status in local_stack.status():
+        if status.role == "connect":
+            continue
+        text = local_stack.metrics(status.name)
+        assert text, f"{status.name} exporter did not answer"
+        if status.role == "broker":
+            assert read_gauge(text, "kafka_server_brokerstate") == 3
+            assert read_gauge(text, "kafka_server_replicamanager_underreplicatedpartitions") is not None
+            assert read_gauge(text, "kafka_server_broker_metadata_metrics_metadata_load_error_count") == 0
+            assert read_gauge(text, "kafka_server_broker_metadata_metrics_metadata_apply_error_count") == 0
+        else:
+            assert read_gauge(text, "kafka_controller_kafkacontroller_metadataerrorcount") == 0
+            assert read_gauge(text, "kafka_controller_kafkacontroller_activecontrollercount") in (0, 1)
+    active = [
+        s.name
+        for s in local_stack.status()
+        if s.role == "controller"
+        and read_gauge(local_stack.metrics(s.name), "kafka_controller_kafkacontroller_activecontrollercount")
+        == 1
+    ]
+    assert len(active) == 1
+
+
+def test_connect_worker_has_the_file_connectors(local_stack):
+    plugins = requests.get(f"{local_stack.connect_url}/connector-plugins", timeout=10).json()
+    classes = {p["class"] for p in plugins}
+    assert "org.apache.kafka.connect.file.FileStreamSinkConnector" in classes
+    assert "org.apache.kafka.connect.file.FileStreamSourceConnector" in classes
+
+
+def test_kill_and_start_a_broker(restore_stack, admin):
+    stack = restore_stack
+    stack.kill(4)
+    assert not stack.is_running(4)
+    assert not stack.is_running("broker-4")
+    wait_until(
+        lambda: not admin.describe_brokers().get(4, None) or admin.describe_brokers()[4].fenced,
+        30,
+        what="broker 4 fenced or gone",
+    )
+    stack.start_node(4, wait=True)
+    assert stack.is_running(4)
+    assert stack.broker_state(4) == 3
+
+
+def test_clean_stop_of_a_broker_moves_leadership_away(restore_stack, admin):
+    stack = restore_stack
+    stack.stop_node(2)
+    assert not stack.is_running(2)
+    state = admin.read_state(include_log_dirs=False)
+    assert all(p.leader != 2 for p in state.partitions)
+
+
+def test_quorum_survives_losing_one_controller(restore_stack, admin):
+    stack = restore_stack
+    leader = admin.describe_quorum().leader_id
+    stack.kill(leader)
+    quorum = wait_until(
+        lambda: (q := admin.describe_quorum()).leader_id not in (leader, -1) and q,
+        60,
+        what="a new quorum leader",
+    )
+    assert quorum.leader_id in {9001, 9002, 9003} - {leader}
+    # The cluster still accepts metadata changes without the old leader.
+    from tests.helpers import create_topic, unique_topic
+
+    create_topic(stack.bootstrap_servers, unique_topic("quorum-check"), 1, 3)
+    stack.start_node(leader, wait=True)
