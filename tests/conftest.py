@@ -16,9 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack import LocalStack, Topology
-
 ROOT = Path(__file__).resolve().parents[1]
+# Airflow reads its config on first import: keep the tests' Airflow out of ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", str(ROOT / ".stack" / "airflow-unit"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+
+from kafka_runbooks.localstack import LocalStack, Topology  # noqa: E402
 
 
 class ExternalCluster:

@@ -18,7 +18,7 @@ def data_dir() -> Path:
 
 def safe_name(text: str) -> str:
     """A run id such as ``manual__2026-11-21T23:00:00+00:00`` as a portable folder name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
 
 
 def artifact_dir(*parts: str) -> Path:

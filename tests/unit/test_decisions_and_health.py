@@ -1,0 +1,53 @@
+import logging
+
+from kafka_runbooks import decisions
+from kafka_runbooks.health import log_findings
+from kafka_runbooks.paths import safe_name
+
+
+def test_a_decision_record_is_one_readable_line_with_structured_fields(caplog):
+    caplog.set_level(logging.INFO, logger="kafka_runbooks.decisions")
+    rec = decisions.record(
+        "availability",
+        "wait",
+        "partition t-0 would drop below min.insync.replicas",
+        observed={"isr": [1, 2], "min_isr": 2},
+        subject="broker 2",
+    )
+    [log_record] = caplog.records
+    assert log_record.getMessage().startswith(
+        "DECISION availability [broker 2]: wait because partition t-0 would drop below min.insync.replicas"
+    )
+    assert '"min_isr": 2' in log_record.getMessage()
+    assert log_record.decision_record == rec.as_dict()
+    assert rec.as_dict()["observed"] == {"isr": [1, 2], "min_isr": 2}
+
+
+def test_findings_one_record_per_category_or_healthy(caplog):
+    caplog.set_level(logging.INFO)
+    report = {
+        "partitions": 10,
+        "counts": {"offline": 1, "under_replicated": 2, "under_min_isr": 0, "at_min_isr": 2},
+        "offline": [{"topic": "t", "partition": 0}],
+        "under_replicated": [{"topic": "t", "partition": 1}, {"topic": "t", "partition": 2}],
+        "at_min_isr": [{"topic": "t", "partition": 1}, {"topic": "t", "partition": 2}],
+    }
+    recs = log_findings(report)
+    assert [r.decision for r in recs] == [
+        "1 partition(s) offline",
+        "2 partition(s) at min isr",
+        "2 partition(s) under replicated",
+    ]
+    assert recs[0].observed["partitions"] == ["t-0"]
+    healthy = log_findings({"partitions": 3, "counts": {}, "brokers": [{}, {}]})
+    assert [r.decision for r in healthy] == ["healthy"]
+
+
+def test_run_ids_become_portable_folder_names():
+    assert safe_name("manual__2026-11-21T23:00:00+00:00") == "manual__2026-11-21T23_00_00_00_00"
+    assert safe_name("../../etc") == "etc"
+
+
+def test_no_folder_name_escapes_the_data_dir():
+    assert safe_name("..") == "run"
+    assert "/" not in safe_name("a/../../b")
