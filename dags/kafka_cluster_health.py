@@ -10,9 +10,10 @@ and per-broker replica and leader counts. The report is published as the Asset
 
 It never changes the cluster. Created paused; unpause it, or trigger it by hand.
 
-Params: `kafka_conn_id` (Airflow Kafka connection, default `kafka_default`),
-`spark_conn_id` (default `spark_default`, `local[*]` in the local stack), `max_listed`
-(partitions listed per category in the report).
+Params: `kafka_conn_id` (Airflow Kafka connection, default `kafka_default`) and
+`max_listed` (partitions listed per category in the report). The Spark job is submitted
+through the `spark_default` connection (`local[*]` in the local stack; point it at any
+Spark master when one machine is not enough).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ with DAG(
     default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
     params={
         "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
-        "spark_conn_id": Param("spark_default", type="string", minLength=1, description="Spark connection"),
         "max_listed": Param(
             1000, type="integer", minimum=1, maximum=100000, description="Listed per category"
         ),
@@ -53,7 +53,7 @@ with DAG(
     analyse = SparkSubmitOperator(
         task_id="analyse_health",
         application=spark_job_path("cluster_health.py"),
-        conn_id="{{ params.spark_conn_id }}",
+        conn_id="spark_default",
         name="kafka-cluster-health",
         application_args=[
             "--snapshot",

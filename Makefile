@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` and `make test`. Both set up what they
+# need on a fresh machine (venv, Python packages, Kafka jars from Maven Central).
+.PHONY: setup demo stop test lint format stack-start stack-stop
+
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	@$(PY) scripts/demo.py start
+
+stop:
+	@$(PY) scripts/demo.py stop
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint
+	$(PY) -m pytest -p no:cacheprovider --timeout=900 --durations=15 tests
