@@ -1,0 +1,338 @@
+"""Cluster health report from a Kafka cluster snapshot, as a self-contained PySpark job.
+
+Usage::
+
+    spark-submit spark_jobs/cluster_health.py --snapshot DIR --output DIR [--max-listed N]
+
+The file imports only pyspark and the standard library so it can be shipped alone to any Spark
+cluster (``spark-submit`` takes it as the application file; nothing else needs installing).
+
+Input, as written by the admin facade with pyarrow:
+
+* ``<snapshot>/replicas.parquet``: one row per replica (topic, partition, replica, replica_index,
+  replication_factor, leader, leader_epoch, is_leader, in_isr, in_elr, isr_size,
+  min_insync_replicas, broker_alive, broker_rack, size_bytes, log_dir, taken_at_ms).
+* ``<snapshot>/brokers.parquet``: one row per known broker (broker_id, host, port, rack, alive,
+  fenced).
+* ``<snapshot>/meta.json`` (optional): ``{"taken_at_ms", "cluster_id", "bootstrap_servers"}``.
+
+Output:
+
+* ``<output>/partitions.parquet``: a one-file parquet directory, one row per partition with its
+  replicas, ISR and health flags (see ``partition_health``).
+* ``<output>/report.json``: counts, capped lists of unhealthy partitions and the broker table
+  (see ``build_report``). Written last, by the driver, so its presence means the run finished.
+
+Health flags, per partition (they are not exclusive: a partition is typically both
+``under_replicated`` and ``at_min_isr``). "Leader alive" means the leader's broker is alive and not
+fenced per brokers.parquet (falling back to ``broker_alive`` on the leader's replica row when the
+leader id is missing from brokers.parquet; an id known to neither counts as dead).
+
+* ``offline``: ``leader == -1`` or the leader is not alive. No one can produce or consume.
+* ``under_min_isr``: online and ``isr_size < min_insync_replicas``. Producers with acks=all fail.
+* ``at_min_isr``: online and ``isr_size == min_insync_replicas`` and
+  ``replication_factor > min_insync_replicas``. One more lost replica and acks=all producers fail.
+  Topics with RF == min ISR are excluded: there they are "at min" whenever they are fully healthy,
+  so the flag would carry no signal.
+* ``under_replicated``: online and ``isr_size < replication_factor``.
+
+Offline partitions get none of the other flags: they need a different remedy (bring a replica back
+or elect), and counting them twice would inflate the under-replicated numbers.
+
+The computation is kept in pure DataFrame functions (``partition_health``, ``broker_load``,
+``build_report``) so tests can call them directly; ``main`` does the I/O. Nothing collects all
+partitions to the driver: only the capped lists and the broker table are collected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+APP_NAME = "kafka-cluster-health"
+DEFAULT_MAX_LISTED = 1000
+
+# Order matters: it is the order of the report's keys.
+FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
+
+# The fields of each listed partition in report.json.
+LISTED_FIELDS = (
+    "topic",
+    "partition",
+    "leader",
+    "replicas",
+    "isr",
+    "replication_factor",
+    "min_insync_replicas",
+)
+
+BROKER_FIELDS = (
+    "broker_id",
+    "host",
+    "port",
+    "rack",
+    "alive",
+    "fenced",
+    "replica_count",
+    "leader_count",
+    "size_bytes",
+)
+
+
+def _ordered_ids(condition: Column | None = None) -> Column:
+    """Broker ids of the group's replicas in assignment order (replica_index), optionally filtered.
+
+    collect_list order is not deterministic after a shuffle, so sort (index, id) structs and
+    keep the ids.
+    """
+    entry = F.struct(F.col("replica_index"), F.col("replica"))
+    if condition is not None:
+        entry = F.when(condition, entry)  # nulls are dropped by collect_list
+    return F.transform(F.sort_array(F.collect_list(entry)), lambda e: e["replica"])
+
+
+def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
+    """One row per (topic, partition) with its assignment, ISR and boolean health flags.
+
+    Partition-level columns (leader, epoch, RF, ISR size, min ISR) are repeated on every replica
+    row; max() picks them deterministically. Flags are never null (null inputs count as false).
+    """
+    per_partition = replicas.groupBy("topic", "partition").agg(
+        F.max("taken_at_ms").alias("taken_at_ms"),
+        F.max("leader").alias("leader"),
+        F.max("leader_epoch").alias("leader_epoch"),
+        F.max("replication_factor").alias("replication_factor"),
+        F.max("min_insync_replicas").alias("min_insync_replicas"),
+        F.max("isr_size").alias("isr_size"),
+        _ordered_ids().alias("replicas"),
+        _ordered_ids(F.col("in_isr")).alias("isr"),
+        _ordered_ids(F.col("in_elr")).alias("elr"),
+        F.max(F.when(F.col("replica") == F.col("leader"), F.col("broker_alive").cast("int"))).alias(
+            "_leader_row_alive"
+        ),
+    )
+    # The broker table is small (one row per broker): broadcast it rather than shuffle partitions.
+    leader_brokers = brokers.select(
+        F.col("broker_id").alias("_leader_id"),
+        (F.col("alive") & ~F.coalesce(F.col("fenced"), F.lit(False))).alias("_leader_broker_alive"),
+    )
+    joined = per_partition.join(
+        F.broadcast(leader_brokers), per_partition["leader"] == leader_brokers["_leader_id"], "left"
+    )
+
+    leader_alive = (F.col("leader") >= 0) & F.coalesce(
+        F.col("_leader_broker_alive"), F.col("_leader_row_alive") == 1, F.lit(False)
+    )
+    online = F.col("leader_alive")
+    isr_size, rf, min_isr = F.col("isr_size"), F.col("replication_factor"), F.col("min_insync_replicas")
+
+    def flag(condition: Column) -> Column:
+        return F.coalesce(condition, F.lit(False))
+
+    return (
+        joined.withColumn("leader_alive", flag(leader_alive))
+        .withColumn("offline", ~online)
+        .withColumn("under_replicated", flag(online & (isr_size < rf)))
+        .withColumn("under_min_isr", flag(online & (isr_size < min_isr)))
+        .withColumn("at_min_isr", flag(online & (isr_size == min_isr) & (rf > min_isr)))
+        .select(
+            "topic",
+            "partition",
+            "leader",
+            "leader_epoch",
+            "replication_factor",
+            "min_insync_replicas",
+            "isr_size",
+            "replicas",
+            "isr",
+            "elr",
+            "leader_alive",
+            *FLAGS,
+            "taken_at_ms",
+        )
+    )
+
+
+def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
+    """One row per broker of brokers.parquet with its replica count, leader count and bytes on disk.
+
+    Left join from brokers, so idle brokers show up with zero counts. size_bytes is the sum of the
+    sizes the broker reported: 0 with no replicas, null when it has replicas but reported none
+    (a dead broker: unknown, not empty).
+    """
+    per_broker = replicas.groupBy(F.col("replica").alias("_replica_broker")).agg(
+        F.count(F.lit(1)).alias("_replicas"),
+        F.sum(F.col("is_leader").cast("int")).alias("_leaders"),
+        F.sum("size_bytes").alias("_size_bytes"),
+    )
+    joined = brokers.join(per_broker, brokers["broker_id"] == per_broker["_replica_broker"], "left")
+    replica_count = F.coalesce(F.col("_replicas"), F.lit(0)).cast("long")
+    return joined.select(
+        "broker_id",
+        "host",
+        "port",
+        "rack",
+        "alive",
+        "fenced",
+        replica_count.alias("replica_count"),
+        F.coalesce(F.col("_leaders"), F.lit(0)).cast("long").alias("leader_count"),
+        F.when(replica_count == 0, F.lit(0).cast("long")).otherwise(F.col("_size_bytes")).alias("size_bytes"),
+    )
+
+
+def build_report(
+    partitions: DataFrame,
+    brokers: DataFrame,
+    *,
+    max_listed: int = DEFAULT_MAX_LISTED,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report.json content from ``partition_health`` and ``broker_load`` results.
+
+    One aggregation job for the counts, then one capped job per flag (limit max_listed + 1 tells
+    whether the list was truncated without counting twice), then the broker table. Callers should
+    persist ``partitions`` since it is scanned several times.
+    """
+    if max_listed < 0:
+        raise ValueError(f"max_listed must be >= 0, got {max_listed}")
+    meta = meta or {}
+    totals = partitions.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.max("taken_at_ms").alias("taken_at_ms"),
+        *(F.sum(F.col(flag).cast("long")).alias(flag) for flag in FLAGS),
+    ).first()
+
+    taken_at_ms = meta.get("taken_at_ms")
+    report: dict[str, Any] = {
+        "cluster_id": meta.get("cluster_id"),
+        "taken_at_ms": totals["taken_at_ms"] if taken_at_ms is None else taken_at_ms,
+        "partitions": totals["partitions"],
+        "max_listed": max_listed,
+        "counts": {flag: totals[flag] or 0 for flag in FLAGS},
+        "truncated": {},
+    }
+    for flag in FLAGS:
+        rows = (
+            partitions.where(F.col(flag))
+            .orderBy("topic", "partition")
+            .select(*LISTED_FIELDS)
+            .limit(max_listed + 1)
+            .collect()
+        )
+        report[flag] = [row.asDict(recursive=True) for row in rows[:max_listed]]
+        report["truncated"][flag] = len(rows) > max_listed
+    report["brokers"] = [
+        row.asDict(recursive=True) for row in brokers.orderBy("broker_id").select(*BROKER_FIELDS).collect()
+    ]
+    return report
+
+
+def load_snapshot(spark: SparkSession, snapshot: str) -> tuple[DataFrame, DataFrame, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+
+    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
+    driver from its local filesystem.
+    """
+    replicas = spark.read.parquet(_join(snapshot, "replicas.parquet"))
+    brokers = spark.read.parquet(_join(snapshot, "brokers.parquet"))
+    meta: dict[str, Any] = {}
+    meta_path = _join(snapshot, "meta.json")
+    if os.path.isfile(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    return replicas, brokers, meta
+
+
+def write_report(report: dict[str, Any], output: str) -> str:
+    """Write report.json atomically (temp file + rename): readers never see a half-written file."""
+    os.makedirs(output, exist_ok=True)
+    path = _join(output, "report.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="cluster_health.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--snapshot", required=True, help="snapshot folder (replicas.parquet, ...)")
+    parser.add_argument("--output", required=True, help="output folder (driver-local for report.json)")
+    parser.add_argument(
+        "--max-listed",
+        type=int,
+        default=DEFAULT_MAX_LISTED,
+        help=f"max partitions listed per flag in report.json (default {DEFAULT_MAX_LISTED})",
+    )
+    args = parser.parse_args(argv)
+    if args.max_listed < 0:
+        parser.error("--max-listed must be >= 0")
+    return args
+
+
+def _under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands its gateway to Python via this variable."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def get_spark() -> SparkSession:
+    """A quiet session; the master comes from spark-submit, else local[*] for a plain `python` run.
+
+    A snapshot is small (one row per replica: a few million rows for the largest clusters), so
+    unless spark.sql.shuffle.partitions was configured, use one shuffle partition per core instead
+    of the default 200, whose empty tasks dominate the run time.
+    """
+    builder = (
+        SparkSession.builder.appName(APP_NAME)
+        .config("spark.log.level", "WARN")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if not _under_spark_submit() and "--master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        builder = builder.master("local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read the snapshot, compute, write partitions.parquet then report.json; returns the exit code."""
+    args = parse_args(argv)
+    spark = get_spark()
+    try:
+        replicas, brokers, meta = load_snapshot(spark, args.snapshot)
+        partitions = partition_health(replicas, brokers).persist()
+        report = build_report(
+            partitions, broker_load(replicas, brokers), max_listed=args.max_listed, meta=meta
+        )
+        # One file is plenty (one small row per partition); repartition rather than coalesce keeps
+        # the aggregation itself parallel.
+        (
+            partitions.repartition(1)
+            .sortWithinPartitions("topic", "partition")
+            .write.mode("overwrite")
+            .parquet(_join(args.output, "partitions.parquet"))
+        )
+        path = write_report(report, args.output)
+        partitions.unpersist()
+    finally:
+        spark.stop()
+    counts = ", ".join(f"{flag}={n}" for flag, n in report["counts"].items())
+    print(f"{path}: {report['partitions']} partitions; {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Fixtures for the Spark job tests: one local Spark session, and synthetic snapshot folders.
+
+Snapshots are written with pyarrow using exactly the admin facade's schema, so the tests also
+cover how Spark reads those types (int32/int64/bool/nullable strings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPLICAS_SCHEMA = pa.schema(
+    [
+        ("taken_at_ms", pa.int64()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("replica", pa.int32()),
+        ("replica_index", pa.int32()),
+        ("replication_factor", pa.int32()),
+        ("leader", pa.int32()),
+        ("leader_epoch", pa.int32()),
+        ("is_leader", pa.bool_()),
+        ("in_isr", pa.bool_()),
+        ("in_elr", pa.bool_()),
+        ("isr_size", pa.int32()),
+        ("min_insync_replicas", pa.int32()),
+        ("broker_alive", pa.bool_()),
+        ("broker_rack", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("log_dir", pa.string()),
+    ]
+)
+
+BROKERS_SCHEMA = pa.schema(
+    [
+        ("broker_id", pa.int32()),
+        ("host", pa.string()),
+        ("port", pa.int32()),
+        ("rack", pa.string()),
+        ("alive", pa.bool_()),
+        ("fenced", pa.bool_()),
+    ]
+)
+
+TAKEN_AT_MS = 1_700_000_000_000
+CLUSTER_ID = "test-cluster-id"
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    alive: bool = True
+    rack: str | None = None
+    fenced: bool = False
+
+
+@dataclass(frozen=True)
+class Part:
+    """One partition as the controller would report it. leader=-1 means no leader."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    min_isr: int = 2
+    leader_epoch: int = 0
+    elr: tuple[int, ...] = field(default=())
+
+
+def replica_size(partition: int, broker_id: int) -> int:
+    """Deterministic size so tests can compute expected per-broker totals."""
+    return 1000 * (partition + 1) + broker_id
+
+
+def _as_broker(spec: Broker | int | Mapping) -> Broker:
+    if isinstance(spec, Broker):
+        return spec
+    if isinstance(spec, int):
+        return Broker(spec)
+    return Broker(**spec)
+
+
+def _as_part(spec: Part | Mapping) -> Part:
+    if isinstance(spec, Part):
+        return spec
+    spec = dict(spec)
+    for key in ("replicas", "isr", "elr"):
+        if key in spec:
+            spec[key] = tuple(spec[key])
+    return Part(**spec)
+
+
+def write_snapshot(
+    root: Path,
+    brokers: Iterable[Broker | int | Mapping],
+    partitions: Iterable[Part | Mapping],
+    *,
+    taken_at_ms: int = TAKEN_AT_MS,
+    meta: Mapping | None = None,
+    write_meta: bool = True,
+) -> Path:
+    """Write replicas.parquet, brokers.parquet and (optionally) meta.json under root.
+
+    brokers: Broker, an alive broker's id, or a mapping of Broker fields ({"id": 3, "alive": False}).
+    partitions: Part or a mapping of Part fields. Broker ids used in assignments but not listed in
+    brokers are written as dead replicas (and are absent from brokers.parquet).
+
+    Dead brokers report no size (size_bytes null), like the real facade. Replica rows are written
+    in reverse assignment order so tests notice if the job relies on file order.
+    """
+    brokers = [_as_broker(b) for b in brokers]
+    partitions = [_as_part(p) for p in partitions]
+    by_id = {b.id: b for b in brokers}
+    rows = []
+    for p in partitions:
+        for index, broker_id in enumerate(p.replicas):
+            broker = by_id.get(broker_id, Broker(broker_id, alive=False))
+            alive = broker.alive and not broker.fenced
+            rows.append(
+                {
+                    "taken_at_ms": taken_at_ms,
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "replica": broker_id,
+                    "replica_index": index,
+                    "replication_factor": len(p.replicas),
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "is_leader": broker_id == p.leader,
+                    "in_isr": broker_id in p.isr,
+                    "in_elr": broker_id in p.elr,
+                    "isr_size": len(p.isr),
+                    "min_insync_replicas": p.min_isr,
+                    "broker_alive": alive,
+                    "broker_rack": broker.rack,
+                    "size_bytes": replica_size(p.partition, broker_id) if alive else None,
+                    "log_dir": f"/var/lib/kafka/data-{broker_id}" if alive else None,
+                }
+            )
+    rows.reverse()
+    root.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=REPLICAS_SCHEMA), root / "replicas.parquet")
+    broker_rows = [
+        {
+            "broker_id": b.id,
+            "host": f"broker-{b.id}.test" if b.alive else None,
+            "port": 9092 if b.alive else None,
+            "rack": b.rack,
+            "alive": b.alive,
+            "fenced": b.fenced,
+        }
+        for b in brokers
+    ]
+    pq.write_table(pa.Table.from_pylist(broker_rows, schema=BROKERS_SCHEMA), root / "brokers.parquet")
+    if write_meta:
+        content = {"taken_at_ms": taken_at_ms, "cluster_id": CLUSTER_ID, "bootstrap_servers": "x:9092"}
+        content.update(meta or {})
+        (root / "meta.json").write_text(json.dumps(content))
+    return root
+
+
+class SnapshotMaker:
+    """Callable fixture object: make_snapshot(brokers, partitions, **kw) -> a fresh snapshot folder.
+
+    A fixture rather than importable helpers: test folders have no __init__.py, so `import conftest`
+    would be ambiguous across folders. The constants tests need for expectations hang off it.
+    """
+
+    cluster_id = CLUSTER_ID
+    taken_at_ms = TAKEN_AT_MS
+    replica_size = staticmethod(replica_size)
+
+    def __init__(self, base: Path) -> None:
+        self._base = base
+        self._count = 0
+
+    def __call__(self, brokers, partitions, **kwargs) -> Path:
+        self._count += 1
+        return write_snapshot(self._base / f"snapshot-{self._count}", brokers, partitions, **kwargs)
+
+
+@pytest.fixture
+def make_snapshot(tmp_path: Path) -> SnapshotMaker:
+    return SnapshotMaker(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One quiet local[2] session for the whole run (startup costs ~8 s)."""
+    from pyspark.sql import SparkSession
+
+    # Python workers (if any) must be this interpreter, not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tests-spark")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.log.level", "WARN")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()

@@ -1,0 +1,374 @@
+"""Tests of spark_jobs/cluster_health.py on synthetic snapshots.
+
+Most tests call the pure DataFrame functions on a shared local session; one runs the whole job
+through spark-submit, as production does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "cluster_health.py"
+FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
+
+
+def _load_job():
+    """Import the job by path: spark_jobs/ is shipped as loose files, not an installed package."""
+    spec = importlib.util.spec_from_file_location("spark_jobs_cluster_health", JOB_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+job = _load_job()
+
+
+def part(topic, partition, replicas, isr, leader, min_isr=2, **extra):
+    return {
+        "topic": topic,
+        "partition": partition,
+        "replicas": replicas,
+        "isr": isr,
+        "leader": leader,
+        "min_isr": min_isr,
+        **extra,
+    }
+
+
+def analyse(spark, snapshot: Path, max_listed: int = 1000):
+    """(report, {(topic, partition): row dict}) computed with the job's own functions."""
+    replicas, brokers, meta = job.load_snapshot(spark, str(snapshot))
+    partitions = job.partition_health(replicas, brokers).cache()
+    report = job.build_report(
+        partitions, job.broker_load(replicas, brokers), max_listed=max_listed, meta=meta
+    )
+    rows = {(r["topic"], r["partition"]): r.asDict() for r in partitions.collect()}
+    partitions.unpersist()
+    return report, rows
+
+
+def flagged(rows, flag):
+    return {key for key, row in rows.items() if row[flag]}
+
+
+def listed(report, flag):
+    return [(entry["topic"], entry["partition"]) for entry in report[flag]]
+
+
+def brokers_by_id(report):
+    return {b["broker_id"]: b for b in report["brokers"]}
+
+
+def rotated(n_brokers, rf, p):
+    """Round-robin assignment of partition p over brokers 1..n_brokers, preferred leader first."""
+    return [(p + i) % n_brokers + 1 for i in range(rf)]
+
+
+def test_healthy_cluster(spark, make_snapshot):
+    brokers = [{"id": i, "rack": f"rack-{i}"} for i in (1, 2, 3, 4)]  # 4: alive, hosts nothing
+    parts = [part("orders", p, rotated(3, 3, p), rotated(3, 3, p), rotated(3, 3, p)[0]) for p in range(6)]
+    parts += [part("audit", p, [p + 1], [p + 1], p + 1, min_isr=1) for p in range(3)]
+    report, rows = analyse(spark, make_snapshot(brokers, parts))
+
+    assert report["partitions"] == 9
+    assert report["counts"] == dict.fromkeys(FLAGS, 0)
+    assert report["truncated"] == dict.fromkeys(FLAGS, False)
+    for flag in FLAGS:
+        assert report[flag] == []
+    assert report["cluster_id"] == make_snapshot.cluster_id
+    assert report["taken_at_ms"] == make_snapshot.taken_at_ms
+    assert all(row["leader_alive"] and not any(row[f] for f in FLAGS) for row in rows.values())
+    # Assignment order survives the shuffle (rows are written in reverse order).
+    assert rows[("orders", 1)]["replicas"] == [2, 3, 1]
+    assert rows[("orders", 1)]["isr"] == [2, 3, 1]
+    assert rows[("orders", 1)]["leader"] == 2
+
+    sizes = {b: 0 for b in (1, 2, 3)}
+    for p in parts:
+        for b in p["replicas"]:
+            sizes[b] += make_snapshot.replica_size(p["partition"], b)
+    expected = {
+        b: {
+            "broker_id": b,
+            "host": f"broker-{b}.test",
+            "port": 9092,
+            "rack": f"rack-{b}",
+            "alive": True,
+            "fenced": False,
+            "replica_count": 6 + 1,  # every orders partition has all 3 brokers, plus 1 audit partition
+            "leader_count": 2 + 1,  # 6 orders leaders round-robin, plus its audit partition
+            "size_bytes": sizes[b],
+        }
+        for b in (1, 2, 3)
+    }
+    expected[4] = {**expected[1], "broker_id": 4, "host": "broker-4.test", "rack": "rack-4"}
+    expected[4].update(replica_count=0, leader_count=0, size_bytes=0)  # idle: zero, not null
+    assert report["brokers"] == [expected[b] for b in (1, 2, 3, 4)]
+
+
+def test_one_dead_broker(spark, make_snapshot):
+    brokers = [1, 2, {"id": 3, "alive": False}]
+    parts = []
+    for p in range(6):  # RF 3 / min ISR 2: losing broker 3 leaves exactly min ISR
+        replicas = rotated(3, 3, p)
+        alive = [b for b in replicas if b != 3]
+        parts.append(part("orders", p, replicas, alive, alive[0]))
+    for p in range(3):  # RF 2 / min ISR 2: losing broker 3 drops below min ISR
+        replicas = rotated(3, 2, p)
+        alive = [b for b in replicas if b != 3]
+        parts.append(part("payments", p, replicas, alive, alive[0]))
+    report, rows = analyse(spark, make_snapshot(brokers, parts))
+
+    orders = {("orders", p) for p in range(6)}
+    payments_hit = {("payments", p) for p in range(3) if 3 in rotated(3, 2, p)}
+    assert payments_hit == {("payments", 1), ("payments", 2)}
+    assert flagged(rows, "offline") == set()
+    assert flagged(rows, "under_replicated") == orders | payments_hit
+    assert flagged(rows, "at_min_isr") == orders
+    assert flagged(rows, "under_min_isr") == payments_hit
+    assert report["counts"] == {"offline": 0, "under_replicated": 8, "under_min_isr": 2, "at_min_isr": 6}
+    assert listed(report, "at_min_isr") == sorted(orders)
+    assert listed(report, "under_min_isr") == [("payments", 1), ("payments", 2)]
+    assert report["at_min_isr"][1] == {
+        "topic": "orders",
+        "partition": 1,
+        "leader": 2,
+        "replicas": [2, 3, 1],
+        "isr": [2, 1],
+        "replication_factor": 3,
+        "min_insync_replicas": 2,
+    }
+
+    by_id = brokers_by_id(report)
+    assert by_id[3]["alive"] is False
+    assert by_id[3]["replica_count"] == 6 + 2
+    assert by_id[3]["leader_count"] == 0
+    assert by_id[3]["size_bytes"] is None  # dead: unknown, not zero
+    assert by_id[1]["alive"] is True and by_id[2]["alive"] is True
+    assert by_id[1]["leader_count"] + by_id[2]["leader_count"] == 9
+    assert by_id[1]["replica_count"] == 6 + 2
+
+
+def test_offline_partitions_get_no_other_flag(spark, make_snapshot):
+    brokers = [1, {"id": 2, "alive": False}, {"id": 3, "alive": False}, {"id": 4, "fenced": True}]
+    parts = [
+        # Leaderless with a stale 2-member ISR: ungated, it would be under-replicated and at min ISR.
+        part("dead", 0, [2, 3, 5], [2, 3], -1),
+        # Leaderless, last ISR member kept (KRaft), ELR set: ungated, under min ISR too.
+        part("dead", 1, [2, 3], [3], -1, elr=[2]),
+        # Stale metadata: a leader id whose broker is dead still means offline.
+        part("dead", 2, [2, 3, 1], [2, 3, 1], 2),
+        # Leader id unknown to brokers.parquet (5 is only in assignments, dead replica row).
+        part("dead", 3, [5, 1], [5, 1], 5, min_isr=1),
+        # Fenced leader.
+        part("dead", 4, [4, 1], [4, 1], 4, min_isr=1),
+        part("live", 0, [1], [1], 1, min_isr=1),
+    ]
+    report, rows = analyse(spark, make_snapshot(brokers, parts))
+
+    offline = {("dead", p) for p in range(5)}
+    assert flagged(rows, "offline") == offline
+    for flag in ("under_replicated", "under_min_isr", "at_min_isr"):
+        assert flagged(rows, flag) == set(), flag
+    assert report["counts"] == {"offline": 5, "under_replicated": 0, "under_min_isr": 0, "at_min_isr": 0}
+    assert listed(report, "offline") == sorted(offline)
+    assert report["offline"][0] == {
+        "topic": "dead",
+        "partition": 0,
+        "leader": -1,
+        "replicas": [2, 3, 5],
+        "isr": [2, 3],
+        "replication_factor": 3,
+        "min_insync_replicas": 2,
+    }
+    assert rows[("dead", 1)]["elr"] == [2]
+    assert rows[("live", 0)]["leader_alive"] is True
+    assert not any(rows[("live", 0)][f] for f in FLAGS)
+
+
+def test_leader_alive_isr_below_min(spark, make_snapshot):
+    parts = [
+        part("t", 0, [1, 2, 3], [1], 1),  # RF 3, min 2, ISR 1
+        part("t", 1, [2, 3, 1], [2, 3], 2, min_isr=3),  # RF 3, min 3, ISR 2
+        part("t", 2, [3, 1, 2], [3, 1, 2], 3),  # healthy
+    ]
+    report, rows = analyse(spark, make_snapshot([1, 2, 3], parts))
+
+    assert flagged(rows, "under_min_isr") == {("t", 0), ("t", 1)}
+    assert flagged(rows, "under_replicated") == {("t", 0), ("t", 1)}
+    assert flagged(rows, "at_min_isr") == set()
+    assert flagged(rows, "offline") == set()
+    assert report["counts"] == {"offline": 0, "under_replicated": 2, "under_min_isr": 2, "at_min_isr": 0}
+    assert report["under_min_isr"][0]["isr"] == [1]
+
+
+def test_rf_equal_to_min_isr_is_not_at_min(spark, make_snapshot):
+    parts = [
+        part("strict2", 0, [1, 2], [1, 2], 1, min_isr=2),  # RF == min == ISR
+        part("strict3", 0, [1, 2, 3], [1, 2, 3], 1, min_isr=3),
+        part("single", 0, [1], [1], 1, min_isr=1),
+        part("normal", 0, [1, 2, 3], [1, 2], 1, min_isr=2),  # contrast: RF > min, ISR == min
+        part("pair", 0, [1, 2], [1], 1, min_isr=1),
+    ]
+    report, rows = analyse(spark, make_snapshot([1, 2, 3], parts))
+
+    assert flagged(rows, "at_min_isr") == {("normal", 0), ("pair", 0)}
+    assert flagged(rows, "under_replicated") == {("normal", 0), ("pair", 0)}
+    assert flagged(rows, "under_min_isr") == set()
+    assert listed(report, "at_min_isr") == [("normal", 0), ("pair", 0)]
+
+
+def test_lists_are_capped_and_sorted(spark, make_snapshot):
+    # 15 under-replicated (and at-min) partitions; partition numbers >= 10 catch a string sort.
+    parts = [part("b", p, [1, 2, 3], [1, 2], 1) for p in range(3)]
+    parts += [part("a", p, [1, 2, 3], [1, 2], 1) for p in range(12)]
+    parts.append(part("c", 0, [1, 2, 3], [1, 2, 3], 1))
+    snapshot = make_snapshot([1, 2, 3], parts)
+    everything = [("a", p) for p in range(12)] + [("b", p) for p in range(3)]
+
+    report, _ = analyse(spark, snapshot, max_listed=5)
+    assert report["max_listed"] == 5
+    assert report["counts"]["under_replicated"] == 15  # counts are never capped
+    assert listed(report, "under_replicated") == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4)]
+    assert listed(report, "at_min_isr") == everything[:5]
+    assert report["truncated"] == {
+        "offline": False,
+        "under_replicated": True,
+        "under_min_isr": False,
+        "at_min_isr": True,
+    }
+
+    report, _ = analyse(spark, snapshot, max_listed=15)  # exactly the count: not truncated
+    assert listed(report, "under_replicated") == everything
+    assert report["truncated"]["under_replicated"] is False
+
+    report, _ = analyse(spark, snapshot, max_listed=0)
+    assert report["under_replicated"] == []
+    assert report["truncated"]["under_replicated"] is True
+    assert report["truncated"]["offline"] is False
+
+
+def test_taken_at_falls_back_to_data_without_meta(spark, make_snapshot):
+    snapshot = make_snapshot([1], [part("t", 0, [1], [1], 1, min_isr=1)], write_meta=False)
+    report, _ = analyse(spark, snapshot)
+    assert report["cluster_id"] is None
+    assert report["taken_at_ms"] == make_snapshot.taken_at_ms
+
+
+def test_job_imports_only_pyspark_and_stdlib():
+    """The job ships as one file: any other import would break it on a bare Spark cluster."""
+    tree = ast.parse(JOB_PATH.read_text())
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    assert roots - set(sys.stdlib_module_names) - {"__future__"} == {"pyspark"}
+
+
+def test_spark_submit_end_to_end(make_snapshot, tmp_path):
+    bin_dir = Path(sys.executable).parent
+    spark_submit = bin_dir / "spark-submit"
+    assert spark_submit.is_file(), spark_submit
+    brokers = [{"id": 1, "rack": "a"}, {"id": 2, "rack": "b"}, {"id": 3, "rack": "c", "alive": False}]
+    parts = []
+    for p in range(4):
+        isr = [b for b in rotated(3, 3, p) if b != 3]
+        parts.append(part("orders", p, rotated(3, 3, p), isr, isr[0]))
+    parts.append(part("lonely", 0, [3], [3], -1, min_isr=1))
+    snapshot = make_snapshot(brokers, parts)
+    output = tmp_path / "out"
+
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    cmd = [
+        str(spark_submit),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        str(JOB_PATH),
+        "--snapshot",
+        str(snapshot),
+        "--output",
+        str(output),
+        "--max-listed",
+        "2",
+    ]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-5000:]}"
+    assert "report.json: 5 partitions" in result.stdout
+
+    report = json.loads((output / "report.json").read_text())
+    assert report["cluster_id"] == make_snapshot.cluster_id
+    assert report["taken_at_ms"] == make_snapshot.taken_at_ms
+    assert report["partitions"] == 5
+    assert report["counts"] == {"offline": 1, "under_replicated": 4, "under_min_isr": 0, "at_min_isr": 4}
+    assert report["truncated"] == {
+        "offline": False,
+        "under_replicated": True,
+        "under_min_isr": False,
+        "at_min_isr": True,
+    }
+    assert listed(report, "under_replicated") == [("orders", 0), ("orders", 1)]
+    assert report["offline"] == [
+        {
+            "topic": "lonely",
+            "partition": 0,
+            "leader": -1,
+            "replicas": [3],
+            "isr": [3],
+            "replication_factor": 1,
+            "min_insync_replicas": 1,
+        }
+    ]
+    by_id = brokers_by_id(report)
+    assert [b["broker_id"] for b in report["brokers"]] == [1, 2, 3]
+    assert by_id[3]["alive"] is False and by_id[3]["replica_count"] == 5 and by_id[3]["size_bytes"] is None
+    assert by_id[1]["leader_count"] + by_id[2]["leader_count"] == 4
+
+    data_files = list((output / "partitions.parquet").glob("part-*.parquet"))
+    assert len(data_files) == 1
+    table = pq.read_table(data_files[0])
+    assert table.num_rows == 5
+    assert [(t, p) for t, p in zip(table["topic"].to_pylist(), table["partition"].to_pylist())] == [
+        ("lonely", 0),
+        ("orders", 0),
+        ("orders", 1),
+        ("orders", 2),
+        ("orders", 3),
+    ]
+    assert table["offline"].to_pylist() == [True, False, False, False, False]
+    assert table["under_replicated"].to_pylist() == [False, True, True, True, True]
+    assert not (output / "report.json.tmp").exists()
+
+
+@pytest.mark.parametrize(
+    "bad", [["--snapshot", "x"], ["--snapshot", "x", "--output", "y", "--max-listed", "-1"]]
+)
+def test_cli_rejects_bad_arguments(bad):
+    with pytest.raises(SystemExit) as excinfo:
+        job.parse_args(bad)
+    assert excinfo.value.code == 2
