@@ -11,6 +11,7 @@ the suite elsewhere instead:
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -46,13 +47,20 @@ def kafka_stack():
         yield stack
         return
     port_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
-    stack = LocalStack(home=ROOT / ".stack" / "test", topology=Topology(port_base=port_base))
-    stack.destroy()
-    stack.start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+    home = ROOT / ".stack" / "test"
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with open(home.with_name("test.lock"), "w") as lock:
+        try:  # a concurrent session owns this stack: never wipe it under its feet
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.fail(f"another test session is using {home}; set KR_TEST_STACK_DIR to share one")
+        stack = LocalStack(home=home, topology=Topology(port_base=port_base))
+        stack.destroy()
+        stack.start()
+        try:
+            yield stack
+        finally:
+            stack.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,15 +20,25 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import quote
 
 import requests
 
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 LOG_TAIL_LINES = 60
+REQUEST_TIMEOUT = 90  # seconds; generous, the api-server stalls for many seconds on a busy machine
+# keys Airflow adds to every task log record; task_log_text leaves them out
+LOG_CONTEXT_KEYS = frozenset(
+    {"dag_id", "task_id", "run_id", "map_index", "try_number", "ti_id", "filename", "lineno"}
+)
 
 
 class AirflowError(RuntimeError):
     """The local Airflow did not start, or the REST API refused a request; the message says why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the REST API refused
 
 
 class AirflowLocal:
@@ -74,8 +85,13 @@ class AirflowLocal:
         return self.dags_folders[0] if len(self.dags_folders) == 1 else self.home / "dags"
 
     def env(self) -> dict[str, str]:
-        """The environment ``airflow standalone`` runs with (its components inherit it)."""
-        env = dict(os.environ)
+        """The environment ``airflow standalone`` runs with (its components inherit it).
+
+        The caller's own Airflow settings are left out: e.g. a test session's
+        ``AIRFLOW__CORE__UNIT_TEST_MODE`` gives every component its own random JWT secret,
+        and then every task fails with "Invalid auth token". Pass settings in ``extra_env``.
+        """
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "_AIRFLOW"))}
         env.update(
             {
                 # standalone starts its components as `airflow ...` from PATH
@@ -128,7 +144,11 @@ class AirflowLocal:
                 link.symlink_to(src)
 
     def _pid(self) -> int | None:
-        """The pid of our running standalone process, if the pid file names a live one."""
+        """The pid of our running standalone process, if the pid file names a live one.
+
+        A pid file alone is no proof (pids get reused, and stop() signals the whole group):
+        the process must also run in ``home``, where start() put it.
+        """
         try:
             pid = int(self.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
@@ -136,12 +156,9 @@ class AirflowLocal:
         if self._proc is not None and self._proc.pid == pid and self._proc.poll() is not None:
             return None
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            return pid if Path(f"/proc/{pid}/cwd").resolve(strict=True) == self.home else None
+        except OSError:
             return None
-        except PermissionError:
-            pass
-        return pid
 
     def health(self) -> dict | None:
         """``/api/v2/monitor/health``, or None while the api-server does not answer."""
@@ -180,7 +197,7 @@ class AirflowLocal:
         """Start Airflow unless ours already runs, and wait until all components are healthy."""
         pid = self._pid()
         if pid is None:
-            if self.health() is not None or _port_open(self.port):
+            if _port_open(self.port):
                 raise AirflowError(f"port {self.port} is in use by something other than {self.home}")
             self.home.mkdir(parents=True, exist_ok=True)
             self.plugins_folder.mkdir(parents=True, exist_ok=True)
@@ -207,6 +224,15 @@ class AirflowLocal:
                 self.stop()  # leave nothing half-started behind
                 raise failure
             time.sleep(1)
+        # The first request to the execution API initialises it lazily and blocks the whole
+        # api-server meanwhile (seen: 20 s on a loaded machine, so the first task's calls and
+        # REST clients time out). Pay that here rather than in the first task.
+        try:
+            self._http.get(f"{self.base_url}/execution/health", timeout=max(deadline - time.monotonic(), 60))
+        except requests.RequestException as exc:
+            failure = self._start_failure(f"execution API did not answer: {exc}")
+            self.stop()
+            raise failure from exc
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the whole process group (standalone, its components and their task processes)."""
@@ -251,14 +277,14 @@ class AirflowLocal:
         resp = self._http.post(
             f"{self.base_url}/auth/token",
             json={"username": "admin", "password": self.password},
-            timeout=30,
+            timeout=REQUEST_TIMEOUT,
         )
         _raise_for(resp)
         return resp.json()["access_token"]
 
     def request(self, method: str, path: str, **kwargs) -> requests.Response:
         """Call the REST API as admin; log in again once if the token expired."""
-        kwargs.setdefault("timeout", 30)
+        kwargs.setdefault("timeout", REQUEST_TIMEOUT)
         extra_headers = kwargs.pop("headers", {})
         for attempt in (1, 2):
             if self._token is None:
@@ -284,9 +310,9 @@ class AirflowLocal:
     def dag(self, dag_id: str) -> dict | None:
         """The DAG as the API lists it, or None until the dag-processor has parsed it."""
         try:
-            return self.api("GET", f"/dags/{dag_id}")
+            return self.api("GET", f"/dags/{_q(dag_id)}")
         except AirflowError as exc:
-            if "HTTP 404" in str(exc):
+            if exc.status == 404:
                 return None
             raise
 
@@ -303,16 +329,26 @@ class AirflowLocal:
         return dag
 
     def unpause(self, dag_id: str) -> None:
-        self.api("PATCH", f"/dags/{dag_id}", params={"update_mask": "is_paused"}, json={"is_paused": False})
+        self.api(
+            "PATCH", f"/dags/{_q(dag_id)}", params={"update_mask": "is_paused"}, json={"is_paused": False}
+        )
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         """Unpause ``dag_id`` and start a manual run with ``conf``; return its run_id."""
         self.unpause(dag_id)
-        run = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})
+        body = {"logical_date": None, "conf": conf or {}}
+        run = self.api("POST", f"/dags/{_q(dag_id)}/dagRuns", json=body)
         return run["dag_run_id"]
 
+    @staticmethod
+    def _run_path(dag_id: str, run_id: str) -> str:
+        return f"/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}"
+
+    def _ti_path(self, dag_id: str, run_id: str, task_id: str) -> str:
+        return f"{self._run_path(dag_id, run_id)}/taskInstances/{_q(task_id)}"
+
     def dag_run(self, dag_id: str, run_id: str) -> dict:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+        return self.api("GET", self._run_path(dag_id, run_id))
 
     def wait_for_run(
         self,
@@ -334,12 +370,11 @@ class AirflowLocal:
         return state
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})[
-            "task_instances"
-        ]
+        path = f"{self._run_path(dag_id, run_id)}/taskInstances"
+        return self.api("GET", path, params={"limit": 1000})["task_instances"]
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict:
-        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+        path = self._ti_path(dag_id, run_id, task_id)
         return self.api("GET", path if map_index < 0 else f"{path}/{map_index}")
 
     def _ti_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
@@ -363,9 +398,35 @@ class AirflowLocal:
 
     # ------------------------------------------------------------------ approvals
 
+    def wait_for_approval(
+        self, dag_id: str, run_id: str, task_id: str, timeout: float = 120, map_index: int = -1
+    ) -> dict:
+        """Wait until the gate waits for an answer and it is safe to answer; return its request.
+
+        ``awaiting_input`` alone is not enough in Airflow 3.3.2: the worker that parked the
+        task reports "success" to the scheduler a little later, and if the answer has already
+        re-queued the task by then, the scheduler takes that stale report for an external state
+        change and fails the gate (apache/airflow#67287, the same race on the defer path). So
+        also wait until the scheduler has logged that report for this task instance.
+        """
+        deadline = time.monotonic() + timeout
+        ti = self.wait_for_task_state(dag_id, run_id, task_id, "awaiting_input", timeout, map_index)
+        seen = re.compile(
+            rb"TaskInstance Finished: [^\n]*ti_id=" + re.escape(ti["id"].encode()) + rb",[^\n]*"
+            rb"state=awaiting_input,"
+        )
+        while not seen.search(self.log_file.read_bytes()):
+            if time.monotonic() > deadline:
+                raise AirflowError(
+                    f"scheduler has not processed the parked gate {task_id} of {dag_id}/{run_id} "
+                    f"after {timeout:.0f}s (looked for 'TaskInstance Finished' in {self.log_file})"
+                )
+            time.sleep(0.5)
+        return self.api("GET", f"{self._ti_path(dag_id, run_id, task_id)}/{map_index}/hitlDetails")
+
     def pending_approvals(self, dag_id: str | None = None) -> list[dict]:
         """Human-in-the-loop requests still waiting for an answer (each has ``task_instance``)."""
-        path = f"/dags/{dag_id or '~'}/dagRuns/~/hitlDetails"
+        path = f"/dags/{_q(dag_id) if dag_id else '~'}/dagRuns/~/hitlDetails"
         return self.api("GET", path, params={"response_received": "false", "limit": 1000})["hitl_details"]
 
     def answer(
@@ -378,7 +439,7 @@ class AirflowLocal:
         map_index: int = -1,
     ) -> dict:
         """Answer a waiting approval gate, e.g. ``chosen_options=["Approve"]``; the task resumes."""
-        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{map_index}/hitlDetails"
+        path = f"{self._ti_path(dag_id, run_id, task_id)}/{map_index}/hitlDetails"
         return self.api(
             "PATCH", path, json={"chosen_options": chosen_options, "params_input": params_input or {}}
         )
@@ -391,20 +452,18 @@ class AirflowLocal:
         """The task's structured log records (``event``, ``level``, ``timestamp`` and extra keys)."""
         body = self.api(
             "GET",
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            f"{self._ti_path(dag_id, run_id, task_id)}/logs/{try_number}",
             params={"map_index": map_index, "full_content": "true"},
             headers={"Accept": "application/json"},
         )
-        content = body["content"]
-        # older servers returned one pre-rendered string instead of a list of records
-        if isinstance(content, str):
-            return [{"event": line} for line in content.splitlines()]
-        return [rec if isinstance(rec, dict) else {"event": str(rec)} for rec in content]
+        # {"content": [records], "continuation_token": ...}; the first records name the log's
+        # source ({"event": "::group::Log message source details"}, its path, "::endgroup::")
+        return [rec if isinstance(rec, dict) else {"event": str(rec)} for rec in body["content"]]
 
     def task_log_text(
         self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
     ) -> str:
-        """The task log as plain lines: ``timestamp [level] logger: event key=value ...``."""
+        """The task log as plain lines, ``timestamp [level] logger: event key=value``, for humans."""
         lines = []
         for rec in self.task_log(dag_id, run_id, task_id, try_number, map_index):
             rec = dict(rec)
@@ -418,13 +477,21 @@ class AirflowLocal:
                 )
                 if part is not None
             )
-            lines.append(" ".join([head, *(f"{k}={v}" for k, v in rec.items())]))
+            extras = (f"{k}={v}" for k, v in rec.items() if k not in LOG_CONTEXT_KEYS)
+            lines.append(" ".join([head, *extras]))
         return "\n".join(lines)
 
 
 def _raise_for(resp: requests.Response) -> None:
     if resp.status_code >= 400:
-        raise AirflowError(f"{resp.request.method} {resp.url} -> HTTP {resp.status_code}: {resp.text}")
+        raise AirflowError(
+            f"{resp.request.method} {resp.url} -> HTTP {resp.status_code}: {resp.text}", resp.status_code
+        )
+
+
+def _q(segment: str) -> str:
+    """Quote one URL path segment: run ids carry '+' and ':'."""
+    return quote(segment, safe="")
 
 
 def _port_open(port: int) -> bool:

@@ -177,15 +177,23 @@ class LocalStack:
         return self.node_dir(self.node(ref)) / "server.log"
 
     def pid(self, ref: str | int) -> int | None:
+        """The node's live process: the pid file's if it still names it, else found by its marker.
+
+        The scan catches a JVM whose pid file was lost or overwritten (a second start that
+        raced the first, a wiped folder), so stop and kill never leave an orphan running.
+        """
         node = self.node(ref)
         pid_file = self.node_dir(node) / "pid"
-        if not pid_file.exists():
-            return None
         try:
             pid = int(pid_file.read_text().strip())
-        except ValueError:
-            return None
-        return pid if self._is_our_process(pid, node) else None
+        except (OSError, ValueError):
+            pid = None
+        if pid is not None and self._is_our_process(pid, node):
+            return pid
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and self._is_our_process(int(entry.name), node):
+                return int(entry.name)
+        return None
 
     def is_running(self, ref: str | int) -> bool:
         return self.pid(ref) is not None

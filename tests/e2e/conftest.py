@@ -1,0 +1,74 @@
+"""End-to-end tests against a real Airflow (``airflow standalone``) started once per session.
+
+Everything under tests/e2e is marked ``e2e``. Connections for the DAGs come from a
+session fixture named ``airflow_connections`` (conn_id -> Airflow connection JSON dict)
+if any conftest defines one, e.g. tests/conftest.py adding the Kafka and Spark
+connections; without one Airflow starts with no connections. (It is looked up rather
+than defined here with a ``{}`` default, because a fixture defined here would shadow one
+defined in a higher-level conftest.)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.localstack.airflow import AirflowLocal
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+AIRFLOW_TEST_HOME = ROOT / ".stack" / "airflow-test"
+DEFAULT_PORT = 28080
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _connections(request: pytest.FixtureRequest) -> dict[str, dict]:
+    try:
+        return dict(request.getfixturevalue("airflow_connections"))
+    except pytest.FixtureLookupError:
+        return {}
+
+
+@pytest.fixture(scope="session")
+def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
+    """A fresh Airflow (new metadata DB) on 127.0.0.1, stopped at the end of the session."""
+    airflow = AirflowLocal(
+        AIRFLOW_TEST_HOME,
+        port=int(os.environ.get("KR_AIRFLOW_TEST_PORT", DEFAULT_PORT)),
+        dags_folders=[ROOT / "dags", HERE / "dags"],
+        plugins_folder=ROOT / "plugins",
+        connections=_connections(request),
+        extra_env={
+            "KAFKA_RUNBOOKS_DATA_DIR": str(AIRFLOW_TEST_HOME / "kafka_runbooks"),
+            # spark-submit runs the PySpark driver with this interpreter (the venv's)
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        },
+    )
+    AIRFLOW_TEST_HOME.parent.mkdir(parents=True, exist_ok=True)
+    with open(AIRFLOW_TEST_HOME.with_name(AIRFLOW_TEST_HOME.name + ".lock"), "w") as lock:
+        try:  # a concurrent session owns the Airflow in that folder: do not wipe or stop it
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.fail(f"another test session is using {AIRFLOW_TEST_HOME}; wait for it to finish")
+        airflow.stop()  # one left over from an interrupted session
+        shutil.rmtree(AIRFLOW_TEST_HOME, ignore_errors=True)
+        started = time.monotonic()
+        airflow.start(timeout=300)  # ~25 s on an idle machine, ~2 min under load
+        print(f"\nAirflow started in {time.monotonic() - started:.1f}s at {airflow.base_url}")
+        try:
+            yield airflow
+        finally:
+            airflow.stop()
