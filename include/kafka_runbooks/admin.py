@@ -159,10 +159,23 @@ class ClusterAdmin:
             taken_at_ms=taken_at_ms,
         )
 
-    def _gap_call(self, what: str, fn):
+    def _gap_call(self, what: str, fn, attempts: int = 4):
+        """Run a kafka-python call, retrying connection errors on another broker.
+
+        kafka-python sends to one node it picked earlier and fails at once when that
+        node has just died; a broker failure is exactly when runbooks read the cluster,
+        so a dead node must cost a retry, not the run.
+        """
         from kafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-        try:
-            return fn()
-        except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError) as exc:
-            raise ClusterUnreachable(f"{what} on {self.bootstrap_servers} failed: {exc}") from exc
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError) as exc:
+                if attempt == attempts:
+                    raise ClusterUnreachable(
+                        f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}"
+                    ) from exc
+                log.info("%s failed (%s); retrying on another broker", what, exc)
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
