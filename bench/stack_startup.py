@@ -76,6 +76,7 @@ def main() -> None:
                 producer.poll(0)
             producer.flush(120)
             produce_s = time.monotonic() - t0
+            del producer, admin  # close the clients before the brokers go away
             time.sleep(1)
         finally:
             sampler.stop_event.set()

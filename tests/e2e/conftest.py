@@ -24,7 +24,7 @@ from kafka_runbooks.localstack.airflow import AirflowLocal
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-AIRFLOW_TEST_HOME = ROOT / ".stack" / "airflow-test"
+AIRFLOW_TEST_HOME = Path(os.environ.get("KR_AIRFLOW_TEST_HOME") or ROOT / ".stack" / "airflow-test")
 DEFAULT_PORT = 28080
 
 
