@@ -1,0 +1,249 @@
+"""The auto-restart sweep over one Connect cluster: list, decide per connector, restart, persist.
+
+One listing call per cluster, then one restart call per connector that is due (on a worker
+with KIP-745). Every decision is logged as a decision record; the returned report lists
+each connector with its restart count and last restart time, the restarts made and the
+alerts (connectors the policy gave up on).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.connect.client import ConnectClient, ConnectError, ConnectorStatus, UnknownConnector
+from kafka_runbooks.connect.policy import GIVE_UP, RESTART, RestartPolicy, RestartState, decide, iso
+from kafka_runbooks.connect.state import JsonStateStore
+
+log = logging.getLogger(__name__)
+STEP = "connect-autorestart"
+
+
+def validate_patterns(patterns: Iterable[str] | None) -> list[str]:
+    """Connector names or shell-style patterns (``fnmatch``: ``*``, ``?``, ``[..]``)."""
+    out = []
+    for p in patterns or []:
+        if not isinstance(p, str) or not p.strip():
+            raise ValueError(f"exclude patterns must be non-empty strings, got {p!r}")
+        out.append(p.strip())
+    return out
+
+
+def excluded_by(name: str, patterns: Iterable[str]) -> str | None:
+    return next((p for p in patterns if fnmatch.fnmatchcase(name, p)), None)
+
+
+def sweep_cluster(
+    cluster: str,
+    client: ConnectClient,
+    store: JsonStateStore,
+    policy: RestartPolicy,
+    *,
+    exclude: Iterable[str] = (),
+    clock: Callable[[], float] = time.time,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Sweep one cluster; never raises for the cluster's own failures (they are reported)."""
+    logger = logger or log
+    patterns = validate_patterns(exclude)
+    started = time.monotonic()
+    calls_before = client.calls
+    report: dict[str, Any] = {
+        "cluster": cluster,
+        "url": client.url,
+        "reachable": True,
+        "error": None,
+        "connectors": [],
+        "restarts": [],
+        "alerts": [],
+        "errors": [],
+    }
+    with store.locked():
+        states = store.load()
+        try:
+            listing = client.list_connectors()
+        except ConnectError as exc:
+            report.update(reachable=False, error=str(exc))
+            report["alerts"].append({"cluster": cluster, "alert": "unreachable", "detail": str(exc)})
+            decisions.record(
+                STEP,
+                "cluster skipped",
+                "its Connect REST API did not answer the listing call; the other clusters go on",
+                observed={"url": client.url, "error": str(exc)},
+                subject=cluster,
+                logger=logger,
+                level=logging.ERROR,
+            )
+            report.update(http_calls=client.calls - calls_before, wall_s=round(time.monotonic() - started, 3))
+            return report
+        now = clock()
+        new_states: dict[str, RestartState] = {}
+        for name in sorted(listing):
+            status = listing[name]
+            row, state = _one_connector(
+                cluster, client, policy, status, states.get(name), patterns, now, report, logger
+            )
+            report["connectors"].append(row)
+            if state is not None and (state.count or state.total_restarts or state.first_failure_at):
+                new_states[name] = state
+        forgotten = sorted(set(states) - set(listing))
+        if forgotten:
+            decisions.record(
+                STEP,
+                "state forgotten",
+                "these connectors no longer exist on the cluster",
+                observed={"connectors": forgotten},
+                subject=cluster,
+                logger=logger,
+            )
+        if new_states != states:
+            store.save(new_states)
+    report["http_calls"] = client.calls - calls_before
+    report["wall_s"] = round(time.monotonic() - started, 3)
+    report["counts"] = {
+        "connectors": len(report["connectors"]),
+        "failed": sum(1 for r in report["connectors"] if r["failed"]),
+        "restarted": len(report["restarts"]),
+        "alerts": len(report["alerts"]),
+    }
+    return report
+
+
+def _one_connector(
+    cluster: str,
+    client: ConnectClient,
+    policy: RestartPolicy,
+    status: ConnectorStatus,
+    previous: RestartState | None,
+    patterns: list[str],
+    now: float,
+    report: dict[str, Any],
+    logger: logging.Logger,
+) -> tuple[dict[str, Any], RestartState | None]:
+    subject = f"{cluster}/{status.name}"
+    observed = status.as_dict()
+    pattern = excluded_by(status.name, patterns)
+    state = previous
+    action = "none"
+    next_due = None
+    if pattern is not None and status.failed:
+        action = "excluded"
+        decisions.record(
+            STEP,
+            "not restarted",
+            f"auto-restart is switched off for it (exclude pattern {pattern!r})",
+            observed=observed,
+            subject=subject,
+            logger=logger,
+            level=logging.WARNING,
+        )
+    elif pattern is None:
+        verdict = decide(policy, previous, status.failed, now)
+        state = verdict.state
+        action = verdict.action
+        observed = {**observed, "restart_count": verdict.state.count}
+        if verdict.action == RESTART:
+            try:
+                outcome = client.restart(status.name, include_tasks=True, only_failed=True, known=status)
+            except UnknownConnector:
+                return _row(status, None, "deleted", None, None), None
+            except ConnectError as exc:
+                action = "restart_failed"
+                report["errors"].append({"connector": status.name, "error": str(exc)})
+                decisions.record(
+                    STEP,
+                    "restart call failed",
+                    f"{verdict.reason}; the worker refused, not counted, retried next sweep",
+                    observed={**observed, "error": str(exc)},
+                    subject=subject,
+                    logger=logger,
+                    level=logging.ERROR,
+                )
+            else:
+                state = state.after_restart(now)
+                entry = {
+                    **outcome.as_dict(),
+                    "restart_count": state.count,
+                    "at": iso(now),
+                    "failed_tasks": status.failed_task_ids,
+                    "connector_state": status.state,
+                }
+                report["restarts"].append(entry)
+                decisions.record(
+                    STEP,
+                    f"restarted (#{state.count})",
+                    verdict.reason,
+                    observed=observed,
+                    action=f"{outcome.method} restart: connector={outcome.restarted_connector} "
+                    f"tasks={list(outcome.restarted_tasks)} in {outcome.calls} call(s)",
+                    subject=subject,
+                    logger=logger,
+                )
+                if policy.max_restarts is not None and state.count >= policy.max_restarts:
+                    decisions.record(
+                        STEP,
+                        "last automatic restart",
+                        f"restart #{state.count} is the policy's last; if it fails again it stays FAILED",
+                        subject=subject,
+                        logger=logger,
+                    )
+        elif verdict.action == GIVE_UP:
+            alert = {
+                "cluster": cluster,
+                "connector": status.name,
+                "alert": "restarts exhausted",
+                "restart_count": state.count,
+                "first_failure_at": iso(state.first_failure_at),
+                "last_restart_at": iso(state.last_restart_at),
+                "failed_tasks": status.failed_task_ids,
+                "connector_state": status.state,
+                "trace": _first_line(status),
+            }
+            report["alerts"].append(alert)
+            decisions.record(
+                STEP,
+                "ALERT: left FAILED",
+                verdict.reason,
+                observed=observed,
+                subject=subject,
+                logger=logger,
+                level=logging.ERROR,
+            )
+        else:  # WAIT, RESET, RECOVERING, HEALTHY: a record only when there is history to explain
+            next_due = verdict.due_at
+            if status.failed or (previous is not None and previous.count):
+                decisions.record(
+                    STEP, verdict.action, verdict.reason, observed=observed, subject=subject, logger=logger
+                )
+    return _row(status, state, action, pattern, next_due), state
+
+
+def _first_line(status: ConnectorStatus) -> str | None:
+    trace = status.trace or next((t.trace for t in status.tasks if t.failed and t.trace), None)
+    return trace.splitlines()[0][:300] if trace else None
+
+
+def _row(
+    status: ConnectorStatus,
+    state: RestartState | None,
+    action: str,
+    pattern: str | None,
+    next_due: float | None,
+) -> dict[str, Any]:
+    state = state or RestartState()
+    return {
+        **status.as_dict(),
+        "failed": status.failed,
+        "action": action,
+        "excluded_by": pattern,
+        "restart_count": state.count,
+        "total_restarts": state.total_restarts,
+        "last_restart_at": iso(state.last_restart_at),
+        "first_failure_at": iso(state.first_failure_at),
+        "healthy_since": iso(state.healthy_since),
+        "next_due_at": iso(next_due),
+    }

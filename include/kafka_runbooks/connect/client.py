@@ -1,0 +1,433 @@
+"""A small Kafka Connect REST client: list every connector in one call, restart what failed.
+
+Connect answers (seen on a real 4.3.1 worker, and per KIP-745):
+
+- ``GET /connectors?expand=status&expand=info`` (>= 2.3): every connector with its state
+  and tasks, in one call. An older worker answers a plain list of names; the client then
+  reads each connector's ``/status`` (one call per connector).
+- ``POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true`` (>= 3.0, KIP-745):
+  ``202`` with the status body; it restarts the connector only if it failed and only its
+  failed tasks. A worker older than 3.0 ignores the query parameters and answers ``204``
+  having restarted the connector instance alone; a proxy that rejects unknown parameters
+  answers ``400``. Either way the client falls back to the per-connector and per-task calls
+  and remembers that the worker is old, so later restarts go straight to them.
+- ``POST /connectors/{name}/tasks/{id}/restart``: ``204``; ``404`` names the unknown task.
+- ``409`` while the group rebalances: nothing was restarted, try again later.
+
+Credentials (basic auth, client certificates) live in the ``requests`` session and never
+appear in ``repr``, in exceptions or in logs; error messages carry the URL without them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import requests
+
+FAILED = "FAILED"
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class ConnectError(RuntimeError):
+    """The Connect REST API could not be reached or refused a request."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ConnectUnreachable(ConnectError):
+    """No answer from the worker (connection refused, DNS, TLS, timeout)."""
+
+
+class UnknownConnector(ConnectError):
+    """The worker does not know this connector."""
+
+
+class UnknownTask(ConnectError):
+    """The connector has no task with this id."""
+
+
+class RebalanceInProgress(ConnectError):
+    """409: the Connect group is rebalancing; nothing was restarted."""
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    task_id: int
+    state: str
+    worker_id: str | None = None
+    trace: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state == FAILED
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    name: str
+    state: str
+    type: str | None = None
+    worker_id: str | None = None
+    trace: str | None = None
+    tasks: tuple[TaskStatus, ...] = ()
+
+    @property
+    def connector_failed(self) -> bool:
+        return self.state == FAILED
+
+    @property
+    def failed_task_ids(self) -> list[int]:
+        return [t.task_id for t in self.tasks if t.failed]
+
+    @property
+    def failed(self) -> bool:
+        """The connector or any of its tasks is FAILED."""
+        return self.connector_failed or bool(self.failed_task_ids)
+
+    @property
+    def task_ids(self) -> list[int]:
+        return [t.task_id for t in self.tasks]
+
+    @classmethod
+    def from_status(
+        cls, name: str, status: dict[str, Any], info: dict[str, Any] | None = None
+    ) -> ConnectorStatus:
+        conn = status.get("connector") or {}
+        tasks = tuple(
+            sorted(
+                (
+                    TaskStatus(
+                        task_id=int(t["id"]),
+                        state=str(t.get("state", "UNKNOWN")),
+                        worker_id=t.get("worker_id"),
+                        trace=t.get("trace"),
+                    )
+                    for t in status.get("tasks") or []
+                ),
+                key=lambda t: t.task_id,
+            )
+        )
+        return cls(
+            name=name,
+            state=str(conn.get("state", "UNKNOWN")),
+            type=status.get("type") or (info or {}).get("type"),
+            worker_id=conn.get("worker_id"),
+            trace=conn.get("trace"),
+            tasks=tasks,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "state": self.state,
+            "tasks": {str(t.task_id): t.state for t in self.tasks},
+            "failed_tasks": self.failed_task_ids,
+        }
+
+
+@dataclass(frozen=True)
+class RestartOutcome:
+    """What one restart did: which API, how many calls, what the worker answered."""
+
+    connector: str
+    method: str  # "kip-745" or "legacy"
+    calls: int
+    restarted_connector: bool
+    restarted_tasks: tuple[int, ...]
+    statuses: tuple[int, ...] = ()
+    body: dict[str, Any] | None = field(default=None, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "method": self.method,
+            "calls": self.calls,
+            "restarted_connector": self.restarted_connector,
+            "restarted_tasks": list(self.restarted_tasks),
+            "http_statuses": list(self.statuses),
+        }
+
+
+def _strip_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _q(segment: str | int) -> str:
+    """One URL path segment: connector names may hold '>', spaces, '.' (MirrorMaker 2)."""
+    return quote(str(segment), safe="")
+
+
+class ConnectClient:
+    """Kafka Connect REST client over ``requests``; counts the HTTP calls it makes.
+
+    :param url: the worker's REST URL, e.g. ``http://connect:8083`` (any worker: the group
+        forwards restarts to the leader).
+    :param auth: ``(user, password)`` for basic auth, or None.
+    :param verify: TLS verification: True, False or a CA bundle path.
+    :param cert: client certificate: a path, or ``(cert, key)`` paths.
+    :param kip745: None = find out from the first restart answer; True/False = known.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth: tuple[str, str] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        kip745: bool | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        if not url or "://" not in url:
+            raise ValueError(f"Connect URL must be absolute, like http://host:8083; got {url!r}")
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"Connect URL must be http or https; got {_strip_credentials(url)!r}")
+        self.url = _strip_credentials(url)
+        self.timeout_s = timeout_s
+        self.kip745 = kip745
+        self.calls = 0
+        self._session = session or requests.Session()
+        if auth is not None:
+            self._session.auth = auth
+        self._session.verify = verify
+        if cert is not None:
+            self._session.cert = cert
+        self._session.headers.update({"Accept": "application/json"})
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"ConnectClient({self.url!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> ConnectClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", self.timeout_s)
+        self.calls += 1
+        try:
+            return self._session.request(method, f"{self.url}{path}", **kwargs)
+        except requests.RequestException as exc:
+            # the exception text may echo the URL; ours carries no credentials
+            raise ConnectUnreachable(f"{method} {self.url}{path}: no answer ({type(exc).__name__})") from None
+
+    @staticmethod
+    def _message(resp: requests.Response) -> str:
+        try:
+            body = resp.json()
+            if isinstance(body, dict) and body.get("message"):
+                return str(body["message"])
+        except ValueError:
+            pass
+        return resp.text[:300]
+
+    def _error(self, resp: requests.Response, what: str) -> ConnectError:
+        msg = f"{what}: HTTP {resp.status_code}: {self._message(resp)}"
+        if resp.status_code == 409:
+            return RebalanceInProgress(msg, 409)
+        return ConnectError(msg, resp.status_code)
+
+    # ------------------------------------------------------------------ reads
+
+    def server_info(self) -> dict[str, Any]:
+        """``GET /``: the worker's version, commit and Kafka cluster id."""
+        resp = self._request("GET", "/")
+        if resp.status_code != 200:
+            raise self._error(resp, "reading the worker's version")
+        return resp.json()
+
+    def list_connectors(self) -> dict[str, ConnectorStatus]:
+        """Every connector with its state and tasks: one call on a worker >= 2.3."""
+        resp = self._request("GET", "/connectors", params=[("expand", "status"), ("expand", "info")])
+        if resp.status_code != 200:
+            raise self._error(resp, "listing connectors")
+        body = resp.json()
+        if isinstance(body, list):  # a worker older than 2.3 ignores expand
+            return {name: self.connector_status(name) for name in body}
+        return {
+            name: ConnectorStatus.from_status(name, entry.get("status") or {}, entry.get("info"))
+            for name, entry in body.items()
+        }
+
+    def connector_status(self, name: str) -> ConnectorStatus:
+        resp = self._request("GET", f"/connectors/{_q(name)}/status")
+        if resp.status_code == 404:
+            raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
+        if resp.status_code != 200:
+            raise self._error(resp, f"reading the status of {name!r}")
+        return ConnectorStatus.from_status(name, resp.json())
+
+    # ------------------------------------------------------------------ restarts
+
+    def restart_connector(self, name: str) -> int:
+        """The old call: restart the connector instance only (not its tasks)."""
+        resp = self._request("POST", f"/connectors/{_q(name)}/restart")
+        if resp.status_code == 404:
+            raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
+        if resp.status_code not in (200, 202, 204):
+            raise self._error(resp, f"restarting connector {name!r}")
+        return resp.status_code
+
+    def restart_task(self, name: str, task_id: int) -> int:
+        resp = self._request("POST", f"/connectors/{_q(name)}/tasks/{_q(task_id)}/restart")
+        if resp.status_code == 404:
+            message = self._message(resp)
+            if "task" in message.lower():
+                raise UnknownTask(f"connector {name!r} has no task {task_id} on {self.url}: {message}", 404)
+            raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
+        if resp.status_code not in (200, 202, 204):
+            raise self._error(resp, f"restarting task {name}/{task_id}")
+        return resp.status_code
+
+    def restart(
+        self,
+        name: str,
+        *,
+        include_tasks: bool = True,
+        only_failed: bool = True,
+        known: ConnectorStatus | None = None,
+    ) -> RestartOutcome:
+        """Restart a connector (and its tasks) with one KIP-745 call where the worker has it.
+
+        On an older worker, fall back to the connector call (when the connector failed or
+        ``only_failed`` is false) and one call per task to restart (FAILED ones when
+        ``only_failed``). ``known``: the status the caller already read (saves a call on the
+        fallback path).
+        """
+        calls_before = self.calls
+        statuses: list[int] = []
+        legacy_connector_done = False
+        if self.kip745 is not False:
+            flags = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
+            resp = self._request("POST", f"/connectors/{_q(name)}/restart", params=flags)
+            statuses.append(resp.status_code)
+            if resp.status_code in (200, 202):
+                self.kip745 = True
+                body = resp.json() if resp.content else {}
+                status = ConnectorStatus.from_status(name, body) if body else None
+                return RestartOutcome(
+                    connector=name,
+                    method="kip-745",
+                    calls=self.calls - calls_before,
+                    restarted_connector=bool(status and status.state == "RESTARTING"),
+                    restarted_tasks=tuple(t.task_id for t in status.tasks if t.state == "RESTARTING")
+                    if status
+                    else (),
+                    statuses=tuple(statuses),
+                    body=body,
+                )
+            if resp.status_code == 404 and "unknown connector" in self._message(resp).lower():
+                raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
+            if resp.status_code == 409:
+                raise self._error(resp, f"restarting {name!r}")
+            if resp.status_code == 204:
+                # pre-3.0 worker: it ignored the flags and restarted the connector instance
+                legacy_connector_done = True
+            elif resp.status_code not in (400, 404, 405):
+                raise self._error(resp, f"restarting {name!r}")
+            self.kip745 = False
+        status = known or self.connector_status(name)
+        restarted_connector = legacy_connector_done
+        if not legacy_connector_done and (status.connector_failed or not only_failed):
+            statuses.append(self.restart_connector(name))
+            restarted_connector = True
+        tasks: list[int] = []
+        if include_tasks:
+            for task_id in status.failed_task_ids if only_failed else status.task_ids:
+                statuses.append(self.restart_task(name, task_id))
+                tasks.append(task_id)
+        return RestartOutcome(
+            connector=name,
+            method="legacy",
+            calls=self.calls - calls_before,
+            restarted_connector=restarted_connector,
+            restarted_tasks=tuple(tasks),
+            statuses=tuple(statuses),
+        )
+
+    # ------------------------------------------------------------------ helpers for tests and tools
+
+    def put_connector(self, name: str, config: dict[str, str]) -> dict[str, Any]:
+        resp = self._request("PUT", f"/connectors/{_q(name)}/config", json=config)
+        if resp.status_code not in (200, 201):
+            raise self._error(resp, f"configuring {name!r}")
+        return resp.json()
+
+    def delete_connector(self, name: str) -> None:
+        resp = self._request("DELETE", f"/connectors/{_q(name)}")
+        if resp.status_code not in (200, 204, 404):
+            raise self._error(resp, f"deleting {name!r}")
+
+    def wait_for(
+        self, name: str, predicate, timeout_s: float = 60.0, interval_s: float = 0.5
+    ) -> ConnectorStatus:
+        """Poll the connector's status until ``predicate(status)``; raise ConnectError on timeout."""
+        deadline = time.monotonic() + timeout_s
+        last: ConnectorStatus | None = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.connector_status(name)
+                if predicate(last):
+                    return last
+            except UnknownConnector:
+                pass
+            time.sleep(interval_s)
+        raise ConnectError(f"connector {name!r} not in the expected state after {timeout_s:.0f}s: {last}")
+
+
+def client_from_fields(
+    host: str | None,
+    *,
+    port: int | None = None,
+    schema: str | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    extra: dict[str, Any] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> ConnectClient:
+    """A client from an Airflow ``http`` connection's fields (no Airflow import here).
+
+    ``host`` may be a full URL (``http://connect:8083``) or a host name, with ``schema`` as
+    the scheme (``http`` by default) and ``port``. ``login``/``password``: basic auth.
+    Extras: ``verify`` (true/false or a CA bundle path), ``cert`` and ``key`` (client
+    certificate paths), ``timeout`` (seconds).
+    """
+    if not host:
+        raise ValueError(
+            "the Connect connection has no host: set it to the REST URL, e.g. http://connect:8083"
+        )
+    extra = dict(extra or {})
+    if "://" in host:
+        url = host.rstrip("/")
+        if port and urlsplit(url).port is None:
+            parts = urlsplit(url)
+            url = urlunsplit((parts.scheme, f"{parts.netloc}:{port}", parts.path, "", ""))
+    else:
+        url = f"{schema or 'http'}://{host}" + (f":{port}" if port else "")
+    verify: bool | str = extra.get("verify", True)
+    if isinstance(verify, str) and verify.lower() in ("true", "false"):
+        verify = verify.lower() == "true"
+    cert = extra.get("cert")
+    if cert and extra.get("key"):
+        cert = (cert, extra["key"])
+    auth = (login, password or "") if login else None
+    return ConnectClient(
+        url, auth=auth, verify=verify, cert=cert, timeout_s=float(extra.get("timeout", timeout_s))
+    )

@@ -1,0 +1,196 @@
+"""When to restart a FAILED connector: the back-off policy, and the per-connector state it reads.
+
+Default = Strimzi proposal 007: restart at minutes 0, 2, 6, 12, 20 and 30 after the first
+failure (the wait grows by 2 minutes after each restart), then no more: the connector stays
+FAILED and the sweep raises an alert. Configurable:
+
+- ``max_interval_minutes``: the cap on the wait between two restarts (30 by default);
+- ``max_restarts``: 6 by default; ``None`` = unlimited (Strimzi today: it keeps restarting,
+  its wait capped at 60 minutes);
+- the count resets once the connector has been healthy for longer than its current
+  interval (the wait that would come before its next restart);
+- ``minute_seconds``: how long a policy "minute" is (60; tests make it a second).
+
+The restart unit is the connector: its own state and its tasks' together, like Strimzi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+RESTART = "restart"
+WAIT = "wait"
+GIVE_UP = "give_up"
+RESET = "reset"
+HEALTHY = "healthy"
+RECOVERING = "recovering"
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return (
+        datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    step_minutes: float = 2.0
+    max_interval_minutes: float = 30.0
+    max_restarts: int | None = 6
+    minute_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.step_minutes > 0:
+            raise ValueError(f"step_minutes must be > 0, got {self.step_minutes}")
+        if not self.max_interval_minutes > 0:
+            raise ValueError(f"max_interval_minutes must be > 0, got {self.max_interval_minutes}")
+        if self.max_restarts is not None and (isinstance(self.max_restarts, bool) or self.max_restarts < 0):
+            raise ValueError(f"max_restarts must be None (unlimited) or >= 0, got {self.max_restarts}")
+        if not self.minute_seconds > 0:
+            raise ValueError(f"minute_seconds must be > 0, got {self.minute_seconds}")
+
+    def interval_minutes(self, count: int) -> float:
+        """The wait after the ``count``-th restart before the next one (capped)."""
+        return min(self.step_minutes * count, self.max_interval_minutes)
+
+    def interval_seconds(self, count: int) -> float:
+        return self.interval_minutes(count) * self.minute_seconds
+
+    def schedule_minutes(self, restarts: int | None = None) -> list[float]:
+        """Minutes after the first failure at which restarts happen, if each is on time.
+
+        ``restarts`` bounds an unlimited policy; by default the policy's ``max_restarts``.
+        """
+        n = self.max_restarts if restarts is None else restarts
+        if n is None:
+            raise ValueError("an unlimited policy needs a bound: schedule_minutes(restarts=...)")
+        out, at = [], 0.0
+        for k in range(n):
+            out.append(at)
+            at += self.interval_minutes(k + 1)
+        return out
+
+    def exhausted(self, count: int) -> bool:
+        return self.max_restarts is not None and count >= self.max_restarts
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step_minutes": self.step_minutes,
+            "max_interval_minutes": self.max_interval_minutes,
+            "max_restarts": self.max_restarts,
+            "minute_seconds": self.minute_seconds,
+            "schedule_minutes": self.schedule_minutes(
+                None if self.max_restarts is not None and self.max_restarts <= 20 else 8
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class RestartState:
+    """What the sweep remembers about one connector (persisted between runs)."""
+
+    count: int = 0
+    first_failure_at: float | None = None
+    last_restart_at: float | None = None
+    healthy_since: float | None = None
+    total_restarts: int = 0  # never reset: for the report
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "first_failure_at": self.first_failure_at,
+            "last_restart_at": self.last_restart_at,
+            "healthy_since": self.healthy_since,
+            "total_restarts": self.total_restarts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RestartState:
+        def num(key):
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        return cls(
+            count=int(data.get("count", 0)),
+            first_failure_at=num("first_failure_at"),
+            last_restart_at=num("last_restart_at"),
+            healthy_since=num("healthy_since"),
+            total_restarts=int(data.get("total_restarts", data.get("count", 0))),
+        )
+
+    def after_restart(self, now: float) -> RestartState:
+        return replace(
+            self,
+            count=self.count + 1,
+            last_restart_at=now,
+            healthy_since=None,
+            total_restarts=self.total_restarts + 1,
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str  # RESTART, WAIT, GIVE_UP, RESET, HEALTHY, RECOVERING
+    reason: str
+    state: RestartState  # the state to persist (before the restart call, for RESTART)
+    due_at: float | None = None
+    observed: dict[str, Any] = field(default_factory=dict)
+
+
+def decide(policy: RestartPolicy, state: RestartState | None, failed: bool, now: float) -> Verdict:
+    """Decide for one connector; pure: the caller makes the call and persists the state."""
+    state = state or RestartState()
+    if failed:
+        state = replace(
+            state,
+            healthy_since=None,
+            first_failure_at=now if state.first_failure_at is None else state.first_failure_at,
+        )
+        if state.count == 0:
+            if policy.exhausted(0):
+                return Verdict(GIVE_UP, "max_restarts is 0: auto-restart never restarts", state)
+            return Verdict(RESTART, "first failure seen: restart at once (minute 0)", state, due_at=now)
+        if policy.exhausted(state.count):
+            return Verdict(
+                GIVE_UP,
+                f"restarted {state.count} times since {iso(state.first_failure_at)}, the policy's maximum; "
+                "left FAILED for a person to look at",
+                state,
+            )
+        interval = policy.interval_seconds(state.count)
+        due = (now if state.last_restart_at is None else state.last_restart_at) + interval
+        if now >= due:
+            return Verdict(
+                RESTART,
+                f"still failed {policy.interval_minutes(state.count):g} policy minutes after restart #{state.count}",
+                state,
+                due_at=due,
+            )
+        return Verdict(
+            WAIT,
+            f"restart #{state.count + 1} due at {iso(due)} (back-off after restart #{state.count})",
+            state,
+            due,
+        )
+    if state.count == 0:
+        return Verdict(HEALTHY, "not failed", replace(state, healthy_since=None, first_failure_at=None))
+    since = state.healthy_since if state.healthy_since is not None else now
+    state = replace(state, healthy_since=since)
+    interval = policy.interval_seconds(state.count)
+    if now - since > interval:
+        return Verdict(
+            RESET,
+            f"healthy for {now - since:.0f}s, longer than the current interval "
+            f"({policy.interval_minutes(state.count):g} policy minutes = {interval:.0f}s): restart count reset",
+            replace(state, count=0, first_failure_at=None, healthy_since=None),
+        )
+    return Verdict(
+        RECOVERING,
+        f"healthy since {iso(since)}; the count ({state.count}) resets after {interval:.0f}s healthy",
+        state,
+        due_at=since + interval,
+    )
