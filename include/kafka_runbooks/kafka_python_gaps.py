@@ -149,3 +149,148 @@ class KafkaPythonGaps:
 
 def _ts(value: int | None) -> int | None:
     return None if value is None or value < 0 else value
+
+
+# ---------------------------------------------------------------------------------
+# Unclean recovery (issue 4): a replica's own log end offset, asked of its broker, and
+# the two controller RPCs that reach a chosen leader today (reorder, then UNCLEAN).
+# ---------------------------------------------------------------------------------
+
+DEBUGGING_REPLICA_ID = -2  # ListOffsets answered from the local log, leader or not
+LATEST_TIMESTAMP = -1
+MAX_PARTITIONS_PER_REQUEST = 1000
+ELECT_LEADERS_API_KEY = 43
+ELECTION_TYPE_UNCLEAN = 1
+
+
+def list_replica_log_ends(
+    gaps: KafkaPythonGaps,
+    by_broker: dict[int, list[tuple[str, int]]],
+    timeout_ms: int,
+    batch: int = MAX_PARTITIONS_PER_REQUEST,
+) -> tuple[dict[int, list[tuple[str, int, int, int, int]] | Exception], int]:
+    """Ask each broker for the log end offset of its own replicas.
+
+    One ListOffsets(replica_id=-2, LATEST) per broker and batch of at most ``batch``
+    partitions, all in flight at once; kafka-python's connection manager (internal API)
+    is used only here. Returns, per broker, either rows
+    ``(topic, partition, error_code, log_end_offset, leader_epoch)`` or the exception
+    that broker's requests failed with; plus the number of requests sent.
+    """
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    topic_cls = ListOffsetsRequest.ListOffsetsTopic
+    part_cls = topic_cls.ListOffsetsPartition
+    manager = gaps._client._manager
+    planned: list[tuple[int, object]] = []
+    for broker_id, partitions in by_broker.items():
+        for i in range(0, len(partitions), batch):
+            per_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions[i : i + batch]:
+                per_topic.setdefault(topic, []).append(partition)
+            request = ListOffsetsRequest(
+                replica_id=DEBUGGING_REPLICA_ID,
+                isolation_level=0,
+                topics=[
+                    topic_cls(
+                        name=topic,
+                        partitions=[
+                            part_cls(partition_index=p, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)
+                            for p in parts
+                        ],
+                    )
+                    for topic, parts in per_topic.items()
+                ],
+            )
+            planned.append((broker_id, request))
+
+    async def send_all():
+        futures = []
+        for broker_id, request in planned:
+            try:
+                futures.append(
+                    (broker_id, manager.send(request, node_id=broker_id, request_timeout_ms=timeout_ms))
+                )
+            except Exception as exc:  # unknown broker id, no connection: this broker's answer is the error
+                futures.append((broker_id, exc))
+        answers: list[tuple[int, object]] = []
+        for broker_id, future in futures:
+            if isinstance(future, Exception):
+                answers.append((broker_id, future))
+                continue
+            try:
+                answers.append((broker_id, await future))
+            except Exception as exc:
+                answers.append((broker_id, exc))
+        return answers
+
+    out: dict[int, list[tuple[str, int, int, int, int]] | Exception] = {}
+    for broker_id, answer in manager.run(send_all):
+        if isinstance(answer, Exception):
+            out[broker_id] = answer
+            continue
+        if isinstance(out.get(broker_id), Exception):
+            continue
+        rows = out.setdefault(broker_id, [])
+        for topic in answer.topics:
+            for p in topic.partitions:
+                epoch = getattr(p, "leader_epoch", -1)
+                rows.append((topic.name, p.partition_index, p.error_code, p.offset, epoch))
+    return out, len(planned)
+
+
+def reorder_replicas(
+    gaps: KafkaPythonGaps, orders: dict[tuple[str, int], list[int]]
+) -> dict[tuple[str, int], str | None]:
+    """AlterPartitionReassignments with the same replica sets in a new order.
+
+    Returns per partition None (accepted) or the error's name.
+    """
+    from kafka.structs import TopicPartition
+
+    out: dict[tuple[str, int], str | None] = {}
+    items = list(orders.items())
+    for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST):
+        chunk = {TopicPartition(t, p): list(r) for (t, p), r in items[i : i + MAX_PARTITIONS_PER_REQUEST]}
+        for tp, err in gaps._client.alter_partition_reassignments(chunk).items():
+            out[(tp.topic, tp.partition)] = None if err is None else err.__name__
+        for (t, p), _ in items[i : i + MAX_PARTITIONS_PER_REQUEST]:
+            out.setdefault((t, p), "NoAnswer")
+    return out
+
+
+def elect_unclean(
+    gaps: KafkaPythonGaps, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], str | None]:
+    """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error."""
+    out: dict[tuple[str, int], str | None] = {}
+    for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
+        per_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
+            per_topic.setdefault(topic, []).append(partition)
+        response = gaps._client.elect_leaders(ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False)
+        top = getattr(response, "error_code", 0)
+        for result in response.replica_election_results:
+            for p in result.partition_result:
+                code = p.error_code or top
+                out[(result.topic, p.partition_id)] = (
+                    None if code == 0 else _error_name(code, p.error_message)
+                )
+        for topic, parts in per_topic.items():
+            for partition in parts:
+                out.setdefault((topic, partition), _error_name(top, None) if top else "NoAnswer")
+    return out
+
+
+def advertised_api_versions(gaps: KafkaPythonGaps, api_key: int) -> tuple[int, int] | None:
+    """(min, max) versions of ``api_key`` the connected broker advertised, None if absent."""
+    data = gaps._client._manager.broker_version_data
+    versions = getattr(data, "api_versions", None) or {}
+    return versions.get(api_key)
+
+
+def _error_name(code: int, message: str | None) -> str:
+    from kafka import errors
+
+    name = errors.for_code(code).__name__
+    return f"{name}: {message}" if message else name

@@ -1,0 +1,140 @@
+"""Each replica's log end offset and leader epoch, asked of the broker that hosts it.
+
+Kafka has no GetReplicaLogInfo RPC yet (KIP-966/KIP "unclean recovery tool"); a
+ListOffsets request with ``replica_id = -2`` (DEBUGGING_REPLICA_ID) sent straight to a
+broker answers from that broker's local replica, leader or not, with the partition
+leader epoch as that broker sees it: the same two facts. Brokers are asked in batches
+of at most 1000 partitions, all at once, and asked again until every answer is in or
+``recovery_duration_ms`` has passed; a broker that has not answered by then is not a
+candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from kafka_runbooks.model import Broker, PartitionState
+
+log = logging.getLogger(__name__)
+
+# Per-partition answers worth asking again: the broker is still loading or catching up
+# with metadata (UNKNOWN_TOPIC_OR_PARTITION 3, LEADER_NOT_AVAILABLE 5,
+# NOT_LEADER_OR_FOLLOWER 6, REPLICA_NOT_AVAILABLE 9, KAFKA_STORAGE_ERROR 56,
+# OFFSET_NOT_AVAILABLE 78).
+RETRIABLE_CODES = frozenset({3, 5, 6, 9, 56, 78})
+RETRY_BACKOFF_S = 0.25
+
+
+@dataclass(frozen=True)
+class ReplicaLogInfo:
+    broker_id: int
+    topic: str
+    partition: int
+    log_end_offset: int | None = None
+    leader_epoch: int | None = None
+    error: str | None = None  # why this replica has no answer (then it is no candidate)
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None and self.log_end_offset is not None
+
+
+@dataclass
+class GatherResult:
+    infos: dict[tuple[str, int, int], ReplicaLogInfo] = field(default_factory=dict)
+    unanswered_brokers: dict[int, str] = field(default_factory=dict)  # broker -> why
+    requests_sent: int = 0
+    rounds: int = 0
+    elapsed_s: float = 0.0
+
+    def for_partition(self, topic: str, partition: int, replicas: tuple[int, ...]) -> list[ReplicaLogInfo]:
+        return [
+            self.infos.get((topic, partition, b), ReplicaLogInfo(b, topic, partition, error="not asked"))
+            for b in replicas
+        ]
+
+
+def _error_name(code: int) -> str:
+    from kafka import errors
+
+    return errors.for_code(code).__name__
+
+
+def gather(
+    admin,
+    partitions: list[PartitionState],
+    brokers: dict[int, Broker],
+    duration_ms: int,
+    batch: int = 1000,
+) -> GatherResult:
+    """Ask every live broker hosting a replica of ``partitions`` for its log end offsets."""
+    from kafka_runbooks.kafka_python_gaps import list_replica_log_ends
+
+    started = time.monotonic()
+    deadline = started + duration_ms / 1000
+    result = GatherResult()
+    pending: dict[int, list[tuple[str, int]]] = {}
+    for p in partitions:
+        for b in p.replicas:
+            broker = brokers.get(b)
+            if broker is None or not broker.alive:
+                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
+                    b, p.topic, p.partition, error="broker not registered (down)"
+                )
+            elif broker.fenced:
+                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
+                    b, p.topic, p.partition, error="broker fenced: cannot lead"
+                )
+            else:
+                pending.setdefault(b, []).append((p.topic, p.partition))
+    last_error: dict[int, str] = {}
+    last_partition_error: dict[tuple[str, int, int], str] = {}
+    while pending:
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
+            break
+        result.rounds += 1
+        answers, sent = list_replica_log_ends(admin.gaps, pending, timeout_ms=remaining_ms, batch=batch)
+        result.requests_sent += sent
+        still: dict[int, list[tuple[str, int]]] = {}
+        for broker_id, answer in answers.items():
+            if isinstance(answer, Exception):
+                last_error[broker_id] = f"{type(answer).__name__}: {answer}"
+                still[broker_id] = pending[broker_id]
+                continue
+            asked = set(pending[broker_id])
+            seen = set()
+            for topic, partition, code, offset, epoch in answer:
+                key = (topic, partition)
+                seen.add(key)
+                if code == 0 and offset is not None and offset >= 0:
+                    result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
+                        broker_id, topic, partition, log_end_offset=offset, leader_epoch=epoch
+                    )
+                elif code in RETRIABLE_CODES:
+                    last_partition_error[(topic, partition, broker_id)] = _error_name(code)
+                    still.setdefault(broker_id, []).append(key)
+                else:
+                    result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
+                        broker_id, topic, partition, error=_error_name(code) if code else "no offset"
+                    )
+            missing = sorted(asked - seen)
+            if missing:
+                still.setdefault(broker_id, []).extend(missing)
+        pending = still
+        if pending:
+            time.sleep(max(0.0, min(RETRY_BACKOFF_S, deadline - time.monotonic())))
+    for broker_id, keys in pending.items():
+        why = last_error.get(broker_id)
+        if why is not None:
+            reason = f"no answer within {duration_ms} ms ({why})"
+            result.unanswered_brokers[broker_id] = reason
+        for topic, partition in keys:
+            detail = why or last_partition_error.get((topic, partition, broker_id), "no answer")
+            result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
+                broker_id, topic, partition, error=f"no answer within {duration_ms} ms ({detail})"
+            )
+    result.elapsed_s = time.monotonic() - started
+    return result

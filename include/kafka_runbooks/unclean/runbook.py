@@ -1,0 +1,128 @@
+"""The runbook's two steps, Airflow-free: plan (read only) and recover (elections).
+
+``plan`` resolves the partitions, gathers the replicas' log info, chooses, logs the
+table and writes it (and, when asked, the manual recovery file) to ``out_dir``.
+``recover`` runs the elections of a plan and raises if any of them failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from kafka_runbooks import decisions
+from kafka_runbooks.unclean.choose import Choice, choose
+from kafka_runbooks.unclean.elect import ElectionReport, elect_chosen
+from kafka_runbooks.unclean.loginfo import gather
+from kafka_runbooks.unclean.render import recovery_file, replica_table, write_json
+from kafka_runbooks.unclean.request import RecoveryRequest, resolve
+
+log = logging.getLogger(__name__)
+
+
+class RecoveryFailed(RuntimeError):
+    """At least one election of the input did not succeed."""
+
+
+def plan(admin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger | None = None) -> dict:
+    logger = logger or log
+    state = admin.read_state(include_log_dirs=False)
+    targets = resolve(request, state)  # unknown topics/partitions fail here
+    for p in targets.online:
+        decisions.record(
+            "resolve",
+            "leave alone: online",
+            f"it has a leader (broker {p.leader})",
+            observed={"leader": p.leader, "isr": list(p.isr)},
+            subject=p.name,
+            logger=logger,
+        )
+    gathered = gather(admin, targets.offline, state.brokers, request.recovery_duration_ms)
+    for broker_id, why in sorted(gathered.unanswered_brokers.items()):
+        decisions.record(
+            "gather",
+            f"exclude broker {broker_id}",
+            why,
+            observed={"broker": broker_id},
+            subject=f"broker-{broker_id}",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    choices = [choose(p, gathered, state.brokers) for p in targets.offline]
+    for c in choices:
+        decisions.record(
+            "choose",
+            f"elect broker {c.chosen}" if c.chosen is not None else "no candidate",
+            c.reason,
+            observed={
+                "replicas": list(c.replicas),
+                "log_end_offsets": {r.broker_id: r.log_end_offset for r in c.rows},
+                "leader_epochs": {r.broker_id: r.leader_epoch for r in c.rows},
+                "kafka_unclean_pick": c.kafka_unclean_pick,
+            },
+            subject=c.name,
+            logger=logger,
+            level=logging.INFO if c.chosen is not None else logging.WARNING,
+        )
+    table = replica_table(choices, [p.name for p in targets.online])
+    logger.info("replica table (%d offline, %d online):\n%s", len(choices), len(targets.online), table)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "replica_table.txt").write_text(table + "\n")
+    document = {
+        "mode": request.mode,
+        "recovery_duration_ms": request.recovery_duration_ms,
+        "recovery_election_attempts": request.recovery_election_attempts,
+        "choices": [c.as_dict() for c in choices],
+        "online": [p.name for p in targets.online],
+        "unanswered_brokers": {str(k): v for k, v in gathered.unanswered_brokers.items()},
+        "gather": {
+            "requests_sent": gathered.requests_sent,
+            "rounds": gathered.rounds,
+            "elapsed_s": round(gathered.elapsed_s, 3),
+        },
+        "table": table,
+        "artifacts": {"table": str(out_dir / "replica_table.txt")},
+    }
+    if request.mode == "manual_recovery_file":
+        path = write_json(out_dir / "manual_recovery.json", recovery_file(choices))
+        document["artifacts"]["recovery_file"] = str(path)
+        logger.info("manual recovery file written to %s", path)
+    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k != "table"})
+    document["artifacts"]["plan"] = str(out_dir / "plan.json")
+    return document
+
+
+def recover(
+    admin, document: dict, out_dir: Path, restore_order: bool = True, logger: logging.Logger | None = None
+) -> ElectionReport:
+    logger = logger or log
+    choices = [Choice.from_dict(d) for d in document["choices"]]
+    report = elect_chosen(
+        admin,
+        choices,
+        attempts=int(document["recovery_election_attempts"]),
+        restore_order=restore_order,
+        logger=logger,
+    )
+    write_json(out_dir / "elections.json", report.as_dict())
+    for o in report.outcomes:
+        logger.info(
+            "%s: %s (leader %s, chosen %s, attempts %s) %s",
+            o.partition,
+            o.status,
+            o.leader,
+            o.chosen,
+            o.attempts,
+            o.detail,
+        )
+    if report.failures:
+        lines = "\n".join(f"  {o.partition}: {o.status}: {o.detail}" for o in report.failures)
+        logger.error(
+            "%d of %d elections did not succeed:\n%s", len(report.failures), len(report.outcomes), lines
+        )
+        raise RecoveryFailed(
+            f"{len(report.failures)} of {len(report.outcomes)} elections did not succeed: "
+            + json.dumps({o.partition: o.status for o in report.failures})
+        )
+    return report

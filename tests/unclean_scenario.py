@@ -1,0 +1,127 @@
+"""Offline partitions whose live replicas hold different amounts of data (issue 4 tests).
+
+Every partition is assigned [1, 3, 2] with min.insync.replicas=1:
+
+- 100 messages with all three in sync; stop broker 3 (its replica ends at 100);
+- 100 more; stop broker 2 (ends at 200);
+- 100 more; kill -9 broker 1, the last ISR member (ends at 300, then gone);
+- start brokers 3 and 2 again. Neither is in the ISR or the ELR (they left the ISR while
+  it was still at or above min ISR), so only an unclean election can bring the
+  partition back. Kafka's UNCLEAN election takes the first live replica in assignment
+  order: broker 3, with 100 messages. The longest live log is broker 2's, with 200.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_runbooks.admin import ClusterAdmin
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+
+ASSIGNMENT = [1, 3, 2]
+PER_STEP = 100
+LONGEST, KAFKA_PICK, LOST = 2, 3, 1
+HELD = {3: 100, 2: 200, 1: 300}
+
+
+@dataclass
+class OfflineScenario:
+    topic: str
+    partitions: int
+
+
+def _healthy(admin: ClusterAdmin) -> bool:
+    state = admin.read_state(include_log_dirs=False)
+    return (
+        not state.offline()
+        and not state.under_replicated()
+        and all(b.available for b in state.brokers.values())
+    )
+
+
+def build(stack, admin: ClusterAdmin, prefix: str, partitions: int) -> OfflineScenario:
+    bootstrap = stack.bootstrap_servers
+    wait_until(lambda: _healthy(admin), 180, 1, "a fully replicated cluster before building the scenario")
+    topic = unique_topic(prefix)
+    create_topic(
+        bootstrap,
+        topic,
+        assignment={p: list(ASSIGNMENT) for p in range(partitions)},
+        config={"min.insync.replicas": "1"},
+    )
+    wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_partitions([topic])), 60, 0.5, "full ISR")
+
+    def produce_all():
+        for p in range(partitions):
+            assert produce(bootstrap, topic, PER_STEP, partition=p) == PER_STEP
+
+    produce_all()
+    stack.stop_node(3)
+    wait_until(
+        lambda: all(3 not in p.isr for p in admin.describe_partitions([topic])), 60, 0.5, "3 out of ISR"
+    )
+    produce_all()
+    stack.stop_node(2)
+    wait_until(
+        lambda: all(2 not in p.isr for p in admin.describe_partitions([topic])), 60, 0.5, "2 out of ISR"
+    )
+    produce_all()
+    stack.kill(1)
+    stack.start_node(3, wait=True)
+    stack.start_node(2, wait=True)
+
+    def offline_with_live_followers():
+        brokers = admin.describe_brokers()
+        if not all(brokers.get(b) and brokers[b].available for b in (2, 3)):
+            return False
+        parts = admin.describe_partitions([topic])
+        return all(p.leader == -1 and not ({2, 3} & set(p.isr + p.elr)) for p in parts)
+
+    wait_until(offline_with_live_followers, 120, 1, "offline partitions with brokers 2 and 3 back")
+    return OfflineScenario(topic, partitions)
+
+
+def restore(stack, admin: ClusterAdmin, topics: list[str]) -> None:
+    """Restart whatever is down, delete the scenario topics, wait for a healthy cluster."""
+    from confluent_kafka.admin import AdminClient
+
+    for status in stack.status():
+        if not status.running:
+            stack.start_node(status.name)
+    stack.wait_ready([s.name for s in stack.status()], 180)
+    client = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+    for future in client.delete_topics(topics, operation_timeout=30).values():
+        try:
+            future.result(60)
+        except Exception:  # already gone
+            pass
+    wait_until(lambda: _healthy(admin), 180, 1, "a fully replicated cluster after the scenario")
+
+
+def count_messages(bootstrap: str, topic: str, partition: int) -> int:
+    """Read the partition from the beginning to its end; the number of messages read."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_topic("unclean-reader"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        count = 0
+        while True:
+            msg = consumer.poll(10)
+            if msg is None:
+                raise AssertionError(f"no end of partition {topic}-{partition} after {count} messages")
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return count
+                raise AssertionError(f"reading {topic}-{partition}: {msg.error()}")
+            count += 1
+    finally:
+        consumer.close()
