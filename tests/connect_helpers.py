@@ -1,0 +1,77 @@
+"""Helpers for the Kafka Connect tests: connectors that fail for a reason outside them,
+and the worker's own record of task restarts (its status topic)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from kafka_runbooks.connect.client import ConnectClient, ConnectorStatus
+
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+STATUS_TOPIC = "connect-status"  # the local stack's status.storage.topic
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def file_sink(client: ConnectClient, name: str, target: Path, topic: str, tasks: int = 1) -> None:
+    """A file sink; its tasks FAIL at start while ``target``'s folder does not exist."""
+    client.put_connector(
+        name, {"connector.class": SINK, "tasks.max": str(tasks), "topics": topic, "file": str(target)}
+    )
+
+
+def task_failed(status: ConnectorStatus) -> bool:
+    return bool(status.tasks) and all(t.state == "FAILED" for t in status.tasks)
+
+
+def all_running(tasks: int):
+    def check(status: ConnectorStatus) -> bool:
+        return (
+            status.state == "RUNNING"
+            and len(status.tasks) == tasks
+            and all(t.state == "RUNNING" for t in status.tasks)
+        )
+
+    return check
+
+
+def status_records(bootstrap: str, key: str) -> list[dict]:
+    """Every record the worker wrote to its status topic under ``key``
+    (e.g. ``status-task-<connector>-<id>``), oldest first. A task restart writes
+    UNASSIGNED then RUNNING (seen on Connect 4.3.1)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kr-test-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        parts = consumer.list_topics(STATUS_TOPIC, timeout=10).topics[STATUS_TOPIC].partitions
+        ends = {}
+        for p in parts:
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(STATUS_TOPIC, p), timeout=10)
+            if hi > lo:
+                ends[p] = (lo, hi)
+        consumer.assign([TopicPartition(STATUS_TOPIC, p, lo) for p, (lo, _) in ends.items()])
+        pending = {p for p in ends}
+        out = []
+        while pending:
+            msg = consumer.poll(10)
+            if msg is None:
+                raise AssertionError(f"status topic: no record within 10 s, partitions left {pending}")
+            if msg.error():
+                continue
+            if msg.key() and msg.key().decode() == key and msg.value():
+                out.append(json.loads(msg.value()))
+            if msg.offset() >= ends[msg.partition()][1] - 1:
+                pending.discard(msg.partition())
+        return out
+    finally:
+        consumer.close()
