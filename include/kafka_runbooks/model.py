@@ -49,9 +49,18 @@ class Quorum:
     def active_controller(self) -> int:
         return self.leader_id
 
-    def caught_up_voters(self, max_lag_records: int = 0) -> list[int]:
-        """Voters whose log end offset is within ``max_lag_records`` of the high watermark."""
-        return [v.node_id for v in self.voters if self.high_watermark - v.log_end_offset <= max_lag_records]
+    def caught_up_voters(self, now_ms: int, max_lag_ms: int = 10_000) -> list[int]:
+        """The leader, and voters the leader saw caught up within ``max_lag_ms``.
+
+        Time-based like Kafka's own check (lastCaughtUpTimestamp): the metadata log
+        grows by a no-op record every half second, so an offset lag says little.
+        """
+        return [
+            v.node_id
+            for v in self.voters
+            if v.node_id == self.leader_id
+            or (v.last_caught_up_ms is not None and now_ms - v.last_caught_up_ms <= max_lag_ms)
+        ]
 
 
 @dataclass(frozen=True)

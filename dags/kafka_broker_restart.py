@@ -1,0 +1,122 @@
+"""
+### Safe broker / controller restart (rolling restart)
+
+Restarts the nodes you name, **one at a time**, the way a careful Kafka engineer would:
+
+1. waits for each node to be ready first (sensor in reschedule mode: no worker slot held);
+2. if it does not get ready, reads its **broker state** (JMX exporter or Strimzi's agent):
+   a broker **recovering its logs** is never restarted: the run logs the remaining logs
+   and segments, retries, and finally fails with the log-recovery reason. A node that is
+   stuck but not recovering is force-restarted only if `allow_force_restart` is on;
+3. before touching a ready broker, checks availability: no partition it hosts may be below
+   `min.insync.replicas`, or at it with this broker in the ISR (topics with RF <= min ISR
+   ignored); a controller only while a majority of the other voters is caught up.
+   It waits for this to clear (up to the operation timeout) instead of failing at once;
+4. restarts it cleanly, waits until it is ready (logging recovery progress, never
+   restarting it again), then until it is back in the ISR of every partition it hosts.
+
+Order: unready nodes first, then ready ones, the active controller last. Every
+observation and decision is a `DECISION` record in the task logs. An approval gate comes
+before the first restart unless `require_approval` is off. A cleared run resumes where it
+stopped.
+
+It will never restart two nodes at once, never restart a broker in log recovery, and
+never force-restart anything unless the run allows it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param, task
+
+from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
+
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "10"))
+
+with DAG(
+    dag_id="kafka_broker_restart",
+    description="Rolling restart that never breaks min ISR and never restarts a broker in log recovery.",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "runbook", "restart", "destructive"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "node_ids": Param(
+            "all",
+            type="string",
+            pattern=r"^\s*(all|\d+(\s*,\s*\d+)*)\s*$",
+            description="Node ids to restart, comma separated (brokers and/or controllers), or 'all'",
+        ),
+        "reason": Param(
+            "planned rolling restart",
+            type="string",
+            minLength=3,
+            description="Why (logged in every decision record)",
+        ),
+        "operation_timeout_s": Param(
+            300, type="integer", minimum=5, description="Wait per step before acting"
+        ),
+        "max_attempts": Param(10, type="integer", minimum=1, description="Timeouts tolerated per node"),
+        "require_approval": Param(True, type="boolean", description="Approval gate before the first restart"),
+        "dry_run": Param(
+            False, type="boolean", description="Check readiness and availability, restart nothing"
+        ),
+        "allow_force_restart": Param(
+            False, type="boolean", description="Force-restart a stuck node that is NOT in log recovery"
+        ),
+        "kafka_conn_id": Param("kafka_default", type="string", description="Kafka connection"),
+        "probe_conn_id": Param(
+            "kafka_broker_probe_default",
+            type="string",
+            description="Broker-state probe connection ('' for none)",
+        ),
+        "restart_conn_id": Param(
+            "kafka_restart_default", type="string", description="Restart back-end connection"
+        ),
+    },
+) as dag:
+
+    @task
+    def plan_restart(params=None, run_id=None, dag_run=None) -> dict:
+        """Validate the request against the live cluster and write the roll plan."""
+        from kafka_runbooks_airflow.restart_plan import plan_roll
+
+        return plan_roll(params, dag_run.dag_id, run_id)
+
+    @task.branch
+    def gate_or_go(plan: dict) -> str:
+        """Dry runs and runs without approval go straight to the roll."""
+        if plan["dry_run"] or not plan["require_approval"] or plan["resumed"]:
+            return "rolling_restart"
+        return "approval_gate"
+
+    approval = ApprovalOperator(
+        task_id="approval_gate",
+        subject="Restart Kafka nodes {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}?",
+        body=(
+            "Reason: {{ params.reason }}\n\n"
+            "Order (one at a time): {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}\n"
+            "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}"
+        ),
+        response_timeout=pendulum.duration(hours=12),
+    )
+
+    roll = KafkaRollingRestartSensor(
+        task_id="rolling_restart",
+        kafka_config_id="{{ params.kafka_conn_id }}",
+        probe_conn_id="{{ params.probe_conn_id }}",
+        restart_conn_id="{{ params.restart_conn_id }}",
+        poke_interval=POKE_INTERVAL_S,
+        timeout=pendulum.duration(hours=24).total_seconds(),
+        trigger_rule="none_failed_min_one_success",
+    )
+
+    plan = plan_restart()
+    gate_or_go(plan) >> [approval, roll]
+    approval >> roll

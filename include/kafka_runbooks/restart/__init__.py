@@ -1,0 +1,1 @@
+"""Safe broker and controller restarts: availability rules, back ends and the roller."""

@@ -1,0 +1,57 @@
+"""Planning task of ``kafka_broker_restart``: validate, order, persist. Touches nothing."""
+
+from __future__ import annotations
+
+import logging
+
+from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
+from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+
+log = logging.getLogger(__name__)
+
+
+def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
+
+    path = roll_state_file(dag_id, run_id)
+    if path.exists():  # a cleared run: keep the plan and the progress made
+        state = RollState.from_json(path.read_text())
+        log.info("resuming the roll planned earlier for this run: %s", path)
+        return _summary(state, resumed=True)
+    reason = (params.get("reason") or "").strip()
+    if len(reason) < 3:
+        raise AirflowFailException("give a reason for the restart (it is logged in every decision record)")
+    options = RollOptions(
+        operation_timeout_s=float(params["operation_timeout_s"]),
+        max_attempts=int(params["max_attempts"]),
+        allow_force_restart=bool(params["allow_force_restart"]),
+        dry_run=bool(params["dry_run"]),
+    )
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        probe = BrokerProbeHook(params["probe_conn_id"]).get_probe() if params["probe_conn_id"] else None
+        backend = RestartBackendHook(params["restart_conn_id"]).get_backend()
+        state = Roller(admin, backend, probe, logger=log).plan(
+            parse_node_ids(params["node_ids"]), reason, options
+        )
+    except (RollInputError, ValueError) as exc:
+        raise AirflowFailException(f"nothing was restarted: {exc}") from exc
+    finally:
+        admin.close()
+    path.write_text(state.to_json())
+    summary = _summary(state, resumed=False)
+    summary["require_approval"] = bool(params["require_approval"])
+    return summary
+
+
+def _summary(state: RollState, resumed: bool) -> dict:
+    return {
+        "order": state.order,
+        "phases": {str(n): p.phase for n, p in state.nodes.items()},
+        "dry_run": state.options.dry_run,
+        "require_approval": True,
+        "resumed": resumed,
+    }

@@ -1,0 +1,79 @@
+"""Sensor that drives the rolling restart, one poke at a time, in reschedule mode.
+
+Between pokes it holds no worker slot (a broker in log recovery can take many minutes).
+The roll's state lives in a JSON file keyed by the run, so a cleared or retried task
+resumes where it stopped and never restarts a node twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+
+from kafka_runbooks.paths import artifact_dir
+
+
+def roll_state_file(dag_id: str, run_id: str) -> Path:
+    return artifact_dir("restart", dag_id, run_id) / "roll-state.json"
+
+
+class KafkaRollingRestartSensor(BaseSensorOperator):
+    """Advance the roll planned by the previous task; succeed when every node is done.
+
+    :param kafka_config_id: Kafka connection (admin reads).
+    :param probe_conn_id: broker-state probe connection; empty to run without a probe.
+    :param restart_conn_id: restart back-end connection.
+    """
+
+    template_fields: Sequence[str] = ("kafka_config_id", "probe_conn_id", "restart_conn_id")
+
+    def __init__(
+        self,
+        *,
+        kafka_config_id: str = "kafka_default",
+        probe_conn_id: str = "kafka_broker_probe_default",
+        restart_conn_id: str = "kafka_restart_default",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
+        self.probe_conn_id = probe_conn_id
+        self.restart_conn_id = restart_conn_id
+
+    def poke(self, context) -> bool:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kafka_runbooks.restart.roller import Roller, RollFailed, RollState
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
+
+        path = roll_state_file(self.dag_id, context["run_id"])
+        if not path.exists():
+            raise AirflowFailException(f"no roll planned for this run ({path} is missing)")
+        state = RollState.from_json(path.read_text())
+        if state.finished:
+            self.log.info("every node of this roll is already done: %s", state.order)
+            return True
+
+        def save(s: RollState) -> None:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(s.to_json())
+            tmp.replace(path)
+
+        admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        probe = BrokerProbeHook(self.probe_conn_id).get_probe() if self.probe_conn_id else None
+        backend = RestartBackendHook(self.restart_conn_id).get_backend()
+        roller = Roller(admin, backend, probe, logger=self.log, checkpoint=save)
+        try:
+            done = roller.step(state)
+        except RollFailed as exc:
+            save(state)
+            raise AirflowFailException(str(exc)) from exc
+        finally:
+            admin.close()
+        save(state)
+        return done

@@ -1,0 +1,64 @@
+import pytest
+
+from kafka_runbooks.model import PartitionState, Quorum, QuorumMember
+from kafka_runbooks.restart.roller import RollInputError, parse_node_ids
+from kafka_runbooks.restart.safety import broker_blockers, controller_verdict, restart_order
+
+
+def p(name, replicas, isr, min_isr=2):
+    return PartitionState(
+        name, 0, isr[0] if isr else -1, 1, tuple(replicas), tuple(isr), min_insync_replicas=min_isr
+    )
+
+
+def test_a_partition_below_min_isr_blocks_every_broker_hosting_it():
+    assert broker_blockers([p("t", [1, 2, 3], [1])], 2)
+    assert broker_blockers([p("t", [1, 2, 3], [1])], 1)
+
+
+def test_at_min_isr_blocks_only_the_brokers_in_the_isr():
+    parts = [p("t", [1, 2, 3], [1, 2])]
+    assert broker_blockers(parts, 1) and broker_blockers(parts, 2)
+    assert broker_blockers(parts, 3) == []  # out of the ISR already: restarting it changes nothing
+
+
+def test_full_isr_and_low_rf_topics_do_not_block():
+    assert broker_blockers([p("t", [1, 2, 3], [1, 2, 3])], 1) == []
+    assert broker_blockers([p("rf2", [1, 2], [1], min_isr=2)], 1) == []  # RF <= min ISR: ignored
+    assert broker_blockers([p("other", [4, 5, 6], [4])], 1) == []  # not hosted
+
+
+def test_the_reason_names_the_partition_and_the_numbers():
+    [reason] = broker_blockers([p("orders", [1, 2, 3], [1, 2])], 2)
+    assert "orders-0" in reason and "min.insync.replicas=2" in reason and "broker 2" in reason
+
+
+def _quorum(caught_up_at: dict[int, int], leader=9001):
+    return Quorum(leader, 1, 10, tuple(QuorumMember(n, 10, ts, ts) for n, ts in caught_up_at.items()), ())
+
+
+def test_a_controller_restarts_only_while_a_majority_of_the_others_is_caught_up():
+    now = 100_000
+    healthy = _quorum({9001: now, 9002: now, 9003: now})
+    assert controller_verdict(healthy, 9002, now).safe
+    lagging = _quorum({9001: now, 9002: now, 9003: now - 60_000})
+    verdict = controller_verdict(lagging, 9002, now)
+    assert not verdict.safe and "9003" not in str(verdict.observed["caught_up_others"])
+    assert "needs 2" in verdict.reasons[0]
+    assert controller_verdict(lagging, 9003, now).safe  # the lagging one itself may go
+
+
+def test_order_unready_first_active_controller_last():
+    ready = {1: True, 2: False, 3: True, 9001: True, 9002: True}
+    assert restart_order([9001, 3, 1, 2, 9002], ready, active_controller=9001) == [2, 1, 3, 9002, 9001]
+
+
+@pytest.mark.parametrize("text,expected", [("all", None), (" 1, 2,9001 ", [1, 2, 9001]), ("ALL", None)])
+def test_node_ids_parse(text, expected):
+    assert parse_node_ids(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", " , ", "1,b", "broker-1"])
+def test_bad_node_ids_are_refused(text):
+    with pytest.raises(RollInputError):
+        parse_node_ids(text)
