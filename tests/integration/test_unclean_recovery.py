@@ -19,6 +19,7 @@ from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request
 from kafka_runbooks.unclean.runbook import plan, recover
 from tests import unclean_scenario as sc
+from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,7 +149,8 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _leader(admin, topic, 1).leader == sc.KAFKA_PICK
+    twin = wait_until(lambda: (p := _leader(admin, topic, 1)).leader != -1 and p, 30, 0.5, "twin elected")
+    assert twin.leader == sc.KAFKA_PICK
 
     kept_runbook = sc.count_messages(local_stack.bootstrap_servers, topic, 0)
     kept_kafka = sc.count_messages(local_stack.bootstrap_servers, topic, 1)

@@ -1,0 +1,154 @@
+"""
+### Kafka unclean recovery from the longest log (break glass)
+
+For partitions that are **offline** because every ISR and ELR replica is gone: ask each
+surviving replica's broker for its log end offset and leader epoch, choose per partition
+the replica with the highest leader epoch and then the longest log, and show the table
+(every replica, what electing it would lose against the choice, and which replica
+Kafka's own unclean election would take).
+
+Modes (`mode`): `show_replica_info` (default: dry run, the table only),
+`manual_recovery_file` (also write `manual_recovery.json` with a `designatedLeader` per
+partition), `automated_recovery` (stop at an **approval gate** showing the table, then
+elect the chosen replicas and verify each elected leader; a leader that is not the
+chosen replica is reported loudly as data loss).
+
+Which partitions: `partitions_json` in the proposal's format
+`{"partitions": [{"topic": "foo", "partitions": [0, 3]}]}`, or
+`all_offline_partitions: true` (exactly one). Unknown topics or partitions fail before
+anything is elected; partitions that are online are reported and left alone, so the
+runbook is safe to run again. Artifacts: `$KAFKA_RUNBOOKS_DATA_DIR/unclean_recovery/<run id>/`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param, task
+
+MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
+
+with DAG(
+    dag_id="kafka_unclean_recovery",
+    description="Recover offline partitions from the replica with the longest log, after approval.",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "remediation", "unclean-election", "approval-gate"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "partitions_json": Param(
+            "",
+            type="string",
+            description='Partitions to recover: {"partitions": [{"topic": "foo", "partitions": [0, 3]}]}; '
+            "leave empty when all_offline_partitions is true",
+        ),
+        "all_offline_partitions": Param(
+            False, type="boolean", description="Recover every offline partition (instead of partitions_json)"
+        ),
+        "mode": Param(
+            "show_replica_info",
+            type="string",
+            enum=MODES,
+            description="show_replica_info (dry run), manual_recovery_file, or automated_recovery (elects)",
+        ),
+        "recovery_duration_ms": Param(
+            30000,
+            type="integer",
+            minimum=1,
+            maximum=3600000,
+            description="How long brokers have to report their log info; later ones are no candidates",
+        ),
+        "recovery_election_attempts": Param(
+            3,
+            type="integer",
+            minimum=1,
+            maximum=20,
+            description="Attempts per election on transient failures",
+        ),
+        "restore_replica_order": Param(
+            True,
+            type="boolean",
+            description="Put each partition's original replica order back after its election",
+        ),
+    },
+) as dag:
+
+    @task
+    def plan_recovery(params=None, run_id=None) -> dict:
+        """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
+        import logging
+
+        from kafka_runbooks.paths import artifact_dir
+        from kafka_runbooks.unclean.request import build_request
+        from kafka_runbooks.unclean.runbook import plan
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        request = build_request(params)  # bad input fails here, before any cluster call
+        admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+        try:
+            return plan(
+                admin,
+                request,
+                artifact_dir("unclean_recovery", run_id),
+                logger=logging.getLogger("kafka_runbooks.unclean"),
+            )
+        finally:
+            admin.close()
+
+    @task.short_circuit
+    def automated_recovery_requested(document: dict) -> bool:
+        """Go on to the approval gate only in automated mode and when something can be elected."""
+        from kafka_runbooks import decisions
+
+        electable = [c for c in document["choices"] if c["chosen"] is not None]
+        go = document["mode"] == "automated_recovery" and bool(electable)
+        decisions.record(
+            "gate",
+            "ask for approval" if go else "stop: nothing will be elected",
+            f"mode {document['mode']}, {len(electable)} partition(s) with a chosen replica",
+            observed={"artifacts": document["artifacts"]},
+        )
+        return go
+
+    approve = ApprovalOperator(
+        task_id="approve_elections",
+        subject="Unclean recovery: elect the chosen replicas? (data beyond each choice is lost)",
+        body=(
+            "Offline partitions and the replica chosen for each (CHOSEN); `lost_if_elected` is what "
+            "electing that replica would lose against the choice.\n\n```\n"
+            "{{ ti.xcom_pull(task_ids='plan_recovery')['table'] }}\n```\n\n"
+            "Unanswered brokers: {{ ti.xcom_pull(task_ids='plan_recovery')['unanswered_brokers'] }}"
+        ),
+        response_timeout=timedelta(hours=2),
+    )
+
+    @task
+    def run_elections(document: dict, params=None, run_id=None) -> dict:
+        """Elect each chosen replica (reorder + UNCLEAN election), verify, fail if any did not succeed."""
+        import logging
+
+        from kafka_runbooks.paths import artifact_dir
+        from kafka_runbooks.unclean.runbook import recover
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+        try:
+            report = recover(
+                admin,
+                document,
+                artifact_dir("unclean_recovery", run_id),
+                restore_order=params["restore_replica_order"],
+                logger=logging.getLogger("kafka_runbooks.unclean"),
+            )
+        finally:
+            admin.close()
+        return report.as_dict()
+
+    planned = plan_recovery()
+    automated_recovery_requested(planned) >> approve >> run_elections(planned)

@@ -1,0 +1,132 @@
+"""kafka_unclean_recovery on a real Airflow and the real stack, gates answered through the API.
+
+The scenario (tests/unclean_scenario.py): two offline partitions assigned [1, 3, 2];
+broker 1 (300 messages) is dead, broker 3 holds 100 and broker 2 holds 200, neither in
+the ISR or ELR. Partition 0 goes through the runbook, its twin, partition 1, through
+Kafka's own UNCLEAN election (the admin API); the messages each keeps are compared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.localstack.airflow import AirflowLocal
+from kafka_runbooks.paths import safe_name
+from tests import unclean_scenario as sc
+from tests.e2e.conftest import AIRFLOW_TEST_HOME
+from tests.helpers import wait_until
+
+DAG_ID = "kafka_unclean_recovery"
+GATE = "approve_elections"
+
+
+@pytest.fixture(scope="module")
+def scenario(local_stack):
+    from kafka_runbooks.admin import ClusterAdmin
+
+    with ClusterAdmin({"bootstrap.servers": local_stack.bootstrap_servers}, timeout_s=15) as admin:
+        built = sc.build(local_stack, admin, "unclean-e2e", partitions=2)
+        try:
+            yield built
+        finally:
+            sc.restore(local_stack, admin, [built.topic])
+
+
+def _conf(topic: str, partitions: list[int], mode: str, **extra) -> dict:
+    doc = {"partitions": [{"topic": topic, "partitions": partitions}]}
+    return {"partitions_json": json.dumps(doc), "mode": mode, "recovery_duration_ms": 10000, **extra}
+
+
+def _states(airflow: AirflowLocal, run_id: str) -> dict:
+    return {ti["task_id"]: ti["state"] for ti in airflow.task_instances(DAG_ID, run_id)}
+
+
+def _partition(admin, topic: str, partition: int):
+    return next(p for p in admin.describe_partitions([topic]) if p.partition == partition)
+
+
+@pytest.mark.timeout(900)  # includes starting Airflow when this test runs first
+def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
+    airflow_local: AirflowLocal, scenario, local_stack, admin
+):
+    topic = scenario.topic
+    airflow_local.wait_for_dag(DAG_ID, timeout=120)
+    assert not [e for e in airflow_local.import_errors() if "kafka_unclean_recovery" in e["filename"]]
+
+    # 1. bad input: fails in plan_recovery, nothing elected
+    bad = airflow_local.trigger(DAG_ID, _conf(topic, [0, 9], "automated_recovery"))
+    assert airflow_local.wait_for_run(DAG_ID, bad, timeout=180) == "failed"
+    assert _states(airflow_local, bad)["plan_recovery"] == "failed"
+    assert f"unknown partition(s): {topic}-9" in airflow_local.task_log_text(DAG_ID, bad, "plan_recovery")
+    assert _partition(admin, topic, 0).leader == -1
+
+    # 2. dry run with the manual recovery file: names the longest replica, elects nothing
+    dry = airflow_local.trigger(DAG_ID, _conf(topic, [0, 1], "manual_recovery_file"))
+    assert airflow_local.wait_for_run(DAG_ID, dry, timeout=180) == "success"
+    assert _states(airflow_local, dry) == {
+        "plan_recovery": "success",
+        "automated_recovery_requested": "success",
+        GATE: "skipped",
+        "run_elections": "skipped",
+    }
+    out = AIRFLOW_TEST_HOME / "kafka_runbooks" / "unclean_recovery" / safe_name(dry)
+    recovery = json.loads((out / "manual_recovery.json").read_text())
+    assert recovery == {
+        "partitions": [{"topic": topic, "partition": p, "designatedLeader": sc.LONGEST} for p in (0, 1)]
+    }
+    log = airflow_local.task_log_text(DAG_ID, dry, "plan_recovery")
+    assert f"DECISION choose [{topic}-0]: elect broker {sc.LONGEST}" in log
+    table = Path(out / "replica_table.txt").read_text()
+    assert any(
+        line.split()[:6] == [f"{topic}-0", "2", "1", "200", "0", "CHOSEN"] for line in table.splitlines()
+    )
+    assert all(p.leader == -1 for p in admin.describe_partitions([topic]))
+
+    # 3. automated: the gate shows the plan; approved, the longest replica is elected
+    run = airflow_local.trigger(DAG_ID, _conf(topic, [0], "automated_recovery"))
+    request = airflow_local.wait_for_approval(DAG_ID, run, GATE, timeout=180)
+    assert f"{topic}-0" in request["body"] and "CHOSEN" in request["body"]
+    assert _partition(admin, topic, 0).leader == -1  # nothing elected before the answer
+    airflow_local.answer(DAG_ID, run, GATE, ["Approve"])
+    assert airflow_local.wait_for_run(DAG_ID, run, timeout=180) == "success"
+    elections = json.loads(
+        (
+            AIRFLOW_TEST_HOME / "kafka_runbooks" / "unclean_recovery" / safe_name(run) / "elections.json"
+        ).read_text()
+    )
+    assert [(o["status"], o["leader"]) for o in elections["outcomes"]] == [("elected_chosen", sc.LONGEST)]
+    assert "elected_chosen" in airflow_local.task_log_text(DAG_ID, run, "run_elections")
+    assert _partition(admin, topic, 0).leader == sc.LONGEST
+
+    # 4. the twin partition through Kafka's own unclean election (admin API, ElectLeaders UNCLEAN)
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=local_stack.bootstrap_servers.split(","))
+    try:
+        kp.elect_leaders(1, {topic: [1]})
+    finally:
+        kp.close()
+    twin = wait_until(
+        lambda: (p := _partition(admin, topic, 1)).leader != -1 and p, 30, 0.5, "the twin's unclean election"
+    )
+    assert twin.leader == sc.KAFKA_PICK
+
+    kept_runbook = sc.count_messages(local_stack.bootstrap_servers, topic, 0)
+    kept_kafka = sc.count_messages(local_stack.bootstrap_servers, topic, 1)
+    print(
+        f"\nmessages kept: runbook {kept_runbook}, Kafka UNCLEAN election {kept_kafka}, most held by a live "
+        f"replica {sc.HELD[sc.LONGEST]}, produced {sc.HELD[sc.LOST]}"
+    )
+    assert kept_runbook == sc.HELD[sc.LONGEST] == 200
+    assert kept_kafka == sc.HELD[sc.KAFKA_PICK] == 100
+
+    # 5. running it again is safe: the partition is online, left alone, nothing to approve
+    again = airflow_local.trigger(DAG_ID, _conf(topic, [0], "automated_recovery"))
+    assert airflow_local.wait_for_run(DAG_ID, again, timeout=180) == "success"
+    assert _states(airflow_local, again)[GATE] == "skipped"
+    assert f"DECISION resolve [{topic}-0]: leave alone: online" in airflow_local.task_log_text(
+        DAG_ID, again, "plan_recovery"
+    )
