@@ -1,0 +1,98 @@
+"""
+### Kafka Connect auto-restart (scheduled sweep)
+
+Every minute (created paused): for each Connect cluster in `connect_conn_ids`, list every
+connector with its status and tasks in **one call**, and restart each connector or task in
+**FAILED** when the back-off policy says it is due: by default at minutes **0, 2, 6, 12, 20
+and 30** after the first failure (Strimzi proposal 007), then no more: it stays FAILED and
+the sweep raises an **alert** (in its log, in its report, and by failing the `raise_alerts`
+task so Airflow's usual failure notifications fire). The count resets once the connector
+has been healthy for longer than its current interval.
+
+A restart is one KIP-745 call (`POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true`:
+the connector only if it failed, and only its failed tasks); on workers older than 3.0 the
+per-connector and per-task calls. MirrorMaker 2 connectors are connectors like any other.
+
+Per connector, the restart count and last restart time are kept in
+`$KAFKA_RUNBOOKS_DATA_DIR/state/connect_autorestart/<conn_id>.json` (they survive an
+Airflow restart) and shown in the report,
+`$KAFKA_RUNBOOKS_DATA_DIR/reports/connect_autorestart/latest.json`.
+
+Switch auto-restart off per connector with `exclude` (names or shell patterns, e.g.
+`mm2-*`), or for good with the Variable `kafka_connect_autorestart_exclude` (a JSON list).
+An unreachable cluster is reported and does not stop the others. It never deletes, pauses
+or reconfigures a connector, and never restarts one that is not FAILED.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, get_current_context, task
+
+with DAG(
+    dag_id="kafka_connect_autorestart",
+    description="Restart FAILED Kafka Connect connectors and tasks with back-off; alert when it gives up.",
+    doc_md=__doc__,
+    schedule="* * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=pendulum.duration(minutes=10),
+    is_paused_upon_creation=True,
+    tags=["kafka", "connect", "sweep", "remediation"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "connect_conn_ids": Param(
+            ["kafka_connect_default"],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            minItems=1,
+            description="Airflow http connections, one per Connect cluster",
+        ),
+        "exclude": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            description="Connector names or shell patterns never auto-restarted (also: Variable "
+            "kafka_connect_autorestart_exclude)",
+        ),
+        "max_restarts": Param(
+            6,
+            type=["null", "integer"],
+            minimum=0,
+            description="Restarts before giving up and alerting; null = unlimited (Strimzi today)",
+        ),
+        "max_interval_minutes": Param(
+            30, type="number", exclusiveMinimum=0, description="Cap on the wait between two restarts"
+        ),
+        "step_minutes": Param(
+            2, type="number", exclusiveMinimum=0, description="The wait grows by this much after each restart"
+        ),
+        "minute_seconds": Param(
+            60,
+            type="number",
+            exclusiveMinimum=0,
+            description="Seconds in one policy minute: 60; lower it only to test the schedule",
+        ),
+        "fail_on_alert": Param(
+            True, type="boolean", description="Fail the raise_alerts task when something needs a person"
+        ),
+    },
+) as dag:
+
+    @task
+    def sweep() -> dict:
+        """List, decide, restart what is due, persist the counts, write the report."""
+        from kafka_runbooks_airflow.connect import run_autorestart_sweep
+
+        context = get_current_context()
+        return run_autorestart_sweep(dict(context["params"]), context["run_id"])
+
+    @task
+    def raise_alerts(report: dict) -> dict:
+        """Fail (so notifications fire) when a connector was given up on or a cluster is unreachable."""
+        from kafka_runbooks_airflow.connect import raise_on_alerts
+
+        return raise_on_alerts(report, bool(get_current_context()["params"]["fail_on_alert"]))
+
+    raise_alerts(sweep())

@@ -1,0 +1,73 @@
+"""
+### Kafka Connect restart (on request)
+
+Restart one connector on one Connect cluster, as an operator asks:
+
+- `scope: failed` (default): the connector if it FAILED and its FAILED tasks, one KIP-745 call;
+- `scope: connector`: the connector instance only (its tasks keep running);
+- `scope: tasks` with `task_ids`, e.g. `[1]`: those tasks only;
+- `scope: all`: the connector and every task.
+
+`check_request` validates the params without touching the network; `restart` then lists
+the cluster once and fails with a clear message, before any restart, if the connector or a
+task id does not exist. It logs the status before and after (waiting up to
+`settle_timeout_s` for RESTARTING/UNASSIGNED to settle). It does not touch the auto-restart
+sweep's counts, and never deletes, pauses or reconfigures anything.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, get_current_context, task
+
+with DAG(
+    dag_id="kafka_connect_restart",
+    description="Restart a Kafka Connect connector, some of its tasks, or the connector with its failed tasks.",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "connect", "manual", "remediation"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "connect_conn_id": Param(
+            "kafka_connect_default",
+            type="string",
+            minLength=1,
+            description="Airflow http connection of the cluster",
+        ),
+        "connector": Param("", type="string", description="Connector name (required)"),
+        "scope": Param(
+            "failed",
+            type="string",
+            enum=["failed", "connector", "tasks", "all"],
+            description="failed = connector if FAILED + its FAILED tasks; connector; tasks (task_ids); all",
+        ),
+        "task_ids": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            description="Task ids, only with scope 'tasks'",
+        ),
+        "settle_timeout_s": Param(
+            60, type="integer", minimum=0, maximum=600, description="Wait this long for the status to settle"
+        ),
+    },
+) as dag:
+
+    @task
+    def check_request() -> dict:
+        """Validate the params (no network): a bad request fails here."""
+        from kafka_runbooks_airflow.connect import check_restart_request
+
+        return check_restart_request(dict(get_current_context()["params"]))
+
+    @task
+    def restart(request: dict) -> dict:
+        """List once, refuse unknown connector/task ids, restart, log the status before and after."""
+        from kafka_runbooks_airflow.connect import run_manual_restart
+
+        timeout = float(get_current_context()["params"]["settle_timeout_s"])
+        return run_manual_restart(request, timeout)
+
+    restart(check_request())

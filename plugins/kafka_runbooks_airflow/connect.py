@@ -1,0 +1,184 @@
+"""The Connect runbooks' task bodies: params in, library calls, report out (thin on purpose)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.connect.autorestart import sweep_cluster, validate_patterns
+from kafka_runbooks.connect.manual import manual_restart, validate_request
+from kafka_runbooks.connect.policy import RestartPolicy
+from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks.paths import artifact_dir
+
+log = logging.getLogger(__name__)
+EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
+
+
+def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
+    return RestartPolicy(
+        step_minutes=float(params.get("step_minutes", 2)),
+        max_interval_minutes=float(params.get("max_interval_minutes", 30)),
+        max_restarts=None if params.get("max_restarts") is None else int(params["max_restarts"]),
+        minute_seconds=float(params.get("minute_seconds", 60)),
+    )
+
+
+def conn_ids_from_params(params: dict[str, Any]) -> list[str]:
+    ids = params.get("connect_conn_ids") or []
+    if isinstance(ids, str):
+        ids = [ids]
+    if not ids or any(not isinstance(i, str) or not i.strip() for i in ids):
+        raise ValueError(f"connect_conn_ids must be a non-empty list of connection ids, got {ids!r}")
+    return list(dict.fromkeys(i.strip() for i in ids))
+
+
+def excluded_from_variable() -> list[str]:
+    """Patterns an operator switched off for good: Airflow Variable ``kafka_connect_autorestart_exclude``
+    (a JSON list of names or fnmatch patterns). Read at run time, never at parse time."""
+    from airflow.sdk import Variable
+
+    raw = Variable.get(EXCLUDE_VARIABLE, default=None)
+    if raw in (None, ""):
+        return []
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise ValueError(f"Variable {EXCLUDE_VARIABLE} must be a JSON list of patterns: {exc}") from exc
+    if isinstance(value, str):
+        value = [value]
+    return validate_patterns(value)
+
+
+def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.Logger | None = None) -> dict:
+    """Sweep every cluster in ``connect_conn_ids``; one that fails is reported, the others go on."""
+    from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
+
+    logger = logger or log
+    policy = policy_from_params(params)  # bad params fail here, before any call
+    conn_ids = conn_ids_from_params(params)
+    exclude = validate_patterns(params.get("exclude") or []) + excluded_from_variable()
+    started = time.monotonic()
+    decisions.record(
+        "connect-autorestart",
+        "sweep",
+        "every FAILED connector or task is restarted when the back-off policy says it is due",
+        observed={"clusters": conn_ids, "policy": policy.as_dict(), "exclude": exclude},
+        logger=logger,
+    )
+    clusters = []
+    for conn_id in conn_ids:
+        try:
+            client = KafkaConnectHook(conn_id).get_conn()
+        except Exception as exc:  # a broken or missing connection: report it, sweep the others
+            error = f"{type(exc).__name__}: {exc}"
+            decisions.record(
+                "connect-autorestart",
+                "cluster skipped",
+                "its Airflow connection is missing or invalid",
+                observed={"error": error},
+                subject=conn_id,
+                logger=logger,
+                level=logging.ERROR,
+            )
+            clusters.append(
+                {
+                    "cluster": conn_id,
+                    "reachable": False,
+                    "error": error,
+                    "connectors": [],
+                    "restarts": [],
+                    "alerts": [{"cluster": conn_id, "alert": "bad connection", "detail": error}],
+                    "errors": [],
+                    "http_calls": 0,
+                }
+            )
+            continue
+        with client:
+            clusters.append(
+                sweep_cluster(
+                    conn_id, client, JsonStateStore(conn_id), policy, exclude=exclude, logger=logger
+                )
+            )
+    report = {
+        "run_id": run_id,
+        "policy": policy.as_dict(),
+        "exclude": exclude,
+        "clusters": clusters,
+        "alerts": [a for c in clusters for a in c["alerts"]],
+        "restarts": [{"cluster": c["cluster"], **r} for c in clusters for r in c["restarts"]],
+        "http_calls": sum(c.get("http_calls", 0) for c in clusters),
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+    latest = artifact_dir("reports", "connect_autorestart") / "latest.json"
+    tmp = latest.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
+    tmp.replace(latest)
+    report["report_path"] = str(latest)
+    for c in clusters:
+        logger.info(
+            "cluster %s: reachable=%s connectors=%d restarted=%d alerts=%d http_calls=%s",
+            c["cluster"],
+            c["reachable"],
+            len(c["connectors"]),
+            len(c["restarts"]),
+            len(c["alerts"]),
+            c.get("http_calls"),
+        )
+        for row in c["connectors"]:
+            if row["failed"] or row["restart_count"] or row["total_restarts"]:
+                logger.info(
+                    "  %s: %s failed_tasks=%s restart_count=%d last_restart_at=%s next_due_at=%s action=%s",
+                    row["name"],
+                    row["state"],
+                    row["failed_tasks"],
+                    row["restart_count"],
+                    row["last_restart_at"],
+                    row["next_due_at"],
+                    row["action"],
+                )
+    for alert in report["alerts"]:
+        logger.error("ALERT %s", json.dumps(alert, sort_keys=True))
+    return report
+
+
+def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
+    alerts = report.get("alerts") or []
+    summary = {"alerts": len(alerts), "restarts": len(report.get("restarts") or [])}
+    if alerts and fail_on_alert:
+        names = [f"{a['cluster']}/{a.get('connector', '-')}: {a['alert']}" for a in alerts]
+        raise RuntimeError(
+            f"{len(alerts)} alert(s) need a person: {names} (report: {report.get('report_path')})"
+        )
+    return summary
+
+
+def check_restart_request(params: dict[str, Any]) -> dict:
+    """Validate the manual restart's params; no network."""
+    ids = validate_request(params.get("connector", ""), params.get("scope", "failed"), params.get("task_ids"))
+    conn_id = params.get("connect_conn_id") or ""
+    if not conn_id.strip():
+        raise ValueError("connect_conn_id must name an Airflow connection")
+    return {
+        "connect_conn_id": conn_id.strip(),
+        "connector": params["connector"],
+        "scope": params["scope"],
+        "task_ids": ids,
+    }
+
+
+def run_manual_restart(request: dict, settle_timeout_s: float, logger: logging.Logger | None = None) -> dict:
+    from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
+
+    with KafkaConnectHook(request["connect_conn_id"]).get_conn() as client:
+        return manual_restart(
+            client,
+            request["connector"],
+            request["scope"],
+            request["task_ids"],
+            settle_timeout_s=settle_timeout_s,
+            logger=logger or log,
+        )
