@@ -27,6 +27,7 @@ never force-restart anything unless the run allows it.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -34,7 +35,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "10"))
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 
 with DAG(
     dag_id="kafka_broker_restart",
@@ -104,7 +105,7 @@ with DAG(
             "Order (one at a time): {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}\n"
             "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}"
         ),
-        response_timeout=pendulum.duration(hours=12),
+        response_timeout=timedelta(hours=12),
     )
 
     roll = KafkaRollingRestartSensor(
@@ -113,7 +114,7 @@ with DAG(
         probe_conn_id="{{ params.probe_conn_id }}",
         restart_conn_id="{{ params.restart_conn_id }}",
         poke_interval=POKE_INTERVAL_S,
-        timeout=pendulum.duration(hours=24).total_seconds(),
+        timeout=timedelta(hours=24).total_seconds(),
         trigger_rule="none_failed_min_one_success",
     )
 

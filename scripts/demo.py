@@ -22,21 +22,13 @@ AIRFLOW_HOME = ROOT / ".stack" / "airflow-demo"
 DATA_DIR = ROOT / ".stack" / "data"
 
 
-def connections(stack: LocalStack) -> dict[str, dict]:
-    return {
-        "kafka_default": {"conn_type": "kafka", "extra": {"bootstrap.servers": stack.bootstrap_servers}},
-        "spark_default": {"conn_type": "spark", "host": "local[*]"},
-        "kafka_connect_default": {"conn_type": "http", "host": stack.connect_url},
-    }
-
-
 def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
     return AirflowLocal(
         AIRFLOW_HOME,
         port=port,
         dags_folders=[ROOT / "dags"],
         plugins_folder=ROOT / "plugins",
-        connections=connections(stack),
+        connections=stack.airflow_connections(),
         extra_env={
             "KAFKA_RUNBOOKS_DATA_DIR": str(DATA_DIR),
             "PYSPARK_PYTHON": sys.executable,

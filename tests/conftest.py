@@ -87,6 +87,8 @@ def admin(kafka_config):
 @pytest.fixture(scope="session")
 def airflow_connections(kafka_stack) -> dict:
     """Connections every Airflow started by the tests gets (same ids as the demo)."""
+    if isinstance(kafka_stack, LocalStack):
+        return kafka_stack.airflow_connections(spark_master="local[2]")
     conns = {
         "kafka_default": {
             "conn_type": "kafka",
@@ -94,7 +96,7 @@ def airflow_connections(kafka_stack) -> dict:
         },
         "spark_default": {"conn_type": "spark", "host": "local[2]"},
     }
-    if getattr(kafka_stack, "connect_url", None):
+    if kafka_stack.connect_url:
         conns["kafka_connect_default"] = {"conn_type": "http", "host": kafka_stack.connect_url}
     return conns
 

@@ -55,6 +55,9 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             # spark-submit runs the PySpark driver with this interpreter (the venv's)
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
+            # reschedule sensors poke every 15 s in tests (30 s by default); shorter
+            # intervals meet Airflow 3.3.2's late-report race (see sensors/rolling_restart.py)
+            "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
         },
     )
     AIRFLOW_TEST_HOME.parent.mkdir(parents=True, exist_ok=True)

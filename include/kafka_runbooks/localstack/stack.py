@@ -237,6 +237,25 @@ class LocalStack:
         status, _ = _http_get(f"{self.connect_url}/connector-plugins")
         return status == 200
 
+    def airflow_connections(self, spark_master: str = "local[*]") -> dict[str, dict]:
+        """The Airflow connections (conn_id -> JSON) that point the runbooks at this stack."""
+        endpoints = {str(n.node_id): n.metrics_url for n in self.topology.broker_nodes}
+        conns = {
+            "kafka_default": {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}},
+            "spark_default": {"conn_type": "spark", "host": spark_master},
+            "kafka_broker_probe_default": {
+                "conn_type": "generic",
+                "extra": {"kind": "prometheus", "endpoints": endpoints},
+            },
+            "kafka_restart_default": {
+                "conn_type": "generic",
+                "extra": {"backend": "localstack", "stack_home": str(self.home)},
+            },
+        }
+        if self.connect_url:
+            conns["kafka_connect_default"] = {"conn_type": "http", "host": self.connect_url}
+        return conns
+
     # ---------------------------------------------------------------- lifecycle
     def start(self, wait: bool = True, timeout: float = 240.0) -> LocalStack:
         """Start every node that is not running; wait until all are ready."""

@@ -1,12 +1,17 @@
 """Sensor that drives the rolling restart, one poke at a time, in reschedule mode.
 
 Between pokes it holds no worker slot (a broker in log recovery can take many minutes).
-The roll's state lives in a JSON file keyed by the run, so a cleared or retried task
-resumes where it stopped and never restarts a node twice.
+Within one poke it keeps stepping for at most ``max_poke_s`` (a clean restart usually
+completes in that time), which also keeps reschedules rare: Airflow 3.3.2 can fail a
+rescheduled task when the worker's late "success" report for one poke reaches the
+scheduler after the next poke has started (the reschedule-path twin of
+apache/airflow#67287). The roll's state lives in a JSON file keyed by the run, so a
+cleared or retried task resumes where it stopped and never restarts a node twice.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,10 +41,14 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         kafka_config_id: str = "kafka_default",
         probe_conn_id: str = "kafka_broker_probe_default",
         restart_conn_id: str = "kafka_restart_default",
+        max_poke_s: float = 30.0,
+        step_interval_s: float = 2.0,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
+        self.max_poke_s = max_poke_s
+        self.step_interval_s = step_interval_s
         self.kafka_config_id = kafka_config_id
         self.probe_conn_id = probe_conn_id
         self.restart_conn_id = restart_conn_id
@@ -68,8 +77,13 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         probe = BrokerProbeHook(self.probe_conn_id).get_probe() if self.probe_conn_id else None
         backend = RestartBackendHook(self.restart_conn_id).get_backend()
         roller = Roller(admin, backend, probe, logger=self.log, checkpoint=save)
+        started = time.monotonic()
         try:
             done = roller.step(state)
+            while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
+                save(state)
+                time.sleep(self.step_interval_s)
+                done = roller.step(state)
         except RollFailed as exc:
             save(state)
             raise AirflowFailException(str(exc)) from exc
