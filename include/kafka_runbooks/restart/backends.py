@@ -57,10 +57,91 @@ class LocalStackBackend:
         return f"killed pid {old} (SIGKILL), started pid {self.stack.pid(node_id)}"
 
 
-def backend_from_config(extra: dict) -> RestartBackend:
+STRIMZI_MANUAL_ROLL = "strimzi.io/manual-rolling-update"
+
+
+class KubernetesBackend:
+    """Kubernetes pods, through a ``kubernetes.client.CoreV1Api``.
+
+    - Strimzi-managed (``strimzi=True``): annotate the pod with
+      ``strimzi.io/manual-rolling-update=true``; Strimzi's own roller restarts it at its
+      next reconciliation, with its own checks. That is how Strimzi expects a manual roll
+      of one pod; deleting the pod under the operator's feet is not.
+    - plain StatefulSet: delete the pod; the StatefulSet controller recreates it.
+    ``force_restart`` deletes the pod with a zero grace period, in both cases.
+    """
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        core_v1,
+        namespace: str,
+        pod_name_template: str,
+        strimzi: bool = False,
+        grace_period_s: int | None = None,
+    ) -> None:
+        self.core_v1 = core_v1
+        self.namespace = namespace
+        self.pod_name_template = pod_name_template
+        self.strimzi = strimzi
+        self.grace_period_s = grace_period_s
+
+    def pod_name(self, node_id: int) -> str:
+        return self.pod_name_template.format(node_id=node_id)
+
+    def is_running(self, node_id: int) -> bool | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            pod = self.core_v1.read_namespaced_pod(self.pod_name(node_id), self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            return None
+        return (
+            pod.status is not None
+            and pod.status.phase == "Running"
+            and pod.metadata.deletion_timestamp is None
+        )
+
+    def restart(self, node_id: int) -> str:
+        name = self.pod_name(node_id)
+        if self.strimzi:
+            body = {"metadata": {"annotations": {STRIMZI_MANUAL_ROLL: "true"}}}
+            self.core_v1.patch_namespaced_pod(name, self.namespace, body)
+            return (
+                f"annotated pod {self.namespace}/{name} with {STRIMZI_MANUAL_ROLL}=true for Strimzi to roll"
+            )
+        kwargs = {} if self.grace_period_s is None else {"grace_period_seconds": self.grace_period_s}
+        self.core_v1.delete_namespaced_pod(name, self.namespace, **kwargs)
+        return f"deleted pod {self.namespace}/{name}; its StatefulSet recreates it"
+
+    def force_restart(self, node_id: int) -> str:
+        name = self.pod_name(node_id)
+        self.core_v1.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        return f"deleted pod {self.namespace}/{name} with grace period 0"
+
+
+def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
     kind = extra.get("backend", "localstack")
     if kind == "localstack":
         if not extra.get("stack_home"):
             raise ValueError("a localstack restart back end needs 'stack_home' in the connection extras")
         return LocalStackBackend(extra["stack_home"], float(extra.get("stop_timeout_s", 120)))
+    if kind == "kubernetes":
+        missing = [k for k in ("namespace", "pod_name_template") if not extra.get(k)]
+        if missing:
+            raise ValueError(
+                f"a kubernetes restart back end needs {', '.join(missing)} in the connection extras"
+            )
+        if core_v1 is None:
+            raise ValueError("a kubernetes restart back end needs a CoreV1Api client")
+        return KubernetesBackend(
+            core_v1,
+            extra["namespace"],
+            extra["pod_name_template"],
+            strimzi=bool(extra.get("strimzi", False)),
+            grace_period_s=extra.get("grace_period_s"),
+        )
     raise ValueError(f"unknown restart back end {kind!r}")

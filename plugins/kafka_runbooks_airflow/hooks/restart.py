@@ -8,7 +8,9 @@ Strimzi's agent, without touching a DAG:
   or ``{"kind": "prometheus", "url_template": "http://kafka-{node_id}:9404/metrics"}`` or
   ``{"kind": "strimzi-agent", "url_template": "https://...:8443/v1/broker-state",
   "cert_file": ..., "key_file": ..., "ca_file": ...}``;
-- ``kafka_restart_default``: ``{"backend": "localstack", "stack_home": "..."}``.
+- ``kafka_restart_default``: ``{"backend": "localstack", "stack_home": "..."}`` or
+  ``{"backend": "kubernetes", "kubernetes_conn_id": "kubernetes_default", "namespace": "kafka",
+  "pod_name_template": "my-cluster-kafka-{node_id}", "strimzi": true}``.
 """
 
 from __future__ import annotations
@@ -45,4 +47,12 @@ class RestartBackendHook(BaseHook):
     def get_backend(self):
         from kafka_runbooks.restart.backends import backend_from_config
 
-        return backend_from_config(self.get_connection(self.restart_conn_id).extra_dejson)
+        extra = self.get_connection(self.restart_conn_id).extra_dejson
+        core_v1 = None
+        if extra.get("backend") == "kubernetes":
+            from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+            core_v1 = KubernetesHook(
+                conn_id=extra.get("kubernetes_conn_id", "kubernetes_default")
+            ).core_v1_client
+        return backend_from_config(extra, core_v1=core_v1)
