@@ -74,35 +74,14 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
         try:
             client = KafkaConnectHook(conn_id).get_conn()
         except Exception as exc:  # a broken or missing connection: report it, sweep the others
-            error = f"{type(exc).__name__}: {exc}"
-            decisions.record(
-                "connect-autorestart",
-                "cluster skipped",
-                "its Airflow connection is missing or invalid",
-                observed={"error": error},
-                subject=conn_id,
-                logger=logger,
-                level=logging.ERROR,
-            )
-            clusters.append(
-                {
-                    "cluster": conn_id,
-                    "reachable": False,
-                    "error": error,
-                    "connectors": [],
-                    "restarts": [],
-                    "alerts": [{"cluster": conn_id, "alert": "bad connection", "detail": error}],
-                    "errors": [],
-                    "http_calls": 0,
-                }
-            )
+            clusters.append(_failed_cluster(conn_id, "bad connection", exc, logger))
             continue
         with client:
-            clusters.append(
-                sweep_cluster(
-                    conn_id, client, JsonStateStore(conn_id), policy, exclude=exclude, logger=logger
-                )
-            )
+            try:
+                store = JsonStateStore(conn_id)
+                clusters.append(sweep_cluster(conn_id, client, store, policy, exclude=exclude, logger=logger))
+            except Exception as exc:  # e.g. a corrupt state file: this cluster fails, the others go on
+                clusters.append(_failed_cluster(conn_id, "sweep failed", exc, logger))
     report = {
         "run_id": run_id,
         "policy": policy.as_dict(),
@@ -143,6 +122,29 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
     for alert in report["alerts"]:
         logger.error("ALERT %s", json.dumps(alert, sort_keys=True))
     return report
+
+
+def _failed_cluster(conn_id: str, what: str, exc: Exception, logger: logging.Logger) -> dict:
+    error = f"{type(exc).__name__}: {exc}"
+    decisions.record(
+        "connect-autorestart",
+        "cluster skipped",
+        f"{what}; the other clusters go on",
+        observed={"error": error},
+        subject=conn_id,
+        logger=logger,
+        level=logging.ERROR,
+    )
+    return {
+        "cluster": conn_id,
+        "reachable": False,
+        "error": error,
+        "connectors": [],
+        "restarts": [],
+        "alerts": [{"cluster": conn_id, "alert": what, "detail": error}],
+        "errors": [],
+        "http_calls": 0,
+    }
 
 
 def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
