@@ -160,18 +160,18 @@ class ClusterAdmin:
         )
 
     def _gap_call(self, what: str, fn, attempts: int = 4):
-        """Run a kafka-python call, retrying connection errors on another broker.
+        """Run a kafka-python call, retrying retriable errors (on another broker when it can).
 
         kafka-python sends to one node it picked earlier and fails at once when that
         node has just died; a broker failure is exactly when runbooks read the cluster,
         so a dead node must cost a retry, not the run.
         """
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
+        from kafka.errors import RetriableError
 
         for attempt in range(1, attempts + 1):
             try:
                 return fn()
-            except (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError) as exc:
+            except RetriableError as exc:  # connection lost, node not ready, request timed out...
                 if attempt == attempts:
                     raise ClusterUnreachable(
                         f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}"

@@ -16,6 +16,7 @@ class Clock:
         self.now = 1_000_000
 
     def __call__(self):
+        self.now += 1  # time moves on between observations
         return self.now
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import AdminError
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.safety import broker_verdict, controller_verdict, restart_order
 
@@ -46,7 +47,7 @@ class RollOptions:
     max_attempts: int = 10
     allow_force_restart: bool = False
     dry_run: bool = False
-    quorum_max_lag_ms: int = 10_000
+    quorum_max_lag_ms: int = 5_000
 
 
 @dataclass
@@ -57,6 +58,7 @@ class NodeProgress:
     phase_since_ms: int = 0
     attempts: int = 0
     restarts: int = 0
+    restarted_at_ms: int = 0
     last_reading: dict = field(default_factory=dict)
 
 
@@ -144,7 +146,7 @@ class Roller:
         if not requested:
             raise RollInputError("the cluster reports no nodes to restart")
         roles = {n: CONTROLLER if n in controllers else BROKER for n in requested}
-        ready = {n: self._observe(n, roles[n])[0] for n in requested}
+        ready = {n: self.observe(n, roles[n])[0] for n in requested}
         order = restart_order(requested, ready, state.active_controller)
         decisions.record(
             "plan",
@@ -167,11 +169,23 @@ class Roller:
         )
 
     # -- observing -----------------------------------------------------------------
-    def _observe(self, node_id: int, role: str) -> tuple[bool, dict, BrokerStateReading | None]:
+    def observe(
+        self, node_id: int, role: str, since_ms: int = 0, max_lag_ms: int = 5_000
+    ) -> tuple[bool, dict, BrokerStateReading | None]:
+        """Is the node ready (the roller's own definition), with the facts and the probe reading.
+
+        A controller is ready when the quorum leader saw it caught up within ``max_lag_ms``
+        and, after a restart, later than ``since_ms``: DescribeQuorum keeps reporting the
+        old process's last caught-up time for a while after it is gone.
+        """
         running = self.backend.is_running(node_id)
         if role == CONTROLLER:
             quorum = self.admin.describe_quorum()
-            caught_up = node_id in quorum.caught_up_voters(self.clock(), 10_000)
+            member = next((v for v in quorum.voters if v.node_id == node_id), None)
+            fresh = member is not None and (member.last_caught_up_ms or 0) > since_ms
+            caught_up = node_id in quorum.caught_up_voters(self.clock(), max_lag_ms) and (
+                fresh or node_id == quorum.leader_id and not since_ms
+            )
             facts = {
                 "process_running": running,
                 "caught_up_in_quorum": caught_up,
@@ -198,7 +212,15 @@ class Roller:
             if node is None:
                 return True
             before = (node.node_id, node.phase)
-            self._advance(state, node)
+            try:
+                self._advance(state, node)
+            except AdminError as exc:
+                # Reads fail while a node restarts (a controller election, a broker
+                # going away): that is a reason to look again, never to act or give up.
+                self._record(
+                    "observe", node, "wait", f"the cluster could not be read: {exc}", level=logging.WARNING
+                )
+                return False
             if (node.node_id, node.phase) == before:
                 return False
         return state.finished
@@ -216,7 +238,7 @@ class Roller:
     def _advance(self, state: RollState, node: NodeProgress) -> None:
         opts = state.options
         if node.phase == WAIT_READY:
-            ready, facts, reading = self._observe(node.node_id, node.role)
+            ready, facts, reading = self.observe(node.node_id, node.role, 0, opts.quorum_max_lag_ms)
             if ready:
                 self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
                 self._enter(node, CHECK)
@@ -279,11 +301,14 @@ class Roller:
                 return
             self._enter(node, WAIT_BACK)
             node.restarts += 1
+            node.restarted_at_ms = self.clock()
             self.checkpoint(state)  # a run killed mid-restart resumes by waiting, not by restarting again
             action = self.backend.restart(node.node_id)
             self._record("restart", node, "restarted", f"requested: {state.reason}", action=action)
         elif node.phase == WAIT_BACK:
-            ready, facts, reading = self._observe(node.node_id, node.role)
+            ready, facts, reading = self.observe(
+                node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms
+            )
             if ready:
                 self._record("readiness", node, "back", "ready again after the restart", observed=facts)
                 self._enter(node, WAIT_ISR)
@@ -303,7 +328,7 @@ class Roller:
                 if node.attempts >= opts.max_attempts:
                     raise RollFailed(self._not_back_reason(node, reading))
         elif node.phase == WAIT_ISR:
-            missing = self._missing_from_isr(node)
+            missing = self._missing_from_isr(node, opts)
             if not missing:
                 self._record(
                     "isr",
@@ -366,6 +391,7 @@ class Roller:
             return
         self._enter(node, WAIT_BACK)
         node.restarts += 1
+        node.restarted_at_ms = self.clock()
         self.checkpoint(state)
         action = self.backend.force_restart(node.node_id)
         self._record(
@@ -388,13 +414,9 @@ class Roller:
             )
         return f"{node.role} {node.node_id} did not come back after its restart ({node.attempts} timeouts)"
 
-    def _missing_from_isr(self, node: NodeProgress) -> list[str]:
+    def _missing_from_isr(self, node: NodeProgress, opts: RollOptions) -> list[str]:
         if node.role == CONTROLLER:
-            quorum = self.admin.describe_quorum()
-            return (
-                []
-                if node.node_id in quorum.caught_up_voters(self.clock(), 10_000)
-                else ["__cluster_metadata-0"]
-            )
+            ready, _, _ = self.observe(node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms)
+            return [] if ready else ["__cluster_metadata-0"]
         state = self.admin.read_state(include_log_dirs=False)
         return [p.name for p in state.hosted_by(node.node_id) if p.has_leader and node.node_id not in p.isr]

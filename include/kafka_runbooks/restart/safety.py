@@ -59,7 +59,7 @@ def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) ->
     )
 
 
-def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: int = 10_000) -> Verdict:
+def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: int = 5_000) -> Verdict:
     voters = [v.node_id for v in quorum.voters]
     caught_up_others = [v for v in quorum.caught_up_voters(now_ms, max_lag_ms) if v != node_id]
     needed = len(voters) // 2 + 1
