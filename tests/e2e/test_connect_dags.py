@@ -139,6 +139,13 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
     file_sink(connect, name, target, topic)
     connect.created.append(name)
     connect.wait_for(name, task_failed, 60)
+    # switched off for good by the operator: the Variable, read by every sweep
+    kept = unique_name("e2e-keep")
+    file_sink(connect, kept, tmp_path / kept / "out.txt", topic)
+    connect.created.append(kept)
+    connect.wait_for(kept, task_failed, 60)
+    variable = {"key": "kafka_connect_autorestart_exclude", "value": json.dumps(["e2e-keep-*"])}
+    _retry_db(lambda: airflow_local.api("POST", "/variables", json=variable))
     fast = {"minute_seconds": 1}
     try:
         # 1. three clusters, one without a connection, one unreachable: reported (raise_alerts fails)
@@ -165,6 +172,12 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
             "kafka_connect_default": True,
         }
         assert [a["alert"] for a in report["alerts"]] == ["bad connection", "unreachable"]
+        kept_row = _row(report, "kafka_connect_default", kept)
+        assert (kept_row["action"], kept_row["excluded_by"], kept_row["restart_count"]) == (
+            "excluded",
+            "e2e-keep-*",
+            0,
+        )
         row = _row(report, "kafka_connect_default", name)
         # restarted at once (minute 0); a scheduled sweep (the trigger unpaused the DAG) may have
         # been first, and then this one restarted it again 2 policy minutes later
@@ -205,4 +218,7 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
     finally:
         mask, paused = {"update_mask": "is_paused"}, {"is_paused": True}
         _retry_db(lambda: airflow_local.api("PATCH", f"/dags/{AUTO}", params=mask, json=paused))
+        _retry_db(
+            lambda: airflow_local.request("DELETE", "/api/v2/variables/kafka_connect_autorestart_exclude")
+        )
         wait_until(lambda: airflow_local.dag(AUTO)["is_paused"], 30, what="autorestart paused")
