@@ -205,6 +205,13 @@ def list_replica_log_ends(
             planned.append((broker_id, request))
 
     async def send_all():
+        # kafka-python only connects to brokers its cached metadata knows; a broker that
+        # came back since the last refresh is "unknown" until the cache is refreshed.
+        if any(manager.cluster.broker_metadata(b) is None for b in by_broker):
+            try:
+                await manager.cluster.refresh_metadata()
+            except Exception as exc:  # the sends below report per broker
+                log.info("metadata refresh before ListOffsets failed: %s", exc)
         futures = []
         for broker_id, request in planned:
             try:
