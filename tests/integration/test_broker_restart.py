@@ -109,7 +109,8 @@ def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_
         _delete_topic(stack, topic)
 
 
-def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack, admin):
+def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack, admin, caplog):
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
@@ -119,9 +120,16 @@ def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack,
         pid_in_recovery = stack.pid(3)
         roller = Roller(admin, backend, probe)
         state = roller.plan(
-            [3], "test: wait then restart", RollOptions(operation_timeout_s=1, max_attempts=500)
+            [3], "test: wait then restart", RollOptions(operation_timeout_s=60, max_attempts=3)
         )
         _roll(roller, state)
+        waits = [
+            r.decision_record["observed"]["broker_state"]
+            for r in caplog.records
+            if getattr(r, "decision_record", {}).get("step") == "readiness"
+            and r.decision_record["decision"] == "wait"
+        ]
+        assert any((w or {}).get("remaining_logs_to_recover") for w in waits), "never saw it recovering"
         # restarted exactly once, and only once the probe saw it RUNNING
         assert backend.calls == [("restart", 3, "RUNNING")]
         assert stack.pid(3) != pid_in_recovery
