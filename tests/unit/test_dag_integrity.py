@@ -52,7 +52,13 @@ def test_no_import_errors_and_no_network(dagbags):
 
 def test_the_expected_dags_are_there(dagbags):
     ids = {d.dag_id for d in _dags(dagbags)}
-    assert {"kafka_cluster_health", "e2e_gated_approval_check"} <= ids
+    assert {
+        "kafka_cluster_health",
+        "kafka_broker_restart",
+        "kafka_connect_autorestart",
+        "kafka_connect_restart",
+        "e2e_gated_approval_check",
+    } <= ids
 
 
 def test_every_dag_is_owned_tagged_documented(dagbags):
@@ -81,3 +87,12 @@ def test_kafka_cluster_health_never_acts(dagbags):
     ]
     assert "read-only" in dag.tags
     assert dag.max_active_runs == 1
+
+
+def test_kafka_broker_restart_gates_before_acting(dagbags):
+    dag = next(d for d in _dags(dagbags) if d.dag_id == "kafka_broker_restart")
+    gate = dag.get_task("approval_gate")
+    roll = dag.get_task("rolling_restart")
+    assert gate.task_id in roll.upstream_task_ids
+    assert roll.mode == "reschedule"  # no worker slot held while it waits
+    assert dag.params["require_approval"] is True and dag.params["allow_force_restart"] is False
