@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kafka_runbooks.admin import ClusterAdmin  # noqa: E402
+from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable  # noqa: E402
 from kafka_runbooks.localstack import LocalStack  # noqa: E402
 from kafka_runbooks.unclean.choose import choose  # noqa: E402
 from kafka_runbooks.unclean.loginfo import gather  # noqa: E402
@@ -46,68 +46,73 @@ def main() -> None:
     bootstrap = stack.bootstrap_servers
     per_topic = math.ceil(args.partitions / args.topics)
     topics = [unique_topic("bench-unclean") for _ in range(args.topics)]
-    with ClusterAdmin({"bootstrap.servers": bootstrap}, timeout_s=30) as admin:
-        try:
-            t0 = time.monotonic()
-            for topic in topics:
-                assignment = {p: [1, *FOLLOWERS[p % 3]] for p in range(per_topic)}
-                create_topic(bootstrap, topic, assignment=assignment, config={"min.insync.replicas": "1"})
-            wait_until(
-                lambda: all(len(p.isr) == 3 for p in admin.describe_partitions(topics)), 300, 2, "full ISR"
-            )
-            for b in (2, 3, 4):
-                stack.stop_node(b)
-            stack.kill(1)
-            for b in (2, 3, 4):
-                stack.start_node(b)
-            stack.wait_ready([2, 3, 4], 300)
+    config = {"bootstrap.servers": bootstrap}
+    admin = ClusterAdmin(config, timeout_s=30)
+    try:
+        t0 = time.monotonic()
+        for topic in topics:
+            assignment = {p: [1, *FOLLOWERS[p % 3]] for p in range(per_topic)}
+            create_topic(bootstrap, topic, assignment=assignment, config={"min.insync.replicas": "1"})
+        wait_until(
+            lambda: all(len(p.isr) == 3 for p in admin.describe_partitions(topics)), 300, 2, "full ISR"
+        )
+        for b in (2, 3, 4):
+            stack.stop_node(b)
+        stack.kill(1)
+        for b in (2, 3, 4):
+            stack.start_node(b)
+        stack.wait_ready([2, 3, 4], 300)
+        # kafka-python's client does not recover from every broker being down at once: a fresh one
+        admin.close()
+        admin = ClusterAdmin(config, timeout_s=30)
 
-            def all_offline():
+        def all_offline():
+            try:
                 brokers = admin.describe_brokers()
                 if not all(brokers.get(b) and brokers[b].available for b in (2, 3, 4)):
                     return None
                 state = admin.read_state(topics, include_log_dirs=False)
-                return state if len(state.offline()) == per_topic * len(topics) else None
+            except ClusterUnreachable:
+                return None
+            return state if len(state.offline()) == per_topic * len(topics) else None
 
-            state = wait_until(all_offline, 300, 2, "every partition offline with brokers 2-4 back")
-            print(f"setup: {per_topic * len(topics)} offline partitions in {time.monotonic() - t0:.1f}s")
+        state = wait_until(all_offline, 300, 2, "every partition offline with brokers 2-4 back")
+        print(f"setup: {per_topic * len(topics)} offline partitions in {time.monotonic() - t0:.1f}s")
 
-            offline = state.offline()
-            hosted = Counter(b for p in offline for b in p.replicas if state.is_available(b))
-            floor = sum(math.ceil(n / 1000) for n in hosted.values())
-            _ = admin.gaps  # connect before timing
-            t1 = time.monotonic()
-            gathered = gather(admin, offline, state.brokers, args.duration_ms)
-            t2 = time.monotonic()
-            choices = [choose(p, gathered, state.brokers) for p in offline]
-            t3 = time.monotonic()
-            answered = sum(1 for i in gathered.infos.values() if i.answered)
-            chosen = sum(1 for c in choices if c.chosen is not None)
-            print(f"partitions: {len(offline)}; live replicas per broker: {dict(sorted(hosted.items()))}")
-            print(
-                f"gather: {t2 - t1:.3f}s, {len(offline) / (t2 - t1):.0f} partitions/s, "
-                f"{answered} replica answers, {gathered.rounds} round(s)"
-            )
-            print(
-                f"requests sent: {gathered.requests_sent} (floor: {floor} = sum over brokers of "
-                f"ceil(partitions per broker / 1000))"
-            )
-            print(
-                f"choose: {t3 - t2:.3f}s, {len(offline) / max(t3 - t2, 1e-9):.0f} partitions/s; "
-                f"{chosen} with a chosen replica"
-            )
-            errors = Counter(
-                i.error.split(" (")[0] + " / " + i.error.split("(")[-1][:60]
-                for i in gathered.infos.values()
-                if i.error
-            )
-            for error, n in errors.most_common(5):
-                print(f"  not answered: {n} x {error}")
-            for broker_id, why in sorted(gathered.unanswered_brokers.items()):
-                print(f"  broker {broker_id} excluded: {why[:200]}")
-            print(f"gather + choose: {len(offline) / (t3 - t1):.0f} partitions/s")
-        finally:
-            restore(stack, admin, topics)
+        offline = state.offline()
+        hosted = Counter(b for p in offline for b in p.replicas if state.is_available(b))
+        floor = sum(math.ceil(n / 1000) for n in hosted.values())
+        _ = admin.gaps  # connect before timing
+        t1 = time.monotonic()
+        gathered = gather(admin, offline, state.brokers, args.duration_ms)
+        t2 = time.monotonic()
+        choices = [choose(p, gathered, state.brokers) for p in offline]
+        t3 = time.monotonic()
+        answered = sum(1 for i in gathered.infos.values() if i.answered)
+        chosen = sum(1 for c in choices if c.chosen is not None)
+        print(f"partitions: {len(offline)}; live replicas per broker: {dict(sorted(hosted.items()))}")
+        print(
+            f"gather: {t2 - t1:.3f}s, {len(offline) / (t2 - t1):.0f} partitions/s, "
+            f"{answered} replica answers, {gathered.rounds} round(s)"
+        )
+        print(
+            f"requests sent: {gathered.requests_sent} (floor: {floor} = sum over brokers of "
+            f"ceil(partitions per broker / 1000))"
+        )
+        print(
+            f"choose: {t3 - t2:.3f}s, {len(offline) / max(t3 - t2, 1e-9):.0f} partitions/s; "
+            f"{chosen} with a chosen replica"
+        )
+        errors = Counter(i.error for i in gathered.infos.values() if i.error)
+        for error, n in errors.most_common(5):
+            print(f"  not answered: {n} x {error[:160]}")
+        for broker_id, why in sorted(gathered.unanswered_brokers.items()):
+            print(f"  broker {broker_id} excluded: {why[:200]}")
+        print(f"gather + choose: {len(offline) / (t3 - t1):.0f} partitions/s")
+    finally:
+        admin.close()
+        with ClusterAdmin(config, timeout_s=30) as fresh:
+            restore(stack, fresh, topics, timeout=900)
 
 
 if __name__ == "__main__":
