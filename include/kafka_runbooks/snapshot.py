@@ -62,7 +62,8 @@ def broker_rows(state: ClusterState) -> list[dict]:
     ]
 
 
-def _schemas():
+def schemas():
+    """The Parquet schemas of ``replicas.parquet`` and ``brokers.parquet`` (the Spark jobs' contract)."""
     import pyarrow as pa
 
     replicas = pa.schema(
@@ -105,7 +106,7 @@ def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    replicas_schema, brokers_schema = _schemas()
+    replicas_schema, brokers_schema = schemas()
     pq.write_table(pa.Table.from_pylist(replica_rows(state), schema=replicas_schema), out / REPLICAS_FILE)
     pq.write_table(pa.Table.from_pylist(broker_rows(state), schema=brokers_schema), out / BROKERS_FILE)
     meta = {

@@ -17,38 +17,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-REPLICAS_SCHEMA = pa.schema(
-    [
-        ("taken_at_ms", pa.int64()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("replica", pa.int32()),
-        ("replica_index", pa.int32()),
-        ("replication_factor", pa.int32()),
-        ("leader", pa.int32()),
-        ("leader_epoch", pa.int32()),
-        ("is_leader", pa.bool_()),
-        ("in_isr", pa.bool_()),
-        ("in_elr", pa.bool_()),
-        ("isr_size", pa.int32()),
-        ("min_insync_replicas", pa.int32()),
-        ("broker_alive", pa.bool_()),
-        ("broker_rack", pa.string()),
-        ("size_bytes", pa.int64()),
-        ("log_dir", pa.string()),
-    ]
-)
+from kafka_runbooks.snapshot import schemas
 
-BROKERS_SCHEMA = pa.schema(
-    [
-        ("broker_id", pa.int32()),
-        ("host", pa.string()),
-        ("port", pa.int32()),
-        ("rack", pa.string()),
-        ("alive", pa.bool_()),
-        ("fenced", pa.bool_()),
-    ]
-)
+# The admin facade's own schemas: the Spark tests read exactly what a snapshot holds.
+REPLICAS_SCHEMA, BROKERS_SCHEMA = schemas()
 
 TAKEN_AT_MS = 1_700_000_000_000
 CLUSTER_ID = "test-cluster-id"
