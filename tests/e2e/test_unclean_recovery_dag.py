@@ -32,7 +32,7 @@ def scenario(local_stack):
         try:
             yield built
         finally:
-            sc.restore(local_stack, admin, [built.topic])
+            sc.restore(local_stack, admin, [built.topic], timeout=600)
 
 
 def _conf(topic: str, partitions: list[int], mode: str, **extra) -> dict:

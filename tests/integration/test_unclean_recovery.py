@@ -33,7 +33,7 @@ def scenario(local_stack):
         try:
             yield built
         finally:
-            sc.restore(local_stack, admin, [built.topic])
+            sc.restore(local_stack, admin, [built.topic], timeout=600)
 
 
 def _request(topic: str, partitions: list[int], mode: str = "show_replica_info", **extra):
@@ -102,6 +102,8 @@ def test_bad_input_fails_before_any_election(scenario, admin, tmp_path):
 
 
 def test_a_broker_that_does_not_answer_in_time_is_excluded(scenario, local_stack, admin, tmp_path):
+    # precondition: broker 2 is registered and unfenced, so it is asked (and then cannot answer)
+    wait_until(lambda: admin.describe_brokers()[2].available, 60, 0.5, "broker 2 unfenced")
     pid = local_stack.pid(2)
     os.kill(pid, signal.SIGSTOP)
     try:

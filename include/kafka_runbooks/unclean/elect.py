@@ -109,7 +109,7 @@ def elect_chosen(
     choices: list[Choice],
     attempts: int = 3,
     restore_order: bool = True,
-    settle_timeout_s: float = 15.0,
+    settle_timeout_s: float = 60.0,
     logger: logging.Logger | None = None,
 ) -> ElectionReport:
     from kafka_runbooks.kafka_python_gaps import elect_unclean, reorder_replicas
