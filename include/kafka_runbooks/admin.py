@@ -54,12 +54,24 @@ class ClusterAdmin:
 
         from kafka_runbooks.kafka_python_gaps import KafkaPythonGaps
 
+        timeout_ms = int(self.timeout_s * 1000)
         try:
-            return KafkaPythonGaps(self.config, request_timeout_ms=int(self.timeout_s * 1000))
+            return KafkaPythonGaps(self.config, request_timeout_ms=timeout_ms)
         except KafkaError as exc:
-            raise ClusterUnreachable(
-                f"no broker of {self.bootstrap_servers} answered ({type(exc).__name__}: {exc})"
-            ) from exc
+            first_error = exc
+        # kafka-python can stay stuck on a bootstrap server that accepts connections but
+        # never answers (a hung broker: exactly when runbooks run). Try each one alone.
+        servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
+        for server in servers if len(servers) > 1 else []:
+            try:
+                return KafkaPythonGaps(
+                    {**self.config, "bootstrap.servers": server}, request_timeout_ms=min(timeout_ms, 5000)
+                )
+            except KafkaError as exc:
+                log.info("bootstrap through %s failed: %s", server, exc)
+        raise ClusterUnreachable(
+            f"no broker of {self.bootstrap_servers} answered ({type(first_error).__name__}: {first_error})"
+        ) from first_error
 
     def close(self) -> None:
         if "gaps" in self.__dict__:

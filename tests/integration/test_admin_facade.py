@@ -79,3 +79,17 @@ def test_a_dead_broker_is_in_the_snapshot_as_dead(restore_stack, admin):
 def test_unreachable_cluster_is_a_clear_error():
     with pytest.raises(ClusterUnreachable, match="no broker of 127.0.0.1:1 answered"):
         ClusterAdmin({"bootstrap.servers": "127.0.0.1:1"}, timeout_s=3).read_state()
+
+
+def test_a_hung_bootstrap_server_does_not_hide_the_live_ones(kafka_stack):
+    import socket
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # the kernel accepts connections; nothing ever answers them
+    servers = f"127.0.0.1:{hung.getsockname()[1]},{kafka_stack.bootstrap_servers.split(',')[0]}"
+    try:
+        with ClusterAdmin({"bootstrap.servers": servers}, timeout_s=5) as client:
+            assert sorted(client.describe_brokers()) == [1, 2, 3, 4]
+    finally:
+        hung.close()
