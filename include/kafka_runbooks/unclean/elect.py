@@ -209,8 +209,11 @@ def elect_chosen(
             continue
         # 2. UNCLEAN election
         results = admin._gap_call("ElectLeaders", lambda keys=list(to_elect): elect_unclean(admin.gaps, keys))
+        not_needed = set()
         for key, err in results.items():
-            if err and not err.startswith("ElectionNotNeeded") and key in to_elect:
+            if err and err.startswith("ElectionNotNeeded"):
+                not_needed.add(key)  # it got a leader between our check and the election
+            elif err and key in to_elect:
                 outcomes[key].detail = f"election refused: {err}"
         # 3. verify
         after = _poll(admin, list(to_elect), lambda s: s.has_leader, settle_timeout_s)
@@ -234,6 +237,19 @@ def elect_chosen(
                         "replicas": list(state.replicas),
                     },
                     action="reorder + UNCLEAN election",
+                    subject=c.name,
+                    logger=logger,
+                )
+            elif key in not_needed:
+                outcomes[key].status = ALREADY_ONLINE
+                outcomes[
+                    key
+                ].detail = f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone"
+                decisions.record(
+                    "elect",
+                    "leave alone: already online",
+                    outcomes[key].detail,
+                    observed={"leader": state.leader, "chosen": c.chosen},
                     subject=c.name,
                     logger=logger,
                 )

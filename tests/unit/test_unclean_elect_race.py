@@ -1,0 +1,54 @@
+"""A partition that gets a leader between the runbook's last check and its election is
+reported as already online, not as a wrong (data-losing) election. The window is too
+short to stage on a real broker on demand, so the admin calls are stood in for here."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_runbooks import kafka_python_gaps
+from kafka_runbooks.model import Broker, PartitionState
+from kafka_runbooks.unclean import elect
+from kafka_runbooks.unclean.choose import Choice
+
+
+class Admin:
+    gaps = object()
+
+    def __init__(self):
+        self.leader = -1  # offline when the runbook looks
+
+    def _gap_call(self, what, fn):
+        return fn()
+
+    def describe_brokers(self):
+        return {b: Broker(b) for b in (1, 2, 3)}
+
+
+@pytest.fixture
+def admin(monkeypatch):
+    a = Admin()
+
+    def describe(_gaps, topics):
+        return [PartitionState("t", 0, a.leader, 5, (2, 1, 3), (a.leader,) if a.leader > 0 else (1,))]
+
+    def elect_unclean(_gaps, keys):
+        a.leader = 3  # an ELR replica came back just before: Kafka elected it itself
+        return {k: "ElectionNotNeededError" for k in keys}
+
+    monkeypatch.setattr(
+        a, "gaps", type("G", (), {"describe_partitions": staticmethod(lambda t: describe(None, t))})()
+    )
+    monkeypatch.setattr(kafka_python_gaps, "elect_unclean", elect_unclean)
+    monkeypatch.setattr(kafka_python_gaps, "reorder_replicas", lambda gaps, reorder: dict.fromkeys(reorder))
+    monkeypatch.setattr(kafka_python_gaps, "advertised_api_versions", lambda gaps, key: (0, 2))
+    return a
+
+
+def test_election_not_needed_means_already_online(admin):
+    choice = Choice("t", 0, (2, 1, 3), 5, (), chosen=2, reason="longest log", kafka_unclean_pick=1)
+    report = elect.elect_chosen(admin, [choice], attempts=1, restore_order=False, settle_timeout_s=0.1)
+    [outcome] = report.outcomes
+    assert outcome.status == elect.ALREADY_ONLINE, outcome
+    assert "came online before the election" in outcome.detail and outcome.leader == 3
+    assert report.failures == []
