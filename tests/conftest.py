@@ -122,3 +122,22 @@ def restore_stack(local_stack, admin):
             local_stack.start_node(status.name)
     local_stack.wait_ready([s.name for s in local_stack.status()], 180)
     wait_until(lambda: _fully_replicated(admin), 180, 1, "a fully replicated cluster after the test")
+
+
+@pytest.fixture
+def connect(kafka_stack):
+    """A client of the stack's Connect worker; connectors the test registers in
+    ``client.created`` are deleted afterwards."""
+    from kafka_runbooks.connect.client import ConnectClient
+
+    url = getattr(kafka_stack, "connect_url", None)
+    if not url:
+        pytest.fail(
+            "these tests need the stack's Connect worker (set KR_CONNECT_URL for an external cluster)"
+        )
+    created: list[str] = []
+    with ConnectClient(url, timeout_s=60) as client:
+        client.created = created
+        yield client
+        for name in created:
+            client.delete_connector(name)

@@ -7,26 +7,12 @@ import time
 
 import pytest
 
-from kafka_runbooks.connect.client import ConnectClient
 from kafka_runbooks.localstack.airflow import AirflowError
 from tests.connect_helpers import all_running, file_sink, status_records, task_failed, unique_name
 from tests.helpers import create_topic, unique_topic, wait_until
 
 pytestmark = pytest.mark.timeout(900)
 AUTO, MANUAL = "kafka_connect_autorestart", "kafka_connect_restart"
-
-
-@pytest.fixture
-def connect(kafka_stack):
-    url = getattr(kafka_stack, "connect_url", None)
-    if not url:
-        pytest.fail("these tests need the stack's Connect worker")
-    created: list[str] = []
-    with ConnectClient(url, timeout_s=60) as client:
-        client.created = created
-        yield client
-        for name in created:
-            client.delete_connector(name)
 
 
 @pytest.fixture

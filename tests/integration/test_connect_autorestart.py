@@ -18,21 +18,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def connect(kafka_stack):
-    url = getattr(kafka_stack, "connect_url", None)
-    if not url:
-        pytest.fail(
-            "these tests need the stack's Connect worker (set KR_CONNECT_URL for an external cluster)"
-        )
-    created: list[str] = []
-    with ConnectClient(url, timeout_s=60) as client:
-        client.created = created
-        yield client
-        for name in created:
-            client.delete_connector(name)
-
-
-@pytest.fixture
 def topic(kafka_stack):
     name = unique_topic("connect-in")
     create_topic(kafka_stack.bootstrap_servers, name, 2, 3)
