@@ -103,13 +103,20 @@ def test_bad_input_fails_before_any_election(scenario, admin, tmp_path):
 
 def test_a_broker_that_does_not_answer_in_time_is_excluded(scenario, local_stack, admin, tmp_path):
     # precondition: broker 2 is registered and unfenced, so it is asked (and then cannot answer)
-    wait_until(lambda: admin.describe_brokers()[2].available, 60, 0.5, "broker 2 unfenced")
-    pid = local_stack.pid(2)
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        doc = plan(admin, _request(scenario.topic, [2], recovery_duration_ms=1500), tmp_path)
-    finally:
-        os.kill(pid, signal.SIGCONT)
+    # A frozen broker stops heartbeating: if the plan's metadata reads are slow (they may
+    # land on the frozen broker first), the controller fences it (session timeout 6 s)
+    # before it is asked, and then it is rightly not a candidate but not "unanswered"
+    # either. That race is the environment's, not the behaviour's: try again.
+    for _ in range(3):
+        wait_until(lambda: admin.describe_brokers()[2].available, 60, 0.5, "broker 2 unfenced")
+        pid = local_stack.pid(2)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            doc = plan(admin, _request(scenario.topic, [2], recovery_duration_ms=1500), tmp_path)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        if "2" in doc["unanswered_brokers"]:
+            break
     assert "2" in doc["unanswered_brokers"] and "1500 ms" in doc["unanswered_brokers"]["2"]
     (choice,) = doc["choices"]
     rows = {r["broker_id"]: r for r in choice["rows"]}
