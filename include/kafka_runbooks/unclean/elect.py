@@ -81,6 +81,19 @@ def designated_election_support(admin) -> tuple[bool, str]:
     )
 
 
+def _already_online(outcome: Outcome, c: Choice, leader: int, detail: str, logger) -> None:
+    """A partition that has a leader without us is reported and left alone."""
+    outcome.status, outcome.leader, outcome.detail = ALREADY_ONLINE, leader, detail
+    decisions.record(
+        "elect",
+        "leave alone: already online",
+        detail,
+        observed={"leader": leader, "chosen": c.chosen},
+        subject=c.name,
+        logger=logger,
+    )
+
+
 def _describe(admin, keys: list[tuple[str, int]]) -> dict[tuple[str, int], PartitionState]:
     topics = sorted({t for t, _ in keys})
     parts = admin._gap_call("DescribeTopicPartitions", lambda: admin.gaps.describe_partitions(topics))
@@ -155,19 +168,14 @@ def elect_chosen(
                 outcomes[key].status, outcomes[key].detail = FAILED, "partition no longer exists"
                 del pending[key]
             elif state.has_leader and state.leader in live:
-                outcomes[key].status, outcomes[key].leader = ALREADY_ONLINE, state.leader
-                outcomes[key].detail = (
+                _already_online(
+                    outcomes[key],
+                    c,
+                    state.leader,
                     "came online meanwhile, led by the chosen replica"
                     if state.leader == c.chosen
-                    else f"came online meanwhile, led by broker {state.leader}: left alone"
-                )
-                decisions.record(
-                    "elect",
-                    "leave alone: already online",
-                    outcomes[key].detail,
-                    observed={"leader": state.leader, "chosen": c.chosen},
-                    subject=c.name,
-                    logger=logger,
+                    else f"came online meanwhile, led by broker {state.leader}: left alone",
+                    logger,
                 )
                 del pending[key]
             elif set(state.replicas) != set(c.replicas):
@@ -241,17 +249,12 @@ def elect_chosen(
                     logger=logger,
                 )
             elif key in not_needed:
-                outcomes[key].status = ALREADY_ONLINE
-                outcomes[
-                    key
-                ].detail = f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone"
-                decisions.record(
-                    "elect",
-                    "leave alone: already online",
-                    outcomes[key].detail,
-                    observed={"leader": state.leader, "chosen": c.chosen},
-                    subject=c.name,
-                    logger=logger,
+                _already_online(
+                    outcomes[key],
+                    c,
+                    state.leader,
+                    f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone",
+                    logger,
                 )
             else:
                 outcomes[key].status = ELECTED_OTHER
