@@ -301,3 +301,110 @@ def _error_name(code: int, message: str | None) -> str:
 
     name = errors.for_code(code).__name__
     return f"{name}: {message}" if message else name
+
+
+# ---------------------------------------------------------------------------------
+# Failed-broker reassignment (issue 5): submit and list partition reassignments, and
+# the incremental config changes that set and remove replication throttles.
+# ---------------------------------------------------------------------------------
+
+
+def _controller_call(gaps: KafkaPythonGaps, fn):
+    """Run a request that kafka-python sends to "the controller" (a broker it picked).
+
+    Under KRaft that is any broker from its metadata; when the one it cached has just
+    died every later call fails. Forget it after a failure so the retry picks a live one.
+    """
+    try:
+        return fn()
+    except Exception:
+        gaps._client._controller_id = None
+        raise
+
+
+def alter_reassignments(
+    gaps: KafkaPythonGaps, targets: dict[tuple[str, int], list[int] | None]
+) -> dict[tuple[str, int], str | None]:
+    """AlterPartitionReassignments: per partition None (accepted) or the error's name.
+
+    A target of None cancels the partition's reassignment.
+    """
+    from kafka.structs import TopicPartition
+
+    out: dict[tuple[str, int], str | None] = {}
+    items = list(targets.items())
+    for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST):
+        part = items[i : i + MAX_PARTITIONS_PER_REQUEST]
+        request = {TopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in part}
+        answer = _controller_call(
+            gaps, lambda request=request: gaps._client.alter_partition_reassignments(request)
+        )
+        for tp, err in answer.items():
+            out[(tp.topic, tp.partition)] = None if err is None else err.__name__
+        for key, _ in part:
+            out.setdefault(key, "NoAnswer")
+    return out
+
+
+def list_reassignments(gaps: KafkaPythonGaps) -> dict[tuple[str, int], dict[str, list[int]]]:
+    """Every reassignment in flight: replicas (target + removing), adding, removing."""
+    answer = _controller_call(gaps, lambda: gaps._client.list_partition_reassignments())
+    return {
+        (tp.topic, tp.partition): {
+            "replicas": list(v["replicas"]),
+            "adding": list(v["adding_replicas"]),
+            "removing": list(v["removing_replicas"]),
+        }
+        for tp, v in answer.items()
+    }
+
+
+def describe_config_values(
+    gaps: KafkaPythonGaps, resource_type: str, names: list[str], keys: list[str]
+) -> dict[str, dict[str, str | None]]:
+    """Values of ``keys`` set on each resource (``resource_type`` "broker" or "topic").
+
+    Only values set on the resource itself count (dynamic per-broker or per-topic
+    configs); defaults and static settings read as absent. Broker resources are asked of
+    the broker itself.
+    """
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
+    own = "DYNAMIC_BROKER_CONFIG" if resource_type == "broker" else "DYNAMIC_TOPIC_CONFIG"
+    resources = [ConfigResource(rtype, str(n), configs=list(keys)) for n in names]
+    data = gaps._client.describe_configs(resources, config_filter="all").get(resource_type, {})
+    out: dict[str, dict[str, str | None]] = {}
+    for name in names:
+        entries = data.get(str(name), {})
+        out[str(name)] = {
+            k: entries[k].get("value")
+            for k in keys
+            if k in entries and entries[k].get("config_source") == own
+        }
+    return out
+
+
+def incremental_alter_configs(
+    gaps: KafkaPythonGaps, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
+) -> dict[str, str]:
+    """IncrementalAlterConfigs: ``changes`` = {resource name: {key: (op, value)}}.
+
+    op is SET, DELETE, APPEND or SUBTRACT (APPEND/SUBTRACT edit list configs item by
+    item, so other tools' entries survive). Returns per resource "OK" or the error.
+    """
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
+    resources = [
+        ConfigResource(
+            rtype, str(name), configs={k: (AlterConfigOp[op], v) for k, (op, v) in entries.items()}
+        )
+        for name, entries in changes.items()
+        if entries
+    ]
+    if not resources:
+        return {}
+    answer = gaps._client.alter_configs(resources, raise_on_unknown=False, incremental=True)
+    results = answer.get(resource_type, {})
+    return {str(name): results.get(str(name), "NoAnswer") for name in changes if changes[name]}

@@ -1,0 +1,311 @@
+"""Which brokers have failed, and since when: the sweep's memory, kept outside Airflow.
+
+A broker has *failed* when the cluster's assignments still name it but it is not
+available (not registered, or registered but fenced). The time it was first seen failed
+is kept in a JSON file under the runbooks' data dir
+(``$KAFKA_RUNBOOKS_DATA_DIR/state/failed_brokers/<conn id>.json``), so the countdown
+survives a scheduler restart, an Airflow upgrade and a cleared run, and is forgotten the
+moment the broker is back: a bounce shorter than the failure threshold never starts a
+reassignment (the KIP's "a broker being bounced must not count as a failure").
+
+Too many brokers failed at once is an outage, not a broker failure: moving replicas then
+would only add load to a cluster that is already in trouble, so nothing is started.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.model import ClusterState
+from kafka_runbooks.paths import data_dir, safe_name
+
+STATE_VERSION = 1
+OFF = -1.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When to alert, when to act, and when to refuse (times in seconds).
+
+    ``failure_threshold_s`` < 0 turns the automation off (the sweep still tracks and
+    alerts). ``max_failed_fraction``: more failed brokers than this share of all brokers
+    is an outage. ``retrigger_after_s``: how long after starting a reassignment for a
+    broker the sweep may start another one if the broker is still failed (e.g. the
+    approval was rejected); defaults to the failure threshold.
+    """
+
+    alert_after_s: float = 15 * 60
+    failure_threshold_s: float = 30 * 60
+    max_failed_fraction: float = 1 / 3
+    retrigger_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.alert_after_s < 0 and self.alert_after_s != OFF:
+            raise ValueError(f"alert_after must be >= 0 or -1 (off), not {self.alert_after_s}")
+        if self.failure_threshold_s < 0 and self.failure_threshold_s != OFF:
+            raise ValueError(f"failure_threshold must be >= 0 or -1 (off), not {self.failure_threshold_s}")
+        if not 0 < self.max_failed_fraction <= 1:
+            raise ValueError(f"max_failed_fraction must be in (0, 1], not {self.max_failed_fraction}")
+
+    @property
+    def automation_on(self) -> bool:
+        return self.failure_threshold_s >= 0
+
+    @property
+    def retrigger_s(self) -> float:
+        return (
+            self.retrigger_after_s if self.retrigger_after_s is not None else max(self.failure_threshold_s, 0)
+        )
+
+
+@dataclass
+class FailedBroker:
+    broker_id: int
+    first_seen_ms: int
+    alerted_ms: int | None = None
+    triggered_ms: int | None = None
+    triggered_run_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FailedBroker:
+        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Assessment:
+    """What one sweep saw and decided."""
+
+    now_ms: int
+    brokers: int
+    failed: dict[int, FailedBroker]
+    recovered: list[int] = field(default_factory=list)
+    alerts: list[int] = field(default_factory=list)
+    due: list[int] = field(default_factory=list)
+    outage: bool = False
+    records: list[decisions.DecisionRecord] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "now_ms": self.now_ms,
+            "brokers": self.brokers,
+            "failed": {str(b): asdict(f) for b, f in sorted(self.failed.items())},
+            "recovered": self.recovered,
+            "alerts": self.alerts,
+            "due": self.due,
+            "outage": self.outage,
+        }
+
+
+def failed_brokers(state: ClusterState) -> list[int]:
+    """Brokers named by some partition's replicas that are not available (down or fenced)."""
+    named = {r for p in state.partitions for r in p.replicas}
+    return sorted(b for b in named if not state.is_available(b))
+
+
+class FailureStore:
+    """First-seen times of failed brokers of one cluster, in one JSON file (atomic writes)."""
+
+    def __init__(self, cluster: str, directory: Path | None = None) -> None:
+        if not cluster:
+            raise ValueError("a failure store needs the cluster's name (its connection id)")
+        self.cluster = cluster
+        self.directory = Path(directory) if directory else data_dir() / "state" / "failed_brokers"
+        self.path = self.directory / f"{safe_name(cluster)}.json"
+
+    def load(self) -> dict[int, FailedBroker]:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:
+            raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
+        return {int(b): FailedBroker.from_dict(e) for b, e in (raw.get("brokers") or {}).items()}
+
+    def save(self, failed: dict[int, FailedBroker]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        body = {
+            "version": STATE_VERSION,
+            "cluster": self.cluster,
+            "brokers": {str(b): asdict(f) for b, f in sorted(failed.items())},
+        }
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(body, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @contextmanager
+    def locked(self) -> Iterator[FailureStore]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f".{self.path.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class FailureTracker:
+    """Update the persisted failures from one read of the cluster and decide what is due."""
+
+    def __init__(
+        self,
+        store: FailureStore,
+        thresholds: Thresholds,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.thresholds = thresholds
+        self.clock = clock
+        self.log = logger
+
+    def observe(self, state: ClusterState) -> Assessment:
+        """Compare the cluster with the remembered failures; persist; return the decisions.
+
+        Brokers in ``due`` are past the failure threshold, not already given a run within
+        ``retrigger_after``, and the cluster is not in an outage. The caller starts the
+        reassignment and then calls :meth:`mark_triggered`.
+        """
+        now_ms = int(self.clock() * 1000)
+        th = self.thresholds
+        with self.store.locked():
+            known = self.store.load()
+            now_failed = failed_brokers(state)
+            total = len(state.brokers)
+            a = Assessment(now_ms=now_ms, brokers=total, failed={})
+            for broker_id, entry in sorted(known.items()):
+                if broker_id in now_failed:
+                    continue
+                a.recovered.append(broker_id)
+                gone_s = (now_ms - entry.first_seen_ms) / 1000
+                back = state.is_available(broker_id)
+                a.records.append(
+                    self._record(
+                        "failure tracking",
+                        "forget the failure",
+                        (
+                            f"broker {broker_id} is available again after {gone_s:.0f}s: a bounce, "
+                            "not a failure; nothing is started for it"
+                            if back
+                            else f"broker {broker_id} no longer hosts any replica (reassigned)"
+                        ),
+                        subject=f"broker {broker_id}",
+                        observed={"first_seen_ms": entry.first_seen_ms, "available": back},
+                    )
+                )
+            for broker_id in now_failed:
+                entry = known.get(broker_id)
+                if entry is None:
+                    entry = FailedBroker(broker_id=broker_id, first_seen_ms=now_ms)
+                    broker = state.brokers.get(broker_id)
+                    a.records.append(
+                        self._record(
+                            "failure tracking",
+                            "start the countdown",
+                            f"broker {broker_id} hosts {len(state.hosted_by(broker_id))} replica(s) but is "
+                            + ("registered and fenced" if broker and broker.alive else "not registered"),
+                            subject=f"broker {broker_id}",
+                            observed={"first_seen_ms": now_ms, "failure_threshold_s": th.failure_threshold_s},
+                        )
+                    )
+                a.failed[broker_id] = entry
+            a.outage = total > 0 and len(now_failed) > th.max_failed_fraction * total
+            if a.outage:
+                a.records.append(
+                    self._record(
+                        "failure tracking",
+                        "refuse to move replicas",
+                        f"{len(now_failed)} of {total} brokers are failed (more than "
+                        f"{th.max_failed_fraction:.0%}): this is an outage, not a broker failure; moving "
+                        "replicas would add load to a cluster in trouble. Fix the outage; no reassignment "
+                        "is started",
+                        subject="cluster",
+                        observed={"failed": now_failed, "brokers": total},
+                        level=logging.WARNING,
+                    )
+                )
+            for broker_id, entry in sorted(a.failed.items()):
+                failed_s = (now_ms - entry.first_seen_ms) / 1000
+                if th.alert_after_s >= 0 and failed_s >= th.alert_after_s:
+                    a.alerts.append(broker_id)
+                    if entry.alerted_ms is None:
+                        entry.alerted_ms = now_ms
+                    a.records.append(
+                        self._record(
+                            "failure tracking",
+                            "alert",
+                            f"broker {broker_id} failed {failed_s:.0f}s ago (alert after {th.alert_after_s:.0f}s)",
+                            subject=f"broker {broker_id}",
+                            observed={"first_seen_ms": entry.first_seen_ms},
+                            level=logging.WARNING,
+                        )
+                    )
+                if not th.automation_on:
+                    a.records.append(
+                        self._record(
+                            "failure tracking",
+                            "do not reassign",
+                            "the failure threshold is -1: automatic reassignment is off",
+                            subject=f"broker {broker_id}",
+                        )
+                    )
+                    continue
+                if failed_s < th.failure_threshold_s:
+                    a.records.append(
+                        self._record(
+                            "failure tracking",
+                            "wait",
+                            f"broker {broker_id} failed {failed_s:.0f}s ago; reassignment after "
+                            f"{th.failure_threshold_s:.0f}s if it does not come back",
+                            subject=f"broker {broker_id}",
+                        )
+                    )
+                    continue
+                if a.outage:
+                    continue
+                if entry.triggered_ms is not None and now_ms - entry.triggered_ms < th.retrigger_s * 1000:
+                    a.records.append(
+                        self._record(
+                            "failure tracking",
+                            "do not start another reassignment",
+                            f"one was started for broker {broker_id} "
+                            f"{(now_ms - entry.triggered_ms) / 1000:.0f}s ago (run {entry.triggered_run_id}); "
+                            f"the next may start {th.retrigger_s:.0f}s after it",
+                            subject=f"broker {broker_id}",
+                        )
+                    )
+                    continue
+                a.due.append(broker_id)
+            self.store.save(a.failed)
+        return a
+
+    def mark_triggered(self, broker_ids: list[int], run_id: str) -> None:
+        """Remember that a reassignment run was started for these brokers."""
+        now_ms = int(self.clock() * 1000)
+        with self.store.locked():
+            known = self.store.load()
+            for broker_id in broker_ids:
+                if broker_id in known:
+                    known[broker_id].triggered_ms = now_ms
+                    known[broker_id].triggered_run_id = run_id
+            self.store.save(known)
+
+    def _record(self, step, decision, reason, level=logging.INFO, **kwargs) -> decisions.DecisionRecord:
+        return decisions.record(step, decision, reason, logger=self.log, level=level, **kwargs)
