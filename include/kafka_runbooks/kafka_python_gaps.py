@@ -70,6 +70,9 @@ class KafkaPythonGaps:
             high_watermark=part["high_watermark"],
             voters=members(part["current_voters"]),
             observers=members(part["observers"]),
+            hosts={
+                n["node_id"]: n["listeners"][0]["host"] for n in data.get("nodes") or () if n.get("listeners")
+            },
         )
 
     def describe_partitions(self, topics: list[str], page_size: int = 2000) -> list[PartitionState]:

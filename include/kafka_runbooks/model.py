@@ -44,6 +44,8 @@ class Quorum:
     high_watermark: int
     voters: tuple[QuorumMember, ...]
     observers: tuple[QuorumMember, ...]
+    # controller node id -> host of its listener (DescribeQuorum v2, Kafka >= 3.8; else empty)
+    hosts: dict[int, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def active_controller(self) -> int:

@@ -239,7 +239,10 @@ class LocalStack:
 
     def airflow_connections(self, spark_master: str = "local[*]") -> dict[str, dict]:
         """The Airflow connections (conn_id -> JSON) that point the runbooks at this stack."""
-        endpoints = {str(n.node_id): n.metrics_url for n in self.topology.broker_nodes}
+        # every node's JMX exporter: the restart runbook probes brokers, the metadata-error
+        # sweep reads brokers and controllers
+        nodes = self.topology.broker_nodes + self.topology.controller_nodes
+        endpoints = {str(n.node_id): n.metrics_url for n in nodes}
         conns = {
             "kafka_default": {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}},
             "spark_default": {"conn_type": "spark", "host": spark_master},
