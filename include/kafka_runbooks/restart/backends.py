@@ -1,4 +1,5 @@
-"""How a node is actually restarted: the local stack's processes, or Kubernetes pods.
+"""How a node is actually restarted: the local stack's processes, Kubernetes pods, or
+Docker containers (docker-compose.yaml; see ``docker.py``).
 
 A back end only acts; every decision to act is the roller's. ``restart`` is the clean
 path (SIGTERM: a broker moves leadership away and shuts down in order);
@@ -143,5 +144,14 @@ def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
             extra["pod_name_template"],
             strimzi=bool(extra.get("strimzi", False)),
             grace_period_s=extra.get("grace_period_s"),
+        )
+    if kind == "docker":
+        from kafka_runbooks.restart.docker import DEFAULT_DOCKER_HOST, DockerBackend
+
+        return DockerBackend(
+            containers=extra.get("containers"),
+            container_name_template=extra.get("container_name_template"),
+            docker_host=extra.get("docker_host", DEFAULT_DOCKER_HOST),
+            stop_timeout_s=int(extra.get("stop_timeout_s", 120)),
         )
     raise ValueError(f"unknown restart back end {kind!r}")

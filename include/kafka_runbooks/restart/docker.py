@@ -1,0 +1,128 @@
+"""Restart back end for Kafka nodes that run as Docker containers (docker-compose.yaml).
+
+It talks to the Docker Engine API directly (HTTP over the engine's unix socket, or a TCP
+address such as a socket proxy's), with the standard library only: one request per
+action, so what the runbook did is exactly what the engine was asked.
+
+- ``restart``: ``POST /containers/{name}/restart?t=<stop_timeout_s>``: the engine sends
+  SIGTERM (a broker does a controlled shutdown), waits, then SIGKILL, then starts it.
+- ``force_restart``: ``POST /containers/{name}/kill`` then ``POST /containers/{name}/start``.
+- ``is_running``: ``GET /containers/{name}/json``, ``State.Running`` and not restarting.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from urllib.parse import quote, urlsplit
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
+
+class DockerApiError(RuntimeError):
+    """The engine answered with an error; the message carries its status and reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"Docker Engine API answered {status}: {message}")
+        self.status = status
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class DockerBackend:
+    """Kafka nodes as containers: node id -> container name.
+
+    :param containers: explicit ``{node_id: container name}``, and/or
+    :param container_name_template: e.g. ``kafka-runbooks-broker-{node_id}``.
+    :param docker_host: ``unix:///var/run/docker.sock`` or ``tcp://host:2375``.
+    """
+
+    name = "docker"
+
+    def __init__(
+        self,
+        containers: dict | None = None,
+        container_name_template: str | None = None,
+        docker_host: str = DEFAULT_DOCKER_HOST,
+        stop_timeout_s: int = 120,
+        request_timeout_s: float | None = None,
+    ) -> None:
+        if not containers and not container_name_template:
+            raise ValueError("a docker restart back end needs 'containers' or 'container_name_template'")
+        self.containers = {int(k): str(v) for k, v in (containers or {}).items()}
+        self.container_name_template = container_name_template
+        self.docker_host = docker_host
+        self.stop_timeout_s = int(stop_timeout_s)
+        # A restart returns only once the container is stopped and started again.
+        self.request_timeout_s = request_timeout_s or self.stop_timeout_s + 60.0
+        scheme = urlsplit(docker_host).scheme
+        if scheme not in ("unix", "tcp", "http"):
+            raise ValueError(f"docker_host {docker_host!r}: use unix:///path or tcp://host:port")
+
+    def container(self, node_id: int) -> str:
+        if node_id in self.containers:
+            return self.containers[node_id]
+        if self.container_name_template:
+            return self.container_name_template.format(node_id=node_id)
+        raise KeyError(f"no container configured for node {node_id} (known: {sorted(self.containers)})")
+
+    def _request(self, method: str, path: str) -> tuple[int, dict | None]:
+        url = urlsplit(self.docker_host)
+        if url.scheme == "unix":
+            conn: http.client.HTTPConnection = _UnixConnection(url.path, self.request_timeout_s)
+        else:
+            conn = http.client.HTTPConnection(
+                url.hostname or "localhost", url.port or 2375, timeout=self.request_timeout_s
+            )
+        try:
+            conn.request(method, path, headers={"Content-Type": "application/json", "Content-Length": "0"})
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        body = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {"message": raw.decode(errors="replace")[:500]}
+        return resp.status, body
+
+    def _post(self, path: str) -> None:
+        status, body = self._request("POST", path)
+        if status not in (204, 304):
+            raise DockerApiError(status, (body or {}).get("message", ""))
+
+    def is_running(self, node_id: int) -> bool | None:
+        try:
+            status, body = self._request("GET", f"/containers/{quote(self.container(node_id))}/json")
+        except OSError:
+            return None
+        if status == 404:
+            return False
+        if status != 200 or not body:
+            return None
+        state = body.get("State") or {}
+        return bool(state.get("Running")) and not state.get("Restarting", False)
+
+    def restart(self, node_id: int) -> str:
+        name = self.container(node_id)
+        self._post(f"/containers/{quote(name)}/restart?t={self.stop_timeout_s}")
+        return f"restarted container {name} (SIGTERM, up to {self.stop_timeout_s}s to stop, then started)"
+
+    def force_restart(self, node_id: int) -> str:
+        name = self.container(node_id)
+        self._post(f"/containers/{quote(name)}/kill")
+        self._post(f"/containers/{quote(name)}/start")
+        return f"killed container {name} (SIGKILL) and started it again"
