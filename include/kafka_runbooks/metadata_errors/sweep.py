@@ -1,0 +1,377 @@
+"""One sweep: read every node, compare with the last sweep, decide, remember, report.
+
+Per counter: higher than last time -> *increased* (the node is flagged); lower -> the
+node restarted, the counter is *re-based* (not flagged); no earlier value (a node seen for
+the first time, or a counter it did not have) -> *based* (not flagged).
+
+What a flag leads to:
+
+- a flagged **broker**: a ``kafka_broker_restart`` run for it (that runbook's approval
+  gate and safety checks apply), unless one this sweep started for it is still queued or
+  running; and none at all when more than ``max_flagged_brokers`` are flagged at once
+  (many brokers failing on the same metadata points at the log, not at one broker: a
+  person decides);
+- a flagged **controller** is reported. When it is the **active** controller and its
+  counter went up in ``controller_escalate_after`` consecutive sweeps (default 2), the
+  sweep asks a person (restart it, last, or leave it) instead of acting; the streak starts
+  again after each question, and no new question is asked while one is still open.
+
+A node whose metrics cannot be read is *unknown*, never healthy; so is one whose
+exposition lacks the counters for its role. A broker whose state is not RUNNING is
+reported as *not running*.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef, discover
+from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
+from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS
+from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore, NodeState
+from kafka_runbooks.paths import safe_name
+from kafka_runbooks.probes import RUNNING, STATE_NAMES
+
+log = logging.getLogger(__name__)
+
+HEALTHY = "healthy"
+FLAGGED = "flagged"
+UNKNOWN = "unknown"
+NOT_RUNNING = "not running"
+ACTIVE_RUN_STATES = frozenset({"queued", "running"})
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    max_flagged_brokers: int = 2
+    controller_escalate_after: int = 2
+    restart_brokers: bool = True
+    restart_dag_id: str = "kafka_broker_restart"
+    sweep_dag_id: str = "kafka_metadata_error_sweep"
+
+    def __post_init__(self) -> None:
+        if self.max_flagged_brokers < 0:
+            raise ValueError(f"max_flagged_brokers must be >= 0, got {self.max_flagged_brokers}")
+        if self.controller_escalate_after < 1:
+            raise ValueError(f"controller_escalate_after must be >= 1, got {self.controller_escalate_after}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def assess(
+    ref: NodeRef, reading: NodeReading, prev: NodeState | None, now_ms: int
+) -> tuple[dict[str, Any], NodeState]:
+    """Compare one node's reading with its last state: the report row and the new state."""
+    prev_state = prev or NodeState()
+    row: dict[str, Any] = {
+        "node_id": ref.node_id,
+        "roles": sorted(ref.roles),
+        "host": ref.host,
+        "url": reading.url,
+        "sources": sorted(ref.sources),
+        "counters": {},
+        "previous": dict(prev_state.counters),
+        "metric_names": {},
+        "increased": {},
+        "rebased": {},
+        "based": [],
+        "broker_state": None,
+        "broker_state_name": None,
+        "active_controller_count": None,
+        "error": reading.error,
+        "restarted_since_last_sweep": None,
+    }
+    metrics = reading.metrics
+    if metrics is None:
+        row.update(status=UNKNOWN, change="not read")
+        return row, prev_state  # keep the last known values: compare with them next time
+    # the exposition tells a node's role when the cluster did not (a configured node)
+    if not ref.roles:
+        if metrics.looks_like_broker:
+            ref.roles.add(BROKER)
+        if metrics.looks_like_controller:
+            ref.roles.add(CONTROLLER)
+        row["roles"] = sorted(ref.roles)
+    expected = [
+        c
+        for role, cs in ((BROKER, BROKER_COUNTERS), (CONTROLLER, CONTROLLER_COUNTERS))
+        for c in cs
+        if role in ref.roles
+    ]
+    missing = [c for c in expected if c not in metrics.counters]
+    row.update(
+        counters=dict(metrics.counters),
+        metric_names=dict(metrics.names),
+        broker_state=metrics.broker_state,
+        broker_state_name=None
+        if metrics.broker_state is None
+        else STATE_NAMES.get(metrics.broker_state, f"state {metrics.broker_state}"),
+        active_controller_count=metrics.active_controller_count,
+    )
+    if prev_state.process_start_s is not None and metrics.process_start_s is not None:
+        row["restarted_since_last_sweep"] = abs(metrics.process_start_s - prev_state.process_start_s) > 1
+    if not metrics.counters or missing:
+        what = ", ".join(missing) if missing else "any KIP-859 counter"
+        row.update(
+            status=UNKNOWN,
+            change="not read",
+            error=f"the exposition has no {what} (Kafka < 3.3, or the exporter rules drop it: "
+            "see stack/jmx-exporter/kafka.yml)",
+        )
+        return row, prev_state
+    increased: dict[str, list[float]] = {}
+    rebased: dict[str, list[float]] = {}
+    based: list[str] = []
+    for name, value in metrics.counters.items():
+        before = prev_state.counters.get(name)
+        if before is None:
+            based.append(name)
+        elif value > before:
+            increased[name] = [before, value]
+        elif value < before:
+            rebased[name] = [before, value]
+    row.update(increased=increased, rebased=rebased, based=sorted(based))
+    new_state = NodeState(
+        counters=dict(metrics.counters),
+        seen_at_ms=now_ms,
+        process_start_s=metrics.process_start_s,
+        increase_streak=prev_state.increase_streak + 1 if increased else 0,
+        restart_run_id=prev_state.restart_run_id,
+        decision_run_id=prev_state.decision_run_id,
+    )
+    if increased:
+        row.update(status=FLAGGED, change="increased")
+    elif prev is None or not prev.counters:
+        row.update(status=HEALTHY, change="first seen")
+    elif rebased:
+        row.update(status=HEALTHY, change="re-based (a counter went down: the node restarted)")
+    else:
+        row.update(status=HEALTHY, change="unchanged")
+    if row["status"] == HEALTHY and BROKER in ref.roles and metrics.broker_state not in (None, RUNNING):
+        row["status"] = NOT_RUNNING
+    row["increase_streak"] = new_state.increase_streak
+    return row, new_state
+
+
+def _counter_text(row: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{name} {int(before)} -> {int(after)} ({row['metric_names'].get(name, name)})"
+        for name, (before, after) in sorted(row["increased"].items())
+    )
+
+
+def run_sweep(
+    admin,
+    endpoints: MetricsEndpoints,
+    store: MetadataErrorStateStore,
+    options: SweepOptions,
+    run_id: str,
+    is_run_active: Callable[[str, str], bool] | None = None,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Sweep every node; return the report (restart requests and an escalation included).
+
+    ``is_run_active(dag_id, run_id)`` says whether an Airflow run is queued or running
+    (None: nothing is known to be active).
+    """
+    logger = logger or log
+    active = is_run_active or (lambda _dag, _run: False)
+    started = time.monotonic()
+    now_ms = int(time.time() * 1000)
+    found = discover(admin, endpoints.configured_ids)
+    for error in found.errors:
+        decisions.record(
+            "discover",
+            "partial view",
+            error,
+            observed={"configured": endpoints.configured_ids},
+            logger=logger,
+            level=logging.ERROR,
+        )
+    readings = endpoints.read_all([(n.node_id, n.is_controller, n.host) for n in found.nodes.values()])
+    rows: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = [{"node_id": None, "alert": e} for e in found.errors]
+    with store.locked():
+        states = store.load()
+        for node_id, ref in found.nodes.items():
+            row, states[node_id] = assess(ref, readings[node_id], states.get(node_id), now_ms)
+            rows.append(row)
+        active_by_metrics = sorted(r["node_id"] for r in rows if (r["active_controller_count"] or 0) >= 1)
+        active_controller = found.quorum_leader
+        if active_controller is None and len(active_by_metrics) == 1:
+            active_controller = active_by_metrics[0]
+        for row in rows:
+            row["active_controller"] = row["node_id"] == active_controller
+        flagged_brokers = [r for r in rows if r["status"] == FLAGGED and BROKER in r["roles"]]
+        flagged_controllers = [r for r in rows if r["status"] == FLAGGED and CONTROLLER in r["roles"]]
+        restart_requests: list[dict[str, Any]] = []
+        escalation: dict[str, Any] | None = None
+
+        for row in rows:
+            _record_node(row, logger)
+
+        too_many = len(flagged_brokers) > options.max_flagged_brokers
+        for row in flagged_brokers:
+            node_id = row["node_id"]
+            state = states[node_id]
+            counters = _counter_text(row)
+            if not options.restart_brokers:
+                row["action"] = "reported (restart_brokers is off)"
+            elif too_many:
+                row["action"] = "reported: too many brokers flagged at once for an automatic restart"
+            elif state.restart_run_id and active(options.restart_dag_id, state.restart_run_id):
+                row["action"] = f"none: restart run {state.restart_run_id} for it is still active"
+            else:
+                restart_run = f"metadata_errors__broker_{node_id}__{safe_name(run_id)}"
+                reason = (
+                    f"KIP-859 metadata errors increasing on broker {node_id}: {counters} "
+                    f"(kafka_metadata_error_sweep run {run_id})"
+                )
+                restart_requests.append(
+                    {
+                        "trigger_run_id": restart_run,
+                        "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+                    }
+                )
+                state.restart_run_id = restart_run
+                row["action"] = (
+                    f"start {options.restart_dag_id} run {restart_run} (its approval gate applies)"
+                )
+            decisions.record(
+                "broker-restart",
+                row["action"],
+                f"metadata load/apply errors increased since the last sweep: {counters}",
+                observed={
+                    "increased": row["increased"],
+                    "flagged_brokers": [r["node_id"] for r in flagged_brokers],
+                },
+                subject=f"broker {node_id}",
+                logger=logger,
+                level=logging.WARNING,
+            )
+        if too_many:
+            alerts.append(
+                {
+                    "node_id": None,
+                    "alert": f"{len(flagged_brokers)} brokers flagged at once (more than max_flagged_brokers="
+                    f"{options.max_flagged_brokers}): a bad record in the metadata log would do this, and "
+                    "restarting brokers would not fix it; no restart started",
+                    "nodes": [r["node_id"] for r in flagged_brokers],
+                }
+            )
+
+        for row in flagged_controllers:
+            node_id = row["node_id"]
+            state = states[node_id]
+            counters = _counter_text(row)
+            is_active = node_id == active_controller
+            if not is_active:
+                action = "reported (not the active controller)"
+            elif state.increase_streak < options.controller_escalate_after:
+                action = (
+                    f"reported (active controller; increased in {state.increase_streak} consecutive sweep(s), "
+                    f"a person is asked after {options.controller_escalate_after})"
+                )
+            elif state.decision_run_id and active(options.sweep_dag_id, state.decision_run_id):
+                action = f"none: sweep run {state.decision_run_id} is still waiting for a decision about it"
+            else:
+                reason = (
+                    f"KIP-859 metadata errors increasing on the active controller {node_id} in "
+                    f"{state.increase_streak} consecutive sweeps: {counters} (kafka_metadata_error_sweep run {run_id})"
+                )
+                escalation = {
+                    "node_id": node_id,
+                    "counters": row["counters"],
+                    "increased": row["increased"],
+                    "streak": state.increase_streak,
+                    "reason": reason,
+                    "trigger_run_id": f"metadata_errors__controller_{node_id}__{safe_name(run_id)}",
+                    "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+                }
+                state.decision_run_id = run_id
+                state.increase_streak = 0  # ask again only after another run of increases
+                action = "ask a person: restart it (last) or leave it"
+            row["action"] = action
+            alerts.append({"node_id": node_id, "alert": f"controller metadata errors increasing: {counters}"})
+            decisions.record(
+                "controller",
+                action,
+                f"controller metadata errors increased since the last sweep: {counters}",
+                observed={"increased": row["increased"], "active_controller": active_controller},
+                subject=f"controller {node_id}",
+                logger=logger,
+                level=logging.WARNING,
+            )
+        store.save(states)
+
+    for row in rows:
+        if row["status"] == UNKNOWN:
+            alerts.append({"node_id": row["node_id"], "alert": f"metrics unknown: {row['error']}"})
+        row.setdefault("action", None)
+    if found.quorum_leader is not None and active_by_metrics and active_by_metrics != [found.quorum_leader]:
+        logger.warning(
+            "active controller: DescribeQuorum says %s, ActiveControllerCount says %s",
+            found.quorum_leader,
+            active_by_metrics,
+        )
+    summary = {
+        status: sorted(r["node_id"] for r in rows if r["status"] == status)
+        for status in (HEALTHY, FLAGGED, UNKNOWN, NOT_RUNNING)
+    }
+    return {
+        "run_id": run_id,
+        "taken_at_ms": now_ms,
+        "options": options.as_dict(),
+        "active_controller": active_controller,
+        "active_controller_by_metrics": active_by_metrics,
+        "discovery_errors": found.errors,
+        "nodes": rows,
+        "summary": summary,
+        "restart_requests": restart_requests,
+        "controller_escalation": escalation,
+        "alerts": alerts,
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+
+
+def _record_node(row: dict[str, Any], logger: logging.Logger) -> None:
+    subject = f"{'/'.join(row['roles']) or 'node'} {row['node_id']}"
+    observed = {
+        k: row[k]
+        for k in ("counters", "previous", "increased", "rebased", "broker_state_name", "url", "error")
+        if row.get(k) not in (None, {}, [])
+    }
+    if row["status"] == UNKNOWN:
+        reason = f"its metrics could not be read: {row['error']}"
+        level = logging.ERROR
+    elif row["status"] == FLAGGED:
+        reason = f"metadata error counter(s) went up: {_counter_text(row)}"
+        level = logging.WARNING
+    elif row["status"] == NOT_RUNNING:
+        reason = f"no counter went up, but its broker state is {row['broker_state_name']}"
+        level = logging.WARNING
+    else:
+        reason = f"no metadata error counter went up ({row['change']})"
+        level = logging.INFO
+    decisions.record(
+        "node", row["status"], reason, observed=observed, subject=subject, logger=logger, level=level
+    )
+
+
+def write_report(report: dict[str, Any]) -> str:
+    """``$KAFKA_RUNBOOKS_DATA_DIR/reports/metadata_errors/latest.json`` (atomic); returns its path."""
+    import json
+
+    from kafka_runbooks.paths import artifact_dir
+
+    latest = artifact_dir("reports", "metadata_errors") / "latest.json"
+    tmp = latest.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
+    tmp.replace(latest)
+    return str(latest)
