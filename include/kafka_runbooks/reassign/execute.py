@@ -1,0 +1,403 @@
+"""Execute a reassignment plan chunk by chunk: a resumable state machine.
+
+Each call of :meth:`ChunkExecutor.step` advances the run a little and returns whether
+every chunk is done; the state (which chunk, what was submitted, which throttle configs
+are set) lives in a JSON file written after every change, so a killed task, a cleared
+run or a new run picks up where the last one stopped and nothing moves twice:
+
+- before a chunk starts: stop if a failed broker came back (the replicas need not move
+  any more), refuse if a reassignment this run did not start is in flight, drop every
+  partition already where the plan wants it, adopt one already in flight to exactly the
+  plan's target (a task killed after submitting), skip one that changed since the plan;
+- set the throttle (recorded first), submit the rest, then poll: partitions and bytes
+  done, rate, time left; the chunk is done when every partition has its target replicas,
+  all of them in the ISR, and no reassignment in flight;
+- remove the throttle, record, go on with the next chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.reassign import throttle
+
+PENDING, MOVING, DONE = "pending", "moving", "done"
+
+
+class ReassignError(RuntimeError):
+    """The run cannot go on; the message says why. Throttles are removed before it is raised."""
+
+
+class ReassignStopped(ReassignError):
+    """Stopped on purpose before the next chunk (e.g. a failed broker came back)."""
+
+
+def key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def split(k: str) -> tuple[str, int]:
+    topic, _, partition = k.rpartition(":")
+    return topic, int(partition)
+
+
+@dataclass
+class ChunkState:
+    index: int
+    targets: dict[str, list[int]]
+    bytes: dict[str, int] = field(default_factory=dict)
+    status: str = PENDING
+    moving: list[str] = field(default_factory=list)
+    origin: dict[str, list[int]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    started_ms: int | None = None
+    finished_ms: int | None = None
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(self.bytes.get(k, 0) for k in self.targets)
+
+
+@dataclass
+class ExecState:
+    """Everything the executor needs to resume: written to the state file after each change."""
+
+    run_id: str
+    failed_brokers: list[int]
+    throttle_bytes_per_sec: int
+    chunks: list[ChunkState]
+    throttle: dict[str, Any] | None = None
+    finished: bool = False
+    stopped: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ExecState:
+        raw = json.loads(text)
+        raw["chunks"] = [ChunkState(**c) for c in raw["chunks"]]
+        return cls(**raw)
+
+    def in_flight_targets(self) -> dict[str, list[int]]:
+        """Partitions this run submitted and has not seen finish: exactly what it owns."""
+        return {k: c.targets[k] for c in self.chunks if c.status == MOVING for k in c.moving}
+
+
+def load_state(path: Path) -> ExecState:
+    return ExecState.from_json(Path(path).read_text())
+
+
+def save_state(path: Path, state: ExecState) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(state.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def chunks_from_plan_dir(plan_dir: Path) -> list[ChunkState]:
+    """The plan's ordered chunks (kafka-reassign-partitions' JSON) with each move's bytes."""
+    plan_dir = Path(plan_dir)
+    summary = json.loads((plan_dir / "summary.json").read_text())
+    sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in summary.get("moves", [])}
+    out = []
+    for entry in sorted(summary["chunks"], key=lambda c: c["index"]):
+        body = json.loads((plan_dir / entry["file"]).read_text())
+        targets = {key(p["topic"], p["partition"]): list(p["replicas"]) for p in body["partitions"]}
+        out.append(
+            ChunkState(
+                index=int(entry["index"]), targets=targets, bytes={k: sizes.get(k, 0) for k in targets}
+            )
+        )
+    return out
+
+
+def target_of(inflight: dict[str, list[int]]) -> set[int]:
+    """The replica set a reassignment in flight is heading for (its replicas minus removing)."""
+    return set(inflight["replicas"]) - set(inflight["removing"])
+
+
+class ChunkExecutor:
+    """Advance an :class:`ExecState` against the cluster (``admin`` is a ClusterAdmin)."""
+
+    def __init__(
+        self,
+        admin,
+        logger: logging.Logger | None = None,
+        checkpoint: Callable[[ExecState], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        progress_every_s: float = 10.0,
+    ) -> None:
+        self.admin = admin
+        self.log = logger
+        self.checkpoint = checkpoint or (lambda s: None)
+        self.clock = clock
+        self.progress_every_s = progress_every_s
+        self._last_progress = 0.0
+
+    # -- reads -----------------------------------------------------------------------
+    def _cluster(self, keys: list[str]):
+        from kafka_runbooks.kafka_python_gaps import list_reassignments
+
+        brokers = self.admin.describe_brokers()
+        topics = sorted({split(k)[0] for k in keys})
+        existing = set(self.admin.list_topics())
+        parts = self.admin.describe_partitions([t for t in topics if t in existing])
+        partitions = {key(p.topic, p.partition): p for p in parts}
+        inflight = {
+            key(t, p): v
+            for (t, p), v in self.admin._gap_call(
+                "ListPartitionReassignments", lambda: list_reassignments(self.admin.gaps)
+            ).items()
+        }
+        live = {b.broker_id for b in brokers.values() if b.available}
+        return live, partitions, inflight
+
+    def _record(self, decision: str, reason: str, level=logging.INFO, **kw) -> None:
+        decisions.record("execute", decision, reason, logger=self.log, level=level, **kw)
+
+    # -- the state machine -----------------------------------------------------------
+    def step(self, state: ExecState) -> bool:
+        if state.finished:
+            return True
+        chunk = next((c for c in state.chunks if c.status != DONE), None)
+        if chunk is None:
+            state.finished = True
+            self.checkpoint(state)
+            self._record(
+                "every chunk done",
+                f"{len(state.chunks)} chunk(s) executed and verified",
+                observed={"moved": sum(len(c.moving) for c in state.chunks)},
+            )
+            return True
+        try:
+            if chunk.status == PENDING:
+                self._start(state, chunk)
+            if chunk.status == MOVING:
+                self._poll(state, chunk)
+        except ReassignError:
+            self.remove_throttle(state)
+            raise
+        return False
+
+    def _start(self, state: ExecState, chunk: ChunkState) -> None:
+        live, partitions, inflight = self._cluster(list(chunk.targets))
+        subject = f"chunk {chunk.index}"
+        chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
+        back = [b for b in state.failed_brokers if b in live]
+        if back:
+            state.stopped = f"failed broker(s) {back} came back before chunk {chunk.index}"
+            self.checkpoint(state)
+            self._record(
+                "stop before the next chunk",
+                f"broker(s) {back} are available again: their replicas need not move any more; "
+                f"chunks {chunk.index}..{state.chunks[-1].index} are not started (run the runbook again "
+                "if the broker fails again)",
+                subject=subject,
+                observed={"live": sorted(live)},
+                level=logging.WARNING,
+            )
+            raise ReassignStopped(state.stopped)
+        ours = state.in_flight_targets()
+        foreign = {
+            k: v
+            for k, v in inflight.items()
+            if not (
+                (k in chunk.targets and target_of(v) == set(chunk.targets[k]))
+                or (k in ours and target_of(v) == set(ours[k]))
+            )
+        }
+        if foreign:
+            shown = dict(list(foreign.items())[:20])
+            self._record(
+                "refuse",
+                f"{len(foreign)} reassignment(s) this run did not start are in flight; two reassignments "
+                "at once would fight over the same brokers. Let them finish or cancel them first",
+                subject=subject,
+                observed={"foreign": shown},
+                level=logging.ERROR,
+            )
+            raise ReassignError(f"reassignments not started by this run are in flight: {shown}")
+        submit: dict[str, list[int]] = {}
+        for k, target in chunk.targets.items():
+            p = partitions.get(k)
+            if p is None:
+                chunk.skipped[k] = "the topic or partition no longer exists"
+            elif k in inflight:
+                chunk.moving.append(k)
+                chunk.origin[k] = [b for b in inflight[k]["replicas"] if b not in inflight[k]["adding"]]
+                self._record(
+                    "adopt",
+                    f"{k} is already being reassigned to exactly the plan's target {target} (a task killed "
+                    "after submitting it): wait for it instead of submitting again",
+                    subject=subject,
+                )
+            elif set(p.replicas) == set(target):
+                chunk.skipped[k] = f"already on its target replicas {list(p.replicas)}"
+            elif not set(state.failed_brokers) & set(p.replicas):
+                chunk.skipped[k] = f"changed since the plan: replicas now {list(p.replicas)}, none failed"
+            else:
+                missing = [b for b in target if b not in live and b not in p.replicas]
+                if missing:
+                    raise ReassignError(f"{k}: target broker(s) {missing} are not available")
+                submit[k] = target
+                chunk.origin[k] = list(p.replicas)
+        if chunk.skipped:
+            self._record(
+                "drop from the chunk",
+                "nothing moves twice: these partitions are already where the plan wants them, or "
+                "changed since the plan",
+                subject=subject,
+                observed={"skipped": chunk.skipped},
+            )
+        if not submit and not chunk.moving:
+            chunk.status = DONE
+            chunk.finished_ms = int(self.clock() * 1000)
+            self.checkpoint(state)
+            self._record("chunk done", "nothing left to move in it", subject=subject)
+            return
+        self._set_throttle(state, chunk, live)
+        if submit:
+            self._submit(state, chunk, submit, partitions)
+        chunk.status = MOVING
+        chunk.started_ms = chunk.started_ms or int(self.clock() * 1000)
+        self.checkpoint(state)
+
+    def _submit(self, state, chunk, submit, partitions) -> None:
+        from kafka_runbooks.kafka_python_gaps import alter_reassignments
+
+        pairs = {split(k): v for k, v in submit.items()}
+        # Record the intent first: if the task dies mid-request, the next step adopts what got in.
+        chunk.moving.extend(submit)
+        self.checkpoint(state)
+        errors = {key(*tp): e for tp, e in alter_reassignments(self.admin.gaps, pairs).items() if e}
+        self._record(
+            "submit" if not errors else "submit (partly refused)",
+            "every partition checked: the failed broker is still named, the receivers are available, "
+            "no foreign reassignment is in flight",
+            subject=f"chunk {chunk.index}",
+            observed={
+                "partitions": len(submit),
+                "bytes": sum(chunk.bytes.get(k, 0) for k in submit),
+                "moves": {
+                    k: {"from": list(partitions[k].replicas), "to": v} for k, v in list(submit.items())[:50]
+                },
+                "errors": errors,
+            },
+            action=f"AlterPartitionReassignments for {len(submit)} partition(s)",
+        )
+        if errors:
+            raise ReassignError(f"the controller refused the reassignment of {errors}")
+
+    def _set_throttle(self, state: ExecState, chunk: ChunkState, live: set[int]) -> None:
+        if state.throttle is not None:
+            return
+        moves = [
+            (*split(k), tuple(chunk.origin.get(k, [])), tuple(chunk.targets[k]))
+            for k in chunk.moving + [k for k in chunk.targets if k in chunk.origin and k not in chunk.moving]
+        ]
+        record = throttle.throttle_plan(moves, live, state.throttle_bytes_per_sec)
+        throttle.read_previous_rates(self.admin.gaps, record)
+        state.throttle = record
+        self.checkpoint(state)  # written before it is set: whoever cleans up knows what to take off
+        throttle.apply(self.admin.gaps, record, logger=self.log)
+
+    def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
+        if state.throttle is None:
+            return {}
+        left = throttle.remove(self.admin.gaps, state.throttle, live=live, logger=self.log)
+        state.throttle = None if not left else {**state.throttle, "left": left}
+        self.checkpoint(state)
+        return left
+
+    def _poll(self, state: ExecState, chunk: ChunkState) -> None:
+        live, partitions, inflight = self._cluster(chunk.moving)
+        subject = f"chunk {chunk.index}"
+        if state.throttle is None and any(k in inflight for k in chunk.moving):
+            # cleaned up after a kill while the copy went on: throttle it again
+            self._set_throttle(state, chunk, live)
+        done, waiting = [], []
+        for k in chunk.moving:
+            target = set(chunk.targets[k])
+            p = partitions.get(k)
+            if k in inflight:
+                waiting.append(k)
+            elif p is None:
+                chunk.skipped[k] = "the topic was deleted while it moved"
+                done.append(k)
+            elif set(p.replicas) != target:
+                raise ReassignError(
+                    f"the reassignment of {k} ended with replicas {list(p.replicas)}, not the plan's "
+                    f"{chunk.targets[k]} (cancelled by someone else?)"
+                )
+            elif set(p.isr) != target:
+                waiting.append(k)  # replicas in place, the ISR not yet full
+            else:
+                done.append(k)
+        self._progress(state, chunk, done, waiting, live)
+        if waiting:
+            return
+        self._record(
+            "chunk verified",
+            "every partition of the chunk has its target replicas, all in the ISR, no reassignment in flight",
+            subject=subject,
+            observed={"partitions": len(done)},
+        )
+        left = self.remove_throttle(state, live)
+        if left:
+            raise ReassignError(f"the throttle could not be removed from {left}")
+        chunk.status = DONE
+        chunk.finished_ms = int(self.clock() * 1000)
+        self.checkpoint(state)
+
+    def _progress(self, state, chunk, done, waiting, live) -> None:
+        now = self.clock()
+        if waiting and now - self._last_progress < self.progress_every_s:
+            return
+        self._last_progress = now
+        total = sum(chunk.bytes.get(k, 0) for k in chunk.moving)
+        copied = sum(chunk.bytes.get(k, 0) for k in done)
+        receivers = sorted(
+            {b for k in waiting for b in chunk.targets[k] if b not in chunk.origin.get(k, []) and b in live}
+        )
+        if waiting and receivers:
+            sizes, _ = self.admin.describe_log_dirs(receivers)
+            got = {(r.broker_id, key(r.topic, r.partition)): r.size_bytes for r in sizes}
+            for k in waiting:
+                adding = [b for b in chunk.targets[k] if b not in chunk.origin.get(k, [])]
+                copied += min(chunk.bytes.get(k, 0), min((got.get((b, k), 0) for b in adding), default=0))
+        elapsed = max(now - (chunk.started_ms or now * 1000) / 1000, 1e-3)
+        rate = copied / elapsed
+        eta = (total - copied) / rate if rate > 0 else None
+        self._record(
+            "progress",
+            f"{len(done)}/{len(chunk.moving)} partitions and {copied}/{total} bytes copied in {elapsed:.0f}s "
+            f"({rate:.0f} B/s, throttle {state.throttle_bytes_per_sec} B/s); time left "
+            + (f"~{eta:.0f}s" if eta is not None else "unknown"),
+            subject=f"chunk {chunk.index}",
+            observed={
+                "partitions_done": len(done),
+                "partitions": len(chunk.moving),
+                "bytes_done": copied,
+                "bytes": total,
+                "rate_bytes_per_sec": round(rate),
+                "eta_s": None if eta is None else round(eta),
+                "waiting": waiting[:20],
+            },
+        )

@@ -1,0 +1,139 @@
+"""The reassignment run's input, checked against the cluster before anything moves.
+
+Bad input is a :class:`RequestError` with a clear message, raised before any change:
+an unknown or live broker named as failed, receivers that are unknown, not available
+or failed themselves, a throttle of zero, chunk limits below one, and a reassignment
+in flight that this runbook did not start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kafka_runbooks.model import ClusterState
+from kafka_runbooks.reassign.failures import failed_brokers
+
+
+class RequestError(ValueError):
+    """The run's parameters cannot be acted on; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class ReassignRequest:
+    failed_brokers: tuple[int, ...] | None  # None: detect
+    receivers: tuple[int, ...] | None  # None: every live broker
+    max_partitions_per_chunk: int
+    max_bytes_per_chunk: int
+    throttle_bytes_per_sec: int
+    require_approval: bool
+    dry_run: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _broker_list(value: Any, what: str, keywords: tuple[str, ...]) -> tuple[int, ...] | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in keywords + ("",)):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        if not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", value):
+            raise RequestError(
+                f"{what} must be {' or '.join(repr(k) for k in keywords)} or broker ids, not {value!r}"
+            )
+        items = value.split(",")
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise RequestError(f"{what} must be a list of broker ids, not {value!r}")
+    try:
+        ids = tuple(sorted({int(str(i).strip()) for i in items}))
+    except ValueError as exc:
+        raise RequestError(f"{what} must be broker ids (integers): {value!r}") from exc
+    if not ids:
+        return None
+    if any(i < 0 for i in ids):
+        raise RequestError(f"{what}: broker ids are >= 0, got {list(ids)}")
+    return ids
+
+
+def _positive(params: dict, name: str, default: int) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise RequestError(f"{name} must be an integer, not {value!r}")
+    if value <= 0:
+        raise RequestError(
+            f"{name} must be > 0, not {value}"
+            + (" (a throttle of zero would stop replication altogether)" if "throttle" in name else "")
+        )
+    return int(value)
+
+
+def build_request(params: dict[str, Any]) -> ReassignRequest:
+    """Parse and check the params alone (no cluster call)."""
+    return ReassignRequest(
+        failed_brokers=_broker_list(params.get("failed_brokers", "detect"), "failed_brokers", ("detect",)),
+        receivers=_broker_list(params.get("receivers", "all"), "receivers", ("all",)),
+        max_partitions_per_chunk=_positive(params, "max_partitions_per_chunk", 50),
+        max_bytes_per_chunk=_positive(params, "max_bytes_per_chunk", 1 << 30),
+        throttle_bytes_per_sec=_positive(params, "throttle_bytes_per_sec", 50 << 20),
+        require_approval=bool(params.get("require_approval", True)),
+        dry_run=bool(params.get("dry_run", False)),
+    )
+
+
+def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], list[int]]:
+    """The failed brokers and receivers this run will use, or a RequestError.
+
+    Detect mode takes every broker that hosts replicas and is not available; a named
+    broker must be known to the cluster (registered or in some assignment) and not
+    available. Receivers default to every available broker.
+    """
+    detected = failed_brokers(state)
+    if request.failed_brokers is None:
+        failed = detected
+    else:
+        unknown = [b for b in request.failed_brokers if b not in state.brokers]
+        if unknown:
+            raise RequestError(
+                f"broker(s) {unknown} named as failed are unknown to the cluster "
+                f"(known: {sorted(state.brokers)})"
+            )
+        live = [b for b in request.failed_brokers if state.is_available(b)]
+        if live:
+            raise RequestError(
+                f"broker(s) {live} named as failed are alive (registered and unfenced): "
+                "refusing to move replicas off a live broker"
+            )
+        failed = list(request.failed_brokers)
+    available = state.alive_broker_ids()
+    if request.receivers is None:
+        receivers = available
+    else:
+        unknown = [b for b in request.receivers if b not in state.brokers]
+        if unknown:
+            raise RequestError(
+                f"receiver(s) {unknown} are unknown to the cluster (known: {sorted(state.brokers)})"
+            )
+        overlap = [b for b in request.receivers if b in failed]
+        if overlap:
+            raise RequestError(f"receiver(s) {overlap} are among the failed brokers {failed}")
+        dead = [b for b in request.receivers if not state.is_available(b)]
+        if dead:
+            raise RequestError(f"receiver(s) {dead} are not available (down or fenced)")
+        receivers = list(request.receivers)
+    if failed and not receivers:
+        raise RequestError("no available broker can receive replicas")
+    return failed, receivers
+
+
+def foreign_reassignments(
+    inflight: dict[str, dict[str, list[int]]], owned: dict[str, list[int]]
+) -> dict[str, dict[str, list[int]]]:
+    """Reassignments in flight that are not exactly one ``owned`` by a run of this runbook."""
+    from kafka_runbooks.reassign.execute import target_of
+
+    return {k: v for k, v in inflight.items() if k not in owned or target_of(v) != set(owned[k])}

@@ -1,0 +1,187 @@
+"""Replication throttles around one chunk, set and removed the way kafka-reassign-partitions does.
+
+Kafka throttles reassignment traffic with two pairs of configs: a rate on each broker
+involved (``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``,
+bytes per second) and, per topic, which replicas the rate applies to
+(``leader.replication.throttled.replicas``: the existing replicas that send,
+``follower.replication.throttled.replicas``: the new replicas that fetch, as
+``partition:broker`` items). Everything is changed with IncrementalAlterConfigs: list
+items are appended and taken out one by one, so other configs (and other tools' items)
+survive; a broker rate that was already set is put back as it was.
+
+What was set is written to the run's state file BEFORE it is set, so a cleanup task, a
+killed task's ``on_kill`` or the next run can always take it off again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_runbooks import decisions
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_KEYS = [LEADER_RATE, FOLLOWER_RATE]
+TOPIC_KEYS = [LEADER_REPLICAS, FOLLOWER_REPLICAS]
+
+
+def throttle_plan(
+    moves: list[tuple[str, int, tuple[int, ...], tuple[int, ...]]], live: set[int], rate: int
+) -> dict[str, Any]:
+    """The configs one chunk needs: ``moves`` = (topic, partition, current replicas, target).
+
+    Leaders: every live current replica (any of them may lead and serve the new one);
+    followers: the replicas being added. Rates on every live broker involved.
+    """
+    brokers: set[int] = set()
+    topics: dict[str, dict[str, list[str]]] = {}
+    for topic, partition, current, target in moves:
+        adding = [b for b in target if b not in current]
+        if not adding:
+            continue
+        sources = [b for b in current if b in live]
+        brokers.update(sources)
+        brokers.update(b for b in adding if b in live)
+        entry = topics.setdefault(topic, {"leader": [], "follower": []})
+        entry["leader"].extend(f"{partition}:{b}" for b in sources)
+        entry["follower"].extend(f"{partition}:{b}" for b in adding)
+    return {
+        "rate": int(rate),
+        "brokers": {str(b): {} for b in sorted(brokers)},
+        "topics": {t: {k: sorted(set(v)) for k, v in e.items()} for t, e in sorted(topics.items())},
+    }
+
+
+class ThrottleError(RuntimeError):
+    """A throttle config could not be set or removed; the message names the resource."""
+
+
+def read_previous_rates(gaps, record: dict[str, Any]) -> None:
+    """Fill each broker's ``previous`` rates (None = not set) before they are overwritten."""
+    from kafka_runbooks.kafka_python_gaps import describe_config_values
+
+    for broker, entry in record["brokers"].items():
+        if "previous" in entry:
+            continue
+        values = describe_config_values(gaps, "broker", [broker], BROKER_KEYS)[broker]
+        entry["previous"] = {k: values.get(k) for k in BROKER_KEYS}
+
+
+def apply(gaps, record: dict[str, Any], logger: logging.Logger | None = None) -> None:
+    """Set the rates on the brokers and append the throttled replicas on the topics."""
+    from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
+
+    rate = str(record["rate"])
+    broker_changes = {b: {k: ("SET", rate) for k in BROKER_KEYS} for b in record["brokers"]}
+    topic_changes = {
+        t: {
+            key: ("APPEND", ",".join(items))
+            for key, items in ((LEADER_REPLICAS, e["leader"]), (FOLLOWER_REPLICAS, e["follower"]))
+            if items
+        }
+        for t, e in record["topics"].items()
+    }
+    failures = {
+        f"broker {n}": r
+        for n, r in incremental_alter_configs(gaps, "broker", broker_changes).items()
+        if r != "OK"
+    }
+    failures.update(
+        {
+            f"topic {n}": r
+            for n, r in incremental_alter_configs(gaps, "topic", topic_changes).items()
+            if r != "OK"
+        }
+    )
+    if failures:
+        raise ThrottleError(f"setting the replication throttle failed: {failures}")
+    decisions.record(
+        "throttle",
+        "set the replication throttle",
+        "so the copy does not saturate the network (the rate is per broker, for the replicas that move)",
+        observed={
+            "rate_bytes_per_sec": record["rate"],
+            "brokers": list(record["brokers"]),
+            "topics": record["topics"],
+        },
+        action=f"{LEADER_RATE}/{FOLLOWER_RATE}={rate} on brokers {list(record['brokers'])}; "
+        f"{LEADER_REPLICAS}/{FOLLOWER_REPLICAS} appended on {len(record['topics'])} topic(s)",
+        logger=logger,
+    )
+
+
+def remove(gaps, record: dict[str, Any], live: set[int] | None = None, logger=None) -> dict[str, str]:
+    """Take off what ``record`` set; returns what could not be removed (resource -> why).
+
+    Broker rates go back to their previous value (deleted when there was none). Topic
+    items are taken out; a list left empty is deleted rather than left as "". A broker
+    that is not live keeps its entry in the returned dict (its dynamic config lives in
+    the controller's metadata and is removed when it can be reached again).
+    """
+    from kafka_runbooks.kafka_python_gaps import describe_config_values, incremental_alter_configs
+
+    left: dict[str, str] = {}
+    broker_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for broker, entry in record.get("brokers", {}).items():
+        if live is not None and int(broker) not in live:
+            left[f"broker {broker}"] = "not available"
+            continue
+        previous = entry.get("previous") or {}
+        broker_changes[broker] = {
+            k: (("SET", previous[k]) if previous.get(k) is not None else ("DELETE", None))
+            for k in BROKER_KEYS
+        }
+    for name, result in incremental_alter_configs(gaps, "broker", broker_changes).items():
+        if result != "OK":
+            left[f"broker {name}"] = result
+    topics = list(record.get("topics", {}))
+    current = describe_config_values(gaps, "topic", topics, TOPIC_KEYS) if topics else {}
+    topic_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for topic in topics:
+        ours = record["topics"][topic]
+        now = current.get(topic, {})
+        changes = {}
+        for key, items in (
+            (LEADER_REPLICAS, ours.get("leader", [])),
+            (FOLLOWER_REPLICAS, ours.get("follower", [])),
+        ):
+            value = now.get(key)
+            if value is None:
+                continue
+            remaining = [i for i in value.split(",") if i.strip() and i.strip() not in set(items)]
+            changes[key] = ("SET", ",".join(remaining)) if remaining else ("DELETE", None)
+        topic_changes[topic] = changes
+    for name, result in incremental_alter_configs(gaps, "topic", topic_changes).items():
+        if result != "OK" and "UnknownTopicOrPartition" not in result:
+            left[f"topic {name}"] = result
+    decisions.record(
+        "throttle",
+        "remove the replication throttle" if not left else "remove the replication throttle (partly)",
+        "the chunk is over (done, failed or stopped): a throttle left behind would slow every later "
+        "replica catch-up on these brokers",
+        observed={"brokers": list(record.get("brokers", {})), "topics": topics, "left": left},
+        action="rates restored or deleted; throttled replicas taken out",
+        logger=logger,
+        level=logging.INFO if not left else logging.WARNING,
+    )
+    return left
+
+
+def leftover_throttles(gaps, broker_ids: list[int], topics: list[str]) -> dict[str, dict[str, str | None]]:
+    """Throttle configs still set on these brokers and topics (the final verification)."""
+    from kafka_runbooks.kafka_python_gaps import describe_config_values
+
+    found: dict[str, dict[str, str | None]] = {}
+    for broker in broker_ids:
+        values = describe_config_values(gaps, "broker", [str(broker)], BROKER_KEYS)[str(broker)]
+        if values:
+            found[f"broker {broker}"] = values
+    for i in range(0, len(topics), 500):
+        values = describe_config_values(gaps, "topic", topics[i : i + 500], TOPIC_KEYS)
+        for topic, v in values.items():
+            if v:
+                found[f"topic {topic}"] = v
+    return found

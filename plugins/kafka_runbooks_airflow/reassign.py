@@ -1,0 +1,419 @@
+"""Task bodies of the failed-broker DAGs (sweep and reassignment): thin glue over the library.
+
+Everything that decides lives in ``kafka_runbooks.reassign``; here the params become a
+request, the state files get their Airflow paths (one folder per run under the data
+dir), and results become XCom-sized dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.paths import artifact_dir, data_dir, safe_name
+
+REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
+SWEEP_VARIABLE = "kafka_failed_broker_sweep"
+EXEC_STATE = "exec-state.json"
+ADOPT_STATE = "adopt-state.json"
+
+log = logging.getLogger("kafka_runbooks.reassign")
+
+SWEEP_DEFAULTS: dict[str, Any] = {
+    "alert_after_minutes": 15,
+    "failure_threshold_minutes": 30,
+    "max_failed_fraction": 1 / 3,
+    "retrigger_after_minutes": None,
+    "max_partitions_per_chunk": 50,
+    "max_bytes_per_chunk": 1 << 30,
+    "throttle_bytes_per_sec": 50 << 20,
+    "require_approval": True,
+}
+
+
+def run_dir(dag_id: str, run_id: str) -> Path:
+    return artifact_dir("reassign", dag_id, run_id)
+
+
+def state_files(dag_id: str) -> list[Path]:
+    root = data_dir() / "reassign" / safe_name(dag_id)
+    return sorted(root.glob(f"*/{EXEC_STATE}")) + sorted(root.glob(f"*/{ADOPT_STATE}"))
+
+
+# ------------------------------------------------------------------ settings of the sweep
+
+
+def sweep_settings(params: dict[str, Any], variable: str | None) -> dict[str, Any]:
+    """Run params (when not null) > Variable ``kafka_failed_broker_sweep`` (JSON) >
+    env ``KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`` > defaults."""
+    from_var = json.loads(variable) if variable else {}
+    if not isinstance(from_var, dict):
+        raise ValueError(f"Variable {SWEEP_VARIABLE} must be a JSON object, not {variable!r}")
+    unknown = set(from_var) - set(SWEEP_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"Variable {SWEEP_VARIABLE} has unknown keys {sorted(unknown)}; known: {sorted(SWEEP_DEFAULTS)}"
+        )
+    out = {}
+    for name, default in SWEEP_DEFAULTS.items():
+        env = os.environ.get(f"KAFKA_RUNBOOKS_FAILED_BROKER_{name.upper()}")
+        value = default if env is None else json.loads(env)
+        value = from_var.get(name, value)
+        if params.get(name) is not None:
+            value = params[name]
+        out[name] = value
+    return out
+
+
+def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
+    """Read the cluster, update the failure tracker, decide whether to start a reassignment."""
+    from airflow.sdk import Variable
+
+    from kafka_runbooks.reassign.failures import FailureStore, FailureTracker, Thresholds
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
+    minutes = {
+        k: settings[k]
+        for k in ("alert_after_minutes", "failure_threshold_minutes", "retrigger_after_minutes")
+    }
+    thresholds = Thresholds(
+        alert_after_s=_seconds(minutes["alert_after_minutes"]),
+        failure_threshold_s=_seconds(minutes["failure_threshold_minutes"]),
+        max_failed_fraction=float(settings["max_failed_fraction"]),
+        retrigger_after_s=None
+        if minutes["retrigger_after_minutes"] is None
+        else _seconds(minutes["retrigger_after_minutes"]),
+    )
+    conn_id = params["kafka_conn_id"]
+    tracker = FailureTracker(FailureStore(conn_id), thresholds, logger=log)
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        assessment = tracker.observe(state)
+        active = ti.get_dr_count(dag_id=REASSIGN_DAG_ID, states=["queued", "running"])
+        if not active:
+            clean_leftover_throttles(admin, REASSIGN_DAG_ID)
+    finally:
+        admin.close()
+    out: dict[str, Any] = {
+        "assessment": assessment.as_dict(),
+        "settings": settings,
+        "trigger": False,
+        "conf": {},
+    }
+    out["run_id"] = f"sweep__{safe_name(run_id)}"
+    if not assessment.due:
+        return out
+    if active:
+        decisions.record(
+            "sweep",
+            "do not start another reassignment",
+            f"{active} run(s) of {REASSIGN_DAG_ID} are already active; it runs one at a time",
+            subject=f"brokers {assessment.due}",
+            logger=log,
+        )
+        return out
+    conf = {
+        "failed_brokers": assessment.due,
+        "receivers": "all",
+        "max_partitions_per_chunk": int(settings["max_partitions_per_chunk"]),
+        "max_bytes_per_chunk": int(settings["max_bytes_per_chunk"]),
+        "throttle_bytes_per_sec": int(settings["throttle_bytes_per_sec"]),
+        "require_approval": bool(settings["require_approval"]),
+        "dry_run": False,
+        "kafka_conn_id": conn_id,
+    }
+    tracker.mark_triggered(assessment.due, out["run_id"])
+    decisions.record(
+        "sweep",
+        "start the reassignment",
+        f"broker(s) {assessment.due} failed more than {settings['failure_threshold_minutes']} minute(s) ago and "
+        f"are still failed; {len(assessment.failed)} of {assessment.brokers} brokers failed is not an outage",
+        subject=f"brokers {assessment.due}",
+        observed={"failed": assessment.as_dict()["failed"]},
+        action=f"trigger {REASSIGN_DAG_ID} run {out['run_id']} with {conf}",
+        logger=log,
+    )
+    return {**out, "trigger": True, "conf": conf}
+
+
+def _seconds(minutes: Any) -> float:
+    value = float(minutes)
+    return -1.0 if value < 0 else value * 60
+
+
+# ------------------------------------------------------------------ the reassignment run
+
+
+def owned_in_flight(dag_id: str) -> dict[str, tuple[list[int], Path]]:
+    """Partitions some run of this runbook submitted and has not seen finish."""
+    from kafka_runbooks.reassign.execute import load_state
+
+    owned: dict[str, tuple[list[int], Path]] = {}
+    for path in state_files(dag_id):
+        try:
+            state = load_state(path)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable state file %s: %s", path, exc)
+            continue
+        for k, target in state.in_flight_targets().items():
+            owned[k] = (target, path)
+    return owned
+
+
+def clean_leftover_throttles(admin, dag_id: str, only: list[Path] | None = None) -> dict[str, Any]:
+    """Take off throttles that runs recorded and did not remove (a killed task, a dead worker).
+
+    Called when no run of the runbook is active (or for this run's own files), so every
+    recorded throttle is a leftover.
+    """
+    from kafka_runbooks.reassign.execute import ChunkExecutor, load_state, save_state
+
+    left: dict[str, Any] = {}
+    for path in only if only is not None else state_files(dag_id):
+        if not path.exists():
+            continue
+        state = load_state(path)
+        if state.throttle is None:
+            continue
+        decisions.record(
+            "throttle",
+            "remove a leftover throttle",
+            f"{path.parent.name} recorded a throttle it did not remove (stopped, failed or killed)",
+            observed={"state_file": str(path)},
+            logger=log,
+        )
+        live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
+        executor = ChunkExecutor(admin, logger=log, checkpoint=lambda s, path=path: save_state(path, s))
+        remaining = executor.remove_throttle(state, live)
+        if remaining:
+            left[str(path)] = remaining
+    return left
+
+
+def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """Check the params against the cluster before anything moves; prepare adoption."""
+    from kafka_runbooks.kafka_python_gaps import list_reassignments
+    from kafka_runbooks.reassign.execute import ChunkState, ExecState, key, save_state
+    from kafka_runbooks.reassign.request import RequestError, build_request, foreign_reassignments, resolve
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    request = build_request(params)  # bad params fail here, before any cluster call
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        failed, receivers = resolve(request, state)
+        # max_active_runs=1: no other run is executing, so recorded throttles are leftovers
+        clean_leftover_throttles(admin, dag_id)
+        inflight = {
+            key(t, p): v
+            for (t, p), v in admin._gap_call(
+                "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
+            ).items()
+        }
+    finally:
+        admin.close()
+    owned = owned_in_flight(dag_id)
+    foreign = foreign_reassignments(inflight, {k: v[0] for k, v in owned.items()})
+    if foreign:
+        raise RequestError(
+            f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
+            f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
+        )
+    adopt = {k: owned[k][0] for k in inflight}
+    if adopt and request.dry_run:
+        raise RequestError(
+            f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would plan "
+            "from a half-moved cluster: run again when they are done, or without dry_run to finish them"
+        )
+    folder = run_dir(dag_id, run_id)
+    save_state(
+        folder / ADOPT_STATE,
+        ExecState(
+            run_id=run_id,
+            failed_brokers=failed,
+            throttle_bytes_per_sec=request.throttle_bytes_per_sec,
+            chunks=[ChunkState(index=0, targets=adopt)] if adopt else [],
+        ),
+    )
+    nothing = not failed or not any(b in p.replicas for p in state.partitions for b in failed)
+    decisions.record(
+        "validate",
+        "nothing to do" if nothing else "go on to the plan",
+        "no broker hosting replicas is failed"
+        if nothing
+        else "the failed brokers are known and not available; "
+        "the receivers are available; no foreign reassignment is in flight",
+        observed={
+            "failed_brokers": failed,
+            "receivers": receivers,
+            "partitions_on_failed": sum(1 for p in state.partitions if set(p.replicas) & set(failed)),
+            "adopted_in_flight": {
+                k: {"target": v, "from": str(owned[k][1].parent.name)} for k, v in adopt.items()
+            },
+            "request": request.as_dict(),
+        },
+        logger=log,
+    )
+    return {
+        "nothing_to_do": nothing,
+        "failed": failed,
+        "failed_csv": ",".join(str(b) for b in failed),
+        "receivers": receivers,
+        "receivers_csv": ",".join(str(b) for b in receivers),
+        "adopted": len(adopt),
+        "plan_dir": str(folder / "plan"),
+        **request.as_dict(),
+    }
+
+
+def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id: str) -> dict[str, Any]:
+    """Load the Spark plan, check it independently, log the summary, write the execution state."""
+    import pyarrow.parquet as pq
+
+    from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
+    from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan
+    from kafka_runbooks.snapshot import BROKERS_FILE, REPLICAS_FILE
+
+    plan_dir = Path(checked["plan_dir"])
+    try:
+        plan = load_plan(plan_dir)
+    except PlanImpossible as exc:
+        decisions.record("plan", "refuse", f"no plan can do this: {exc}", logger=log, level=logging.ERROR)
+        raise
+    except FileNotFoundError as exc:
+        raise RuntimeError(
+            f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
+        ) from exc
+    replicas = pq.read_table(Path(snapshot_path) / REPLICAS_FILE).to_pylist()
+    brokers = pq.read_table(Path(snapshot_path) / BROKERS_FILE).to_pylist()
+    violations = check_plan(plan, replicas, brokers)
+    summary = json.loads((plan_dir / "summary.json").read_text())
+    text = summary_text(summary, checked)
+    if violations:
+        decisions.record(
+            "plan",
+            "refuse",
+            f"the plan breaks {len(violations)} rule(s): {violations[:10]}",
+            logger=log,
+            level=logging.ERROR,
+        )
+        raise RuntimeError(f"the plan breaks the rules: {violations[:20]}")
+    decisions.record(
+        "plan",
+        "plan checked",
+        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, preferred leader kept)",
+        observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
+        | {"chunks": len(summary["chunks"]), "per_broker": summary["per_broker"]},
+        logger=log,
+    )
+    log.info("reassignment plan:\n%s", text)
+    path = run_dir(dag_id, run_id) / EXEC_STATE
+    if not checked["dry_run"]:
+        save_state(
+            path,
+            ExecState(
+                run_id=run_id,
+                failed_brokers=list(checked["failed"]),
+                throttle_bytes_per_sec=int(checked["throttle_bytes_per_sec"]),
+                chunks=chunks_from_plan_dir(plan_dir),
+            ),
+        )
+    return {
+        "partitions": summary["partitions"],
+        "bytes": summary["bytes"],
+        "chunks": len(summary["chunks"]),
+        "text": text,
+        "dry_run": checked["dry_run"],
+        "require_approval": checked["require_approval"],
+    }
+
+
+def summary_text(summary: dict[str, Any], checked: dict[str, Any]) -> str:
+    rows = [
+        f"Failed brokers: {summary['failed_brokers']}   receivers: {summary['receivers']}",
+        f"Partitions to move: {summary['partitions']}   bytes: {summary['bytes']:,}   chunks: {len(summary['chunks'])}",
+        f"Throttle: {checked['throttle_bytes_per_sec']:,} B/s per broker; floor "
+        f"~{summary['bytes'] / max(checked['throttle_bytes_per_sec'], 1):.0f}s",
+        "",
+        "broker  replicas before -> after   bytes before -> after",
+    ]
+    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
+        rows.append(
+            f"{broker:>6}  {v['replicas_before']:>7} -> {v['replicas_after']:<7}   "
+            f"{v['bytes_before']:>12,} -> {v['bytes_after']:,}"
+        )
+    return "\n".join(rows)
+
+
+def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """After the last chunk: no partition names a failed broker, full RF and ISR, no throttle left."""
+    from kafka_runbooks.reassign.execute import load_state
+    from kafka_runbooks.reassign.throttle import leftover_throttles
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    failed = set(checked["failed"])
+    state_path = run_dir(dag_id, run_id) / EXEC_STATE
+    planned: dict[str, list[int]] = {}
+    if state_path.exists():
+        for chunk in load_state(state_path).chunks:
+            planned.update(chunk.targets)
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        live = state.alive_broker_ids()
+        left = leftover_throttles(admin.gaps, live, sorted({p.topic for p in state.partitions}))
+    finally:
+        admin.close()
+    naming = [p.name for p in state.partitions if set(p.replicas) & failed]
+    short = [p.name for p in state.partitions if len(set(p.isr)) < len(p.replicas)]
+    wrong = [
+        p.name
+        for p in state.partitions
+        if f"{p.topic}:{p.partition}" in planned
+        and set(p.replicas) != set(planned[f"{p.topic}:{p.partition}"])
+    ]
+    ok = not naming and not short and not wrong and not left
+    decisions.record(
+        "verify",
+        "healed" if ok else "NOT healed",
+        "no partition names a failed broker, every partition has its full replication factor in the ISR, "
+        "no throttle config remains"
+        if ok
+        else "see observed",
+        observed={
+            "partitions_naming_failed": naming[:50],
+            "isr_short": short[:50],
+            "not_on_plan_target": wrong[:50],
+            "throttles_left": left,
+            "partitions": len(state.partitions),
+        },
+        logger=log,
+        level=logging.INFO if ok else logging.ERROR,
+    )
+    if not ok:
+        raise RuntimeError(
+            f"not healed: naming failed brokers {naming[:10]}, ISR short {short[:10]}, "
+            f"off the plan {wrong[:10]}, throttles left {left}"
+        )
+    return {"healed": True, "partitions": len(state.partitions)}
+
+
+def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """The all_done cleanup: whatever happened to the run, its throttles come off."""
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    folder = run_dir(dag_id, run_id)
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        left = clean_leftover_throttles(admin, dag_id, only=[folder / ADOPT_STATE, folder / EXEC_STATE])
+    finally:
+        admin.close()
+    if left:
+        raise RuntimeError(f"throttles could not be removed (the next run or sweep will retry): {left}")
+    return {"left": left}

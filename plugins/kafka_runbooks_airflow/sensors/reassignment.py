@@ -1,0 +1,89 @@
+"""Sensor that executes a reassignment plan chunk by chunk, in reschedule mode.
+
+Between pokes it holds no worker slot (copying a broker's worth of replicas under a
+throttle takes hours). Each poke advances the resumable state machine of
+:mod:`kafka_runbooks.reassign.execute` for at most ``max_poke_s``; its state file lives
+in the run's folder, so a cleared or retried task resumes where it stopped and nothing
+moves twice. ``on_kill`` takes the replication throttle off when the task is killed
+mid-poke; the DAG's all_done cleanup task does the same after any failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+
+
+class KafkaReassignmentSensor(BaseSensorOperator):
+    """Advance the chunks recorded in the run's state file; succeed when all are done.
+
+    :param kafka_config_id: Kafka connection (templated).
+    :param state_file: name of the state file in the run's folder (``exec-state.json``
+        for the plan, ``adopt-state.json`` for reassignments adopted from an earlier run).
+    """
+
+    template_fields: Sequence[str] = ("kafka_config_id",)
+
+    def __init__(
+        self,
+        *,
+        kafka_config_id: str = "kafka_default",
+        state_file: str = "exec-state.json",
+        max_poke_s: float = 30.0,
+        step_interval_s: float = 3.0,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
+        self.state_file = state_file
+        self.max_poke_s = max_poke_s
+        self.step_interval_s = step_interval_s
+        self._path = None
+
+    def poke(self, context) -> bool:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kafka_runbooks.reassign.execute import ChunkExecutor, ReassignError, load_state, save_state
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.reassign import run_dir
+
+        path = run_dir(self.dag_id, context["run_id"]) / self.state_file
+        self._path = path
+        if not path.exists():
+            raise AirflowFailException(f"nothing to execute for this run ({path} is missing)")
+        state = load_state(path)
+        if state.finished:
+            self.log.info("every chunk of %s is already done", path.name)
+            return True
+        admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        executor = ChunkExecutor(admin, logger=self.log, checkpoint=lambda s: save_state(path, s))
+        started = time.monotonic()
+        try:
+            done = executor.step(state)
+            while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
+                time.sleep(self.step_interval_s)
+                done = executor.step(state)
+        except ReassignError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        finally:
+            admin.close()
+        return done
+
+    def on_kill(self) -> None:
+        """Killed mid-poke: take the throttle off (the copy itself goes on; a re-run adopts it)."""
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.reassign import clean_leftover_throttles
+
+        if self._path is None or not self._path.exists():
+            return
+        admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        try:
+            clean_leftover_throttles(admin, self.dag_id, only=[self._path])
+        except Exception as exc:  # best effort: the cleanup task and the next run retry
+            self.log.warning("could not remove the throttle on kill: %s", exc)
+        finally:
+            admin.close()
