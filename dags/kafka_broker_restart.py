@@ -33,6 +33,7 @@ import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
@@ -106,6 +107,7 @@ with DAG(
             "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}"
         ),
         response_timeout=timedelta(hours=12),
+        assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )
 
     roll = KafkaRollingRestartSensor(

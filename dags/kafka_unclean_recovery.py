@@ -28,6 +28,8 @@ import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks_airflow.approvers import assigned_approvers
+
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
 
 with DAG(
@@ -126,6 +128,7 @@ with DAG(
             "Unanswered brokers: {{ ti.xcom_pull(task_ids='plan_recovery')['unanswered_brokers'] }}"
         ),
         response_timeout=timedelta(hours=2),
+        assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )
 
     @task
