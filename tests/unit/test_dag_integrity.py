@@ -57,6 +57,8 @@ def test_the_expected_dags_are_there(dagbags):
         "kafka_broker_restart",
         "kafka_connect_autorestart",
         "kafka_connect_restart",
+        "kafka_failed_broker_sweep",
+        "kafka_failed_broker_reassignment",
         "e2e_gated_approval_check",
     } <= ids
 

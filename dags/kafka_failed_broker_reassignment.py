@@ -1,0 +1,188 @@
+"""
+### Move a failed broker's replicas elsewhere, in throttled chunks
+
+Started by `kafka_failed_broker_sweep` when a broker stays failed past the threshold, or
+by hand. For every replica on a failed broker (one that the assignments still name but
+that is down or fenced), a live broker gets a new replica, chunk after chunk, under a
+replication throttle, the way `kafka-reassign-partitions` would be run by a careful
+engineer:
+
+1. **validate**: the failed brokers are known and not available (or `detect` them), the
+   receivers are known, available and not failed, the throttle is above zero; a
+   reassignment in flight that this runbook did not start is refused. Bad input fails
+   here, before anything moves. Throttles left by a dead run are removed.
+2. **finish_earlier_run**: partitions an earlier (killed) run submitted are waited for,
+   throttled, so nothing moves twice.
+3. **snapshot** (sizes included) and **plan** with the Spark job
+   `spark_jobs/failed_broker_plan.py` (RF kept, racks respected, receivers balanced,
+   preferred leader kept, ordered chunks; `kafka-reassign-partitions` JSON).
+4. **review_plan**: an independent check of the plan; the summary (partitions, bytes,
+   per-broker before and after) goes to the log and to the **approval gate**
+   (skipped when `require_approval` is off; a `dry_run` stops here).
+5. **execute_chunks** (reschedule sensor, no worker slot): per chunk, stop if a failed
+   broker came back, drop what is already in place, set the throttle, submit, log
+   progress (partitions, bytes, rate, time left), verify target replicas and full ISR,
+   remove the throttle. Resumable: clear the task (or run the DAG again) to go on.
+6. **remove_throttles** (always runs) and **verify_result**: no partition names a failed
+   broker, full RF and ISR everywhere, no throttle config left.
+
+It never moves a replica that is not on a failed broker, never runs two chunks at once,
+and never starts while another reassignment is in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param, task
+
+from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
+from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
+from kafka_runbooks_airflow.spark import spark_job_path
+
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+CHECKED = "ti.xcom_pull(task_ids='validate')"
+
+with DAG(
+    dag_id="kafka_failed_broker_reassignment",
+    description="Move the replicas of failed brokers to live ones in throttled chunks, after approval.",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "runbook", "reassignment", "destructive"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "failed_brokers": Param(
+            "detect",
+            type=["string", "array", "integer"],
+            description="'detect' (every broker that hosts replicas and is down or fenced), or broker ids "
+            "(list or comma separated)",
+        ),
+        "receivers": Param(
+            "all",
+            type=["string", "array"],
+            description="Brokers allowed to receive replicas: 'all' live brokers, or broker ids",
+        ),
+        "max_partitions_per_chunk": Param(50, type="integer", minimum=1, description="Partitions per chunk"),
+        "max_bytes_per_chunk": Param(
+            1073741824,
+            type="integer",
+            minimum=1,
+            description="Bytes per chunk (a bigger partition goes alone)",
+        ),
+        "throttle_bytes_per_sec": Param(
+            52428800,
+            type="integer",
+            minimum=1,
+            description="Replication throttle, bytes/s per broker (leader and follower rates)",
+        ),
+        "require_approval": Param(True, type="boolean", description="Approval gate before the first chunk"),
+        "dry_run": Param(False, type="boolean", description="Validate and plan only; move nothing"),
+        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+    },
+) as dag:
+
+    @task
+    def validate(params=None, run_id=None, dag_run=None) -> dict:
+        """Check the params against the cluster; nothing moves if anything is wrong."""
+        from kafka_runbooks_airflow.reassign import validate as check
+
+        return check(dict(params), dag_run.dag_id, run_id)
+
+    @task.short_circuit
+    def anything_to_move(checked: dict) -> bool:
+        """No failed broker hosting replicas: the run ends here, successfully."""
+        return not checked["nothing_to_do"]
+
+    finish_earlier = KafkaReassignmentSensor(
+        task_id="finish_earlier_run",
+        kafka_config_id="{{ params.kafka_conn_id }}",
+        state_file="adopt-state.json",
+        poke_interval=POKE_INTERVAL_S,
+        timeout=timedelta(hours=24).total_seconds(),
+    )
+
+    snapshot = KafkaClusterSnapshotOperator(
+        task_id="snapshot_cluster",
+        kafka_config_id="{{ params.kafka_conn_id }}",
+        output_subdir="reassign/{{ dag.dag_id }}/{{ run_id }}/snapshot",
+    )
+
+    plan = SparkSubmitOperator(
+        task_id="plan_reassignment",
+        application=spark_job_path("failed_broker_plan.py"),
+        conn_id="spark_default",
+        name="kafka-failed-broker-plan",
+        application_args=[
+            "--snapshot",
+            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
+            "--failed",
+            "{{ " + CHECKED + "['failed_csv'] }}",
+            "--receivers",
+            "{{ " + CHECKED + "['receivers_csv'] }}",
+            "--max-partitions-per-chunk",
+            "{{ params.max_partitions_per_chunk }}",
+            "--max-bytes-per-chunk",
+            "{{ params.max_bytes_per_chunk }}",
+            "--out",
+            "{{ " + CHECKED + "['plan_dir'] }}",
+        ],
+    )
+
+    @task(trigger_rule="all_done")
+    def review_plan(checked: dict, snapshot_info: dict, run_id=None, dag_run=None) -> dict:
+        """Independent check of the plan; the summary for the log and the gate; execution state."""
+        from kafka_runbooks_airflow.reassign import review_plan as review
+
+        return review(checked, snapshot_info["path"], dag_run.dag_id, run_id)
+
+    @task.branch
+    def gate_or_go(reviewed: dict) -> list[str]:
+        """Dry runs stop after the plan; without approval straight to the chunks."""
+        if reviewed["dry_run"]:
+            return []
+        return ["approval_gate"] if reviewed["require_approval"] else ["execute_chunks"]
+
+    approval = ApprovalOperator(
+        task_id="approval_gate",
+        subject="Move {{ ti.xcom_pull(task_ids='review_plan')['partitions'] }} replica(s) off failed broker(s) "
+        "{{ " + CHECKED + "['failed'] }}?",
+        body="```\n{{ ti.xcom_pull(task_ids='review_plan')['text'] }}\n```",
+        response_timeout=timedelta(hours=12),
+    )
+
+    execute = KafkaReassignmentSensor(
+        task_id="execute_chunks",
+        kafka_config_id="{{ params.kafka_conn_id }}",
+        state_file="exec-state.json",
+        poke_interval=POKE_INTERVAL_S,
+        timeout=timedelta(hours=72).total_seconds(),
+        trigger_rule="none_failed_min_one_success",
+    )
+
+    @task(trigger_rule="all_done")
+    def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
+        """Whatever happened (done, failed, stopped), this run's throttles come off."""
+        from kafka_runbooks_airflow.reassign import remove_run_throttles
+
+        return remove_run_throttles(dict(params), dag_run.dag_id, run_id)
+
+    @task
+    def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
+        """No partition names a failed broker, full RF and ISR, no throttle config left."""
+        from kafka_runbooks_airflow.reassign import verify
+
+        return verify(dict(params), checked, dag_run.dag_id, run_id)
+
+    checked = validate()
+    reviewed = review_plan(checked, snapshot.output)
+    anything_to_move(checked) >> finish_earlier >> snapshot >> plan >> reviewed
+    gate_or_go(reviewed) >> [approval, execute]
+    approval >> execute
+    execute >> [remove_throttles(), verify_result(checked)]

@@ -1,0 +1,95 @@
+"""
+### Failed-broker sweep (scheduled)
+
+Every 5 minutes (created paused): read the cluster and track **failed brokers**: brokers
+the assignments still name that are down or fenced. The time each was first seen failed
+is kept in `$KAFKA_RUNBOOKS_DATA_DIR/state/failed_brokers/<kafka_conn_id>.json` (it
+survives a scheduler restart, an Airflow upgrade and a cleared run) and forgotten as
+soon as the broker is back: **a bounce never starts a reassignment**.
+
+- failed longer than `alert_after_minutes` (default 15): an alert record (WARNING);
+- failed longer than `failure_threshold_minutes` (default 30; **-1 turns the automation
+  off**): it starts `kafka_failed_broker_reassignment` for those brokers, with the
+  approval gate on unless `require_approval` is false;
+- more than `max_failed_fraction` of the brokers failed at once (default a third): an
+  **outage, not a broker failure**; it refuses, and says so.
+
+It never starts a second reassignment while one is active, starts another for the same
+broker only after `retrigger_after_minutes` (default: the failure threshold), and
+removes throttles a dead reassignment run left behind.
+
+Settings, first found wins: the run's params (null = not set), the Variable
+`kafka_failed_broker_sweep` (a JSON object with the same keys), the environment
+(`KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`, JSON values), the defaults. The chunk limits and
+the throttle are passed on to the reassignment run.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import DAG, Param, get_current_context, task
+
+NULLABLE_NUMBER = ["null", "number"]
+
+with DAG(
+    dag_id="kafka_failed_broker_sweep",
+    description="Track failed brokers; after the threshold start the throttled reassignment of their replicas.",
+    doc_md=__doc__,
+    schedule="*/5 * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=pendulum.duration(minutes=10),
+    is_paused_upon_creation=True,
+    tags=["kafka", "sweep", "reassignment"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "alert_after_minutes": Param(None, type=NULLABLE_NUMBER, description="Alert after (minutes; -1 off)"),
+        "failure_threshold_minutes": Param(
+            None,
+            type=NULLABLE_NUMBER,
+            description="Start the reassignment after (minutes; -1 = automation off)",
+        ),
+        "max_failed_fraction": Param(
+            None,
+            type=NULLABLE_NUMBER,
+            exclusiveMinimum=0,
+            maximum=1,
+            description="More failed brokers than this share of the cluster is an outage",
+        ),
+        "retrigger_after_minutes": Param(
+            None, type=NULLABLE_NUMBER, description="Wait before starting another run for the same broker"
+        ),
+        "max_partitions_per_chunk": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
+        "max_bytes_per_chunk": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
+        "throttle_bytes_per_sec": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
+        "require_approval": Param(None, type=["null", "boolean"], description="Passed on (default true)"),
+    },
+) as dag:
+
+    @task(multiple_outputs=True)
+    def sweep() -> dict:
+        """Read, track, decide; the decision records are the sweep's report."""
+        from kafka_runbooks_airflow.reassign import run_sweep
+
+        context = get_current_context()
+        return run_sweep(dict(context["params"]), context["run_id"], context["ti"])
+
+    @task.short_circuit
+    def reassignment_due(trigger: bool) -> bool:
+        """Go on only when some broker is past the threshold and nothing else stands in the way."""
+        return bool(trigger)
+
+    start = TriggerDagRunOperator(
+        task_id="start_reassignment",
+        trigger_dag_id="kafka_failed_broker_reassignment",
+        trigger_run_id="{{ ti.xcom_pull(task_ids='sweep', key='run_id') }}",
+        conf="{{ ti.xcom_pull(task_ids='sweep', key='conf') | tojson }}",
+        wait_for_completion=False,
+        skip_when_already_exists=True,
+    )
+
+    result = sweep()
+    reassignment_due(result["trigger"]) >> start
