@@ -1,0 +1,415 @@
+"""The failed-broker reassignment plan as the Spark job writes it, and an independent check of it.
+
+``spark_jobs/failed_broker_plan.py`` writes ``plan.json``, ``chunks/NNNN.json`` and ``summary.json``
+(or ``error.json`` when no plan can keep the rules). ``load_plan`` reads them back; ``check_plan``
+re-derives every rule from the snapshot itself, sharing no code with the job, so a bug in the
+planner shows up as a violation before anything is submitted to the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_LISTED_VIOLATIONS = 50
+
+
+class PlanImpossible(Exception):
+    """The planner refused: no plan keeps the rules (its reason is in error.json)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PartitionTarget:
+    """One partition's full target replica list, first replica the preferred leader."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    def as_json(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "replicas": list(self.replicas)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A finished plan: targets in chunk order, the chunks, and the planner's summary."""
+
+    directory: Path
+    failed_brokers: tuple[int, ...]
+    receivers: tuple[int, ...]
+    partitions: tuple[PartitionTarget, ...]
+    chunks: tuple[tuple[PartitionTarget, ...], ...]
+    summary: dict[str, Any] = field(repr=False)
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.chunks)
+
+    def chunk(self, index: int) -> list[PartitionTarget]:
+        """Chunk ``index``, counted from 1 like the files (chunks/0001.json) and the summary."""
+        if not 1 <= index <= len(self.chunks):
+            raise IndexError(f"chunk {index} out of 1..{len(self.chunks)}")
+        return list(self.chunks[index - 1])
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.summary.get("bytes", 0))
+
+    @property
+    def moves(self) -> list[dict]:
+        return list(self.summary.get("moves", []))
+
+    def partition_bytes(self) -> dict[tuple[str, int], int]:
+        """Bytes each planned partition has to copy (its size), for progress and rate logs."""
+        return {(m["topic"], m["partition"]): int(m["bytes"]) for m in self.summary.get("moves", [])}
+
+    def chunk_bytes(self, index: int) -> int:
+        sizes = self.partition_bytes()
+        return sum(sizes.get(t.key, 0) for t in self.chunk(index))
+
+    def reassignment(self, index: int | None = None) -> dict:
+        """kafka-reassign-partitions JSON of one chunk, or of the whole plan."""
+        targets = self.partitions if index is None else self.chunk(index)
+        return {"version": 1, "partitions": [t.as_json() for t in targets]}
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
+    if not isinstance(content, Mapping) or content.get("version") != 1 or "partitions" not in content:
+        raise ValueError(f"{where}: not a version-1 reassignment JSON")
+    targets = []
+    for entry in content["partitions"]:
+        try:
+            targets.append(
+                PartitionTarget(
+                    str(entry["topic"]), int(entry["partition"]), tuple(int(b) for b in entry["replicas"])
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: bad partition entry {entry!r}") from exc
+    return tuple(targets)
+
+
+def load_plan(out_dir: Path | str) -> Plan:
+    """Read a planning job's output; PlanImpossible when it wrote error.json instead."""
+    out = Path(out_dir)
+    error = out / "error.json"
+    if error.exists():
+        raise PlanImpossible(str(_read_json(error).get("error", "the planner gave no reason")))
+    summary_path = out / "summary.json"
+    if not summary_path.exists():
+        raise FileNotFoundError(f"{summary_path} missing: the planning job did not finish")
+    summary = _read_json(summary_path)
+    partitions = _targets(_read_json(out / "plan.json"), out / "plan.json")
+    chunks = []
+    for position, entry in enumerate(summary.get("chunks", []), start=1):
+        if int(entry["index"]) != position:
+            raise ValueError(f"{summary_path}: chunk {entry['index']} listed at position {position}")
+        chunks.append(_targets(_read_json(out / entry["file"]), out / entry["file"]))
+    return Plan(
+        directory=out,
+        failed_brokers=tuple(int(b) for b in summary["failed_brokers"]),
+        receivers=tuple(int(b) for b in summary["receivers"]),
+        partitions=partitions,
+        chunks=tuple(chunks),
+        summary=summary,
+    )
+
+
+class SnapshotRows:
+    """Rows of one snapshot Parquet file, streamed in batches each time it is iterated."""
+
+    def __init__(self, path: Path, columns: list[str] | None = None) -> None:
+        self.path = path
+        self.columns = columns
+
+    def __iter__(self) -> Iterator[dict]:
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(self.path).iter_batches(columns=self.columns, batch_size=65536):
+            yield from batch.to_pylist()
+
+
+REPLICA_COLUMNS = [
+    "topic",
+    "partition",
+    "replica",
+    "replica_index",
+    "in_isr",
+    "broker_alive",
+    "broker_rack",
+    "size_bytes",
+]
+
+
+def read_snapshot_rows(snapshot_dir: Path | str) -> tuple[SnapshotRows, list[dict]]:
+    """(replica rows, broker rows) of a snapshot folder, for ``check_plan``."""
+    import pyarrow.parquet as pq
+
+    snapshot = Path(snapshot_dir)
+    brokers = pq.read_table(snapshot / "brokers.parquet").to_pylist()
+    return SnapshotRows(snapshot / "replicas.parquet", REPLICA_COLUMNS), brokers
+
+
+def _rack(racks: Mapping[int, str | None], broker: int) -> tuple:
+    """Rack identity for counting distinct racks: a broker without a rack is a rack of its own."""
+    rack = racks.get(broker)
+    return ("rack", rack) if rack is not None else ("broker", broker)
+
+
+def _distinct_racks(racks: Mapping[int, str | None], brokers: Iterable[int]) -> int:
+    return len({_rack(racks, b) for b in brokers})
+
+
+def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterable[Mapping]) -> list[str]:
+    """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
+
+    Two passes over ``replica_rows`` (re-iterable; a one-shot iterator is materialised): the first
+    counts per broker and finds the partitions that matter (planned, with a failed replica, or
+    with an unreported size); the second keeps only those partitions' rows.
+    """
+    if iter(replica_rows) is replica_rows:
+        replica_rows = list(replica_rows)
+    violations: list[str] = []
+    failed = set(plan.failed_brokers)
+    receivers = set(plan.receivers)
+    planned = {t.key: t for t in plan.partitions}
+    summary = plan.summary
+
+    alive: dict[int, bool] = {}
+    racks: dict[int, str | None] = {}
+    for row in broker_rows:
+        b = int(row["broker_id"])
+        alive[b] = bool(row["alive"]) and not bool(row.get("fenced"))
+        racks[b] = row.get("rack")
+
+    count: Counter = Counter()
+    reported: Counter = Counter()
+    interesting: set[tuple[str, int]] = set(planned)
+    for row in replica_rows:
+        b = int(row["replica"])
+        count[b] += 1
+        reported[b] += row["size_bytes"] or 0
+        if b not in alive:  # named in assignments only
+            alive[b] = bool(row.get("broker_alive"))
+            racks.setdefault(b, row.get("broker_rack"))
+        if b in failed or row["size_bytes"] is None:
+            interesting.add((row["topic"], int(row["partition"])))
+    rows_of: dict[tuple[str, int], list[Mapping]] = defaultdict(list)
+    for row in replica_rows:
+        key = (row["topic"], int(row["partition"]))
+        if key in interesting:
+            rows_of[key].append(row)
+
+    current: dict[tuple[str, int], tuple[int, ...]] = {}
+    size: dict[tuple[str, int], int] = {}
+    for key, rows in rows_of.items():
+        rows.sort(key=lambda r: int(r["replica_index"]))
+        current[key] = tuple(int(r["replica"]) for r in rows)
+        size[key] = max((r["size_bytes"] for r in rows if r["size_bytes"] is not None), default=0)
+
+    def report(text: str) -> None:
+        violations.append(text)
+
+    # Brokers named by the plan.
+    unknown_failed = sorted(failed - set(alive))
+    if unknown_failed:
+        report(f"failed broker(s) {unknown_failed} unknown to the snapshot")
+    if receivers & failed:
+        report(f"receivers include failed broker(s) {sorted(receivers & failed)}")
+    bad_receivers = sorted(b for b in receivers if not alive.get(b, False))
+    if bad_receivers:
+        report(f"receiver(s) {bad_receivers} not live brokers")
+
+    # Which partitions must move: those with a failed replica and a live one left to copy from.
+    must_move = set()
+    for key, replicas in current.items():
+        if failed & set(replicas) and any(alive.get(b, False) for b in replicas if b not in failed):
+            must_move.add(key)
+    for key in sorted(must_move - set(planned)):
+        report(f"{key[0]}-{key[1]} {list(current[key])} has a replica on a failed broker but is not planned")
+    for key in sorted(set(planned) - must_move):
+        if key not in current:
+            report(f"{key[0]}-{key[1]} is planned but not in the snapshot")
+        else:
+            report(f"{key[0]}-{key[1]} {list(current[key])} is planned but has no failed replica to replace")
+
+    # Per partition: RF, duplicates, positions, receivers, racks.
+    slots: list[tuple[tuple[str, int], int, int]] = []  # (partition, position, receiver)
+    for key, target in planned.items():
+        if key not in current:
+            continue
+        name = f"{key[0]}-{key[1]}"
+        old, new = current[key], target.replicas
+        if len(new) != len(old):
+            report(f"{name}: replication factor {len(old)} becomes {len(new)}")
+            continue
+        if len(set(new)) != len(new):
+            report(f"{name}: target {list(new)} names a broker twice")
+        for i, (was, now) in enumerate(zip(old, new)):
+            if was not in failed:
+                if now != was:
+                    what = "preferred leader" if i == 0 else "replica"
+                    report(f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)")
+            elif now not in receivers:
+                report(f"{name}: failed replica {was} at position {i} replaced by {now}, not a receiver")
+            else:
+                slots.append((key, i, now))
+        before_racks, after_racks = _distinct_racks(racks, old), _distinct_racks(racks, new)
+        if after_racks < before_racks:
+            rack_counts = Counter(_rack(racks, b) for b in new)
+            duplicated_new = any(
+                old[i] in failed and rack_counts[_rack(racks, new[i])] > 1 for i in range(len(new))
+            )
+            used = set(rack_counts)
+            spare = [s for s in receivers if s not in new and _rack(racks, s) not in used]
+            if duplicated_new and spare:
+                report(
+                    f"{name}: racks go from {before_racks} to {after_racks} although receiver {min(spare)} "
+                    f"would keep them"
+                )
+
+    # Balance: no replica could go to a receiver with at least two fewer moved replicas.
+    moved = Counter({b: 0 for b in receivers})
+    moved.update(r for _, _, r in slots)
+    if moved:
+        low = min(moved.values())
+        by_rack: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        for b, n in moved.items():
+            by_rack[("rack", racks[b]) if racks.get(b) is not None else ("none",)].append((n, b))
+        for members in by_rack.values():
+            members.sort()
+        flagged = set()
+        for key, i, r in slots:
+            if moved[r] < low + 2 or r in flagged:
+                continue
+            target = planned[key].replicas
+            keep = _distinct_racks(racks, target)
+            for members in by_rack.values():
+                for n, s in members:
+                    if n > moved[r] - 2:
+                        break
+                    if s in target:
+                        continue
+                    swapped = list(target)
+                    swapped[i] = s
+                    if _distinct_racks(racks, swapped) >= keep:
+                        report(
+                            f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
+                            f"to receiver {s} with {n}"
+                        )
+                        flagged.add(r)
+                        break
+                if r in flagged:
+                    break
+
+    # Chunks: each planned partition exactly once, within the limits, in the summary's figures.
+    max_partitions = summary.get("max_partitions_per_chunk")
+    max_bytes = summary.get("max_bytes_per_chunk")
+    seen: Counter = Counter()
+    entries = summary.get("chunks", [])
+    if len(entries) != len(plan.chunks):
+        report(f"summary lists {len(entries)} chunks, {len(plan.chunks)} read")
+    for index, chunk in enumerate(plan.chunks, start=1):
+        keys = [t.key for t in chunk]
+        seen.update(keys)
+        chunk_bytes = sum(size.get(k, 0) for k in keys)
+        if not chunk:
+            report(f"chunk {index} is empty")
+        if max_partitions is not None and len(chunk) > max_partitions:
+            report(f"chunk {index} has {len(chunk)} partitions, more than {max_partitions}")
+        if max_bytes is not None and chunk_bytes > max_bytes and len(chunk) > 1:
+            report(f"chunk {index} holds {chunk_bytes} bytes, more than {max_bytes}")
+        for t in chunk:
+            if t.key in planned and planned[t.key].replicas != t.replicas:
+                report(
+                    f"chunk {index}: {t.topic}-{t.partition} target {list(t.replicas)} differs from plan.json"
+                )
+        if index <= len(entries):
+            entry = entries[index - 1]
+            if entry.get("partitions") != len(chunk) or entry.get("bytes") != chunk_bytes:
+                report(
+                    f"summary chunk {index}: {entry.get('partitions')} partitions / {entry.get('bytes')} bytes, "
+                    f"files hold {len(chunk)} / {chunk_bytes}"
+                )
+    for key in sorted(set(planned) - set(seen)):
+        report(f"{key[0]}-{key[1]} is in no chunk")
+    for key, n in sorted(seen.items()):
+        if n > 1:
+            report(f"{key[0]}-{key[1]} is in {n} chunks")
+        if key not in planned:
+            report(f"{key[0]}-{key[1]} is in a chunk but not in plan.json")
+
+    # Summary figures.
+    if summary.get("partitions") != len(planned):
+        report(f"summary says {summary.get('partitions')} partitions, plan.json has {len(planned)}")
+    total = sum(size.get(k, 0) for k in planned)
+    if summary.get("bytes") != total:
+        report(f"summary says {summary.get('bytes')} bytes, the snapshot's sizes add up to {total}")
+    if not summary.get("replication_factor_kept"):
+        report("summary does not say the replication factor is kept")
+    for m in summary.get("moves", []):
+        key = (m["topic"], m["partition"])
+        if key in planned and (
+            tuple(m["to"]) != planned[key].replicas
+            or tuple(m["from"]) != current.get(key)
+            or m["bytes"] != size.get(key)
+        ):
+            report(f"summary move of {key[0]}-{key[1]} disagrees with plan.json or the snapshot")
+    if len(summary.get("moves", [])) != len(planned):
+        report(f"summary lists {len(summary.get('moves', []))} moves for {len(planned)} planned partitions")
+
+    # Per broker: bytes are what the broker reported, the partition size where it reported none.
+    bytes_before = Counter(reported)
+    for key, rows in rows_of.items():
+        for r in rows:
+            if r["size_bytes"] is None:
+                bytes_before[int(r["replica"])] += size[key]
+    bytes_after = Counter(bytes_before)
+    replicas_after = Counter(count)
+    for key, target in planned.items():
+        if key not in current:
+            continue
+        for r, was, now in zip(rows_of[key], current[key], target.replicas):
+            if was != now:
+                replicas_after[was] -= 1
+                bytes_after[was] -= size[key] if r["size_bytes"] is None else r["size_bytes"]
+                replicas_after[now] += 1
+                bytes_after[now] += size[key]
+    per_broker = summary.get("per_broker", {})
+    for b in sorted(set(count) | set(alive)):
+        got = per_broker.get(str(b))
+        want = {
+            "replicas_before": count[b],
+            "replicas_after": replicas_after[b],
+            "bytes_before": bytes_before[b],
+            "bytes_after": bytes_after[b],
+        }
+        if got is None:
+            report(f"summary has no per-broker entry for broker {b}")
+            continue
+        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+        if wrong:
+            report(f"summary per-broker figures of broker {b} wrong (summary, snapshot): {wrong}")
+
+    if len(violations) > MAX_LISTED_VIOLATIONS:
+        violations = violations[:MAX_LISTED_VIOLATIONS] + [
+            f"... and {len(violations) - MAX_LISTED_VIOLATIONS} more violations"
+        ]
+    return violations

@@ -1,0 +1,669 @@
+"""Reassignment plan for brokers that are gone for good, as a self-contained PySpark job.
+
+Usage::
+
+    spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR --failed 4[,5...] --out DIR
+        [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824]
+
+The file imports only pyspark and the standard library so it can be shipped alone to any Spark
+cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
+replica with ``size_bytes``, ``broker_rack``, ``broker_alive``; ``brokers.parquet``; optional
+``meta.json``).
+
+Spark does the cluster-wide part: per-broker replica counts and bytes, and picking out the
+partitions that have a replica on a failed broker (plus those whose size has to be inferred).
+Only those partitions, a few thousand even on a million-partition cluster, come back to the
+driver, which chooses the new brokers with a greedy balancer: the choice needs the running load
+of every receiver, a sequential thing that a shuffle cannot express cheaply.
+
+Rules of the plan (``kafka_runbooks.reassign.plan.check_plan`` checks every one independently):
+
+* Every replica on a failed broker gets a new broker from the receivers (default: every live,
+  unfenced broker that is not failed). The replacement takes the failed replica's position, so the
+  other replicas keep theirs and the preferred leader (first replica) stays where it was when it
+  is alive. Nothing else moves; the replication factor is kept; no broker holds two replicas.
+* Racks: a replica's rack is its broker's rack; a broker without a rack counts as a rack of its
+  own (a dead broker's rack is usually unknown, so the survivors are then pushed to a rack they do
+  not cover yet). A partition never ends on fewer distinct racks than it had when a receiver exists
+  that keeps the count: while it is short of its old count, only receivers in a new rack qualify.
+* Balance: among qualifying receivers, the one with the fewest replicas moved to it so far, then
+  the fewest bytes, then the fewest replicas, then the lowest id; partitions largest first. A
+  repair pass then moves replicas from a receiver to any qualifying one with at least two fewer,
+  so moved replicas per receiver end within 1 of each other unless racks forbid it.
+* Partition size is the largest ``size_bytes`` reported by any of its replicas (the failed
+  broker's own replica usually reports none). A broker's bytes are the sizes it reported, with
+  that partition size standing in for replicas it did not report.
+* A partition with no live replica left outside the failed brokers cannot be re-replicated (no
+  leader to copy from): it is left out of the plan and listed under ``not_moved``.
+* Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
+  offline), then smallest first (more partitions healed per byte), then topic and partition. A
+  chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
+  bytes; a single partition larger than that gets a chunk of its own.
+
+Output in ``--out``: ``plan.json`` (kafka-reassign-partitions' format, every moved partition's full
+target replica list, in chunk order), ``chunks/0001.json``... (same format, one per chunk) and
+``summary.json`` (written last: its presence means the run finished). An impossible plan (unknown
+broker, a failed broker among the receivers, too few receivers to keep the replication factor...)
+writes ``error.json`` ``{"error": reason}`` instead, and the job exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import shutil
+import sys
+import time
+from bisect import insort
+from dataclasses import dataclass, field
+from typing import Any
+
+APP_NAME = "kafka-failed-broker-plan"
+DEFAULT_MAX_PARTITIONS = 50
+DEFAULT_MAX_BYTES = 1 << 30
+EXIT_IMPOSSIBLE = 2
+NOT_MOVED_LISTED = 1000
+OUTPUT_FILES = ("plan.json", "summary.json", "error.json")
+
+
+class PlanImpossible(Exception):
+    """The plan cannot be made as asked; the message says why (it goes to error.json)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs, as the driver sees them after the Spark part.
+
+
+@dataclass
+class BrokerInfo:
+    broker_id: int
+    rack: str | None
+    alive: bool  # registered and not fenced
+    known: bool  # listed in brokers.parquet (not only named in assignments)
+    replicas: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Affected:
+    """A partition with at least one replica on a failed broker, replicas in assignment order."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    sizes: tuple[int | None, ...]  # size_bytes each replica reported (None: not reported)
+    in_isr: tuple[bool, ...]
+    alive: tuple[bool, ...]
+    size: int  # max reported size, 0 when none reported
+
+
+@dataclass
+class Inputs:
+    brokers: dict[int, BrokerInfo]
+    affected: list[Affected]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark part.
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
+    """Broker table with per-broker counts and bytes, and the partitions touched by ``failed``.
+
+    Three scans of replicas.parquet: per-broker aggregates; the keys of partitions that have a
+    failed replica or an unreported size; those partitions' rows grouped per partition. Only the
+    affected partitions and the per-broker rows are collected.
+    """
+    from pyspark.sql import functions as F
+
+    replicas = spark.read.parquet(_join(snapshot, "replicas.parquet"))
+    brokers_df = spark.read.parquet(_join(snapshot, "brokers.parquet"))
+    meta: dict[str, Any] = {}
+    meta_path = _join(snapshot, "meta.json")
+    if os.path.isfile(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+
+    brokers: dict[int, BrokerInfo] = {}
+    for row in brokers_df.select("broker_id", "rack", "alive", "fenced").collect():
+        alive = bool(row["alive"]) and not bool(row["fenced"])
+        brokers[int(row["broker_id"])] = BrokerInfo(int(row["broker_id"]), row["rack"], alive, True)
+
+    per_broker = replicas.groupBy("replica").agg(
+        F.count(F.lit(1)).alias("replicas"),
+        F.coalesce(F.sum("size_bytes"), F.lit(0)).alias("reported"),
+        F.max("broker_rack").alias("rack"),
+        F.max(F.col("broker_alive").cast("int")).alias("alive"),
+    )
+    for row in per_broker.collect():
+        b = int(row["replica"])
+        info = brokers.get(b)
+        if info is None:  # named in assignments only: dead as far as the cluster knows
+            info = brokers[b] = BrokerInfo(b, row["rack"], bool(row["alive"]), False)
+        info.replicas = int(row["replicas"])
+        info.bytes = int(row["reported"])
+
+    is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
+    keys = replicas.where(is_failed | F.col("size_bytes").isNull()).select("topic", "partition").distinct()
+    entry = F.struct(
+        F.col("replica_index"),
+        F.col("replica"),
+        F.col("size_bytes"),
+        F.coalesce(F.col("in_isr"), F.lit(False)).alias("in_isr"),
+        F.coalesce(F.col("broker_alive"), F.lit(False)).alias("broker_alive"),
+    )
+    touched = (
+        replicas.join(keys, ["topic", "partition"], "left_semi")
+        .groupBy("topic", "partition")
+        .agg(
+            F.sort_array(F.collect_list(entry)).alias("entries"),
+            F.coalesce(F.max("size_bytes"), F.lit(0)).alias("size"),
+            F.max(is_failed.cast("int")).alias("affected"),
+        )
+        .persist()
+    )
+    try:
+        affected = []
+        for row in touched.where(F.col("affected") == 1).collect():
+            entries = row["entries"]
+            affected.append(
+                Affected(
+                    topic=row["topic"],
+                    partition=int(row["partition"]),
+                    replicas=tuple(int(e["replica"]) for e in entries),
+                    sizes=tuple(e["size_bytes"] for e in entries),
+                    in_isr=tuple(bool(e["in_isr"]) for e in entries),
+                    alive=tuple(bool(e["broker_alive"]) for e in entries),
+                    size=int(row["size"]),
+                )
+            )
+        # Unreported replicas of untouched partitions (a log dir that did not answer) count at
+        # the partition's size; the affected ones are filled in on the driver.
+        fill = (
+            touched.where(F.col("affected") == 0)
+            .select(F.explode("entries").alias("e"), "size")
+            .where(F.col("e.size_bytes").isNull())
+            .groupBy(F.col("e.replica").alias("replica"))
+            .agg(F.sum("size").alias("fill"))
+        )
+        for row in fill.collect():
+            brokers[int(row["replica"])].bytes += int(row["fill"] or 0)
+    finally:
+        touched.unpersist()
+    for p in affected:
+        for b, size in zip(p.replicas, p.sizes):
+            if size is None:
+                brokers[b].bytes += p.size
+    return Inputs(brokers=brokers, affected=affected, meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver part: validation, assignment, chunks. Pure Python, testable without Spark.
+
+
+def rack_key(broker: BrokerInfo | None, broker_id: int) -> tuple:
+    """A broker's rack for counting distinct racks; no rack known means a rack of its own."""
+    if broker is not None and broker.rack is not None:
+        return ("rack", broker.rack)
+    return ("broker", broker_id)
+
+
+def choose_receivers(
+    brokers: dict[int, BrokerInfo], failed: list[int], receivers: list[int] | None
+) -> list[int]:
+    """The receivers to use, or PlanImpossible saying what is wrong with the brokers asked for."""
+    if not failed:
+        raise PlanImpossible("no failed broker given")
+    unknown = [b for b in failed if b not in brokers]
+    if unknown:
+        raise PlanImpossible(
+            f"failed broker(s) {unknown} unknown to the snapshot (not registered, no replicas)"
+        )
+    if receivers is None:
+        chosen = sorted(b for b, info in brokers.items() if info.alive and b not in failed)
+    else:
+        overlap = sorted(set(receivers) & set(failed))
+        if overlap:
+            raise PlanImpossible(f"receivers include failed broker(s) {overlap}")
+        unknown = sorted(b for b in receivers if b not in brokers)
+        if unknown:
+            raise PlanImpossible(f"receiver(s) {unknown} unknown to the snapshot")
+        dead = sorted(b for b in receivers if not brokers[b].alive)
+        if dead:
+            raise PlanImpossible(f"receiver(s) {dead} not alive (or fenced)")
+        chosen = sorted(set(receivers))
+    return chosen
+
+
+class Balancer:
+    """Running load of the receivers, grouped by rack so a rack-constrained pick stays cheap.
+
+    Each rack has a heap of (moved, bytes, replicas, id) with lazy deletion; brokers without a rack
+    share one heap (each of them is a rack of its own, so they always bring a new rack).
+    """
+
+    NO_RACK = ("none",)
+
+    def __init__(self, brokers: dict[int, BrokerInfo], receivers: list[int]) -> None:
+        self.brokers = brokers
+        self.moved = {b: 0 for b in receivers}
+        self.groups: dict[tuple, list] = {}
+        self.group_of: dict[int, tuple] = {}
+        for b in receivers:
+            group = ("rack", brokers[b].rack) if brokers[b].rack is not None else self.NO_RACK
+            self.group_of[b] = group
+            heapq.heappush(self.groups.setdefault(group, []), self.key(b))
+
+    def key(self, b: int) -> tuple:
+        info = self.brokers[b]
+        return (self.moved[b], info.bytes, info.replicas, b)
+
+    def _best_in(self, group: tuple, exclude: set[int]) -> tuple | None:
+        heap = self.groups[group]
+        skipped = []
+        best = None
+        while heap:
+            entry = heap[0]
+            b = entry[3]
+            if entry != self.key(b):  # stale
+                heapq.heappop(heap)
+                continue
+            if b in exclude:
+                skipped.append(heapq.heappop(heap))
+                continue
+            best = entry
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return best
+
+    def pick(self, exclude: set[int], avoid_racks: set[tuple] | None) -> int | None:
+        """Least loaded receiver not in ``exclude``; with ``avoid_racks``, one outside those racks."""
+        best = None
+        for group in self.groups:
+            if avoid_racks is not None and group != self.NO_RACK and group in avoid_racks:
+                continue
+            entry = self._best_in(group, exclude)
+            if entry is not None and (best is None or entry < best):
+                best = entry
+        return None if best is None else best[3]
+
+    def take(self, b: int, size: int) -> None:
+        self.moved[b] += 1
+        self.brokers[b].replicas += 1
+        self.brokers[b].bytes += size
+        heapq.heappush(self.groups[self.group_of[b]], self.key(b))
+
+    def give_back(self, b: int, size: int) -> None:
+        self.moved[b] -= 1
+        self.brokers[b].replicas -= 1
+        self.brokers[b].bytes -= size
+        heapq.heappush(self.groups[self.group_of[b]], self.key(b))
+
+
+@dataclass
+class Move:
+    topic: str
+    partition: int
+    current: tuple[int, ...]
+    target: list[int]
+    size: int
+    live_isr_left: int
+    chunk: int = 0
+
+
+def assign(
+    inputs: Inputs, failed: list[int], receivers: list[int]
+) -> tuple[list[Move], list[dict], Balancer]:
+    """Choose a receiver for every failed replica; (moves, not_moved, balancer)."""
+    brokers = inputs.brokers
+    failed_set = set(failed)
+    balancer = Balancer(brokers, receivers)
+    moves: list[Move] = []
+    not_moved: list[dict] = []
+    short: list[str] = []
+    short_count = 0
+    for p in sorted(inputs.affected, key=lambda a: (-a.size, a.topic, a.partition)):
+        survivors = [b for b in p.replicas if b not in failed_set]
+        if not any(brokers[b].alive for b in survivors):
+            not_moved.append(
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "replicas": list(p.replicas),
+                    "reason": "no live replica outside the failed brokers to copy from",
+                }
+            )
+            continue
+        live_isr = sum(
+            1 for b, isr in zip(p.replicas, p.in_isr) if b not in failed_set and isr and brokers[b].alive
+        )
+        target = list(p.replicas)
+        old_racks = len({rack_key(brokers[b], b) for b in p.replicas})
+        members = set(survivors)
+        for i, b in enumerate(p.replicas):
+            if b not in failed_set:
+                continue
+            racks = {rack_key(brokers[m], m) for m in members}
+            chosen = None
+            if len(racks) < old_racks:
+                chosen = balancer.pick(members | failed_set, avoid_racks=racks)
+            if chosen is None:
+                chosen = balancer.pick(members | failed_set, avoid_racks=None)
+            if chosen is None:
+                short_count += 1
+                if len(short) < 5:
+                    short.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
+                break
+            target[i] = chosen
+            members.add(chosen)
+            balancer.take(chosen, p.size)
+            # The failed broker loses the replica: what it counted is its report, else the size.
+            brokers[b].replicas -= 1
+            brokers[b].bytes -= p.size if p.sizes[i] is None else p.sizes[i]
+        moves.append(Move(p.topic, p.partition, p.replicas, target, p.size, live_isr))
+    if short_count:
+        raise PlanImpossible(
+            f"cannot keep the replication factor of {short_count} partition(s): too few eligible "
+            f"receivers ({len(receivers)}: {receivers[:20]}) outside their replicas; "
+            f"e.g. {', '.join(short)}"
+        )
+    repair(moves, balancer, failed_set)
+    return moves, not_moved, balancer
+
+
+def _racks_after_swap(brokers: dict[int, BrokerInfo], target: list[int], pos: int, new: int) -> int:
+    swapped = list(target)
+    swapped[pos] = new
+    return len({rack_key(brokers[b], b) for b in swapped})
+
+
+def repair(moves: list[Move], balancer: Balancer, failed: set[int], max_rounds: int = 100) -> int:
+    """Move replicas from a receiver to one with at least two fewer when racks allow; count moves.
+
+    Greedy picks keep moved counts within 1 unless racks narrowed the choice for some partitions;
+    this pass fixes what a later, less constrained pick could have balanced. Each move lowers the
+    sum of squared counts, so it ends.
+    """
+    brokers = balancer.brokers
+    moved = balancer.moved
+    if not moved:
+        return 0
+    slots = [(m, i) for m in moves for i, b in enumerate(m.current) if b in failed and m.target[i] != b]
+    done = 0
+    for _ in range(max_rounds):
+        low, high = min(moved.values()), max(moved.values())
+        if high - low <= 1:
+            break
+        # Per rack, receivers sorted by moved count (kept sorted as counts change).
+        by_group: dict[tuple, list] = {}
+        for b, n in moved.items():
+            by_group.setdefault(balancer.group_of[b], []).append((n, b))
+        for group in by_group.values():
+            group.sort()
+        changed = 0
+        slots.sort(key=lambda s: -moved[s[0].target[s[1]]])
+        for m, i in slots:
+            r = m.target[i]
+            if moved[r] < low + 2:
+                continue
+            old = len({rack_key(brokers[b], b) for b in m.target})
+            best = None
+            for group in by_group.values():
+                for n, s in group:
+                    if n > moved[r] - 2 or (best is not None and n >= best[0]):
+                        break
+                    if s in m.target or s in failed:
+                        continue
+                    if _racks_after_swap(brokers, m.target, i, s) >= old:
+                        best = (n, s)
+                        break
+            if best is None:
+                continue
+            s = best[1]
+            for b, delta in ((r, -1), (s, +1)):
+                group = by_group[balancer.group_of[b]]
+                group.remove((moved[b], b))
+                insort(group, (moved[b] + delta, b))
+            balancer.give_back(r, m.size)
+            balancer.take(s, m.size)
+            m.target[i] = s
+            changed += 1
+            low = min(moved.values())
+        done += changed
+        if not changed:
+            break
+    return done
+
+
+def make_chunks(moves: list[Move], max_partitions: int, max_bytes: int) -> list[list[Move]]:
+    """Ordered chunks: least redundancy left first, then smallest; each within both limits."""
+    ordered = sorted(moves, key=lambda m: (m.live_isr_left, m.size, m.topic, m.partition))
+    chunks: list[list[Move]] = []
+    current: list[Move] = []
+    current_bytes = 0
+    for m in ordered:
+        if current and (len(current) >= max_partitions or current_bytes + m.size > max_bytes):
+            chunks.append(current)
+            current, current_bytes = [], 0
+        current.append(m)
+        current_bytes += m.size
+    if current:
+        chunks.append(current)
+    for index, chunk in enumerate(chunks, start=1):
+        for m in chunk:
+            m.chunk = index
+    return chunks
+
+
+# ---------------------------------------------------------------------------------------------
+# Output.
+
+
+def _reassignment(moves: list[Move]) -> dict:
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": m.topic, "partition": m.partition, "replicas": list(m.target)} for m in moves
+        ],
+    }
+
+
+def _write_json(path: str, content: Any) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def clear_output(out: str) -> None:
+    """Remove a previous run's files so a reader never mixes two runs."""
+    os.makedirs(out, exist_ok=True)
+    for name in OUTPUT_FILES:
+        path = os.path.join(out, name)
+        if os.path.exists(path):
+            os.remove(path)
+    shutil.rmtree(os.path.join(out, "chunks"), ignore_errors=True)
+
+
+def write_plan(
+    out: str,
+    inputs: Inputs,
+    failed: list[int],
+    receivers: list[int],
+    chunks: list[list[Move]],
+    not_moved: list[dict],
+    before: dict[int, tuple[int, int]],
+    moved: dict[int, int],
+    limits: tuple[int, int],
+    snapshot: str,
+) -> dict:
+    """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
+    ordered = [m for chunk in chunks for m in chunk]
+    os.makedirs(os.path.join(out, "chunks"), exist_ok=True)
+    chunk_entries = []
+    for index, chunk in enumerate(chunks, start=1):
+        name = f"chunks/{index:04d}.json"
+        _write_json(os.path.join(out, name), _reassignment(chunk))
+        chunk_entries.append(
+            {"index": index, "file": name, "partitions": len(chunk), "bytes": sum(m.size for m in chunk)}
+        )
+    _write_json(os.path.join(out, "plan.json"), _reassignment(ordered))
+    brokers = inputs.brokers
+    per_broker = {}
+    for b in sorted(brokers):
+        replicas_before, bytes_before = before[b]
+        per_broker[str(b)] = {
+            "replicas_before": replicas_before,
+            "replicas_after": brokers[b].replicas,
+            "bytes_before": bytes_before,
+            "bytes_after": brokers[b].bytes,
+            "rack": brokers[b].rack,
+            "alive": brokers[b].alive,
+        }
+    counts = [moved[b] for b in receivers]
+    summary = {
+        "failed_brokers": failed,
+        "failed_alive": [b for b in failed if brokers[b].alive],
+        "receivers": receivers,
+        "partitions": len(ordered),
+        "bytes": sum(m.size for m in ordered),
+        "replication_factor_kept": all(len(m.target) == len(m.current) for m in ordered),
+        "max_partitions_per_chunk": limits[0],
+        "max_bytes_per_chunk": limits[1],
+        "snapshot": snapshot,
+        "cluster_id": inputs.meta.get("cluster_id"),
+        "taken_at_ms": inputs.meta.get("taken_at_ms"),
+        "moved_per_receiver": {str(b): moved[b] for b in receivers},
+        "moved_min": min(counts) if counts else 0,
+        "moved_max": max(counts) if counts else 0,
+        "chunks": chunk_entries,
+        "not_moved_count": len(not_moved),
+        "not_moved": sorted(not_moved, key=lambda n: (n["topic"], n["partition"]))[:NOT_MOVED_LISTED],
+        "per_broker": per_broker,
+        "moves": [
+            {
+                "topic": m.topic,
+                "partition": m.partition,
+                "from": list(m.current),
+                "to": list(m.target),
+                "bytes": m.size,
+                "chunk": m.chunk,
+            }
+            for m in ordered
+        ],
+    }
+    _write_json(os.path.join(out, "summary.json"), summary)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="failed_broker_plan.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--snapshot", required=True, help="snapshot folder (replicas.parquet, ...)")
+    parser.add_argument("--failed", required=True, help="comma-separated ids of the failed brokers")
+    parser.add_argument("--receivers", default=None, help="comma-separated ids (default: every live broker)")
+    parser.add_argument("--max-partitions-per-chunk", default=str(DEFAULT_MAX_PARTITIONS))
+    parser.add_argument("--max-bytes-per-chunk", default=str(DEFAULT_MAX_BYTES))
+    parser.add_argument("--out", required=True, help="output folder (driver-local)")
+    return parser.parse_args(argv)
+
+
+def _ids(text: str, what: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PlanImpossible(f"{what} must be comma-separated broker ids, got {text!r}") from None
+    if len(set(ids)) != len(ids):
+        raise PlanImpossible(f"{what} name a broker twice: {text!r}")
+    return ids
+
+
+def _positive(text: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise PlanImpossible(f"{what} must be an integer, got {text!r}") from None
+    if value < 1:
+        raise PlanImpossible(f"{what} must be at least 1, got {value}")
+    return value
+
+
+def get_spark():
+    """A quiet session; the master comes from spark-submit, else local[*] for a plain `python` run."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(APP_NAME)
+        .config("spark.log.level", "WARN")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and "--master" not in os.environ.get(
+        "PYSPARK_SUBMIT_ARGS", ""
+    ):
+        builder = builder.master("local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
+    return spark
+
+
+def run(spark, argv: list[str] | None = None) -> int:
+    """Plan with an existing session; writes plan or error.json; returns the exit code."""
+    args = parse_args(argv)
+    out = args.out
+    clear_output(out)
+    started = time.monotonic()
+    try:
+        failed = _ids(args.failed, "--failed")
+        receivers = None if args.receivers is None else _ids(args.receivers, "--receivers")
+        limits = (
+            _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),
+            _positive(args.max_bytes_per_chunk, "--max-bytes-per-chunk"),
+        )
+        if not os.path.isdir(args.snapshot) and "://" not in args.snapshot:
+            raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
+        inputs = load_inputs(spark, args.snapshot, set(failed))
+        loaded = time.monotonic()
+        chosen = choose_receivers(inputs.brokers, failed, receivers)
+        before = {b: (info.replicas, info.bytes) for b, info in inputs.brokers.items()}
+        moves, not_moved, balancer = assign(inputs, failed, chosen)
+        chunks = make_chunks(moves, *limits)
+        summary = write_plan(
+            out, inputs, failed, chosen, chunks, not_moved, before, balancer.moved, limits, args.snapshot
+        )
+    except PlanImpossible as exc:
+        _write_json(os.path.join(out, "error.json"), {"error": str(exc)})
+        print(f"plan impossible: {exc}", file=sys.stderr)
+        return EXIT_IMPOSSIBLE
+    finished = time.monotonic()
+    print(
+        f"{out}: {summary['partitions']} partitions, {summary['bytes']} bytes, {len(summary['chunks'])} chunks; "
+        f"moved per receiver {summary['moved_min']}..{summary['moved_max']}; "
+        f"not moved {summary['not_moved_count']}; spark {loaded - started:.1f}s, plan {finished - loaded:.1f}s"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    spark = get_spark()
+    try:
+        return run(spark, argv)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
