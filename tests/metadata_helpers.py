@@ -64,7 +64,9 @@ class ExpositionServer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Close the port: the next read is refused."""
+        """Close the port: the next read is refused. Stopping twice is a no-op."""
+        if not self._thread.is_alive():
+            return
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)

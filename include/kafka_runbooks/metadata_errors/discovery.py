@@ -43,7 +43,10 @@ def discover(admin, configured_ids: list[int]) -> Discovery:
     def node(node_id: int) -> NodeRef:
         return nodes.setdefault(node_id, NodeRef(node_id))
 
+    unreachable = False
     if admin is not None:
+        from kafka_runbooks.admin import ClusterUnreachable
+
         try:
             for broker in admin.describe_brokers().values():
                 ref = node(broker.broker_id)
@@ -52,6 +55,9 @@ def discover(admin, configured_ids: list[int]) -> Discovery:
                 ref.sources.add("DescribeCluster")
         except Exception as exc:  # report and go on with what else is known
             errors.append(f"DescribeCluster failed: {type(exc).__name__}: {exc}")
+            # no broker answered: asking again for the quorum would only wait as long again
+            unreachable = isinstance(exc, ClusterUnreachable)
+    if admin is not None and not unreachable:
         try:
             quorum = admin.describe_quorum()
             leader = quorum.leader_id if quorum.leader_id >= 0 else None
