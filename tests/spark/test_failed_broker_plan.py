@@ -1,0 +1,346 @@
+"""Tests of spark_jobs/failed_broker_plan.py: synthetic snapshots, then one from the real stack.
+
+Most runs go through the job's own ``run`` on the shared local session (Spark starts once); the
+exit code of an impossible plan and the real-stack plan go through spark-submit, as the DAG does.
+Every successful plan is also put through the independent ``check_plan``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+
+JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"
+
+
+def _load_job():
+    spec = importlib.util.spec_from_file_location("spark_jobs_failed_broker_plan", JOB_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+job = _load_job()
+
+
+def rotated(n: int, rf: int, p: int) -> list[int]:
+    return [(p + i) % n + 1 for i in range(rf)]
+
+
+def part(topic, partition, replicas, dead=(), min_isr=1):
+    isr = [b for b in replicas if b not in dead]
+    return {
+        "topic": topic,
+        "partition": partition,
+        "replicas": replicas,
+        "isr": isr,
+        "leader": isr[0] if isr else -1,
+        "min_isr": min_isr,
+    }
+
+
+def plan_with(spark, snapshot: Path, out: Path, *flags: str):
+    """(exit code, Plan or the PlanImpossible) of one in-process run."""
+    code = job.run(spark, ["--snapshot", str(snapshot), "--out", str(out), *flags])
+    try:
+        return code, load_plan(out)
+    except PlanImpossible as exc:
+        return code, exc
+
+
+def checked(plan, snapshot: Path) -> list[str]:
+    return check_plan(plan, *read_snapshot_rows(snapshot))
+
+
+def size_of(make_snapshot, replicas, partition, dead) -> int:
+    return max(make_snapshot.replica_size(partition, b) for b in replicas if b not in dead)
+
+
+def moved_per_receiver(plan) -> Counter:
+    counts = Counter({b: 0 for b in plan.receivers})
+    for m in plan.moves:
+        counts.update(new for old, new in zip(m["from"], m["to"]) if old != new)
+    return counts
+
+
+def current_of(parts) -> dict:
+    return {(p["topic"], p["partition"]): p["replicas"] for p in parts}
+
+
+def assert_only_failed_replicas_move(plan, current, failed):
+    for t in plan.partitions:
+        old = current[t.key]
+        assert len(t.replicas) == len(old), t
+        assert len(set(t.replicas)) == len(t.replicas), t
+        for was, now in zip(old, t.replicas):
+            if was in failed:
+                assert now in plan.receivers and now not in failed, t
+            else:
+                assert now == was, t  # position 0 included: the preferred leader stays
+
+
+def test_plan_without_racks_keeps_every_rule(spark, make_snapshot, tmp_path):
+    dead = {8}
+    parts = [part("rf3", p, rotated(8, 3, p), dead) for p in range(40)]
+    parts += [part("rf2", p, rotated(8, 2, p), dead) for p in range(16)]
+    parts.append(part("rf1", 0, [8], dead))
+    brokers = [*range(1, 8), {"id": 8, "alive": False}]
+    snapshot = make_snapshot(brokers, parts)
+    current = current_of(parts)
+
+    code, plan = plan_with(
+        spark, snapshot, tmp_path / "out", "--failed", "8", "--max-partitions-per-chunk", "4"
+    )
+    assert code == 0, plan
+    assert checked(plan, snapshot) == []
+    expected = {k for k, r in current.items() if 8 in r and len(r) > 1}
+    assert {t.key for t in plan.partitions} == expected
+    assert len(expected) == 15 + 4  # a third-ish of rf3 (3 in 8) plus rf2 (2 in 8)
+    assert_only_failed_replicas_move(plan, current, {8})
+    assert any(current[t.key][0] == 8 for t in plan.partitions)  # a dead preferred leader is replaced too
+    assert plan.receivers == (1, 2, 3, 4, 5, 6, 7)
+    counts = moved_per_receiver(plan)
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+    summary = plan.summary
+    assert summary["not_moved_count"] == 1
+    assert summary["not_moved"][0]["topic"] == "rf1"
+    sizes = {k: size_of(make_snapshot, current[k], k[1], dead) for k in expected}
+    assert summary["bytes"] == sum(sizes.values())
+    assert plan.partition_bytes() == sizes
+    assert summary["per_broker"]["8"]["replicas_before"] == 20
+    assert summary["per_broker"]["8"]["replicas_after"] == 1  # the offline rf1-0 stays
+    assert summary["per_broker"]["8"]["bytes_after"] == 0
+    one = summary["per_broker"]["1"]
+    gained = [k for t in plan.partitions for k in [t.key] if 1 in t.replicas and 1 not in current[k]]
+    assert one["replicas_after"] == one["replicas_before"] + len(gained)
+    assert one["bytes_after"] == one["bytes_before"] + sum(sizes[k] for k in gained)
+
+    # Chunks: at most 4 partitions; RF2 partitions (one live replica left) first, smallest first.
+    assert [len(plan.chunk(i)) for i in range(1, plan.chunk_count + 1)] == [4, 4, 4, 4, 3]
+    ordered = [t for i in range(1, plan.chunk_count + 1) for t in plan.chunk(i)]
+    assert ordered == list(plan.partitions)
+    assert [t.topic for t in ordered[:4]] == ["rf2"] * 4 and ordered[4].topic == "rf3"
+    rf3_sizes = [sizes[t.key] for t in ordered if t.topic == "rf3"]
+    assert rf3_sizes == sorted(rf3_sizes)
+    assert json.loads((tmp_path / "out" / "chunks" / "0002.json").read_text()) == plan.reassignment(2)
+
+    # The checker catches the job's own output once it is tampered with.
+    victim = next(t for t in plan.partitions if current[t.key][0] != 8)
+    content = json.loads((tmp_path / "out" / "plan.json").read_text())
+    for entry in content["partitions"]:
+        if (entry["topic"], entry["partition"]) == victim.key:
+            entry["replicas"] = entry["replicas"][1:] + entry["replicas"][:1]
+    (tmp_path / "out" / "plan.json").write_text(json.dumps(content))
+    violations = checked(load_plan(tmp_path / "out"), snapshot)
+    assert any(f"{victim.topic}-{victim.partition}: preferred leader" in v for v in violations), violations
+
+
+def test_two_failed_brokers_receivers_and_byte_chunks(spark, make_snapshot, tmp_path):
+    dead = {7, 8}
+    parts = [part("t", p, rotated(8, 3, p), dead) for p in range(24)]
+    snapshot = make_snapshot([*range(1, 7), {"id": 7, "alive": False}, {"id": 8, "alive": False}], parts)
+    current = current_of(parts)
+
+    # Only 1-4 may receive; partitions holding both 7 and 8 get two new replicas.
+    code, plan = plan_with(spark, snapshot, tmp_path / "a", "--failed", "7,8", "--receivers", "4,1,2,3")
+    assert code == 0, plan
+    assert checked(plan, snapshot) == []
+    assert plan.receivers == (1, 2, 3, 4)
+    assert_only_failed_replicas_move(plan, current, dead)
+    assert {t.key for t in plan.partitions} == {k for k, r in current.items() if dead & set(r)}
+    both = [t for t in plan.partitions if dead <= set(current[t.key])]
+    assert both and all(not dead & set(t.replicas) for t in both)
+    counts = moved_per_receiver(plan)
+    assert set(counts) == {1, 2, 3, 4} and max(counts.values()) - min(counts.values()) <= 1, counts
+
+    # Chunks by bytes: partition p is about 1000 * (p + 1) bytes; over 9000 a chunk is one partition.
+    code, plan = plan_with(
+        spark,
+        snapshot,
+        tmp_path / "b",
+        "--failed",
+        "7,8",
+        "--max-bytes-per-chunk",
+        "9000",
+        "--max-partitions-per-chunk",
+        "3",
+    )
+    assert code == 0, plan
+    assert checked(plan, snapshot) == []
+    sizes = plan.partition_bytes()
+    oversize = {k for k, s in sizes.items() if s > 9000}
+    assert oversize
+    for i in range(1, plan.chunk_count + 1):
+        keys = [t.key for t in plan.chunk(i)]
+        assert len(keys) <= 3
+        assert sum(sizes[k] for k in keys) <= 9000 or len(keys) == 1
+        if oversize & set(keys):
+            assert len(keys) == 1
+        assert plan.summary["chunks"][i - 1]["bytes"] == sum(sizes[k] for k in keys)
+    assert sum(len(plan.chunk(i)) for i in range(1, plan.chunk_count + 1)) == len(sizes)
+
+
+@pytest.mark.parametrize("failed_rack", ["c", None])
+def test_racks_are_kept(spark, make_snapshot, tmp_path, failed_rack):
+    """Racks a: 1,2  b: 3,4  c: 5,6; 6 fails (its rack known, or unknown as in a real snapshot).
+
+    A partition on a, b and c must stay on three racks: only 5 can take 6's place. One that had c
+    twice keeps two racks whichever receiver takes it, so those spread over the other brokers.
+    """
+    brokers = [
+        {"id": 1, "rack": "a"},
+        {"id": 2, "rack": "a"},
+        {"id": 3, "rack": "b"},
+        {"id": 4, "rack": "b"},
+        {"id": 5, "rack": "c"},
+        {"id": 6, "rack": failed_rack, "alive": False},
+    ]
+    spread = [part("spread", p, [[6, 1, 3], [1, 6, 4], [2, 3, 6]][p % 3], {6}) for p in range(6)]
+    twice = [part("twice", p, [6, 5, 1 + p % 4], {6}) for p in range(8)]
+    snapshot = make_snapshot(brokers, spread + twice)
+    current = current_of(spread + twice)
+
+    code, plan = plan_with(spark, snapshot, tmp_path / "out", "--failed", "6")
+    assert code == 0, plan
+    assert checked(plan, snapshot) == []
+    assert_only_failed_replicas_move(plan, current, {6})
+    targets = {t.key: t.replicas for t in plan.partitions}
+    assert all(5 in targets[("spread", p)] for p in range(6))
+    twice_receivers = Counter(
+        b for p in range(8) for b in targets[("twice", p)] if b not in current[("twice", p)]
+    )
+    assert 5 not in twice_receivers and len(twice_receivers) == 4, twice_receivers
+    assert max(twice_receivers.values()) - min(twice_receivers.values()) <= 1
+
+
+def test_impossible_plans_write_error_json(spark, make_snapshot, tmp_path):
+    parts = [part("t", p, rotated(5, 3, p), {5}) for p in range(5)]
+    snapshot = make_snapshot([1, 2, 3, 4, {"id": 5, "alive": False}, {"id": 6, "alive": False}], parts)
+    out = tmp_path / "out"
+    code, plan = plan_with(spark, snapshot, out, "--failed", "5")
+    assert code == 0 and checked(plan, snapshot) == []  # a good plan first: the errors must replace it
+
+    cases = [
+        (["--failed", "42"], r"failed broker\(s\) \[42\] unknown to the snapshot"),
+        (["--failed", "5", "--receivers", "1,5"], r"receivers include failed broker\(s\) \[5\]"),
+        (["--failed", "5", "--receivers", "1,2,9"], r"receiver\(s\) \[9\] unknown"),
+        (["--failed", "5", "--receivers", "1,2,6"], r"receiver\(s\) \[6\] not alive"),
+        (["--failed", "5", "--receivers", "1,2"], r"cannot keep the replication factor of \d+ partition"),
+        (["--failed", "x"], r"--failed must be comma-separated broker ids"),
+        (
+            ["--failed", "5", "--max-partitions-per-chunk", "0"],
+            r"--max-partitions-per-chunk must be at least 1",
+        ),
+        (["--failed", "5", "--max-bytes-per-chunk", "-1"], r"--max-bytes-per-chunk must be at least 1"),
+        (["--failed", ""], r"no failed broker given"),
+    ]
+    for flags, reason in cases:
+        code, result = plan_with(spark, snapshot, out, *flags)
+        assert code == 2, flags
+        assert isinstance(result, PlanImpossible), flags
+        assert re.search(reason, result.reason), (flags, result.reason)
+        assert not (out / "plan.json").exists() and not (out / "summary.json").exists()
+        assert not (out / "chunks").exists()
+
+    code, result = plan_with(spark, make_snapshot([1, 2], []), out, "--failed", "3")
+    assert code == 2 and "unknown to the snapshot" in result.reason
+    code, result = plan_with(spark, tmp_path / "nowhere", out, "--failed", "3")
+    assert code == 2 and "not found" in result.reason
+
+
+def test_job_imports_only_pyspark_and_stdlib():
+    """The job ships as one file: any other import would break it on a bare Spark cluster."""
+    roots = set()
+    for node in ast.walk(ast.parse(JOB_PATH.read_text())):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    assert roots - set(sys.stdlib_module_names) - {"__future__"} == {"pyspark"}
+
+
+def spark_submit(*args: str) -> subprocess.CompletedProcess:
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    cmd = [
+        str(bin_dir / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        str(JOB_PATH),
+        *args,
+    ]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_spark_submit_exits_2_on_an_impossible_plan(make_snapshot, tmp_path):
+    parts = [part("t", p, [1, 2, 3], {3}) for p in range(2)]
+    snapshot = make_snapshot([1, 2, {"id": 3, "alive": False}], parts)
+    result = spark_submit("--snapshot", str(snapshot), "--failed", "3", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr[-3000:]
+    error = json.loads((tmp_path / "out" / "error.json").read_text())
+    assert error["error"].startswith("cannot keep the replication factor of 2 partition(s)")
+    assert not (tmp_path / "out" / "plan.json").exists()
+
+
+def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, tmp_path):
+    """Topics with data on the real 4-broker stack; plan as if broker 4 had failed."""
+    from kafka_runbooks.snapshot import write_snapshot
+    from tests.helpers import create_topic, produce, unique_topic
+
+    bootstrap = kafka_stack.bootstrap_servers
+    topics = [unique_topic("plan-rf3"), unique_topic("plan-rf2")]
+    create_topic(bootstrap, topics[0], partitions=8, replication_factor=3)
+    create_topic(bootstrap, topics[1], partitions=6, replication_factor=2)
+    for topic in topics:
+        assert produce(bootstrap, topic, 400, size=500) == 400
+    try:
+        state = admin.read_state()
+        snapshot = write_snapshot(state, tmp_path / "snapshot", bootstrap)
+        result = spark_submit("--snapshot", str(snapshot), "--failed", "4", "--out", str(tmp_path / "out"))
+        assert result.returncode == 0, result.stderr[-5000:]
+        plan = load_plan(tmp_path / "out")
+        assert checked(plan, snapshot) == []
+
+        current = {(p.topic, p.partition): list(p.replicas) for p in state.partitions}
+        assert {t.key for t in plan.partitions} == {k for k, r in current.items() if 4 in r}
+        assert plan.receivers == (1, 2, 3)
+        assert_only_failed_replicas_move(plan, current, {4})
+        for topic in topics:
+            assert sum(1 for t in plan.partitions if t.topic == topic) > 0
+        ours = [m for m in plan.moves if m["topic"] in topics]
+        assert ours and all(m["bytes"] > 0 for m in ours)  # sizes from the brokers' log dirs
+        assert plan.summary["cluster_id"] == state.cluster_id
+        per_broker = plan.summary["per_broker"]
+        assert per_broker["4"]["replicas_after"] == 0 and per_broker["4"]["bytes_after"] == 0
+        assert sum(v["replicas_after"] for v in per_broker.values()) == sum(len(r) for r in current.values())
+    finally:
+        from confluent_kafka.admin import AdminClient
+
+        futures = AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics)
+        for future in futures.values():
+            future.result(60)
