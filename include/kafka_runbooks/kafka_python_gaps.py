@@ -374,6 +374,8 @@ def describe_config_values(
     from kafka.admin import ConfigResource, ConfigResourceType
 
     rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
+    if resource_type == "broker":
+        _know_brokers(gaps, [int(n) for n in names])
     own = "DYNAMIC_BROKER_CONFIG" if resource_type == "broker" else "DYNAMIC_TOPIC_CONFIG"
     resources = [ConfigResource(rtype, str(n), configs=list(keys)) for n in names]
     data = gaps._client.describe_configs(resources, config_filter="all").get(resource_type, {})
@@ -399,6 +401,8 @@ def incremental_alter_configs(
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
     rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
+    if resource_type == "broker":
+        _know_brokers(gaps, [int(n) for n in changes if changes[n]])
     resources = [
         ConfigResource(
             rtype, str(name), configs={k: (AlterConfigOp[op], v) for k, (op, v) in entries.items()}
@@ -411,3 +415,24 @@ def incremental_alter_configs(
     answer = gaps._client.alter_configs(resources, raise_on_unknown=False, incremental=True)
     results = answer.get(resource_type, {})
     return {str(name): results.get(str(name), "NoAnswer") for name in changes if changes[name]}
+
+
+def _know_brokers(gaps: KafkaPythonGaps, broker_ids: list[int]) -> None:
+    """Refresh kafka-python's broker cache when it lacks one of ``broker_ids``: a broker back
+    since the last refresh is "unknown" to requests sent to it by id."""
+    import time
+
+    manager = gaps._client._manager
+
+    async def refresh():
+        await manager.cluster.refresh_metadata()
+
+    for attempt in range(5):  # the broker answering may not have the newcomer in its cache yet
+        if all(manager.cluster.broker_metadata(b) is not None for b in broker_ids):
+            return
+        if attempt:
+            time.sleep(1)
+        try:
+            manager.run(refresh)
+        except Exception as exc:  # the request that follows reports the broker's own error
+            log.info("metadata refresh failed: %s", exc)

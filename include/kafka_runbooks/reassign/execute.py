@@ -61,6 +61,7 @@ class ChunkState:
     skipped: dict[str, str] = field(default_factory=dict)
     started_ms: int | None = None
     finished_ms: int | None = None
+    copied_at_start: int | None = None
 
     @property
     def planned_bytes(self) -> int:
@@ -250,6 +251,10 @@ class ChunkExecutor:
                 )
             elif set(p.replicas) == set(target):
                 chunk.skipped[k] = f"already on its target replicas {list(p.replicas)}"
+            elif set(target) < set(p.replicas) and set(p.replicas) - set(target) <= set(state.failed_brokers):
+                # the controller finished it a moment ago; this broker's metadata still lists the old replica
+                chunk.moving.append(k)
+                chunk.origin[k] = [b for b in p.replicas if b in state.failed_brokers or b in target]
             elif not set(state.failed_brokers) & set(p.replicas):
                 chunk.skipped[k] = f"changed since the plan: replicas now {list(p.replicas)}, none failed"
             else:
@@ -341,6 +346,8 @@ class ChunkExecutor:
             elif p is None:
                 chunk.skipped[k] = "the topic was deleted while it moved"
                 done.append(k)
+            elif set(p.replicas) != target and target < set(p.replicas):
+                waiting.append(k)  # done at the controller; this broker's metadata not yet updated
             elif set(p.replicas) != target:
                 raise ReassignError(
                     f"the reassignment of {k} ended with replicas {list(p.replicas)}, not the plan's "
@@ -382,8 +389,11 @@ class ChunkExecutor:
             for k in waiting:
                 adding = [b for b in chunk.targets[k] if b not in chunk.origin.get(k, [])]
                 copied += min(chunk.bytes.get(k, 0), min((got.get((b, k), 0) for b in adding), default=0))
+        if chunk.copied_at_start is None:  # an adopted chunk had bytes copied before this run
+            chunk.copied_at_start = copied
+            chunk.started_ms = int(now * 1000)
         elapsed = max(now - (chunk.started_ms or now * 1000) / 1000, 1e-3)
-        rate = copied / elapsed
+        rate = (copied - chunk.copied_at_start) / elapsed
         eta = (total - copied) / rate if rate > 0 else None
         self._record(
             "progress",

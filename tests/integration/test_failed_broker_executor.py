@@ -1,0 +1,237 @@
+"""The chunk executor against the real stack, with plans written by hand in the contract's format.
+
+One broker is killed for good; the executor moves its replicas chunk by chunk under a
+throttle. Along the way: a foreign reassignment in flight is refused, a task "killed"
+mid-chunk resumes (and a new run adopts the in-flight partitions) without submitting
+anything twice, and a failed broker that comes back stops the run before the next chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.kafka_python_gaps import alter_reassignments, list_reassignments
+from kafka_runbooks.reassign.execute import (
+    MOVING,
+    ChunkExecutor,
+    ExecState,
+    ReassignError,
+    ReassignStopped,
+    chunks_from_plan_dir,
+    load_state,
+    save_state,
+)
+from kafka_runbooks.reassign.throttle import leftover_throttles
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+
+pytestmark = pytest.mark.timeout(900)
+DEAD = 4
+
+
+def write_plan(folder: Path, chunks: list[list[dict]]) -> Path:
+    """kafka-reassign-partitions JSON per chunk + summary.json, as the planner writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "chunks").mkdir(exist_ok=True)
+    moves, entries = [], []
+    for i, chunk in enumerate(chunks, start=1):
+        name = f"chunks/{i:04d}.json"
+        body = {
+            "version": 1,
+            "partitions": [
+                {"topic": m["topic"], "partition": m["partition"], "replicas": m["to"]} for m in chunk
+            ],
+        }
+        (folder / name).write_text(json.dumps(body))
+        entries.append(
+            {"index": i, "file": name, "partitions": len(chunk), "bytes": sum(m["bytes"] for m in chunk)}
+        )
+        moves.extend({**m, "chunk": i} for m in chunk)
+    all_parts = [{"topic": m["topic"], "partition": m["partition"], "replicas": m["to"]} for m in moves]
+    (folder / "plan.json").write_text(json.dumps({"version": 1, "partitions": all_parts}))
+    summary = {
+        "failed_brokers": [DEAD],
+        "receivers": [],
+        "partitions": len(moves),
+        "bytes": sum(m["bytes"] for m in moves),
+        "replication_factor_kept": True,
+        "chunks": entries,
+        "per_broker": {},
+        "moves": moves,
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def moves_off(admin, topics: list[str], dead: int) -> list[dict]:
+    """Replace ``dead`` in each partition by the live broker not yet in it with the fewest new replicas."""
+    state = admin.read_state(topics=topics)
+    sizes = {}
+    for r in state.log_dirs:
+        sizes[(r.topic, r.partition)] = max(sizes.get((r.topic, r.partition), 0), r.size_bytes)
+    live = [b for b in state.alive_broker_ids() if b != dead]
+    given = dict.fromkeys(live, 0)
+    out = []
+    for p in sorted(state.partitions, key=lambda p: (p.topic, p.partition)):
+        if dead not in p.replicas:
+            continue
+        receiver = min((b for b in live if b not in p.replicas), key=lambda b: (given[b], b))
+        given[receiver] += 1
+        to = [receiver if b == dead else b for b in p.replicas]
+        out.append(
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "from": list(p.replicas),
+                "to": to,
+                "bytes": sizes.get((p.topic, p.partition), 0),
+            }
+        )
+    return out
+
+
+def clear_throttles(admin) -> None:
+    """After a failed test: no throttle may leak into later tests (they would read it as someone else's)."""
+    from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
+
+    live = [b.broker_id for b in admin.describe_brokers().values() if b.available]
+    for name, keys in leftover_throttles(admin.gaps, live, admin.list_topics()).items():
+        kind, resource = name.split(" ", 1)
+        incremental_alter_configs(admin.gaps, kind, {resource: {k: ("DELETE", None) for k in keys}})
+
+
+@pytest.fixture
+def no_leftover_throttles(admin):
+    yield
+    clear_throttles(admin)
+
+
+def run(executor: ChunkExecutor, state: ExecState, until=lambda s: s.finished, timeout: float = 300) -> None:
+    def advance():
+        executor.step(state)
+        return until(state)
+
+    wait_until(advance, timeout, 1, "the executor to get there")
+
+
+def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_it_is_back(
+    restore_stack, admin, tmp_path, caplog, no_leftover_throttles
+):
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kafka_runbooks")
+    topics = [unique_topic("heal-a"), unique_topic("heal-b"), unique_topic("heal-c")]
+    create_topic(bs, topics[0], assignment={0: [1, 4], 1: [4, 2], 2: [3, 4], 3: [2, 3]})
+    create_topic(bs, topics[1], assignment={0: [4, 1, 2], 1: [2, 3, 4], 2: [1, 2, 3]})
+    create_topic(bs, topics[2], assignment={0: [4, 3], 1: [1, 4]})
+    # the first chunk holds ~3 MB per partition: more than one fetch (1 MB), so the throttle shows
+    for t, count in zip(topics, (60000, 20000, 20000), strict=True):
+        assert produce(bs, t, count, size=200) == count
+    stack.kill(f"broker-{DEAD}")
+    wait_until(
+        lambda: not admin.describe_brokers().get(DEAD, None) or admin.describe_brokers()[DEAD].fenced,
+        60,
+        1,
+        f"broker {DEAD} fenced",
+    )
+
+    # 1. a reassignment nobody in this run started (to the dead broker: it never finishes) is refused
+    foreign_topic = unique_topic("foreign")
+    create_topic(bs, foreign_topic, assignment={0: [1, 2]})
+    assert alter_reassignments(admin.gaps, {(foreign_topic, 0): [1, 2, DEAD]}) == {(foreign_topic, 0): None}
+    plan_ab = write_plan(
+        tmp_path / "plan-ab", [moves_off(admin, [topics[0]], DEAD), moves_off(admin, [topics[1]], DEAD)]
+    )
+    path = tmp_path / "exec-state.json"
+    state = ExecState(
+        run_id="r1",
+        failed_brokers=[DEAD],
+        throttle_bytes_per_sec=50_000,
+        chunks=chunks_from_plan_dir(plan_ab),
+    )
+    save_state(path, state)
+    executor = ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s), progress_every_s=0)
+    with pytest.raises(ReassignError, match="not started by this run"):
+        executor.step(state)
+    assert state.throttle is None and all(c.status != MOVING for c in state.chunks)
+    alter_reassignments(admin.gaps, {(foreign_topic, 0): None})
+    wait_until(
+        lambda: (foreign_topic, 0) not in list_reassignments(admin.gaps), 30, 1, "the foreign one cancelled"
+    )
+
+    # 2. the first chunk starts under a low throttle; the "task" is killed mid-chunk
+    executor.step(state)
+    assert state.chunks[0].status == MOVING and state.throttle is not None
+    submitted = set(state.chunks[0].moving)
+    assert len(submitted) == 3
+    throttled = leftover_throttles(admin.gaps, [1, 2, 3], topics)
+    assert throttled, "the throttle is set while the chunk moves"
+    # the cleanup task of the killed run takes the throttle off (recorded in the state file)
+    resumed = load_state(path)
+    ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).remove_throttle(resumed)
+    assert leftover_throttles(admin.gaps, [1, 2, 3], topics) == {}
+    # a NEW run with the same targets adopts the partitions in flight instead of submitting them again
+    caplog.clear()
+    other = ExecState(
+        run_id="r2",
+        failed_brokers=[DEAD],
+        throttle_bytes_per_sec=2_000_000,
+        chunks=chunks_from_plan_dir(plan_ab),
+    )
+    other_path = tmp_path / "exec-state-r2.json"
+    second = ChunkExecutor(admin, checkpoint=lambda s: save_state(other_path, s), progress_every_s=0)
+    second.step(other)
+    inflight_now = {f"{t}:{p}" for t, p in list_reassignments(admin.gaps)}
+    adopted = [
+        r
+        for r in caplog.records
+        if "DECISION execute" in r.getMessage() and ": adopt because" in r.getMessage()
+    ]
+    submits = [
+        r for r in caplog.records if "DECISION execute" in r.getMessage() and ": submit" in r.getMessage()
+    ]
+    assert adopted, "nothing was still in flight to adopt (the chunk finished too fast: more data)"
+    assert len(adopted) >= len(inflight_now & submitted)
+    assert submits == [], "a new run submitted again what was already in flight"
+    run(second, other)
+    progress = [r.getMessage() for r in caplog.records if ": progress because" in r.getMessage()]
+    assert progress and "B/s" in progress[0] and "time left" in progress[0]
+
+    # the result: nothing names the dead broker, full ISR, no throttle left
+    parts = admin.describe_partitions(topics[:2])
+    assert all(DEAD not in p.replicas for p in parts), [(p.name, p.replicas) for p in parts]
+    assert all(set(p.isr) == set(p.replicas) for p in parts)
+    assert leftover_throttles(admin.gaps, [1, 2, 3], topics) == {}
+    # the killed run's state, resumed, finds everything in place: nothing moves twice
+    caplog.clear()
+    resumed = load_state(path)
+    run(ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)), resumed)
+    assert not [r for r in caplog.records if ": submit" in r.getMessage()]
+
+    # 3. the failed broker comes back between chunks: the run stops before the next one, saying why
+    moves_c = moves_off(admin, [topics[2]], DEAD)
+    plan_c = write_plan(tmp_path / "plan-c", [moves_c[:1], moves_c[1:]])
+    path_c = tmp_path / "exec-state-c.json"
+    state_c = ExecState(
+        run_id="r3",
+        failed_brokers=[DEAD],
+        throttle_bytes_per_sec=10_000_000,
+        chunks=chunks_from_plan_dir(plan_c),
+    )
+    exec_c = ChunkExecutor(admin, checkpoint=lambda s: save_state(path_c, s))
+    run(exec_c, state_c, until=lambda s: s.chunks[0].status == "done")
+    stack.start_node(f"broker-{DEAD}")
+    stack.wait_ready([f"broker-{DEAD}"], 180)
+    wait_until(
+        lambda: admin.describe_brokers().get(DEAD) and admin.describe_brokers()[DEAD].available,
+        60,
+        1,
+        "broker back",
+    )
+    with pytest.raises(ReassignStopped, match="came back before chunk 2"):
+        exec_c.step(state_c)
+    assert load_state(path_c).stopped and state_c.throttle is None
+    assert leftover_throttles(admin.gaps, [1, 2, 3, 4], topics) == {}
