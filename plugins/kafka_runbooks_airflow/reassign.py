@@ -274,11 +274,8 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
 
 def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
-    import pyarrow.parquet as pq
-
     from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
-    from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan
-    from kafka_runbooks.snapshot import BROKERS_FILE, REPLICAS_FILE
+    from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
 
     plan_dir = Path(checked["plan_dir"])
     try:
@@ -290,8 +287,7 @@ def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id
         raise RuntimeError(
             f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
         ) from exc
-    replicas = pq.read_table(Path(snapshot_path) / REPLICAS_FILE).to_pylist()
-    brokers = pq.read_table(Path(snapshot_path) / BROKERS_FILE).to_pylist()
+    replicas, brokers = read_snapshot_rows(snapshot_path)
     violations = check_plan(plan, replicas, brokers)
     summary = json.loads((plan_dir / "summary.json").read_text())
     text = summary_text(summary, checked)
