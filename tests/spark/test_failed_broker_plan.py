@@ -341,6 +341,6 @@ def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, tmp_path):
     finally:
         from confluent_kafka.admin import AdminClient
 
-        futures = AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics)
-        for future in futures.values():
+        cleaner = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures resolve
+        for future in cleaner.delete_topics(topics).values():
             future.result(60)
