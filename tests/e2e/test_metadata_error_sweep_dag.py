@@ -1,0 +1,125 @@
+"""kafka_metadata_error_sweep through a real Airflow, against the real stack's nodes.
+
+Run by run (each builds on the last sweep's state): all real nodes healthy; then broker
+2 and the active controller served from recorded expositions with raised counters (a
+restart run is created for the broker; the controller is reported); then the broker's
+counter drops (re-based) while the controller's rises again (a person is asked, answers
+"Restart it (last)", a restart run is created for it); then the broker's endpoint is down
+(unknown). Every restart run is rejected at its own approval gate: nothing is restarted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafka_runbooks.paths import safe_name
+from tests.metadata_helpers import APPLY, CONTROLLER, ExpositionServer, counter, record, with_counter
+
+SWEEP = "kafka_metadata_error_sweep"
+RESTART = "kafka_broker_restart"
+CONN_ID = "kafka_metrics_e2e"
+pytestmark = pytest.mark.timeout(900)
+
+
+def report_of(airflow_local, run_id: str) -> dict:
+    path = airflow_local._ti_path(SWEEP, run_id, "sweep")
+    report = airflow_local.api("GET", f"{path}/xcomEntries/report", params={"deserialize": "true"})["value"]
+    return report if isinstance(report, dict) else json.loads(report)
+
+
+def rows(report: dict) -> dict[int, dict]:
+    return {r["node_id"]: r for r in report["nodes"]}
+
+
+def reject_restart_run(airflow_local, run_id: str, node_id: int) -> None:
+    """The restart run exists for that node; it waits at its gate; reject it (nothing restarts)."""
+    run = airflow_local.dag_run(RESTART, run_id)
+    assert run["conf"]["node_ids"] == str(node_id) and run["conf"]["require_approval"] is True
+    airflow_local.wait_for_approval(RESTART, run_id, "approval_gate", timeout=300)
+    airflow_local.answer(RESTART, run_id, "approval_gate", ["Reject"])
+    airflow_local.wait_for_run(RESTART, run_id, timeout=300)
+    states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(RESTART, run_id)}
+    assert states["rolling_restart"] == "skipped", states
+
+
+def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, local_stack, admin):
+    airflow_local.wait_for_dag(SWEEP, timeout=180)
+    airflow_local.wait_for_dag(RESTART, timeout=180)
+    airflow_local.unpause(RESTART)  # the runs the sweep starts must reach their gate
+    endpoints = dict(local_stack.airflow_connections()["kafka_broker_probe_default"]["extra"]["endpoints"])
+    all_nodes = sorted(int(n) for n in endpoints)
+    assert len(all_nodes) == 7
+
+    # 1. the real nodes, through the stack's probe connection: all healthy, all in the report
+    run1 = airflow_local.trigger(SWEEP, {})
+    assert airflow_local.wait_for_run(SWEEP, run1, timeout=300) == "success"
+    first = report_of(airflow_local, run1)
+    assert first["summary"]["healthy"] == all_nodes, first["summary"]
+    assert {r["node_id"]: sorted(r["metric_names"].values()) for r in first["nodes"]}[2] == sorted(
+        [APPLY, "kafka_server_broker_metadata_metrics_metadata_load_error_count"]
+    )
+    latest = airflow_local.home / "kafka_runbooks" / "reports" / "metadata_errors" / "latest.json"
+    assert json.loads(latest.read_text())["run_id"] == run1
+    events = airflow_local.api("GET", "/assets/events", params={"limit": 100})["asset_events"]
+    mine = [e for e in events if e["source_dag_id"] == SWEEP and e["source_run_id"] == run1]
+    assert mine and mine[0]["extra"]["summary"]["healthy"] == all_nodes
+
+    # 2. broker 2 and the active controller served from recorded expositions, counters raised
+    leader = admin.describe_quorum().leader_id
+    broker_real = record(endpoints["2"])
+    leader_real = record(endpoints[str(leader)])
+    apply0, ctl0 = counter(broker_real, APPLY), counter(leader_real, CONTROLLER)
+    broker_srv = ExpositionServer(with_counter(broker_real, APPLY, apply0 + 2))
+    leader_srv = ExpositionServer(with_counter(leader_real, CONTROLLER, ctl0 + 1))
+    try:
+        extra = {
+            "kind": "prometheus",
+            "endpoints": {**endpoints, "2": broker_srv.url, str(leader): leader_srv.url},
+        }
+        airflow_local.api(
+            "POST",
+            "/connections",
+            json={"connection_id": CONN_ID, "conn_type": "generic", "extra": json.dumps(extra)},
+        )
+        conf = {"metrics_conn_id": CONN_ID}
+        run2 = airflow_local.trigger(SWEEP, conf)
+        assert airflow_local.wait_for_run(SWEEP, run2, timeout=300) == "failed"  # controller alert
+        second = report_of(airflow_local, run2)
+        assert second["summary"]["flagged"] == sorted([2, leader])
+        assert rows(second)[2]["increased"] == {"metadata_apply_errors": [apply0, apply0 + 2]}
+        states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run2)}
+        assert states["start_broker_restarts"] == "success" and states["raise_alerts"] == "failed"
+        assert states["controller_decision"] == "skipped"  # one increase: reported, not escalated
+        restart_run = f"metadata_errors__broker_2__{safe_name(run2)}"
+        reject_restart_run(airflow_local, restart_run, 2)
+
+        # 3. broker 2 restarted (counter down: re-based); the active controller rises again: ask
+        broker_srv.text = with_counter(broker_real, APPLY, apply0)
+        leader_srv.text = with_counter(leader_real, CONTROLLER, ctl0 + 3)
+        run3 = airflow_local.trigger(SWEEP, conf)
+        request = airflow_local.wait_for_approval(SWEEP, run3, "controller_decision", timeout=300)
+        assert f"Active controller {leader}" in request["subject"]
+        assert request["options"] == ["Restart it (last)", "Leave it"]
+        airflow_local.answer(SWEEP, run3, "controller_decision", ["Restart it (last)"])
+        assert airflow_local.wait_for_run(SWEEP, run3, timeout=300) == "failed"  # controller alert
+        third = report_of(airflow_local, run3)
+        assert rows(third)[2]["rebased"] == {"metadata_apply_errors": [apply0 + 2, apply0]}
+        assert rows(third)[2]["status"] == "healthy" and third["restart_requests"] == []
+        states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run3)}
+        assert states["restart_active_controller"] == "success"
+        assert states["leave_active_controller"] == "skipped"
+        reject_restart_run(airflow_local, third["controller_escalation"]["trigger_run_id"], leader)
+
+        # 4. broker 2's endpoint is down: unknown, never healthy
+        broker_srv.stop()
+        run4 = airflow_local.trigger(SWEEP, conf)
+        assert airflow_local.wait_for_run(SWEEP, run4, timeout=300) == "failed"
+        fourth = report_of(airflow_local, run4)
+        assert fourth["summary"]["unknown"] == [2] and 2 not in fourth["summary"]["healthy"]
+        log = airflow_local.task_log_text(SWEEP, run4, "sweep")
+        assert "DECISION node [broker 2]: unknown because its metrics could not be read" in log
+    finally:
+        broker_srv.stop()
+        leader_srv.stop()
