@@ -35,10 +35,11 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
 
     def is_run_active(target_dag: str, target_run: str) -> bool:
         try:
-            state = str(ti.get_dagrun_state(target_dag, target_run))
+            raw = ti.get_dagrun_state(target_dag, target_run)
         except Exception as exc:  # no such run (e.g. it was never created, or the DB was rebuilt)
             log.info("run %s/%s not found (%s): not active", target_dag, target_run, exc)
             return False
+        state = str(getattr(raw, "value", raw))  # an enum: str() would give "DagRunState.RUNNING"
         log.info("run %s/%s is %s", target_dag, target_run, state)
         return state in ACTIVE_RUN_STATES
 
