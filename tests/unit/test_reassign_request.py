@@ -1,0 +1,83 @@
+"""Reassignment input checks (before anything moves) and the throttle a chunk needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_runbooks.model import Broker, ClusterState, PartitionState
+from kafka_runbooks.reassign.execute import ChunkState, ExecState
+from kafka_runbooks.reassign.request import RequestError, build_request, foreign_reassignments, resolve
+from kafka_runbooks.reassign.throttle import throttle_plan
+
+
+def state() -> ClusterState:
+    """Brokers 1-3 up, 4 fenced, 5 registered nowhere but named by a partition."""
+    brokers = {b: Broker(broker_id=b) for b in (1, 2, 3)}
+    brokers[4] = Broker(broker_id=4, fenced=True)
+    brokers[5] = Broker(broker_id=5, alive=False)
+    parts = [
+        PartitionState("t", 0, 1, 1, (1, 4), (1,)),
+        PartitionState("t", 1, 2, 1, (2, 5), (2,)),
+        PartitionState("t", 2, 3, 1, (3, 1), (3, 1)),
+    ]
+    return ClusterState(cluster_id="c", brokers=brokers, quorum=None, partitions=parts)
+
+
+def test_detect_and_default_receivers():
+    failed, receivers = resolve(build_request({}), state())
+    assert failed == [4, 5] and receivers == [1, 2, 3]
+    failed, receivers = resolve(build_request({"failed_brokers": "4", "receivers": [2, 3]}), state())
+    assert failed == [4] and receivers == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"failed_brokers": [9]}, "unknown to the cluster"),
+        ({"failed_brokers": [1]}, "are alive"),
+        ({"failed_brokers": [4], "receivers": [4, 1]}, "among the failed"),
+        ({"failed_brokers": [4], "receivers": [5]}, "not available"),
+        ({"failed_brokers": [4], "receivers": "1,7"}, "unknown to the cluster"),
+    ],
+)
+def test_bad_brokers_are_refused_with_a_clear_error(params, message):
+    with pytest.raises(RequestError, match=message):
+        resolve(build_request(params), state())
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"throttle_bytes_per_sec": 0}, "would stop replication"),
+        ({"max_partitions_per_chunk": 0}, "must be > 0"),
+        ({"max_bytes_per_chunk": "lots"}, "must be an integer"),
+        ({"failed_brokers": "four"}, "'detect' or broker ids"),
+        ({"receivers": [-1]}, "broker ids are >= 0"),
+    ],
+)
+def test_bad_params_fail_before_any_cluster_call(params, message):
+    with pytest.raises(RequestError, match=message):
+        build_request(params)
+
+
+def test_only_reassignments_to_exactly_our_target_are_ours():
+    inflight = {
+        "t:0": {"replicas": [1, 2, 4], "adding": [2], "removing": [4]},
+        "t:1": {"replicas": [2, 3, 5], "adding": [3], "removing": [5]},
+        "u:0": {"replicas": [1, 2], "adding": [2], "removing": []},
+    }
+    owned = {"t:0": [1, 2], "t:1": [2, 1]}
+    assert set(foreign_reassignments(inflight, owned)) == {"t:1", "u:0"}
+    run = ExecState(
+        "r", [4], 1, [ChunkState(1, {"t:0": [1, 2], "t:1": [2, 1]}, status="moving", moving=["t:0"])]
+    )
+    assert run.in_flight_targets() == {"t:0": [1, 2]}
+
+
+def test_throttle_covers_live_sources_and_new_replicas_only():
+    plan = throttle_plan(
+        [("t", 0, (1, 4), (1, 2)), ("t", 1, (4, 3), (2, 3)), ("u", 0, (1, 2), (1, 2))], {1, 2, 3}, 1000
+    )
+    assert plan["rate"] == 1000
+    assert sorted(plan["brokers"]) == ["1", "2", "3"]
+    assert plan["topics"] == {"t": {"leader": ["0:1", "1:3"], "follower": ["0:2", "1:2"]}}
