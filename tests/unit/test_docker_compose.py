@@ -8,7 +8,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
+import subprocess
 import xml.etree.ElementTree as ET
 from functools import cache
 from pathlib import Path
@@ -38,8 +40,7 @@ ADDRESS_KEYS = {
     "rest.advertised.port",
     "plugin.path",
 }
-# The official image's env variables that are not broker properties.
-NOT_PROPERTIES = {"KAFKA_OPTS", "KAFKA_HEAP_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS"}
+LAUNCHER = ROOT / "docker" / "kafka" / "kafka-node.sh"
 
 
 @cache
@@ -63,14 +64,15 @@ def _airflow_env() -> dict[str, str]:
 
 
 def _properties_from_env(env: dict[str, str]) -> dict[str, str]:
-    """The official apache/kafka image's rule: KAFKA_FOO_BAR -> foo.bar (__ is -, ___ is _)."""
-    props = {}
-    for key, value in env.items():
-        if not key.startswith("KAFKA_") or key in NOT_PROPERTIES:
-            continue
-        name = key[len("KAFKA_") :].lower().replace("___", "\0").replace("__", "-").replace("_", ".")
-        props[name.replace("\0", "_")] = value
-    return props
+    """What the node launcher (docker/kafka/kafka-node.sh) writes as server.properties."""
+    out = subprocess.run(
+        ["bash", str(LAUNCHER), "--render"],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if line)
 
 
 def _read_properties(path: Path) -> dict[str, str]:
@@ -178,6 +180,23 @@ def test_the_jmx_exporter_agent_is_maven_centrals_pinned_jar():
     checksum = re.search(r"--checksum=sha256:([0-9a-f]{64})", text).group(1)
     jar = ensure_jars() / f"jmx_prometheus_javaagent-{version}.jar"
     assert hashlib.sha256(jar.read_bytes()).hexdigest() == checksum
+
+
+def test_every_kafka_node_runs_the_launcher_the_image_carries():
+    dockerfile = _dockerfile(_services()["broker-1"]).read_text()
+    target = re.search(r"COPY --chmod=755 docker/kafka/kafka-node.sh (\S+)", dockerfile).group(1)
+    for name, service in _kafka_nodes().items():
+        assert service["command"] == [target], name
+    # Launcher variables are not properties; everything else named KAFKA_* is, "_" -> ".".
+    rendered = _properties_from_env(
+        {
+            "KAFKA_OPTS": "-javaagent:x",
+            "KAFKA_HEAP_OPTS": "-Xmx1g",
+            "KAFKA_NUM_PARTITIONS": "3",
+            "CLUSTER_ID": "c",
+        }
+    )
+    assert rendered == {"num.partitions": "3"}
 
 
 # ------------------------------------------------------------------ mounts and volumes
