@@ -39,8 +39,10 @@ SHAPES = {10_000: (60, 6, 1), 100_000: (300, 10, 2), 1_000_000: (1000, 20, 3)}
 PER_TOPIC = 100
 
 
-def generate(path: Path, partitions: int, brokers: int, racks: int, failed: int, seed: int = 5) -> list[int]:
-    """Write a snapshot; returns the failed brokers (the first ``failed`` ids, in distinct racks)."""
+def generate(
+    path: Path, partitions: int, brokers: int, racks: int, failed: int, same_rack: bool = False, seed: int = 5
+) -> list[int]:
+    """Write a snapshot; returns the failed brokers (the first ids, in distinct racks or all in rack 0)."""
     rng = np.random.default_rng(seed)
     per_rack = brokers // racks
     r0 = rng.integers(0, racks, partitions)
@@ -49,7 +51,7 @@ def generate(path: Path, partitions: int, brokers: int, racks: int, failed: int,
     rack_of = np.stack([r0, (r0 + d1) % racks, (r0 + d2) % racks], axis=1)
     replicas = (rack_of + 1 + racks * rng.integers(0, per_rack, (partitions, 3))).astype(np.int32)
     size = np.minimum(rng.lognormal(np.log(50e6), 2.0, partitions), 500e9).astype(np.int64)
-    dead = list(range(1, failed + 1))
+    dead = [1 + i * racks for i in range(failed)] if same_rack else list(range(1, failed + 1))
     is_dead = np.isin(replicas, dead)
     # Leader: the first replica that is alive (the controller moved leadership off the dead one).
     first_alive = np.argmax(~is_dead, axis=1)
@@ -193,15 +195,26 @@ def main() -> None:
     parser.add_argument("--workdir", default=None, help="where snapshots go (default: a temp dir, removed)")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--check", action="store_true", help="also run check_plan on each result")
+    parser.add_argument(
+        "--shape",
+        default=None,
+        help="brokers,racks,failed for every size (default: 60,6,1 / 300,10,2 / 1000,20,3)",
+    )
+    parser.add_argument(
+        "--same-rack", action="store_true", help="fail brokers of one rack (its receivers take everything)"
+    )
     args = parser.parse_args()
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-plan-"))
     try:
         for size in (int(s) for s in args.sizes.split(",")):
-            brokers, racks, failed_count = SHAPES.get(size, (max(6, size // 1000), 5, 1))
+            if args.shape:
+                brokers, racks, failed_count = (int(x) for x in args.shape.split(","))
+            else:
+                brokers, racks, failed_count = SHAPES.get(size, (max(6, size // 1000), 5, 1))
             snapshot = work / f"snapshot-{size}"
             t0 = time.monotonic()
-            failed = generate(snapshot, size, brokers, racks, failed_count)
+            failed = generate(snapshot, size, brokers, racks, failed_count, args.same_rack)
             generated = time.monotonic() - t0
             wall, peak_kib, line = run_job(snapshot, work / f"plan-{size}", failed, args.driver_memory)
             plan = load_plan(work / f"plan-{size}")

@@ -379,12 +379,6 @@ def assign(
     return moves, not_moved, balancer
 
 
-def _racks_after_swap(brokers: dict[int, BrokerInfo], target: list[int], pos: int, new: int) -> int:
-    swapped = list(target)
-    swapped[pos] = new
-    return len({rack_key(brokers[b], b) for b in swapped})
-
-
 def repair(moves: list[Move], balancer: Balancer, failed: set[int], max_rounds: int = 100) -> int:
     """Move replicas from a receiver to one with at least two fewer when racks allow; count moves.
 
@@ -415,16 +409,19 @@ def repair(moves: list[Move], balancer: Balancer, failed: set[int], max_rounds: 
             if moved[r] < low + 2:
                 continue
             old = len({rack_key(brokers[b], b) for b in m.target})
+            others = {rack_key(brokers[b], b) for j, b in enumerate(m.target) if j != i}
             best = None
-            for group in by_group.values():
+            for name, group in by_group.items():
+                # Every broker of a rack gives the same count; a broker without a rack adds one.
+                if name != Balancer.NO_RACK and len(others | {name}) < old:
+                    continue
                 for n, s in group:
                     if n > moved[r] - 2 or (best is not None and n >= best[0]):
                         break
                     if s in m.target or s in failed:
                         continue
-                    if _racks_after_swap(brokers, m.target, i, s) >= old:
-                        best = (n, s)
-                        break
+                    best = (n, s)
+                    break
             if best is None:
                 continue
             s = best[1]
@@ -628,6 +625,8 @@ def run(spark, argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         failed = _ids(args.failed, "--failed")
+        if not failed:
+            raise PlanImpossible("no failed broker given")
         receivers = None if args.receivers is None else _ids(args.receivers, "--receivers")
         limits = (
             _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),

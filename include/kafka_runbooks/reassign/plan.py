@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -292,7 +293,7 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         low = min(moved.values())
         by_rack: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         for b, n in moved.items():
-            by_rack[("rack", racks[b]) if racks.get(b) is not None else ("none",)].append((n, b))
+            by_rack[("rack", racks.get(b)) if racks.get(b) is not None else ("none",)].append((n, b))
         for members in by_rack.values():
             members.sort()
         flagged = set()
@@ -301,22 +302,25 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
                 continue
             target = planned[key].replicas
             keep = _distinct_racks(racks, target)
-            for members in by_rack.values():
-                for n, s in members:
-                    if n > moved[r] - 2:
-                        break
-                    if s in target:
-                        continue
-                    swapped = list(target)
-                    swapped[i] = s
-                    if _distinct_racks(racks, swapped) >= keep:
-                        report(
-                            f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
-                            f"to receiver {s} with {n}"
-                        )
-                        flagged.add(r)
-                        break
-                if r in flagged:
+            others = {_rack(racks, b) for j, b in enumerate(target) if j != i}
+            for group, members in by_rack.items():
+                # A rack gives the same count for all its brokers; a broker without one adds one.
+                if group != ("none",) and len(others | {group}) < keep:
+                    continue
+                s = next(
+                    (
+                        s
+                        for _, s in takewhile(lambda e, cap=moved[r] - 2: e[0] <= cap, members)
+                        if s not in target
+                    ),
+                    None,
+                )
+                if s is not None:
+                    report(
+                        f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
+                        f"to receiver {s} with {moved[s]}"
+                    )
+                    flagged.add(r)
                     break
 
     # Chunks: each planned partition exactly once, within the limits, in the summary's figures.
