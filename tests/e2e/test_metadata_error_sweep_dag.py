@@ -2,10 +2,11 @@
 
 Run by run (each builds on the last sweep's state): all real nodes healthy; then broker
 2 and the active controller served from recorded expositions with raised counters (a
-restart run is created for the broker; the controller is reported); then the broker's
-counter drops (re-based) while the controller's rises again (a person is asked, answers
-"Restart it (last)", a restart run is created for it); then the broker's endpoint is down
-(unknown). Every restart run is rejected at its own approval gate: nothing is restarted.
+restart run is created for the broker; the controller is reported); then both rise again
+(no second run while the broker's waits; a person is asked about the controller, answers
+"Restart it (last)", a restart run is created for it); then the broker's counter drops
+(re-based) and the controller's endpoint is down (unknown). Every restart run is rejected
+at its own approval gate: nothing is restarted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def rows(report: dict) -> dict[int, dict]:
 
 
 def reject_restart_run(airflow_local, run_id: str, node_id: int) -> None:
-    """The restart run exists for that node; it waits at its gate; reject it (nothing restarts)."""
+    """The restart run for that node waits at its gate (maybe behind another run): reject it."""
     run = airflow_local.dag_run(RESTART, run_id)
     assert run["conf"]["node_ids"] == str(node_id) and run["conf"]["require_approval"] is True
     airflow_local.wait_for_approval(RESTART, run_id, "approval_gate", timeout=300)
@@ -93,10 +94,14 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         assert states["start_broker_restarts"] == "success" and states["raise_alerts"] == "failed"
         assert states["controller_decision"] == "skipped"  # one increase: reported, not escalated
         restart_run = f"metadata_errors__broker_2__{safe_name(run2)}"
-        reject_restart_run(airflow_local, restart_run, 2)
+        run = airflow_local.dag_run(RESTART, restart_run)
+        assert run["conf"]["node_ids"] == "2" and run["conf"]["require_approval"] is True
+        assert APPLY in run["conf"]["reason"]
+        airflow_local.wait_for_approval(RESTART, restart_run, "approval_gate", timeout=300)
 
-        # 3. broker 2 restarted (counter down: re-based); the active controller rises again: ask
-        broker_srv.text = with_counter(broker_real, APPLY, apply0)
+        # 3. broker 2 still going up while its restart run waits: no second run; the active
+        #    controller went up again (2nd sweep in a row): a person is asked
+        broker_srv.text = with_counter(broker_real, APPLY, apply0 + 5)
         leader_srv.text = with_counter(leader_real, CONTROLLER, ctl0 + 3)
         run3 = airflow_local.trigger(SWEEP, conf)
         request = airflow_local.wait_for_approval(SWEEP, run3, "controller_decision", timeout=300)
@@ -105,21 +110,29 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         airflow_local.answer(SWEEP, run3, "controller_decision", ["Restart it (last)"])
         assert airflow_local.wait_for_run(SWEEP, run3, timeout=300) == "failed"  # controller alert
         third = report_of(airflow_local, run3)
-        assert rows(third)[2]["rebased"] == {"metadata_apply_errors": [apply0 + 2, apply0]}
-        assert rows(third)[2]["status"] == "healthy" and third["restart_requests"] == []
+        assert rows(third)[2]["status"] == "flagged" and third["restart_requests"] == []
+        assert f"restart run {restart_run} for it is still active" in rows(third)[2]["action"]
         states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run3)}
         assert states["restart_active_controller"] == "success"
         assert states["leave_active_controller"] == "skipped"
-        reject_restart_run(airflow_local, third["controller_escalation"]["trigger_run_id"], leader)
+        controller_run = third["controller_escalation"]["trigger_run_id"]
+        assert airflow_local.dag_run(RESTART, controller_run)["conf"]["node_ids"] == str(leader)
+        # nothing is restarted: both runs are rejected at the restart runbook's own gate
+        reject_restart_run(airflow_local, restart_run, 2)
+        reject_restart_run(airflow_local, controller_run, leader)
 
-        # 4. broker 2's endpoint is down: unknown, never healthy
-        broker_srv.stop()
+        # 4. broker 2 restarted (its counter went down: re-based, not flagged); the active
+        #    controller's endpoint is down: unknown, never healthy
+        broker_srv.text = with_counter(broker_real, APPLY, apply0)
+        leader_srv.stop()
         run4 = airflow_local.trigger(SWEEP, conf)
-        assert airflow_local.wait_for_run(SWEEP, run4, timeout=300) == "failed"
+        assert airflow_local.wait_for_run(SWEEP, run4, timeout=300) == "failed"  # unknown node alert
         fourth = report_of(airflow_local, run4)
-        assert fourth["summary"]["unknown"] == [2] and 2 not in fourth["summary"]["healthy"]
+        assert rows(fourth)[2]["rebased"] == {"metadata_apply_errors": [apply0 + 5, apply0]}
+        assert rows(fourth)[2]["status"] == "healthy" and fourth["restart_requests"] == []
+        assert fourth["summary"]["unknown"] == [leader] and leader not in fourth["summary"]["healthy"]
         log = airflow_local.task_log_text(SWEEP, run4, "sweep")
-        assert "DECISION node [broker 2]: unknown because its metrics could not be read" in log
+        assert f"DECISION node [controller {leader}]: unknown because its metrics could not be read" in log
     finally:
         broker_srv.stop()
         leader_srv.stop()
