@@ -31,10 +31,11 @@ fi
 
 : "${CLUSTER_ID:?set CLUSTER_ID (the same on every node)}"
 : "${KAFKA_LOG_DIRS:?set KAFKA_LOG_DIRS}"
-config=/opt/kafka/config/kafka-runbooks-node.properties
+home=${KAFKA_HOME:-/opt/kafka}
+config=$home/config/kafka-runbooks-node.properties
 render > "$config"
 if [[ ! -f "$KAFKA_LOG_DIRS/meta.properties" ]]; then
   # No JMX exporter for the format tool: the node's own JVM binds the metrics port.
-  KAFKA_OPTS="" /opt/kafka/bin/kafka-storage.sh format --cluster-id "$CLUSTER_ID" --config "$config" --ignore-formatted
+  KAFKA_OPTS="" "$home/bin/kafka-storage.sh" format --cluster-id "$CLUSTER_ID" --config "$config" --ignore-formatted
 fi
-exec /opt/kafka/bin/kafka-server-start.sh "$config"
+exec "$home/bin/kafka-server-start.sh" "$config"

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.helpers import wait_until
+from tests.unit.test_docker_compose import load_compose
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_PATH = ROOT / "spark_jobs" / "cluster_health.py"
@@ -32,7 +32,7 @@ def _free_port() -> int:
 
 
 def _compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    return load_compose()
 
 
 def _localise(argv: list[str], ports: dict[str, int]) -> list[str]:

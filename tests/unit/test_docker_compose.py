@@ -43,9 +43,51 @@ ADDRESS_KEYS = {
 LAUNCHER = ROOT / "docker" / "kafka" / "kafka-node.sh"
 
 
+_VARIABLE = re.compile(
+    r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_]\w*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<named>[A-Za-z_]\w*))"
+)
+
+
+def interpolate(value, environ: dict[str, str], unset: list[str] | None = None):
+    """Compose's variable substitution: $$, ${VAR}, $VAR, ${VAR:-default}, ${VAR-default}."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ, unset) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ, unset) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(m: re.Match) -> str:
+        if m["escaped"]:
+            return "$"
+        name = m["braced"] or m["named"]
+        current = environ.get(name)
+        if m["op"] == ":-":
+            return current or m["arg"]
+        if m["op"] == "-":
+            return m["arg"] if current is None else current
+        if current is None and unset is not None:
+            unset.append(name)
+        return current or ""
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def load_compose(environ: dict[str, str] | None = None, unset: list[str] | None = None) -> dict:
+    """docker-compose.yaml as `docker compose config` sees it, by default with no .env."""
+    return interpolate(yaml.safe_load((ROOT / "docker-compose.yaml").read_text()), environ or {}, unset)
+
+
 @cache
 def _compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    return load_compose()
+
+
+def test_every_variable_has_a_default():
+    unset: list[str] = []
+    load_compose({}, unset)
+    assert unset == []
+    assert load_compose({"KAFKA_CLUSTER_ID": "x"})["services"]["broker-1"]["environment"]["CLUSTER_ID"] == "x"
 
 
 def _services() -> dict[str, dict]:
