@@ -498,3 +498,27 @@ def test_health_checks_use_the_runbooks_definition_of_ready():
             "kafka_server_brokerstate" if _env(service)["KAFKA_PROCESS_ROLES"] == BROKER else "current_leader"
         )
         assert metric in check, name
+
+
+# ------------------------------------------------------------------ Airflow settings
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_every_airflow_setting_names_a_real_option_with_a_usable_value():
+    """Airflow ignores a misspelt AIRFLOW__SECTION__KEY silently: check each one exists."""
+    import importlib
+
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManagerRole
+    from airflow.configuration import conf
+
+    described = conf.configuration_description
+    env = _airflow_env()
+    settings = [k for k in env if k.startswith("AIRFLOW__")]
+    assert settings
+    for name in settings:
+        section, key = name[len("AIRFLOW__") :].lower().split("__", 1)
+        assert key in described.get(section, {}).get("options", {}), f"{name} is not an Airflow option"
+    module, _, cls = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
+    assert hasattr(importlib.import_module(module), cls)
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    for user in env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(","):
+        _, role = user.split(":")
+        assert role.upper() in SimpleAuthManagerRole.__members__, user
