@@ -226,6 +226,31 @@ def test_racks_are_kept(spark, make_snapshot, tmp_path, failed_rack):
     assert max(twice_receivers.values()) - min(twice_receivers.values()) <= 1
 
 
+def test_repair_pass_evens_out_what_racks_allow():
+    """The driver's repair pass alone (no Spark): skewed picks are moved unless racks forbid it."""
+
+    def skewed(rack_of: dict[int, str | None]):
+        brokers = {b: job.BrokerInfo(b, rack, True, True) for b, rack in rack_of.items()}
+        brokers[9] = job.BrokerInfo(9, None, False, True)
+        balancer = job.Balancer(brokers, [1, 2, 3, 4])
+        moves = []
+        for p in range(6):
+            moves.append(job.Move("t", p, (9, 5, 6), [1, 5, 6], 100 * (p + 1), 2))
+            balancer.take(1, 100 * (p + 1))
+        return moves, balancer
+
+    moves, balancer = skewed({1: None, 2: None, 3: None, 4: None, 5: None, 6: None})
+    assert job.repair(moves, balancer, {9}) == 4
+    assert sorted(balancer.moved.values()) == [1, 1, 2, 2]
+    assert all(m.target[1:] == [5, 6] and m.target[0] in (1, 2, 3, 4) for m in moves)
+    assert sum(balancer.brokers[b].bytes for b in (1, 2, 3, 4)) == 2100
+
+    # 9's rack is unknown (a rack of its own): only 1, alone in rack c, keeps three racks.
+    moves, balancer = skewed({1: "c", 2: "a", 3: "a", 4: "b", 5: "a", 6: "b"})
+    assert job.repair(moves, balancer, {9}) == 0
+    assert balancer.moved == {1: 6, 2: 0, 3: 0, 4: 0}
+
+
 def test_impossible_plans_write_error_json(spark, make_snapshot, tmp_path):
     parts = [part("t", p, rotated(5, 3, p), {5}) for p in range(5)]
     snapshot = make_snapshot([1, 2, 3, 4, {"id": 5, "alive": False}, {"id": 6, "alive": False}], parts)
