@@ -185,15 +185,19 @@ def run_job(snapshot: Path, out: Path, failed: list[int], driver_memory: str) ->
     return wall, peak, stdout.strip()
 
 
-def spread(values: list[int]) -> str:
-    return f"{min(values)}..{max(values)} (spread {max(values) - min(values)})"
+def spread(values: list[int], unit: float = 1) -> str:
+    low, high = min(values) / unit, max(values) / unit
+    digits = 0 if unit == 1 else 1
+    return f"{low:.{digits}f}..{high:.{digits}f} (spread {high - low:.{digits}f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--workdir", default=None, help="where snapshots go (default: a temp dir, removed)")
-    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument(
+        "--driver-memory", default="1g", help="spark-submit --driver-memory (Spark's default: 1g)"
+    )
     parser.add_argument("--check", action="store_true", help="also run check_plan on each result")
     parser.add_argument(
         "--shape",
@@ -234,9 +238,9 @@ def main() -> None:
                 f"    live brokers' replicas before {spread([v['replicas_before'] for v in live])}, "
                 f"after {spread([v['replicas_after'] for v in live])}"
             )
-            gb = [round(v["bytes_before"] / 1e9, 1) for v in live]
-            gb_after = [round(v["bytes_after"] / 1e9, 1) for v in live]
-            print(f"    live brokers' GB before {spread(gb)}, after {spread(gb_after)}")
+            gb_before = spread([v["bytes_before"] for v in live], 1e9)
+            gb_after = spread([v["bytes_after"] for v in live], 1e9)
+            print(f"    live brokers' GB before {gb_before}, after {gb_after}")
             if args.check:
                 t0 = time.monotonic()
                 violations = check_plan(plan, *read_snapshot_rows(snapshot))
