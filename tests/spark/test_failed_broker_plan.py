@@ -280,6 +280,11 @@ def test_impossible_plans_write_error_json(spark, make_snapshot, tmp_path):
         assert not (out / "plan.json").exists() and not (out / "summary.json").exists()
         assert not (out / "chunks").exists()
 
+    # A dead broker that hosts nothing: an empty plan, not an error.
+    code, plan = plan_with(spark, snapshot, out, "--failed", "6")
+    assert code == 0 and plan.partitions == () and plan.chunk_count == 0
+    assert checked(plan, snapshot) == []
+
     code, result = plan_with(spark, make_snapshot([1, 2], []), out, "--failed", "3")
     assert code == 2 and "unknown to the snapshot" in result.reason
     code, result = plan_with(spark, tmp_path / "nowhere", out, "--failed", "3")
