@@ -111,7 +111,6 @@ with DAG(
     snapshot = KafkaClusterSnapshotOperator(
         task_id="snapshot_cluster",
         kafka_config_id="{{ params.kafka_conn_id }}",
-        output_subdir="reassign/{{ dag.dag_id }}/{{ run_id }}/snapshot",
     )
 
     plan = SparkSubmitOperator(
