@@ -66,6 +66,7 @@ DEFAULT_MAX_BYTES = 1 << 30
 EXIT_IMPOSSIBLE = 2
 NOT_MOVED_LISTED = 1000
 OUTPUT_FILES = ("plan.json", "summary.json", "error.json")
+BROADCAST_KEYS_MAX = 500_000
 
 
 class PlanImpossible(Exception):
@@ -118,8 +119,9 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
     """Broker table with per-broker counts and bytes, and the partitions touched by ``failed``.
 
     Three scans of replicas.parquet: per-broker aggregates; the keys of partitions that have a
-    failed replica or an unreported size; those partitions' rows grouped per partition. Only the
-    affected partitions and the per-broker rows are collected.
+    failed replica or an unreported size; those partitions' rows (a broadcast semi-join, no
+    shuffle of the big side) grouped per partition. Only the affected partitions and the
+    per-broker rows are collected.
     """
     from pyspark.sql import functions as F
 
@@ -151,7 +153,15 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
         info.bytes = int(row["reported"])
 
     is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
-    keys = replicas.where(is_failed | F.col("size_bytes").isNull()).select("topic", "partition").distinct()
+    cached_keys = (
+        replicas.where(is_failed | F.col("size_bytes").isNull())
+        .select("topic", "partition")
+        .distinct()
+        .persist()
+    )
+    # Usually a few thousand keys: broadcast them so the big side is filtered without a shuffle.
+    # A snapshot taken without log dirs has every size missing: then a plain join.
+    keys = F.broadcast(cached_keys) if cached_keys.count() <= BROADCAST_KEYS_MAX else cached_keys
     entry = F.struct(
         F.col("replica_index"),
         F.col("replica"),
@@ -197,6 +207,7 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
             brokers[int(row["replica"])].bytes += int(row["fill"] or 0)
     finally:
         touched.unpersist()
+        cached_keys.unpersist()
     for p in affected:
         for b, size in zip(p.replicas, p.sizes):
             if size is None:
