@@ -261,6 +261,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         logger=log,
     )
     return {
+        **request.as_dict(),
         "nothing_to_do": nothing,
         "failed": failed,
         "failed_csv": ",".join(str(b) for b in failed),
@@ -268,7 +269,6 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         "receivers_csv": ",".join(str(b) for b in receivers),
         "adopted": len(adopt),
         "plan_dir": str(folder / "plan"),
-        **request.as_dict(),
     }
 
 
