@@ -1,0 +1,31 @@
+"""Where the failed-broker sweep's settings come from: params > Variable > env > defaults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafka_runbooks_airflow.reassign import SWEEP_DEFAULTS, sweep_settings
+
+
+def test_defaults_then_env_then_variable_then_params(monkeypatch):
+    assert sweep_settings({}, None) == SWEEP_DEFAULTS
+    assert SWEEP_DEFAULTS["failure_threshold_minutes"] == 30 and SWEEP_DEFAULTS["require_approval"] is True
+    monkeypatch.setenv("KAFKA_RUNBOOKS_FAILED_BROKER_FAILURE_THRESHOLD_MINUTES", "-1")
+    monkeypatch.setenv("KAFKA_RUNBOOKS_FAILED_BROKER_THROTTLE_BYTES_PER_SEC", "1000")
+    got = sweep_settings({}, None)
+    assert got["failure_threshold_minutes"] == -1 and got["throttle_bytes_per_sec"] == 1000
+    variable = json.dumps({"failure_threshold_minutes": 60, "alert_after_minutes": 20})
+    got = sweep_settings({}, variable)
+    assert got["failure_threshold_minutes"] == 60 and got["alert_after_minutes"] == 20
+    assert got["throttle_bytes_per_sec"] == 1000
+    got = sweep_settings({"failure_threshold_minutes": 0.25, "alert_after_minutes": None}, variable)
+    assert got["failure_threshold_minutes"] == 0.25 and got["alert_after_minutes"] == 20
+
+
+def test_a_bad_variable_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown keys"):
+        sweep_settings({}, json.dumps({"failure_threshold": 5}))
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        sweep_settings({}, "[1]")
