@@ -46,3 +46,16 @@ def test_topology_round_trips_and_reads_the_environment():
     assert (topo.brokers, topo.racks, topo.connect) == (5, ("r1", "r2", "r3"), False)
     assert Topology.from_json(topo.to_json()) == topo
     assert topo.connect_node is None
+
+
+def test_new_cluster_ids_never_start_with_a_dash(monkeypatch):
+    """kafka-storage's argument parser reads '-abc...' as an option (1 start in 64 failed)."""
+    import uuid
+
+    from kafka_runbooks.localstack import stack
+
+    dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # urlsafe base64 of 0xfb... starts with '-'
+    fresh = iter([dash_first, uuid.UUID(int=1)])
+    monkeypatch.setattr(stack.uuid, "uuid4", lambda: next(fresh))
+    assert stack.base64.urlsafe_b64encode(dash_first.bytes).decode().startswith("-")
+    assert not stack._new_cluster_id().startswith("-")

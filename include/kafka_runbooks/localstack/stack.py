@@ -103,7 +103,11 @@ def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
 
 
 def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id; never one starting with '-' (the storage tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _port_open(port: int, timeout: float = 0.5) -> bool:
