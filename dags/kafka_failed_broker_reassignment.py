@@ -40,6 +40,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
@@ -154,6 +155,7 @@ with DAG(
         "{{ " + CHECKED + "['failed'] }}?",
         body="```\n{{ ti.xcom_pull(task_ids='review_plan')['text'] }}\n```",
         response_timeout=timedelta(hours=12),
+        assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )
 
     execute = KafkaReassignmentSensor(

@@ -43,6 +43,8 @@ from airflow.providers.standard.operators.hitl import HITLBranchOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
+from kafka_runbooks_airflow.approvers import assigned_approvers
+
 RESTART_DAG_ID = "kafka_broker_restart"
 REPORT_ASSET = Asset(name="kafka_metadata_error_report")
 ESCALATION = "ti.xcom_pull(task_ids='sweep', key='controller_escalation')"
@@ -146,6 +148,7 @@ with DAG(
         options_mapping={RESTART_IT: "restart_active_controller", LEAVE_IT: "leave_active_controller"},
         defaults=[LEAVE_IT],
         response_timeout=timedelta(hours=1),
+        assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )
 
     restart_active_controller = TriggerDagRunOperator(

@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GATES = {
     "kafka_broker_restart": "approval_gate",
     "kafka_unclean_recovery": "approve_elections",
+    "kafka_failed_broker_reassignment": "approval_gate",
+    "kafka_metadata_error_sweep": "controller_decision",
 }
 
 
