@@ -19,68 +19,18 @@ a volume every worker mounts, as for the runbooks' reports.
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 from kafka_runbooks.connect.policy import RestartState
-from kafka_runbooks.paths import data_dir, safe_name
-
-STATE_VERSION = 1
+from kafka_runbooks.state_file import ClusterStateFile
 
 
-def default_state_dir() -> Path:
-    return data_dir() / "state" / "connect_autorestart"
-
-
-class JsonStateStore:
+class JsonStateStore(ClusterStateFile):
     """Per-connector :class:`RestartState` of one Connect cluster, in one JSON file."""
 
-    def __init__(self, cluster: str, directory: Path | None = None) -> None:
-        if not cluster:
-            raise ValueError("a state store needs the cluster's name (its connection id)")
-        self.cluster = cluster
-        self.directory = Path(directory) if directory else default_state_dir()
-        self.path = self.directory / f"{safe_name(cluster)}.json"
+    kind = "connect_autorestart"
+    section = "connectors"
 
     def load(self) -> dict[str, RestartState]:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
-        return {name: RestartState.from_dict(entry) for name, entry in (raw.get("connectors") or {}).items()}
+        return {name: RestartState.from_dict(entry) for name, entry in self.read_entries().items()}
 
     def save(self, states: dict[str, RestartState]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        body = {
-            "version": STATE_VERSION,
-            "cluster": self.cluster,
-            "connectors": {name: s.as_dict() for name, s in sorted(states.items())},
-        }
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @contextmanager
-    def locked(self) -> Iterator[JsonStateStore]:
-        """Hold the cluster's lock for a whole sweep (load, decide, restart, save)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f".{self.path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        self.write_entries({name: s.as_dict() for name, s in sorted(states.items())})

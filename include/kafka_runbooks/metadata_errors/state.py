@@ -9,19 +9,10 @@ exclusive ``flock``; the sweep task runs one at a time.
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from kafka_runbooks.paths import data_dir, safe_name
-
-STATE_VERSION = 1
+from kafka_runbooks.state_file import ClusterStateFile
 
 
 @dataclass
@@ -43,52 +34,12 @@ class NodeState:
         return cls(**known)
 
 
-def default_state_dir() -> Path:
-    return data_dir() / "state" / "metadata_errors"
-
-
-class MetadataErrorStateStore:
-    def __init__(self, cluster: str, directory: Path | None = None) -> None:
-        if not cluster:
-            raise ValueError("a state store needs the cluster's name (its Kafka connection id)")
-        self.cluster = cluster
-        self.directory = Path(directory) if directory else default_state_dir()
-        self.path = self.directory / f"{safe_name(cluster)}.json"
+class MetadataErrorStateStore(ClusterStateFile):
+    kind = "metadata_errors"
+    section = "nodes"
 
     def load(self) -> dict[int, NodeState]:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
-        return {int(k): NodeState.from_dict(v) for k, v in (raw.get("nodes") or {}).items()}
+        return {int(k): NodeState.from_dict(v) for k, v in self.read_entries().items()}
 
     def save(self, states: dict[int, NodeState]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        body = {
-            "version": STATE_VERSION,
-            "cluster": self.cluster,
-            "nodes": {str(k): s.as_dict() for k, s in sorted(states.items())},
-        }
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @contextmanager
-    def locked(self) -> Iterator[MetadataErrorStateStore]:
-        """Hold the lock for a whole sweep (load, decide, save)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f".{self.path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        self.write_entries({str(k): s.as_dict() for k, s in sorted(states.items())})

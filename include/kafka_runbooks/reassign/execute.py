@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -29,6 +27,7 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.reassign import throttle
+from kafka_runbooks.state_file import write_atomic
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
 
@@ -99,17 +98,7 @@ def load_state(path: Path) -> ExecState:
 
 
 def save_state(path: Path, state: ExecState) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(state.to_json())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(Path(path), state.to_json())
 
 
 def chunks_from_plan_dir(plan_dir: Path) -> list[ChunkState]:

@@ -14,23 +14,16 @@ would only add load to a cluster that is already in trouble, so nothing is start
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.model import ClusterState
-from kafka_runbooks.paths import data_dir, safe_name
+from kafka_runbooks.state_file import ClusterStateFile
 
-STATE_VERSION = 1
 OFF = -1.0
 
 
@@ -113,52 +106,17 @@ def failed_brokers(state: ClusterState) -> list[int]:
     return sorted(b for b in named if not state.is_available(b))
 
 
-class FailureStore:
+class FailureStore(ClusterStateFile):
     """First-seen times of failed brokers of one cluster, in one JSON file (atomic writes)."""
 
-    def __init__(self, cluster: str, directory: Path | None = None) -> None:
-        if not cluster:
-            raise ValueError("a failure store needs the cluster's name (its connection id)")
-        self.cluster = cluster
-        self.directory = Path(directory) if directory else data_dir() / "state" / "failed_brokers"
-        self.path = self.directory / f"{safe_name(cluster)}.json"
+    kind = "failed_brokers"
+    section = "brokers"
 
     def load(self) -> dict[int, FailedBroker]:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
-        return {int(b): FailedBroker.from_dict(e) for b, e in (raw.get("brokers") or {}).items()}
+        return {int(b): FailedBroker.from_dict(e) for b, e in self.read_entries().items()}
 
     def save(self, failed: dict[int, FailedBroker]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        body = {
-            "version": STATE_VERSION,
-            "cluster": self.cluster,
-            "brokers": {str(b): asdict(f) for b, f in sorted(failed.items())},
-        }
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @contextmanager
-    def locked(self) -> Iterator[FailureStore]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f".{self.path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        self.write_entries({str(b): asdict(f) for b, f in sorted(failed.items())})
 
 
 class FailureTracker:
