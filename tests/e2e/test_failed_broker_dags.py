@@ -195,6 +195,13 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert cleanup["state"] == "success", airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")[
         -3000:
     ]
+    # the kill landed mid-chunk: the executor takes its own throttle off when a chunk is verified, so a
+    # throttle still recorded at the kill (taken off by the killed task's on_kill or by the cleanup task,
+    # whichever came first) means the chunk was still moving (at 50 kB/s it takes minutes)
+    killed_and_cleanup = airflow_local.task_log_text(
+        REASSIGN, run1, "execute_chunks", try_number=1
+    ) + airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")
+    assert "remove a leftover throttle" in killed_and_cleanup
     assert json.loads(state_file(run1).read_text())["throttle"] is None
     assert leftover_throttles(admin.gaps, [1, 2, 3], ours) == {}
 
