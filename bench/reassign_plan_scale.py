@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -135,34 +134,13 @@ def _rss_kib(pid: int) -> int:
 
 def run_job(snapshot: Path, out: Path, failed: list[int], driver_memory: str) -> tuple[float, int, str]:
     """(wall seconds, peak RSS of the process tree in KiB, stdout) of one spark-submit."""
-    bin_dir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    env.pop("PYSPARK_SUBMIT_ARGS", None)
-    cmd = [
-        str(bin_dir / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--driver-memory",
-        driver_memory,
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        str(JOB),
-        "--snapshot",
-        str(snapshot),
-        "--failed",
-        ",".join(map(str, failed)),
-        "--out",
-        str(out),
-    ]
+    from kafka_runbooks.local_spark import spark_submit_command
+
+    cmd, env = spark_submit_command(
+        JOB,
+        ["--snapshot", str(snapshot), "--failed", ",".join(map(str, failed)), "--out", str(out)],
+        driver_memory=driver_memory,
+    )
     peak = 0
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

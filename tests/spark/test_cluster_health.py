@@ -9,13 +9,14 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from kafka_runbooks.local_spark import spark_submit_command
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "cluster_health.py"
 FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
@@ -290,33 +291,11 @@ def test_spark_submit_end_to_end(make_snapshot, tmp_path):
     snapshot = make_snapshot(brokers, parts)
     output = tmp_path / "out"
 
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    env.pop("PYSPARK_SUBMIT_ARGS", None)
-    cmd = [
-        str(spark_submit),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        str(JOB_PATH),
-        "--snapshot",
-        str(snapshot),
-        "--output",
-        str(output),
-        "--max-listed",
-        "2",
-    ]
+    cmd, env = spark_submit_command(
+        JOB_PATH,
+        ["--snapshot", str(snapshot), "--output", str(output), "--max-listed", "2"],
+        conf={"spark.sql.shuffle.partitions": "2"},
+    )
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-5000:]}"
     assert "report.json: 5 partitions" in result.stdout

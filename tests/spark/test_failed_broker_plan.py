@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.local_spark import spark_submit_command
 from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"
@@ -303,27 +303,7 @@ def test_job_imports_only_pyspark_and_stdlib():
 
 
 def spark_submit(*args: str) -> subprocess.CompletedProcess:
-    bin_dir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    env.pop("PYSPARK_SUBMIT_ARGS", None)
-    cmd = [
-        str(bin_dir / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        str(JOB_PATH),
-        *args,
-    ]
+    cmd, env = spark_submit_command(JOB_PATH, list(args))
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 

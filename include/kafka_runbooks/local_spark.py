@@ -1,0 +1,42 @@
+"""spark-submit on this machine, with this venv's PySpark and interpreter (tests and benchmarks).
+
+The DAGs submit through the Spark provider; the tests and benchmarks that prove the jobs
+run them the same way, ``spark-submit`` in ``local[2]`` mode, without going through Airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+LOOPBACK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def spark_submit_command(
+    job: Path | str,
+    args: list[str],
+    *,
+    master: str = "local[2]",
+    driver_memory: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """``(argv, env)`` running ``job`` with ``args``; driver and workers use this interpreter."""
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    argv = [str(bin_dir / "spark-submit"), "--master", master]
+    if driver_memory:
+        argv += ["--driver-memory", driver_memory]
+    for key, value in {**LOOPBACK_CONF, **(conf or {})}.items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, str(job), *args], env
