@@ -117,6 +117,8 @@ def test_a_broker_that_does_not_answer_in_time_is_excluded(scenario, local_stack
             os.kill(pid, signal.SIGCONT)
         if "2" in doc["unanswered_brokers"]:
             break
+    # leave broker 2 as found: unfenced again (the controller fenced it while it was frozen)
+    wait_until(lambda: admin.describe_brokers()[2].available, 90, 0.5, "broker 2 unfenced after SIGCONT")
     assert "2" in doc["unanswered_brokers"] and "1500 ms" in doc["unanswered_brokers"]["2"]
     (choice,) = doc["choices"]
     rows = {r["broker_id"]: r for r in choice["rows"]}
@@ -130,6 +132,14 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
     scenario, local_stack, admin, tmp_path
 ):
     topic = scenario.topic
+    # a broker frozen by an earlier test may still be fenced for a few seconds after SIGCONT: a fenced
+    # broker is rightly not a candidate, which is not what this test is about
+    wait_until(
+        lambda: all((b := admin.describe_brokers().get(i)) and b.available for i in (2, 3)),
+        90,
+        0.5,
+        "brokers 2 and 3 registered and unfenced",
+    )
     doc = plan(admin, _request(topic, [0], "automated_recovery", recovery_duration_ms=10000), tmp_path)
     report = recover(admin, doc, tmp_path)
     (outcome,) = report.outcomes
