@@ -15,7 +15,13 @@ def test_partitions_carry_leader_epoch_isr_and_effective_min_isr(admin, kafka_st
     strict_topic = unique_topic("facade-strict")
     create_topic(kafka_stack.bootstrap_servers, default_topic, 3, 3)
     create_topic(kafka_stack.bootstrap_servers, strict_topic, 2, 3, config={"min.insync.replicas": "3"})
-    parts = {(p.topic, p.partition): p for p in admin.describe_partitions([default_topic, strict_topic])}
+
+    # the facade may ask a broker that has not applied the new topics yet: wait for it to catch up
+    def described():
+        found = {(p.topic, p.partition): p for p in admin.describe_partitions([default_topic, strict_topic])}
+        return found if len(found) == 5 else None
+
+    parts = wait_until(described, 30, 0.5, "both new topics described")
     assert len(parts) == 5
     p0 = parts[(default_topic, 0)]
     assert p0.replication_factor == 3 and set(p0.isr) == set(p0.replicas)
