@@ -50,36 +50,65 @@ with DAG(
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
         "node_ids": Param(
-            "all",
+            None,
             type="string",
             pattern=r"^\s*(all|\d+(\s*,\s*\d+)*)\s*$",
-            description="Node ids to restart, comma separated (brokers and/or controllers), or 'all'",
+            description="Required. Node ids to restart, separated by commas, e.g. '2' or '1,2,9001' (brokers "
+            "and/or controllers); 'all' restarts every node of the cluster, one at a time. An unknown id stops "
+            "the run before anything is restarted.",
         ),
         "reason": Param(
             "planned rolling restart",
             type="string",
             minLength=3,
-            description="Why (logged in every decision record)",
+            description="Why the nodes are restarted (at least 3 characters); written in every decision record.",
         ),
         "operation_timeout_s": Param(
-            300, type="integer", minimum=5, description="Wait per step before acting"
+            300,
+            type="integer",
+            minimum=5,
+            description="Seconds each step may wait (node ready, partitions back in sync, safe to restart) "
+            "before it counts as a timeout.",
         ),
-        "max_attempts": Param(10, type="integer", minimum=1, description="Timeouts tolerated per node"),
-        "require_approval": Param(True, type="boolean", description="Approval gate before the first restart"),
+        "max_attempts": Param(
+            10,
+            type="integer",
+            minimum=1,
+            description="Timeouts tolerated per node; after that the run fails with what it saw.",
+        ),
+        "require_approval": Param(
+            True,
+            type="boolean",
+            description="On: the run stops at an approval gate showing the order before the first restart.",
+        ),
         "dry_run": Param(
-            False, type="boolean", description="Check readiness and availability, restart nothing"
+            False,
+            type="boolean",
+            description="On: check readiness and availability for each node and log it; restart nothing.",
         ),
         "allow_force_restart": Param(
-            False, type="boolean", description="Force-restart a stuck node that is NOT in log recovery"
+            False,
+            type="boolean",
+            description="On: a node that stays not ready and is NOT recovering its logs may be force-restarted. "
+            "A node in log recovery is never restarted.",
         ),
-        "kafka_conn_id": Param("kafka_default", type="string", description="Kafka connection"),
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
+        ),
         "probe_conn_id": Param(
             "kafka_broker_probe_default",
-            type="string",
-            description="Broker-state probe connection ('' for none)",
+            type=["null", "string"],
+            description="Connection of the broker-state probe (JMX exporter or Strimzi agent) that tells log "
+            "recovery apart from a stuck node; empty: no probe (log recovery then cannot be seen: keep allow_force_restart off).",
         ),
         "restart_conn_id": Param(
-            "kafka_restart_default", type="string", description="Restart back-end connection"
+            "kafka_restart_default",
+            type="string",
+            minLength=1,
+            description="Connection of the restart back-end (local stack, systemd, Docker or Kubernetes).",
         ),
     },
 ) as dag:
@@ -113,7 +142,7 @@ with DAG(
     roll = KafkaRollingRestartSensor(
         task_id="rolling_restart",
         kafka_config_id="{{ params.kafka_conn_id }}",
-        probe_conn_id="{{ params.probe_conn_id }}",
+        probe_conn_id="{{ params.probe_conn_id or '' }}",
         restart_conn_id="{{ params.restart_conn_id }}",
         poke_interval=POKE_INTERVAL_S,
         timeout=timedelta(hours=24).total_seconds(),

@@ -39,9 +39,19 @@ with DAG(
     tags=["kafka", "sweep", "read-only"],
     default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
     params={
-        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster to report on (Admin > Connections).",
+        ),
         "max_listed": Param(
-            1000, type="integer", minimum=1, maximum=100000, description="Listed per category"
+            1000,
+            type="integer",
+            minimum=1,
+            maximum=100000,
+            description="At most this many partitions are listed per category (offline, under min ISR, ...); "
+            "the counts are always complete.",
         ),
     },
 ) as dag:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from kafka_runbooks.forms import id_list_schema
+
 with DAG(
     dag_id="kafka_connect_restart",
     description="Restart a Kafka Connect connector, some of its tasks, or the connector with its failed tasks.",
@@ -34,23 +36,35 @@ with DAG(
             "kafka_connect_default",
             type="string",
             minLength=1,
-            description="Airflow http connection of the cluster",
+            description="Airflow HTTP connection of the Kafka Connect cluster (Admin > Connections).",
         ),
-        "connector": Param("", type="string", description="Connector name (required)"),
+        "connector": Param(
+            None,
+            type="string",
+            minLength=1,
+            description="Required. The connector's name exactly as Connect lists it; an unknown name stops the "
+            "run before anything is restarted.",
+        ),
         "scope": Param(
             "failed",
             type="string",
             enum=["failed", "connector", "tasks", "all"],
-            description="failed = connector if FAILED + its FAILED tasks; connector; tasks (task_ids); all",
+            description="failed: the connector if it is FAILED and its FAILED tasks; connector: the connector "
+            "only; tasks: the tasks in task_ids; all: the connector and every task.",
         ),
         "task_ids": Param(
-            [],
-            type="array",
-            items={"type": "integer", "minimum": 0},
-            description="Task ids, only with scope 'tasks'",
+            None,
+            **id_list_schema(),
+            description="Only with scope 'tasks': task ids separated by commas, e.g. '0' or '0,2'. "
+            "Leave empty for the other scopes.",
         ),
         "settle_timeout_s": Param(
-            60, type="integer", minimum=0, maximum=600, description="Wait this long for the status to settle"
+            60,
+            type="integer",
+            minimum=0,
+            maximum=600,
+            description="Seconds to wait for the restarted connector and tasks to report RUNNING; the status "
+            "before and after is logged either way.",
         ),
     },
 ) as dag:
@@ -59,8 +73,10 @@ with DAG(
     def check_request() -> dict:
         """Validate the params (no network): a bad request fails here."""
         from kafka_runbooks_airflow.connect import check_restart_request
+        from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-        return check_restart_request(dict(get_current_context()["params"]))
+        params = get_current_context()["params"]
+        return refuse_bad_input(check_restart_request, params, "kafka_runbooks.connect")
 
     @task
     def restart(request: dict) -> dict:

@@ -40,6 +40,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks.forms import broker_list_schema, size_schema
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
@@ -61,31 +62,55 @@ with DAG(
     params={
         "failed_brokers": Param(
             "detect",
-            type=["string", "array", "integer"],
-            description="'detect' (every broker that hosts replicas and is down or fenced), or broker ids "
-            "(list or comma separated)",
+            **broker_list_schema("detect"),
+            description="Which brokers failed: 'detect' takes every broker that hosts replicas and is "
+            "down or fenced; or broker ids separated by commas, e.g. '4' or '4,5'. "
+            "A named broker that is alive is refused (nothing moves).",
         ),
         "receivers": Param(
             "all",
-            type=["string", "array"],
-            description="Brokers allowed to receive replicas: 'all' live brokers, or broker ids",
+            **broker_list_schema("all"),
+            description="Brokers that may receive the moved replicas: 'all' live brokers, or broker "
+            "ids separated by commas, e.g. '1,2,3'. A receiver that is down or among the failed "
+            "brokers is refused.",
         ),
-        "max_partitions_per_chunk": Param(50, type="integer", minimum=1, description="Partitions per chunk"),
-        "max_bytes_per_chunk": Param(
-            1073741824,
+        "max_partitions_per_chunk": Param(
+            50,
             type="integer",
             minimum=1,
-            description="Bytes per chunk (a bigger partition goes alone)",
+            description="At most this many partitions are reassigned at once (one chunk); the next chunk starts "
+            "when the previous one is fully in sync. Smaller chunks: less load, longer run.",
+        ),
+        "max_bytes_per_chunk": Param(
+            "1 GiB",
+            **size_schema(),
+            description="At most this much data per chunk, with a unit: e.g. '512 MiB', "
+            "'1 GiB' (or a number of bytes). A partition bigger than this goes in a chunk of its own.",
         ),
         "throttle_bytes_per_sec": Param(
-            52428800,
-            type="integer",
-            minimum=1,
-            description="Replication throttle, bytes/s per broker (leader and follower rates)",
+            "50 MiB",
+            **size_schema(),
+            description="Replication throttle per broker and second, with a unit: e.g. '50 MiB' (or "
+            "bytes). Applies to leaders and followers of the moving partitions only; lower = gentler, slower.",
         ),
-        "require_approval": Param(True, type="boolean", description="Approval gate before the first chunk"),
-        "dry_run": Param(False, type="boolean", description="Validate and plan only; move nothing"),
-        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "require_approval": Param(
+            True,
+            type="boolean",
+            description="On: the run stops at an approval gate showing the plan before the first chunk moves. "
+            "Off: the plan is executed at once.",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            description="On: validate and plan only (the plan is in the review_plan log and the run's artifacts); "
+            "nothing moves.",
+        ),
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
+        ),
     },
 ) as dag:
 
@@ -129,7 +154,7 @@ with DAG(
             "--max-partitions-per-chunk",
             "{{ params.max_partitions_per_chunk }}",
             "--max-bytes-per-chunk",
-            "{{ params.max_bytes_per_chunk }}",
+            "{{ " + CHECKED + "['max_bytes_per_chunk'] }}",
             "--out",
             "{{ " + CHECKED + "['plan_dir'] }}",
         ],

@@ -43,40 +43,53 @@ with DAG(
     tags=["kafka", "remediation", "unclean-election", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
-        "partitions_json": Param(
-            "",
+        "kafka_conn_id": Param(
+            "kafka_default",
             type="string",
-            description='Partitions to recover: {"partitions": [{"topic": "foo", "partitions": [0, 3]}]}; '
-            "leave empty when all_offline_partitions is true",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
         ),
         "all_offline_partitions": Param(
-            False, type="boolean", description="Recover every offline partition (instead of partitions_json)"
+            False,
+            type="boolean",
+            description="On: recover every partition that is offline now (leave partitions_json empty). "
+            "Off: only the partitions named in partitions_json.",
+        ),
+        "partitions_json": Param(
+            None,
+            type=["null", "string"],
+            description="Only when all_offline_partitions is off: the partitions to recover as JSON, e.g. "
+            '{"partitions": [{"topic": "orders", "partitions": [0, 3]}]}. Leave empty with '
+            "all_offline_partitions on. Unknown topics or partitions stop the run before anything is elected.",
         ),
         "mode": Param(
             "show_replica_info",
             type="string",
             enum=MODES,
-            description="show_replica_info (dry run), manual_recovery_file, or automated_recovery (elects)",
+            description="show_replica_info: dry run, only the table of replicas and the one that would be chosen. "
+            "manual_recovery_file: also write manual_recovery.json. automated_recovery: after an approval gate, "
+            "elect the chosen replicas (data beyond each choice is lost).",
         ),
         "recovery_duration_ms": Param(
             30000,
             type="integer",
             minimum=1,
             maximum=3600000,
-            description="How long brokers have to report their log info; later ones are no candidates",
+            description="Milliseconds the brokers get to report their log end offsets; a broker that answers "
+            "later is not a candidate.",
         ),
         "recovery_election_attempts": Param(
             3,
             type="integer",
             minimum=1,
             maximum=20,
-            description="Attempts per election on transient failures",
+            description="Attempts per election when it fails transiently (e.g. the controller moved).",
         ),
         "restore_replica_order": Param(
             True,
             type="boolean",
-            description="Put each partition's original replica order back after its election",
+            description="On: after each election put the partition's original replica order back (so the "
+            "preferred leader is unchanged). Off: the elected replica stays first.",
         ),
     },
 ) as dag:
@@ -90,8 +103,9 @@ with DAG(
         from kafka_runbooks.unclean.request import build_request
         from kafka_runbooks.unclean.runbook import plan
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-        request = build_request(params)  # bad input fails here, before any cluster call
+        request = refuse_bad_input(build_request, params, "kafka_runbooks.unclean")  # before any cluster call
         admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
         try:
             return plan(

@@ -160,7 +160,10 @@ def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
 
 def check_restart_request(params: dict[str, Any]) -> dict:
     """Validate the manual restart's params; no network."""
-    ids = validate_request(params.get("connector", ""), params.get("scope", "failed"), params.get("task_ids"))
+    from kafka_runbooks.forms import parse_id_list
+
+    task_ids = parse_id_list(params.get("task_ids"), "task_ids")
+    ids = validate_request(params.get("connector") or "", params.get("scope", "failed"), task_ids)
     conn_id = params.get("connect_conn_id") or ""
     if not conn_id.strip():
         raise ValueError("connect_conn_id must name an Airflow connection")

@@ -202,12 +202,13 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     from kafka_runbooks.reassign.execute import ChunkState, ExecState, key, save_state
     from kafka_runbooks.reassign.request import RequestError, build_request, foreign_reassignments, resolve
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    request = build_request(params)  # bad params fail here, before any cluster call
+    request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
         state = admin.read_state(include_log_dirs=False)
-        failed, receivers = resolve(request, state)
+        failed, receivers = refuse_bad_input(lambda _: resolve(request, state), {}, log.name)
         # max_active_runs=1: no other run is executing, so recorded throttles are leftovers
         clean_leftover_throttles(admin, dag_id)
         inflight = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
 from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
 
@@ -11,8 +12,6 @@ log = logging.getLogger(__name__)
 
 
 def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
-    from airflow.sdk.exceptions import AirflowFailException
-
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
@@ -23,7 +22,9 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
         return _summary(state, resumed=True)
     reason = (params.get("reason") or "").strip()
     if len(reason) < 3:
-        raise AirflowFailException("give a reason for the restart (it is logged in every decision record)")
+        _refuse(
+            "give a reason for the restart, at least 3 characters (it is logged in every decision record)"
+        )
     options = RollOptions(
         operation_timeout_s=float(params["operation_timeout_s"]),
         max_attempts=int(params["max_attempts"]),
@@ -32,19 +33,29 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
     )
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
-        probe = BrokerProbeHook(params["probe_conn_id"]).get_probe() if params["probe_conn_id"] else None
+        probe = BrokerProbeHook(params["probe_conn_id"]).get_probe() if params.get("probe_conn_id") else None
         backend = RestartBackendHook(params["restart_conn_id"]).get_backend()
         state = Roller(admin, backend, probe, logger=log).plan(
             parse_node_ids(params["node_ids"]), reason, options
         )
     except (RollInputError, ValueError) as exc:
-        raise AirflowFailException(f"nothing was restarted: {exc}") from exc
+        _refuse(str(exc))
     finally:
         admin.close()
     path.write_text(state.to_json())
     summary = _summary(state, resumed=False)
     summary["require_approval"] = bool(params["require_approval"])
     return summary
+
+
+def _refuse(why: str) -> None:
+    """Bad input: a DECISION record that says what was wrong, then a failure without retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    decisions.record(
+        "validate", "refuse the run: nothing was restarted", why, logger=log, level=logging.ERROR
+    )
+    raise AirflowFailException(f"nothing was restarted: {why}")
 
 
 def _summary(state: RollState, resumed: bool) -> dict:

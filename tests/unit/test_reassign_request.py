@@ -50,7 +50,7 @@ def test_bad_brokers_are_refused_with_a_clear_error(params, message):
     [
         ({"throttle_bytes_per_sec": 0}, "would stop replication"),
         ({"max_partitions_per_chunk": 0}, "must be > 0"),
-        ({"max_bytes_per_chunk": "lots"}, "must be an integer"),
+        ({"max_bytes_per_chunk": "lots"}, "must be a size such as"),
         ({"failed_brokers": "four"}, "'detect' or broker ids"),
         ({"receivers": [-1]}, "broker ids are >= 0"),
     ],

@@ -72,14 +72,28 @@ def _positive(params: dict, name: str, default: int) -> int:
     return int(value)
 
 
+def _bytes(params: dict, name: str, default: int) -> int:
+    """A size from the form ("1 GiB", "50 MiB") or bytes (sweeps, REST); empty is the default."""
+    from kafka_runbooks.units import SizeError, parse_size
+
+    value = params.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    try:
+        return parse_size(value, name)
+    except SizeError as exc:
+        hint = " (a throttle of zero would stop replication altogether)" if "throttle" in name else ""
+        raise RequestError(f"{exc}{hint}") from exc
+
+
 def build_request(params: dict[str, Any]) -> ReassignRequest:
     """Parse and check the params alone (no cluster call)."""
     return ReassignRequest(
         failed_brokers=_broker_list(params.get("failed_brokers", "detect"), "failed_brokers", ("detect",)),
         receivers=_broker_list(params.get("receivers", "all"), "receivers", ("all",)),
         max_partitions_per_chunk=_positive(params, "max_partitions_per_chunk", 50),
-        max_bytes_per_chunk=_positive(params, "max_bytes_per_chunk", 1 << 30),
-        throttle_bytes_per_sec=_positive(params, "throttle_bytes_per_sec", 50 << 20),
+        max_bytes_per_chunk=_bytes(params, "max_bytes_per_chunk", 1 << 30),
+        throttle_bytes_per_sec=_bytes(params, "throttle_bytes_per_sec", 50 << 20),
         require_approval=bool(params.get("require_approval", True)),
         dry_run=bool(params.get("dry_run", False)),
     )

@@ -1,0 +1,67 @@
+"""Sizes as people write them ("1 GiB", "50 MiB") and as Kafka wants them (bytes).
+
+Trigger forms show byte sizes with units so nobody has to count the digits of
+1073741824; the runbooks still accept plain integers (bytes), which is what the sweeps
+and older REST callers send. Binary units (KiB, MiB, GiB, TiB) are powers of 1024, the
+decimal ones (KB, MB, GB, TB) powers of 1000, as in ``kafka-configs`` documentation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+
+# What a trigger form accepts: a number and an optional unit ("1 GiB", "512MiB", "1048576").
+SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?[Bb]|[Bb])?\s*$"
+
+
+class SizeError(ValueError):
+    """Not a size: says what was given and what is expected."""
+
+
+def parse_size(value: Any, what: str = "size") -> int:
+    """Bytes from an integer (bytes) or a string with a unit; > 0, whole bytes."""
+    if isinstance(value, bool) or value is None:
+        raise SizeError(f"{what} must be a size such as '1 GiB' or a number of bytes, not {value!r}")
+    if isinstance(value, int | float):
+        number, factor = float(value), 1
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+        unit = match.group(2).lower() if match else None
+        if not match or unit not in UNITS:
+            raise SizeError(
+                f"{what} must be a size such as '1 GiB', '50 MiB' or a number of bytes "
+                f"(units: KiB, MiB, GiB, TiB, KB, MB, GB, TB), not {value!r}"
+            )
+        number, factor = float(match.group(1)), UNITS[unit]
+    else:
+        raise SizeError(f"{what} must be a size such as '1 GiB' or a number of bytes, not {value!r}")
+    size = number * factor
+    if size != int(size):
+        raise SizeError(f"{what} must be whole bytes, not {value!r} ({size} bytes)")
+    if size <= 0:
+        raise SizeError(f"{what} must be more than 0 bytes, not {value!r}")
+    return int(size)
+
+
+def format_size(n: float) -> str:
+    """Bytes for a person: '1.0 GiB', '3.4 MiB', '512 B'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover (loop returns)
