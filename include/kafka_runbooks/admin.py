@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka_runbooks.client_config import redact, require_bootstrap
 from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
+from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class ClusterAdmin:
         self.config = dict(config)
         self.bootstrap_servers = require_bootstrap(self.config)
         self.timeout_s = timeout_s
+        quiet_client_logs()  # refused connections to a broker being worked on are not ERRORs
 
     def __repr__(self) -> str:
         return f"ClusterAdmin({redact(self.config)})"

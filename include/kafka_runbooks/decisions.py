@@ -16,6 +16,11 @@ from typing import Any
 
 log = logging.getLogger("kafka_runbooks.decisions")
 
+# The records made in this process (one Airflow task = one process): the task's closing
+# summary is built from them. Bounded, so a sensor poking for days cannot grow it.
+_made: list[DecisionRecord] = []
+_MAX_KEPT = 1000
+
 
 @dataclass(frozen=True)
 class DecisionRecord:
@@ -58,4 +63,26 @@ def record(
         json.dumps(rec.observed, sort_keys=True, default=str),
         extra={"decision_record": rec.as_dict()},
     )
+    _made.append(rec)
+    del _made[:-_MAX_KEPT]
     return rec
+
+
+def made() -> list[DecisionRecord]:
+    """The decision records made in this process so far (oldest first)."""
+    return list(_made)
+
+
+def forget() -> None:
+    """Start a new collection (a new task in the same process, e.g. in tests)."""
+    _made.clear()
+
+
+def closing_summary(records: list[DecisionRecord], limit: int = 10) -> str:
+    """A few lines for the end of a task log: how many decisions, then the last ones, one line each."""
+    if not records:
+        return "DECISIONS this task: none"
+    shown = records[-limit:]
+    head = f"DECISIONS this task: {len(records)}" + (f" (last {len(shown)})" if len(records) > limit else "")
+    lines = [f"  - {r.step}{f' [{r.subject}]' if r.subject else ''}: {r.decision}" for r in shown]
+    return "\n".join([head, *lines])
