@@ -11,8 +11,9 @@ broker `metadata-load-error-count` / `metadata-apply-error-count`, controller
 active controller.
 
 Each node's last values are kept in `$KAFKA_RUNBOOKS_DATA_DIR/state/metadata_errors/<kafka_conn_id>.json`,
-so "went up since the last sweep" survives restarts. A counter that went down (the node
-restarted) is re-based, a node seen for the first time is based: neither is flagged.
+so "went up since the last sweep" survives restarts. A node seen for the first time is
+based (not flagged). After the node's process restarted (`process_start_time_seconds`
+moved) its counters count from zero: any error since the restart flags it.
 
 - a **broker** whose counter went up: a `kafka_broker_restart` run for it
   (`node_ids=<id>`, a reason naming the counters; that runbook's **approval gate** and

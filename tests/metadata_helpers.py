@@ -16,6 +16,7 @@ import requests
 LOAD = "kafka_server_broker_metadata_metrics_metadata_load_error_count"
 APPLY = "kafka_server_broker_metadata_metrics_metadata_apply_error_count"
 CONTROLLER = "kafka_controller_kafkacontroller_metadataerrorcount"
+PROCESS_START = "process_start_time_seconds"  # the exporter's: moves when the process restarts
 
 
 def record(url: str) -> str:

@@ -5,11 +5,22 @@ from __future__ import annotations
 import logging
 
 import pytest
+import requests
 
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore
 from kafka_runbooks.metadata_errors.sweep import FLAGGED, HEALTHY, UNKNOWN, SweepOptions, run_sweep
-from tests.metadata_helpers import APPLY, CONTROLLER, LOAD, ExpositionServer, counter, record, with_counter
+from tests.helpers import wait_until
+from tests.metadata_helpers import (
+    APPLY,
+    CONTROLLER,
+    LOAD,
+    PROCESS_START,
+    ExpositionServer,
+    counter,
+    record,
+    with_counter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +113,59 @@ def test_a_node_with_increasing_counters_is_flagged_and_a_drop_is_rebased(
     finally:
         server.stop()
     assert server.requests == 4
+
+
+def test_a_broker_that_restarts_then_fails_again_below_its_old_count_is_flagged(
+    restore_stack, admin, stack_endpoints, tmp_path
+):
+    """3 errors, a real restart of the broker, then 1 error: the 1 is new (issue: it was
+    reported "healthy, re-based" because 1 < 3)."""
+    stack = restore_stack
+    store = MetadataErrorStateStore("kafka_default", tmp_path)
+    broker = stack.topology.broker_nodes[-1]
+    real_url = stack_endpoints[str(broker.node_id)]
+    before = record(real_url)
+    started_before = counter(before, PROCESS_START)
+    server = ExpositionServer(with_counter(before, APPLY, 3))
+    endpoints = {**stack_endpoints, str(broker.node_id): server.url}
+    try:
+        first = sweep(admin, endpoints, store, "restart-1")
+        row = next(r for r in first["nodes"] if r["node_id"] == broker.node_id)
+        assert row["status"] == HEALTHY and row["counters"]["metadata_apply_errors"] == 3
+
+        # the broker really restarts: its exporter serves a new process start time and
+        # counters that start again from zero
+        stack.stop_node(broker.name)
+        stack.start_node(broker.name)
+        stack.wait_ready([broker.name], 300)
+        after = wait_until(lambda: _exposition(real_url), 60, 1, "the restarted broker's exposition")
+        assert counter(after, PROCESS_START) > started_before
+        assert counter(after, APPLY) == 0.0
+        server.text = with_counter(after, APPLY, 1)  # one new error since the restart
+
+        second = sweep(admin, endpoints, store, "restart-2")
+        row = next(r for r in second["nodes"] if r["node_id"] == broker.node_id)
+        assert row["restarted_since_last_sweep"] is True
+        assert row["status"] == FLAGGED and row["increased"] == {"metadata_apply_errors": [0.0, 1.0]}
+        [request] = second["restart_requests"]
+        assert request["conf"]["node_ids"] == str(broker.node_id)
+        assert "0 -> 1" in request["conf"]["reason"] and "since its restart" in request["conf"]["reason"]
+
+        # the restart the sweep asked for happened and no error came since: re-based, healthy
+        server.text = with_counter(after, PROCESS_START, counter(after, PROCESS_START) + 60)
+        third = sweep(admin, endpoints, store, "restart-3")
+        row = next(r for r in third["nodes"] if r["node_id"] == broker.node_id)
+        assert row["status"] == HEALTHY and row["rebased"] == {"metadata_apply_errors": [1.0, 0.0]}
+        assert third["restart_requests"] == []
+    finally:
+        server.stop()
+
+
+def _exposition(url: str) -> str | None:
+    try:
+        return record(url)
+    except requests.RequestException:
+        return None
 
 
 def test_too_many_flagged_brokers_start_no_restart(local_stack, admin, stack_endpoints, tmp_path):

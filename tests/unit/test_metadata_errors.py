@@ -15,7 +15,15 @@ from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
 from kafka_runbooks.metadata_errors.metrics import parse
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore, NodeState
-from kafka_runbooks.metadata_errors.sweep import FLAGGED, HEALTHY, NOT_RUNNING, UNKNOWN, SweepOptions, assess
+from kafka_runbooks.metadata_errors.sweep import (
+    FLAGGED,
+    HEALTHY,
+    NOT_RUNNING,
+    UNKNOWN,
+    SweepOptions,
+    _counter_text,
+    assess,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +49,9 @@ kafka_controller_kafkacontroller_activecontrollercount {active}
 # TYPE kafka_controller_kafkacontroller_metadataerrorcount gauge
 kafka_controller_kafkacontroller_metadataerrorcount {errors}
 """
+
+
+APPLY_NAME = "kafka_server_broker_metadata_metrics_metadata_apply_error_count"
 
 
 def broker_text(load=0, apply=0, state=3, start=1.795315621672e9) -> str:
@@ -161,15 +172,46 @@ def test_first_seen_is_based_not_flagged_and_then_an_increase_flags():
     assert state.increase_streak == 1 and state.seen_at_ms == 2000
 
 
-def test_a_counter_that_went_down_is_rebased_not_flagged():
+def test_a_restarted_node_without_new_errors_is_rebased_not_flagged():
     prev = NodeState(
         counters={"metadata_load_errors": 4.0, "metadata_apply_errors": 1.0}, process_start_s=1.0
     )
-    row, state = assess(broker(), reading(2, broker_text(load=0, apply=1, start=5000.0)), prev, 3000)
-    assert row["status"] == HEALTHY and row["change"].startswith("re-based")
-    assert row["rebased"] == {"metadata_load_errors": [4.0, 0.0]} and row["increased"] == {}
-    assert row["restarted_since_last_sweep"] is True
+    row, state = assess(broker(), reading(2, broker_text(load=0, apply=0, start=5000.0)), prev, 3000)
+    assert row["status"] == HEALTHY and row["change"] == "re-based (restarted, no error since)"
+    assert row["rebased"] == {"metadata_load_errors": [4.0, 0.0], "metadata_apply_errors": [1.0, 0.0]}
+    assert row["increased"] == {} and row["restarted_since_last_sweep"] is True
     assert state.counters["metadata_load_errors"] == 0.0 and state.increase_streak == 0
+    assert state.process_start_s == 5000.0
+
+
+@pytest.mark.parametrize("after", [1, 3, 5])
+def test_errors_after_a_restart_count_from_zero_even_below_the_old_value(after):
+    # 3 errors, the process restarts (its start time moves), then `after` new errors: every
+    # one of them is new, whether below, at or above the old counter
+    prev = NodeState(
+        counters={"metadata_load_errors": 0.0, "metadata_apply_errors": 3.0}, process_start_s=1000.0
+    )
+    row, state = assess(broker(), reading(2, broker_text(apply=after, start=2000.5)), prev, 3000)
+    assert row["restarted_since_last_sweep"] is True
+    assert row["status"] == FLAGGED and row["change"] == "increased since its restart (counted from zero)"
+    assert row["increased"] == {"metadata_apply_errors": [0.0, float(after)]}
+    assert state.counters["metadata_apply_errors"] == after and state.increase_streak == 1
+    assert _counter_text(row).endswith(f"0 -> {after} ({APPLY_NAME}) since its restart")
+
+
+def test_a_lower_counter_without_a_restart_seen_is_only_rebased():
+    # no process start time in either reading: a drop cannot tell the errors since the restart
+    prev = NodeState(counters={"metadata_load_errors": 0.0, "metadata_apply_errors": 3.0})
+    text = broker_text(apply=1).replace("process_start_time_seconds", "other_start_seconds")
+    row, _ = assess(broker(), reading(2, text), prev, 3000)
+    assert row["restarted_since_last_sweep"] is None
+    assert row["status"] == HEALTHY and row["rebased"] == {"metadata_apply_errors": [3.0, 1.0]}
+    # the same process (start time unchanged) with a lower value: also re-based, never an increase
+    prev = NodeState(
+        counters={"metadata_load_errors": 0.0, "metadata_apply_errors": 3.0}, process_start_s=7.0
+    )
+    row, _ = assess(broker(), reading(2, broker_text(apply=1, start=7.0)), prev, 3000)
+    assert row["restarted_since_last_sweep"] is False and row["status"] == HEALTHY
 
 
 def test_unreadable_is_unknown_and_keeps_the_last_values():

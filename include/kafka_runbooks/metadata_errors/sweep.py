@@ -1,8 +1,15 @@
 """One sweep: read every node, compare with the last sweep, decide, remember, report.
 
-Per counter: higher than last time -> *increased* (the node is flagged); lower -> the
-node restarted, the counter is *re-based* (not flagged); no earlier value (a node seen for
-the first time, or a counter it did not have) -> *based* (not flagged).
+Per counter: higher than last time -> *increased* (the node is flagged); no earlier value
+(a node seen for the first time, or a counter it did not have) -> *based* (not flagged).
+
+The counters live in the node's memory and start again from zero when its process
+restarts. A restart is seen from the exporter's ``process_start_time_seconds`` (it moved
+since the last sweep): then the last value no longer applies and the new value counts
+from zero, so any error after the restart is an *increase* (3 errors, a restart, then 1
+error: flagged, ``0 -> 1``), and a counter back at 0 is *re-based* (not flagged). Without
+a process start time (an exporter that does not serve it), a counter lower than last time
+can only mean a restart whose new errors are unknown: it is *re-based* (not flagged).
 
 What a flag leads to:
 
@@ -125,6 +132,7 @@ def assess(
             "see stack/jmx-exporter/kafka.yml)",
         )
         return row, prev_state
+    restarted = bool(row["restarted_since_last_sweep"])
     increased: dict[str, list[float]] = {}
     rebased: dict[str, list[float]] = {}
     based: list[str] = []
@@ -132,8 +140,11 @@ def assess(
         before = prev_state.counters.get(name)
         if before is None:
             based.append(name)
-        elif value > before:
-            increased[name] = [before, value]
+            continue
+        # after a restart the counter started again from zero: compare with zero
+        since = 0.0 if restarted else before
+        if value > since:
+            increased[name] = [since, value]
         elif value < before:
             rebased[name] = [before, value]
     row.update(increased=increased, rebased=rebased, based=sorted(based))
@@ -146,11 +157,20 @@ def assess(
         decision_run_id=prev_state.decision_run_id,
     )
     if increased:
-        row.update(status=FLAGGED, change="increased")
+        row.update(
+            status=FLAGGED,
+            change="increased since its restart (counted from zero)" if restarted else "increased",
+        )
     elif prev is None or not prev.counters:
         row.update(status=HEALTHY, change="first seen")
+    elif restarted:
+        row.update(status=HEALTHY, change="re-based (restarted, no error since)")
     elif rebased:
-        row.update(status=HEALTHY, change="re-based (a counter went down: the node restarted)")
+        row.update(
+            status=HEALTHY,
+            change="re-based (a counter went down: the node restarted; no process start time to tell "
+            "the errors since)",
+        )
     else:
         row.update(status=HEALTHY, change="unchanged")
     if row["status"] == HEALTHY and BROKER in ref.roles and metrics.broker_state not in (None, RUNNING):
@@ -160,10 +180,11 @@ def assess(
 
 
 def _counter_text(row: dict[str, Any]) -> str:
-    return ", ".join(
+    text = ", ".join(
         f"{name} {int(before)} -> {int(after)} ({row['metric_names'].get(name, name)})"
         for name, (before, after) in sorted(row["increased"].items())
     )
+    return f"{text} since its restart" if text and row.get("restarted_since_last_sweep") else text
 
 
 def run_sweep(
