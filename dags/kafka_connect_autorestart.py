@@ -10,8 +10,14 @@ task so Airflow's usual failure notifications fire). The count resets once the c
 has been healthy for longer than its current interval.
 
 A restart is one KIP-745 call (`POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true`:
-the connector only if it failed, and only its failed tasks); on workers older than 3.0 the
-per-connector and per-task calls. MirrorMaker 2 connectors are connectors like any other.
+the connector only if it failed, and only its failed tasks); on workers older than 3.0 (told
+once per sweep by the worker's version) the per-connector and per-task calls. MirrorMaker 2
+connectors are connectors like any other.
+
+A restart the worker **refuses** (`500 Failed to start ...`) counts as a restart: same
+back-off, same give-up alert. From `errors_before_alert` error answers in a row (refused,
+409, timeout) every further one alerts. A name Connect's REST API **cannot address** (`/`
+or `%` in it) is reported once, with what to do, and never called again.
 
 Per connector, the restart count and last restart time are kept in
 `$KAFKA_RUNBOOKS_DATA_DIR/state/connect_autorestart/<conn_id>.json` (they survive an
@@ -73,6 +79,13 @@ with DAG(
             type="number",
             exclusiveMinimum=0,
             description="Seconds in one policy minute: 60; lower it only to test the schedule",
+        ),
+        "errors_before_alert": Param(
+            3,
+            type="integer",
+            minimum=1,
+            description="Restart calls in a row answered with an error (refused, rebalance, timeout) "
+            "before each further one raises an alert",
         ),
         "fail_on_alert": Param(
             True, type="boolean", description="Fail the raise_alerts task when something needs a person"

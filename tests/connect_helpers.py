@@ -10,7 +10,9 @@ from pathlib import Path
 from kafka_runbooks.connect.client import ConnectClient, ConnectorStatus
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 STATUS_TOPIC = "connect-status"  # the local stack's status.storage.topic
+CONFIG_TOPIC = "connect-configs"  # the local stack's config.storage.topic
 
 
 def unique_name(prefix: str) -> str:
@@ -22,6 +24,52 @@ def file_sink(client: ConnectClient, name: str, target: Path, topic: str, tasks:
     client.put_connector(
         name, {"connector.class": SINK, "tasks.max": str(tasks), "topics": topic, "file": str(target)}
     )
+
+
+def create_by_post(client: ConnectClient, name: str, config: dict[str, str]) -> None:
+    """Create with ``POST /connectors`` (the name in the body): the only way to create a
+    connector whose name Connect's per-connector paths cannot carry (``/``, ``%``)."""
+    resp = client._request("POST", "/connectors", json={"name": name, "config": config})
+    assert resp.status_code == 201, resp.text
+
+
+def remove_by_tombstones(bootstrap: str, name: str) -> None:
+    """Delete a connector the way ``DELETE /connectors/{name}`` does inside Connect: null
+    values for ``connector-<name>`` and ``target-state-<name>`` in the config topic. The
+    way out for a name the REST API cannot address (seen to work on Connect 4.3.1)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for key in (f"connector-{name}", f"target-state-{name}"):
+        producer.produce(CONFIG_TOPIC, key=key.encode(), value=None)
+    assert producer.flush(30) == 0, "tombstones not delivered"
+
+
+def refusing_source(client: ConnectClient, name: str, topic: str, source_file: Path) -> None:
+    """A file source whose connector instance cannot start: its own offsets topic needs an
+    admin client, and the admin override's bootstrap is not a URL. Creation passes
+    validation; every start throws, so the old restart call answers
+    ``500 Failed to start connector`` (seen on Connect 4.3.1)."""
+    client.put_connector(
+        name,
+        {
+            "connector.class": SOURCE,
+            "tasks.max": "1",
+            "topic": topic,
+            "file": str(source_file),
+            "offsets.storage.topic": f"{name}-offsets",
+            "admin.override.bootstrap.servers": "not-a-url",
+        },
+    )
+
+
+def listed(client: ConnectClient, name: str) -> ConnectorStatus | None:
+    """The connector as the listing call shows it (the only view of an unaddressable name)."""
+    return client.list_connectors().get(name)
+
+
+def connector_failed(status: ConnectorStatus) -> bool:
+    return status.state == "FAILED"
 
 
 def task_failed(status: ConnectorStatus) -> bool:

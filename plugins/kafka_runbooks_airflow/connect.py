@@ -24,6 +24,7 @@ def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
         max_interval_minutes=float(params.get("max_interval_minutes", 30)),
         max_restarts=None if params.get("max_restarts") is None else int(params["max_restarts"]),
         minute_seconds=float(params.get("minute_seconds", 60)),
+        errors_before_alert=int(params.get("errors_before_alert", 3)),
     )
 
 
@@ -88,6 +89,7 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
         "exclude": exclude,
         "clusters": clusters,
         "alerts": [a for c in clusters for a in c["alerts"]],
+        "errors": [{"cluster": c["cluster"], **e} for c in clusters for e in c.get("errors") or []],
         "restarts": [{"cluster": c["cluster"], **r} for c in clusters for r in c["restarts"]],
         "http_calls": sum(c.get("http_calls", 0) for c in clusters),
         "wall_s": round(time.monotonic() - started, 3),
@@ -119,6 +121,8 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
                     row["next_due_at"],
                     row["action"],
                 )
+    for error in report["errors"]:
+        logger.warning("ERROR %s", json.dumps(error, sort_keys=True))
     for alert in report["alerts"]:
         logger.error("ALERT %s", json.dumps(alert, sort_keys=True))
     return report
@@ -148,8 +152,20 @@ def _failed_cluster(conn_id: str, what: str, exc: Exception, logger: logging.Log
 
 
 def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
+    """Fail when something needs a person: a connector given up on, a cluster unreachable, a
+    restart call that keeps failing, a name Connect cannot address.
+
+    Errors are listed here too. One that is not (yet) an alert, e.g. a single 409 during a
+    rebalance, is logged as a warning; the sweep turns it into an alert once it repeats
+    (``errors_before_alert``), so no error goes on silently sweep after sweep.
+    """
     alerts = report.get("alerts") or []
-    summary = {"alerts": len(alerts), "restarts": len(report.get("restarts") or [])}
+    errors = report.get("errors") or []
+    summary = {"alerts": len(alerts), "errors": len(errors), "restarts": len(report.get("restarts") or [])}
+    for error in errors:
+        log.warning(
+            "restart error %s/%s: %s", error.get("cluster"), error.get("connector"), error.get("error")
+        )
     if alerts and fail_on_alert:
         names = [f"{a['cluster']}/{a.get('connector', '-')}: {a['alert']}" for a in alerts]
         raise RuntimeError(
@@ -175,7 +191,13 @@ def check_restart_request(params: dict[str, Any]) -> dict:
     }
 
 
-def run_manual_restart(request: dict, settle_timeout_s: float, logger: logging.Logger | None = None) -> dict:
+def run_manual_restart(
+    request: dict,
+    settle_timeout_s: float,
+    fail_if_not_settled: bool = True,
+    logger: logging.Logger | None = None,
+) -> dict:
+    """Restart, then fail (or warn, if ``fail_if_not_settled`` is off) unless it settled RUNNING."""
     from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
 
     with KafkaConnectHook(request["connect_conn_id"]).get_conn() as client:
@@ -185,5 +207,6 @@ def run_manual_restart(request: dict, settle_timeout_s: float, logger: logging.L
             request["scope"],
             request["task_ids"],
             settle_timeout_s=settle_timeout_s,
+            fail_if_not_settled=fail_if_not_settled,
             logger=logger or log,
         )

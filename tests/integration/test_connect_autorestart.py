@@ -7,12 +7,29 @@ import time
 import pytest
 
 from kafka_runbooks.connect.autorestart import sweep_cluster
-from kafka_runbooks.connect.client import ConnectClient, ConnectError, UnknownConnector, UnknownTask
-from kafka_runbooks.connect.manual import manual_restart
+from kafka_runbooks.connect.client import (
+    ConnectClient,
+    UnaddressableConnector,
+    UnknownConnector,
+    UnknownTask,
+)
+from kafka_runbooks.connect.manual import RestartNotSettled, manual_restart
 from kafka_runbooks.connect.policy import GIVE_UP, RestartPolicy
 from kafka_runbooks.connect.state import JsonStateStore
-from tests.connect_helpers import all_running, file_sink, status_records, task_failed, unique_name
-from tests.helpers import create_topic, unique_topic
+from tests.connect_helpers import (
+    SINK,
+    all_running,
+    connector_failed,
+    create_by_post,
+    file_sink,
+    listed,
+    refusing_source,
+    remove_by_tombstones,
+    status_records,
+    task_failed,
+    unique_name,
+)
+from tests.helpers import create_topic, unique_topic, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -37,8 +54,15 @@ def _only(report, name):
     return next(r for r in report["connectors"] if r["name"] == name)
 
 
-def test_sweep_heals_a_transient_failure_and_resets_the_count(connect, tmp_path, topic):
+def _failed_again(kafka_stack, key: str, since: int) -> bool:
+    """The worker wrote RESTARTING then FAILED for ``key`` after its ``since``-th record."""
+    states = [r["state"] for r in status_records(kafka_stack.bootstrap_servers, key)[since:]]
+    return "RESTARTING" in states and "FAILED" in states[states.index("RESTARTING") :]
+
+
+def test_sweep_heals_a_transient_failure_and_resets_the_count(connect, tmp_path, topic, kafka_stack):
     name, target = _failing_sink(connect, tmp_path, topic, "heal")
+    failed_before = len(status_records(kafka_stack.bootstrap_servers, f"status-task-{name}-0"))
     store = JsonStateStore("it-heal", tmp_path / "state")
     policy = RestartPolicy(minute_seconds=1.0)  # one policy minute = 1 s: 0, 2, 6, ... s
     mine = [name]
@@ -49,13 +73,15 @@ def test_sweep_heals_a_transient_failure_and_resets_the_count(connect, tmp_path,
     assert [r["connector"] for r in first["restarts"] if r["connector"] in mine] == [name]
     (restart,) = [r for r in first["restarts"] if r["connector"] == name]
     assert restart["method"] == "kip-745" and restart["restarted_tasks"] == [0] and restart["calls"] == 1
-    # The cause is still there: the restarted task fails again. The status can still show the
-    # old FAILED right after the restart call, so first see it leave FAILED (or give the
-    # restart time to take effect), then fail again.
-    try:
-        connect.wait_for(name, lambda st: not task_failed(st), 8, 0.1)
-    except ConnectError:
-        pass
+    # The cause is still there: the restarted task fails again. The REST status can still
+    # show the old FAILED right after the restart call; the worker's status topic shows the
+    # restart (RESTARTING) and the new failure after it.
+    wait_until(
+        lambda: _failed_again(kafka_stack, f"status-task-{name}-0", failed_before),
+        120,
+        1,
+        f"task 0 of {name} restarted and FAILED again",
+    )
     connect.wait_for(name, task_failed, 60)
 
     target.parent.mkdir()  # the cause goes away
@@ -109,7 +135,7 @@ def test_persistent_failure_is_restarted_on_schedule_then_left_failed_with_an_al
     assert all(g >= policy.interval_seconds(k + 1) - 0.002 for k, g in enumerate(gaps)), gaps
     assert alerts and alerts[-1]["alert"] == "restarts exhausted" and alerts[-1]["restart_count"] == 6
     assert "Couldn't find or create file" in alerts[-1]["trace"]
-    assert task_failed(connect.connector_status(name))  # left FAILED
+    connect.wait_for(name, task_failed, 60)  # left FAILED (the last restart may still be showing)
     again = sweep_cluster("it-never", connect, store, policy)
     assert _only(again, name)["action"] == GIVE_UP and not [
         r for r in again["restarts"] if r["connector"] == name
@@ -127,7 +153,7 @@ def test_one_listing_call_exclusion_and_mirrormaker_style_names(connect, tmp_pat
     assert (
         _only(report, kept)["action"] == "excluded" and _only(report, kept)["excluded_by"] == "keep-failed-*"
     )
-    assert report["http_calls"] == 2  # the listing + one KIP-745 restart
+    assert report["http_calls"] == 3  # the listing, the worker's version (GET /), one KIP-745 restart
     assert store.load().keys() == {mm2}
 
 
@@ -145,9 +171,18 @@ def test_manual_restart_of_one_task_of_a_running_connector(connect, tmp_path, to
     result = manual_restart(connect, name, "tasks", [1])
 
     assert result["restarted_tasks"] == [1] and result["http_statuses"] == [204]
-    assert result["after"]["tasks"] == {"0": "RUNNING", "1": "RUNNING"}
-    new1 = [r["state"] for r in status_records(kafka_stack.bootstrap_servers, key1)[before1:]]
-    assert new1 == ["UNASSIGNED", "RUNNING"]  # the worker stopped and started task 1
+    assert result["settled"] is True and result["after"]["tasks"] == {"0": "RUNNING", "1": "RUNNING"}
+
+    # The worker's own record of the restart: task 1 stopped (UNASSIGNED) and started
+    # (RUNNING). Its writes to the status topic can lag the REST answers on a loaded
+    # machine, so wait for them rather than read once.
+    def new1():
+        return [r["state"] for r in status_records(kafka_stack.bootstrap_servers, key1)[before1:]]
+
+    wait_until(
+        lambda: new1()[-1:] == ["RUNNING"], 120, 1, f"task 1 of {name} RUNNING again in the status topic"
+    )
+    assert new1() == ["UNASSIGNED", "RUNNING"]  # the worker stopped and started task 1
     assert len(status_records(kafka_stack.bootstrap_servers, key0)) == before0  # task 0 untouched
 
 
@@ -164,3 +199,156 @@ def test_manual_restart_refuses_unknown_connector_or_task_before_any_restart(con
     with pytest.raises(ValueError, match="needs task_ids"):
         manual_restart(client, name, "tasks", [])
     assert client.calls == 1  # bad input: no call at all
+
+
+@pytest.fixture
+def tombstoned(kafka_stack, connect):
+    """Names the REST API cannot delete: removed through the config topic afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        remove_by_tombstones(kafka_stack.bootstrap_servers, name)
+    for name in names:
+        wait_until(lambda n=name: listed(connect, n) is None, 60, 0.5, f"{name} removed")
+
+
+def _others_failed(connect, *mine: str) -> list[str]:
+    """FAILED connectors other tests left behind: excluded so the counts here are ours."""
+    return [c for c, st in connect.list_connectors().items() if st.failed and c not in mine]
+
+
+def test_an_unaddressable_name_is_reported_once_and_the_worker_keeps_its_kip745_calls(
+    connect, tmp_path, topic, tombstoned, kafka_stack
+):
+    """Issue 15.1/15.2: one 400 on the KIP-745 call (caused by one connector's name) used to
+    switch the client to the old calls for every connector after it, and the name was
+    retried on every sweep without an alert."""
+    bad = f"0-{unique_name('slash')}/sink"  # sorts before the other one: swept first
+    create_by_post(
+        connect,
+        bad,
+        {"connector.class": SINK, "tasks.max": "1", "topics": topic, "file": str(tmp_path / "no" / "f.txt")},
+    )
+    tombstoned.append(bad)
+    wait_until(lambda: (st := listed(connect, bad)) and task_failed(st), 60, 0.5, f"{bad} FAILED")
+    good, _ = _failing_sink(connect, tmp_path, topic, "1-after-slash")
+    exclude = _others_failed(connect, bad, good)
+    store = JsonStateStore("it-addr", tmp_path / "state")
+    policy = RestartPolicy()
+    client = ConnectClient(connect.url)
+
+    first = sweep_cluster("it-addr", client, store, policy, exclude=exclude)
+
+    assert client.kip745 is True and client.worker_version == connect.server_info()["version"]
+    (restart,) = first["restarts"]
+    assert (restart["connector"], restart["method"], restart["calls"]) == (good, "kip-745", 1)
+    assert _only(first, bad)["action"] == "unaddressable" and _only(first, bad)["unaddressable"] is True
+    (alert,) = first["alerts"]
+    assert (alert["connector"], alert["alert"]) == (bad, "unaddressable name")
+    assert f"'connector-{bad}'" in alert["detail"] and "config.storage.topic" in alert["detail"]
+    (error,) = first["errors"]
+    assert error["unaddressable"] is True and "Ambiguous URI path separator" in error["error"]
+    assert store.load()[bad].unaddressable
+
+    # the next sweep: no call for it, no second alert (the good one waits for its back-off)
+    second = sweep_cluster("it-addr", ConnectClient(connect.url), store, policy, exclude=exclude)
+    assert second["http_calls"] == 1  # the listing only
+    assert second["alerts"] == [] and second["errors"] == []
+    assert _only(second, bad)["action"] == "unaddressable"
+
+    # what the alert says to do works: the tombstones remove it
+    remove_by_tombstones(kafka_stack.bootstrap_servers, bad)
+    wait_until(lambda: listed(connect, bad) is None, 60, 0.5, f"{bad} removed by its tombstones")
+
+
+def test_a_restart_the_worker_refuses_is_counted_backs_off_and_gives_up_with_an_alert(
+    connect, tmp_path, topic
+):
+    """Issue 15.2: a restart answered 500 'Failed to start connector' was 'not counted,
+    retried next sweep': restarted on every sweep with no back-off and never an alert."""
+    name = unique_name("refused")
+    (tmp_path / "in.txt").write_text("")
+    refusing_source(connect, name, topic, tmp_path / "in.txt")
+    connect.created.append(name)
+    connect.wait_for(name, connector_failed, 60)
+    store = JsonStateStore("it-refused", tmp_path / "state")
+    policy = RestartPolicy(minute_seconds=0.5, max_restarts=3, errors_before_alert=2)  # due at 0, 1, 3 s
+    exclude = _others_failed(connect, name)
+    # the old calls (a worker without KIP-745): the ones a refused start answers 500 to
+    client = ConnectClient(connect.url, kip745=False)
+    refused, alerts, calls = [], [], 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and calls < 12:
+        report = sweep_cluster("it-refused", client, store, policy, exclude=exclude)
+        row = _only(report, name)
+        if row["action"] == "restart_refused":
+            refused.append(row)
+        calls += report["http_calls"] - 1
+        alerts += [a for a in report["alerts"] if a.get("connector") == name]
+        if any(a["alert"] == "restarts exhausted" for a in alerts):
+            break
+        time.sleep(0.1)
+
+    assert [r["restart_count"] for r in refused] == [1, 2, 3], refused
+    assert all("Failed to start connector" in r["last_error"] for r in refused)
+    assert [r["error_streak"] for r in refused] == [1, 2, 3]
+    # the back-off applied to refused restarts: never before its interval
+    from datetime import datetime
+
+    secs = [datetime.fromisoformat(r["last_restart_at"].replace("Z", "+00:00")).timestamp() for r in refused]
+    gaps = [b - a for a, b in zip(secs, secs[1:])]
+    assert all(g >= policy.interval_seconds(k + 1) - 0.002 for k, g in enumerate(gaps)), gaps
+    assert [a["alert"] for a in alerts] == ["restart refused", "restart refused", "restarts exhausted"]
+    assert "Failed to start connector" in alerts[-1]["last_error"] and alerts[-1]["restart_count"] == 3
+    assert calls == 3  # one old connector call per refused restart, nothing more
+    # given up: no further call, the alert again
+    again = sweep_cluster("it-refused", ConnectClient(connect.url), store, policy, exclude=exclude)
+    assert again["http_calls"] == 1 and _only(again, name)["action"] == GIVE_UP
+    assert [a["alert"] for a in again["alerts"]] == ["restarts exhausted"]
+
+
+def test_a_manual_restart_whose_task_fails_again_is_not_reported_as_success(
+    connect, tmp_path, topic, kafka_stack
+):
+    """Issue 15.3: it reported success whatever the status after the restart was."""
+    name, target = _failing_sink(connect, tmp_path, topic, "manual-fails")
+    key = f"status-task-{name}-0"
+    before = len(status_records(kafka_stack.bootstrap_servers, key))
+    with pytest.raises(RestartNotSettled, match=r"task 0 FAILED .*Couldn't find or create file") as err:
+        manual_restart(connect, name, "failed", settle_timeout_s=30, stable_s=2)
+    assert err.value.seen["task 0"][-1] == "FAILED"
+    # the worker did restart it, and it failed again: its own record says so
+    wait_until(lambda: _failed_again(kafka_stack, key, before), 120, 1, f"task 0 of {name} FAILED again")
+    # with the warning-only setting the same outcome is returned, not raised
+    result = manual_restart(
+        connect, name, "tasks", [0], settle_timeout_s=3, stable_s=1, fail_if_not_settled=False
+    )
+    assert result["settled"] is False and result["after"]["tasks"]["0"] != "RUNNING"
+
+
+def test_a_manual_restart_of_a_paused_connectors_task_does_not_settle(connect, tmp_path, topic):
+    """A task restarted under a paused connector stays PAUSED: not RUNNING, not success."""
+    name = unique_name("manual-paused")
+    (tmp_path / "out").mkdir()
+    file_sink(connect, name, tmp_path / "out" / "out.txt", topic)
+    connect.created.append(name)
+    connect.wait_for(name, all_running(1), 60)
+    resp = connect._request("PUT", f"/connectors/{name}/pause")
+    assert resp.status_code == 202, resp.text
+    connect.wait_for(name, lambda st: st.state == "PAUSED" and [t.state for t in st.tasks] == ["PAUSED"], 60)
+    with pytest.raises(RestartNotSettled, match=r"connector PAUSED, task 0 PAUSED not RUNNING after 3s"):
+        manual_restart(connect, name, "tasks", [0], settle_timeout_s=3, stable_s=1)
+
+
+def test_a_manual_restart_of_an_unaddressable_name_says_what_to_do(connect, tmp_path, topic, tombstoned):
+    bad = f"{unique_name('pct')}%sink"
+    create_by_post(
+        connect,
+        bad,
+        {"connector.class": SINK, "tasks.max": "1", "topics": topic, "file": str(tmp_path / "no" / "f.txt")},
+    )
+    tombstoned.append(bad)
+    wait_until(lambda: (st := listed(connect, bad)) and task_failed(st), 60, 0.5, f"{bad} FAILED")
+    with pytest.raises(UnaddressableConnector, match="Ambiguous URI path encoding") as err:
+        manual_restart(ConnectClient(connect.url), bad, "failed", settle_timeout_s=5)
+    assert f"'target-state-{bad}'" in str(err.value)

@@ -7,6 +7,7 @@ from kafka_runbooks.connect.client import (
     ConnectUnreachable,
     RebalanceInProgress,
     RestartOutcome,
+    UnaddressableConnector,
     UnknownConnector,
     UnknownTask,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "RestartOutcome",
     "RestartPolicy",
     "RestartState",
+    "UnaddressableConnector",
     "UnknownConnector",
     "UnknownTask",
     "decide",

@@ -1,9 +1,19 @@
 """The auto-restart sweep over one Connect cluster: list, decide per connector, restart, persist.
 
-One listing call per cluster, then one restart call per connector that is due (on a worker
-with KIP-745). Every decision is logged as a decision record; the returned report lists
-each connector with its restart count and last restart time, the restarts made and the
-alerts (connectors the policy gave up on).
+One listing call per cluster, then (if any restart is due) one ``GET /`` for the worker's
+version, then one restart call per connector that is due (on a worker with KIP-745). Every
+decision is logged as a decision record; the returned report lists each connector with its
+restart count and last restart time, the restarts made, the errors and the alerts.
+
+A restart call can fail for one connector without changing anything for the others:
+
+- the worker **refused** it (``500 Failed to start connector/task``: it tried and the start
+  threw): counted as a restart, so the back-off schedule and the give-up alert apply;
+- no restart happened (``409`` rebalance, a timeout): not counted, retried when next due;
+- either way, ``errors_before_alert`` such answers in a row raise an alert on every
+  further one (the ``raise_alerts`` task fails);
+- the name cannot be addressed over REST (``/`` or ``%`` in it): reported once, with what
+  to do, as an alert; never called again.
 """
 
 from __future__ import annotations
@@ -12,10 +22,18 @@ import fnmatch
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.connect.client import ConnectClient, ConnectError, ConnectorStatus, UnknownConnector
+from kafka_runbooks.connect.client import (
+    ConnectClient,
+    ConnectError,
+    ConnectorStatus,
+    UnaddressableConnector,
+    UnknownConnector,
+    unaddressable_advice,
+)
 from kafka_runbooks.connect.policy import GIVE_UP, RESTART, RestartPolicy, RestartState, decide, iso
 from kafka_runbooks.connect.state import JsonStateStore
 
@@ -88,7 +106,7 @@ def sweep_cluster(
                 cluster, client, policy, status, states.get(name), patterns, now, report, logger
             )
             report["connectors"].append(row)
-            if state is not None and (state.count or state.total_restarts or state.first_failure_at):
+            if state is not None and state.worth_keeping:
                 new_states[name] = state
         forgotten = sorted(set(states) - set(listing))
         if forgotten:
@@ -108,6 +126,7 @@ def sweep_cluster(
         "connectors": len(report["connectors"]),
         "failed": sum(1 for r in report["connectors"] if r["failed"]),
         "restarted": len(report["restarts"]),
+        "errors": len(report["errors"]),
         "alerts": len(report["alerts"]),
     }
     return report
@@ -130,7 +149,18 @@ def _one_connector(
     state = previous
     action = "none"
     next_due = None
-    if pattern is not None and status.failed:
+    if pattern is None and previous is not None and previous.unaddressable:
+        action = "unaddressable"
+        if status.failed:
+            decisions.record(
+                STEP,
+                "not restarted",
+                "Connect's REST API cannot address this name (reported when first seen); not retried",
+                observed={**observed, "worker_answer": previous.unaddressable},
+                subject=subject,
+                logger=logger,
+            )
+    elif pattern is not None and status.failed:
         action = "excluded"
         decisions.record(
             STEP,
@@ -151,17 +181,23 @@ def _one_connector(
                 outcome = client.restart(status.name, include_tasks=True, only_failed=True, known=status)
             except UnknownConnector:
                 return _row(status, None, "deleted", None, None), None
+            except UnaddressableConnector as exc:
+                action = "unaddressable"
+                state = replace(state, unaddressable=exc.answer)
+                _unaddressable(cluster, status, exc, observed, report, subject, logger)
             except ConnectError as exc:
-                action = "restart_failed"
-                report["errors"].append({"connector": status.name, "error": str(exc)})
-                decisions.record(
-                    STEP,
-                    "restart call failed",
-                    f"{verdict.reason}; the worker refused, not counted, retried next sweep",
-                    observed={**observed, "error": str(exc)},
-                    subject=subject,
-                    logger=logger,
-                    level=logging.ERROR,
+                state, action = _restart_error(
+                    cluster,
+                    policy,
+                    status,
+                    state,
+                    exc,
+                    now,
+                    verdict.reason,
+                    observed,
+                    report,
+                    subject,
+                    logger,
                 )
             else:
                 state = state.after_restart(now)
@@ -183,14 +219,14 @@ def _one_connector(
                     subject=subject,
                     logger=logger,
                 )
-                if policy.max_restarts is not None and state.count >= policy.max_restarts:
-                    decisions.record(
-                        STEP,
-                        "last automatic restart",
-                        f"restart #{state.count} is the policy's last; if it fails again it stays FAILED",
-                        subject=subject,
-                        logger=logger,
-                    )
+            if action in ("restart", "restart_refused") and policy.exhausted(state.count):
+                decisions.record(
+                    STEP,
+                    "last automatic restart",
+                    f"restart #{state.count} is the policy's last; if it fails again it stays FAILED",
+                    subject=subject,
+                    logger=logger,
+                )
         elif verdict.action == GIVE_UP:
             alert = {
                 "cluster": cluster,
@@ -202,6 +238,7 @@ def _one_connector(
                 "failed_tasks": status.failed_task_ids,
                 "connector_state": status.state,
                 "trace": _first_line(status),
+                "last_error": state.last_error,
             }
             report["alerts"].append(alert)
             decisions.record(
@@ -220,6 +257,101 @@ def _one_connector(
                     STEP, verdict.action, verdict.reason, observed=observed, subject=subject, logger=logger
                 )
     return _row(status, state, action, pattern, next_due), state
+
+
+def _unaddressable(
+    cluster: str,
+    status: ConnectorStatus,
+    exc: UnaddressableConnector,
+    observed: dict[str, Any],
+    report: dict[str, Any],
+    subject: str,
+    logger: logging.Logger,
+) -> None:
+    """Report, once, a connector that no REST call can reach, and what to do about it."""
+    report["errors"].append({"connector": status.name, "error": exc.answer, "unaddressable": True})
+    report["alerts"].append(
+        {
+            "cluster": cluster,
+            "connector": status.name,
+            "alert": "unaddressable name",
+            "detail": unaddressable_advice(status.name),
+            "failed_tasks": status.failed_task_ids,
+            "connector_state": status.state,
+        }
+    )
+    decisions.record(
+        STEP,
+        "ALERT: cannot be restarted over REST",
+        unaddressable_advice(status.name),
+        observed={**observed, "error": exc.answer},
+        subject=subject,
+        logger=logger,
+        level=logging.ERROR,
+    )
+
+
+def _restart_error(
+    cluster: str,
+    policy: RestartPolicy,
+    status: ConnectorStatus,
+    state: RestartState,
+    exc: ConnectError,
+    now: float,
+    why: str,
+    observed: dict[str, Any],
+    report: dict[str, Any],
+    subject: str,
+    logger: logging.Logger,
+) -> tuple[RestartState, str]:
+    """A restart call answered with an error: count it if the worker tried, alert if it persists."""
+    error = str(exc)
+    if exc.refused:
+        state = state.after_refused_restart(now, error)
+        action = "restart_refused"
+        outcome = (
+            f"the worker tried and the start failed: counted as restart #{state.count}, the back-off applies"
+        )
+    else:
+        state = state.after_error(error)
+        action = "restart_failed"
+        outcome = "nothing was restarted: not counted, retried when next due"
+    report["errors"].append(
+        {"connector": status.name, "error": error, "refused": exc.refused, "error_streak": state.error_streak}
+    )
+    decisions.record(
+        STEP,
+        "restart refused" if exc.refused else "restart call failed",
+        f"{why}; {outcome} ({state.error_streak} error answer(s) in a row)",
+        observed={**observed, "restart_count": state.count, "error": error},
+        subject=subject,
+        logger=logger,
+        level=logging.ERROR,
+    )
+    if state.error_streak >= policy.errors_before_alert:
+        report["alerts"].append(
+            {
+                "cluster": cluster,
+                "connector": status.name,
+                "alert": "restart refused" if exc.refused else "restart calls failing",
+                "error_streak": state.error_streak,
+                "error": error,
+                "restart_count": state.count,
+                "failed_tasks": status.failed_task_ids,
+                "connector_state": status.state,
+            }
+        )
+        decisions.record(
+            STEP,
+            "ALERT: restart calls keep failing",
+            f"{state.error_streak} restart calls in a row answered with an error "
+            f"(errors_before_alert={policy.errors_before_alert})",
+            observed={"error": error},
+            subject=subject,
+            logger=logger,
+            level=logging.ERROR,
+        )
+    return state, action
 
 
 def _first_line(status: ConnectorStatus) -> str | None:
@@ -246,4 +378,7 @@ def _row(
         "first_failure_at": iso(state.first_failure_at),
         "healthy_since": iso(state.healthy_since),
         "next_due_at": iso(next_due),
+        "error_streak": state.error_streak,
+        "last_error": state.last_error,
+        "unaddressable": bool(state.unaddressable),
     }

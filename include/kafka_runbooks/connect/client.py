@@ -2,17 +2,27 @@
 
 Connect answers (seen on a real 4.3.1 worker, and per KIP-745):
 
+- ``GET /``: ``{"version": "4.3.1", ...}``. Whether the worker has KIP-745 is a property of
+  the worker, so the client decides it once, from this version (>= 3.0; Confluent
+  Platform ``-ccs``/``-ce`` >= 7.0, which ships Kafka 3.0), before its first restart.
 - ``GET /connectors?expand=status&expand=info`` (>= 2.3): every connector with its state
   and tasks, in one call. An older worker answers a plain list of names; the client then
   reads each connector's ``/status`` (one call per connector).
 - ``POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true`` (>= 3.0, KIP-745):
   ``202`` with the status body; it restarts the connector only if it failed and only its
   failed tasks. A worker older than 3.0 ignores the query parameters and answers ``204``
-  having restarted the connector instance alone; a proxy that rejects unknown parameters
-  answers ``400``. Either way the client falls back to the per-connector and per-task calls
-  and remembers that the worker is old, so later restarts go straight to them.
+  having restarted the connector instance alone: the client then makes the per-task calls.
+  When ``GET /`` gave no version, these two answers (and only these) decide for the worker;
+  any other answer is about that one connector and is raised, never taken as "old worker".
+- ``POST /connectors/{name}/restart`` (old call) answers ``500 Failed to start connector``
+  and ``POST /connectors/{name}/tasks/{id}/restart`` ``500 Failed to start task`` when the
+  worker tried and the start threw: a refused restart (:attr:`ConnectError.refused`).
 - ``POST /connectors/{name}/tasks/{id}/restart``: ``204``; ``404`` names the unknown task.
 - ``409`` while the group rebalances: nothing was restarted, try again later.
+- A name containing ``/`` or ``%`` is accepted on create, but Connect's web server (Jetty
+  12) answers ``400 Ambiguous URI path separator`` / ``... encoding`` (an HTML page, not
+  Connect's JSON) to every per-connector path for it, even encoded, DELETE included:
+  :class:`UnaddressableConnector`. (``?``, ``#``, spaces and ``>`` work when encoded.)
 
 Credentials (basic auth, client certificates) live in the ``requests`` session and never
 appear in ``repr``, in exceptions or in logs; error messages carry the URL without them.
@@ -20,6 +30,7 @@ appear in ``repr``, in exceptions or in logs; error messages carry the URL witho
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +49,14 @@ class ConnectError(RuntimeError):
         super().__init__(message)
         self.status = status
 
+    @property
+    def refused(self) -> bool:
+        """The worker tried and the start threw: ``500 Failed to start connector/task``.
+
+        The restart was made and failed at once, as if the connector had failed again.
+        """
+        return self.status == 500
+
 
 class ConnectUnreachable(ConnectError):
     """No answer from the worker (connection refused, DNS, TLS, timeout)."""
@@ -53,6 +72,51 @@ class UnknownTask(ConnectError):
 
 class RebalanceInProgress(ConnectError):
     """409: the Connect group is rebalancing; nothing was restarted."""
+
+
+class UnaddressableConnector(ConnectError):
+    """The worker's web server refuses every per-connector path for this name.
+
+    Connect accepts names containing ``/`` or ``%`` on create, but Jetty answers
+    ``400 Ambiguous URI path separator/encoding`` to ``/connectors/{name}/...`` for them,
+    however the name is encoded: such a connector cannot be restarted, paused, stopped or
+    deleted over REST. Retrying never helps; :func:`unaddressable_advice` says what does.
+    """
+
+    def __init__(self, name: str, answer: str) -> None:
+        super().__init__(f"{answer}. {unaddressable_advice(name)}", 400)
+        self.connector = name
+        self.answer = answer  # what the worker said, without the advice
+
+
+def unaddressable_advice(name: str) -> str:
+    """What an operator can do about a connector Connect's REST API cannot address."""
+    return (
+        f"Connect's REST API cannot address connector {name!r}: its web server answers HTTP 400 "
+        "'Ambiguous URI path' to every per-connector path for a name containing '/' or '%', "
+        "even encoded (restart, pause, stop and DELETE included). Nothing can restart it over "
+        "REST, so auto-restart does not retry it. To fix: copy its config (GET /connectors?expand=info), "
+        "remove it by writing tombstones (null values) for the keys "
+        f"'connector-{name}' and 'target-state-{name}' to the Connect cluster's config topic "
+        "(config.storage.topic), which is what DELETE does, then create it again under a name "
+        "without '/' or '%' (a sink's new name is a new consumer group: carry its offsets over "
+        "with PATCH /connectors/{new}/offsets if needed)."
+    )
+
+
+def kip745_from_version(version: str | None) -> bool | None:
+    """Whether a worker of this version has KIP-745 (None: the version says nothing).
+
+    Apache Kafka >= 3.0; Confluent Platform versions (``7.5.0-ccs``, ``7.5.0-ce``) are
+    four majors ahead (CP 7.0 ships Kafka 3.0).
+    """
+    match = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    if not match:
+        return None
+    major, minor = int(match.group(1)), int(match.group(2))
+    if re.search(r"-(ccs|ce)\b", version or ""):
+        return major >= 7
+    return (major, minor) >= (3, 0)
 
 
 @dataclass(frozen=True)
@@ -175,7 +239,8 @@ class ConnectClient:
     :param auth: ``(user, password)`` for basic auth, or None.
     :param verify: TLS verification: True, False or a CA bundle path.
     :param cert: client certificate: a path, or ``(cert, key)`` paths.
-    :param kip745: None = find out from the first restart answer; True/False = known.
+    :param kip745: None = decide from the worker's version (``GET /``, read once, before
+        the first restart); True/False = known.
     """
 
     def __init__(
@@ -196,6 +261,8 @@ class ConnectClient:
         self.url = _strip_credentials(url)
         self.timeout_s = timeout_s
         self.kip745 = kip745
+        self.worker_version: str | None = None
+        self._version_read = kip745 is not None
         self.calls = 0
         self._session = session or requests.Session()
         if auth is not None:
@@ -236,12 +303,18 @@ class ConnectClient:
                 return str(body["message"])
         except ValueError:
             pass
+        title = re.search(r"<title>([^<]*)</title>", resp.text or "", re.IGNORECASE)
+        if title:  # Jetty's own error page, before Connect saw the request
+            return title.group(1).strip()
         return resp.text[:300]
 
-    def _error(self, resp: requests.Response, what: str) -> ConnectError:
-        msg = f"{what}: HTTP {resp.status_code}: {self._message(resp)}"
+    def _error(self, resp: requests.Response, what: str, connector: str | None = None) -> ConnectError:
+        message = self._message(resp)
+        msg = f"{what}: HTTP {resp.status_code}: {message}"
         if resp.status_code == 409:
             return RebalanceInProgress(msg, 409)
+        if connector is not None and resp.status_code == 400 and "ambiguous uri" in message.lower():
+            return UnaddressableConnector(connector, msg)
         return ConnectError(msg, resp.status_code)
 
     # ------------------------------------------------------------------ reads
@@ -252,6 +325,26 @@ class ConnectClient:
         if resp.status_code != 200:
             raise self._error(resp, "reading the worker's version")
         return resp.json()
+
+    def supports_kip745(self) -> bool | None:
+        """Whether the worker has KIP-745, decided once per client from its version.
+
+        ``None`` when ``GET /`` gave no usable version: then the first ``202`` or ``204``
+        answer to a KIP-745 call decides. ``ConnectUnreachable`` is raised (the restart
+        could not be made either).
+        """
+        if not self._version_read:
+            self._version_read = True
+            try:
+                self.worker_version = str(self.server_info().get("version") or "") or None
+            except ConnectUnreachable:
+                self._version_read = False
+                raise
+            except (ConnectError, ValueError, AttributeError):
+                self.worker_version = None
+            if self.kip745 is None:
+                self.kip745 = kip745_from_version(self.worker_version)
+        return self.kip745
 
     def list_connectors(self) -> dict[str, ConnectorStatus]:
         """Every connector with its state and tasks: one call on a worker >= 2.3."""
@@ -271,7 +364,7 @@ class ConnectClient:
         if resp.status_code == 404:
             raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
         if resp.status_code != 200:
-            raise self._error(resp, f"reading the status of {name!r}")
+            raise self._error(resp, f"reading the status of {name!r}", name)
         return ConnectorStatus.from_status(name, resp.json())
 
     # ------------------------------------------------------------------ restarts
@@ -282,7 +375,7 @@ class ConnectClient:
         if resp.status_code == 404:
             raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
         if resp.status_code not in (200, 202, 204):
-            raise self._error(resp, f"restarting connector {name!r}")
+            raise self._error(resp, f"restarting connector {name!r}", name)
         return resp.status_code
 
     def restart_task(self, name: str, task_id: int) -> int:
@@ -293,7 +386,7 @@ class ConnectClient:
                 raise UnknownTask(f"connector {name!r} has no task {task_id} on {self.url}: {message}", 404)
             raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
         if resp.status_code not in (200, 202, 204):
-            raise self._error(resp, f"restarting task {name}/{task_id}")
+            raise self._error(resp, f"restarting task {name}/{task_id}", name)
         return resp.status_code
 
     def restart(
@@ -306,15 +399,17 @@ class ConnectClient:
     ) -> RestartOutcome:
         """Restart a connector (and its tasks) with one KIP-745 call where the worker has it.
 
-        On an older worker, fall back to the connector call (when the connector failed or
-        ``only_failed`` is false) and one call per task to restart (FAILED ones when
-        ``only_failed``). ``known``: the status the caller already read (saves a call on the
-        fallback path).
+        On an older worker, the connector call (when the connector failed or ``only_failed``
+        is false) and one call per task to restart (FAILED ones when ``only_failed``).
+        ``known``: the status the caller already read (saves a call on the old path). Any
+        answer but a restart is raised for this connector alone: it never changes how
+        the client restarts the others.
         """
+        support = self.supports_kip745()
         calls_before = self.calls
         statuses: list[int] = []
         legacy_connector_done = False
-        if self.kip745 is not False:
+        if support is not False:
             flags = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
             resp = self._request("POST", f"/connectors/{_q(name)}/restart", params=flags)
             statuses.append(resp.status_code)
@@ -335,14 +430,14 @@ class ConnectClient:
                 )
             if resp.status_code == 404 and "unknown connector" in self._message(resp).lower():
                 raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
-            if resp.status_code == 409:
-                raise self._error(resp, f"restarting {name!r}")
-            if resp.status_code == 204:
-                # pre-3.0 worker: it ignored the flags and restarted the connector instance
-                legacy_connector_done = True
-            elif resp.status_code not in (400, 404, 405):
-                raise self._error(resp, f"restarting {name!r}")
-            self.kip745 = False
+            if resp.status_code != 204:
+                raise self._error(resp, f"restarting {name!r}", name)
+            # 204: a worker without KIP-745 ignored the flags and restarted the connector
+            # instance; its tasks need their own calls. Known from the answer only when
+            # the version said nothing.
+            legacy_connector_done = True
+            if support is None:
+                self.kip745 = False
         status = known or self.connector_status(name)
         restarted_connector = legacy_connector_done
         if not legacy_connector_done and (status.connector_failed or not only_failed):
@@ -373,7 +468,7 @@ class ConnectClient:
     def delete_connector(self, name: str) -> None:
         resp = self._request("DELETE", f"/connectors/{_q(name)}")
         if resp.status_code not in (200, 204, 404):
-            raise self._error(resp, f"deleting {name!r}")
+            raise self._error(resp, f"deleting {name!r}", name)
 
     def wait_for(
         self, name: str, predicate, timeout_s: float = 60.0, interval_s: float = 0.5

@@ -2,6 +2,14 @@
 
 Bad input fails before any call; an unknown connector or task id fails after the one
 listing call, before any restart, with a message naming what does exist.
+
+Success is read back from the worker, never assumed from its answer: the connector and
+every task the restart was asked for (what the worker said it restarts) must read
+RUNNING in every status read for ``stable_s`` seconds in a row, within
+``settle_timeout_s``. A restart answer comes before the restart has shown in the status
+(KIP-745 restarts are asynchronous; the status is read back from Kafka), so one RUNNING
+read right after it can still be the state from before the restart. Otherwise the
+restart fails (:class:`RestartNotSettled`) with what was seen, or only warns when asked.
 """
 
 from __future__ import annotations
@@ -12,7 +20,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.connect.client import ConnectClient, ConnectorStatus, UnknownConnector, UnknownTask
+from kafka_runbooks.connect.client import (
+    ConnectClient,
+    ConnectError,
+    ConnectorStatus,
+    UnknownConnector,
+    UnknownTask,
+)
 
 log = logging.getLogger(__name__)
 STEP = "connect-restart"
@@ -22,7 +36,17 @@ SCOPES = {
     "tasks": "the given task ids only",
     "all": "the connector and all its tasks (KIP-745, onlyFailed=false)",
 }
-SETTLING = frozenset({"RESTARTING", "UNASSIGNED"})
+RUNNING = "RUNNING"
+STABLE_S = 5.0
+POLL_S = 0.5
+
+
+class RestartNotSettled(ConnectError):
+    """The restart was made, but what it restarted did not settle RUNNING in time."""
+
+    def __init__(self, message: str, seen: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.seen = seen
 
 
 def validate_request(connector: str, scope: str, task_ids: Iterable[int] | None) -> list[int]:
@@ -49,10 +73,15 @@ def manual_restart(
     task_ids: Iterable[int] | None = None,
     *,
     settle_timeout_s: float = 60.0,
+    stable_s: float = STABLE_S,
+    fail_if_not_settled: bool = True,
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
+    """Restart, then wait until what was restarted runs; raise :class:`RestartNotSettled` if it does not."""
     logger = logger or log
     ids = validate_request(connector, scope, task_ids)
+    if settle_timeout_s < 0 or stable_s < 0:
+        raise ValueError(f"settle_timeout_s and stable_s must be >= 0, got {settle_timeout_s}, {stable_s}")
     listing = client.list_connectors()
     if connector not in listing:
         raise UnknownConnector(
@@ -93,30 +122,128 @@ def manual_restart(
     else:
         outcome = client.restart(connector, include_tasks=True, only_failed=scope == "failed", known=before)
         result = outcome.as_dict()
-    after = _settle(client, connector, settle_timeout_s)
-    decisions.record(
-        STEP,
-        "restarted",
-        "the worker accepted the restart; the status after it settled is in observed",
-        observed=after.as_dict(),
-        action=f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}",
-        subject=subject,
-        logger=logger,
+    action = (
+        f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}"
     )
-    return {
+    settle = settle_restart(
+        client, connector, result["restarted_tasks"], timeout_s=settle_timeout_s, stable_s=stable_s
+    )
+    report = {
         "connector": connector,
         "scope": scope,
         **result,
         "before": before.as_dict(),
-        "after": after.as_dict(),
+        "after": settle["after"],
+        "settled": settle["settled"],
+        "seen": settle["seen"],
+        "waited_s": settle["waited_s"],
     }
+    if settle["settled"]:
+        decisions.record(
+            STEP,
+            "restarted",
+            f"the connector and the restarted tasks read RUNNING for {stable_s:g}s in a row "
+            f"(after {settle['waited_s']:.1f}s)",
+            observed=settle["after"],
+            action=action,
+            subject=subject,
+            logger=logger,
+        )
+        return report
+    problem = settle["problem"]
+    decisions.record(
+        STEP,
+        "NOT SETTLED" if fail_if_not_settled else "not settled (warning only)",
+        f"the restart was made but {problem}",
+        observed={"after": settle["after"], "seen": settle["seen"]},
+        action=action,
+        subject=subject,
+        logger=logger,
+        level=logging.ERROR if fail_if_not_settled else logging.WARNING,
+    )
+    if fail_if_not_settled:
+        raise RestartNotSettled(
+            f"connector {connector!r} on {client.url}: the restart was made but {problem}; "
+            f"states seen since the restart: {settle['seen']}",
+            settle["seen"],
+        )
+    return report
 
 
-def _settle(client: ConnectClient, connector: str, timeout_s: float) -> ConnectorStatus:
-    deadline = time.monotonic() + timeout_s
+def settle_restart(
+    client: ConnectClient,
+    connector: str,
+    task_ids: Iterable[int],
+    *,
+    timeout_s: float,
+    stable_s: float = STABLE_S,
+    poll_s: float = POLL_S,
+) -> dict[str, Any]:
+    """Read the status until the connector and ``task_ids`` have read RUNNING for ``stable_s``.
+
+    Gives up early when an item FAILED again after it was seen in another state (the
+    restart showed, then failed). Returns ``settled``, the last status (``after``), the
+    states each item went through (``seen``, repeats folded), and ``problem`` (why not).
+    """
+    watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
+    seen: dict[str, list[str]] = {w: [] for w in watched}
+    started = time.monotonic()
+    deadline = started + timeout_s
+    running_since: float | None = None
     while True:
         status = client.connector_status(connector)
-        busy = status.state in SETTLING or any(t.state in SETTLING for t in status.tasks)
-        if not busy or time.monotonic() > deadline:
-            return status
-        time.sleep(0.5)
+        now = time.monotonic()
+        states = _states(status, watched)
+        for item, state in states.items():
+            if not seen[item] or seen[item][-1] != state:
+                seen[item].append(state)
+        if all(state == RUNNING for state in states.values()):
+            running_since = now if running_since is None else running_since
+            if now - running_since >= stable_s:
+                return _settled(True, status, seen, started, None)
+        else:
+            running_since = None
+            failed_again = [i for i, st in states.items() if st == "FAILED" and len(seen[i]) > 1]
+            if failed_again:
+                problem = _describe(failed_again, states, status, " again after the restart")
+                return _settled(False, status, seen, started, problem)
+        if now >= deadline:
+            stuck = [i for i, st in states.items() if st != RUNNING]
+            if stuck:
+                problem = (
+                    f"{_describe(stuck, states, status)} not RUNNING after {timeout_s:g}s (settle_timeout_s)"
+                )
+            else:
+                problem = f"RUNNING for less than {stable_s:g}s in a row when settle_timeout_s ({timeout_s:g}s) ran out"
+            return _settled(False, status, seen, started, problem)
+        time.sleep(max(0.0, min(poll_s, deadline - now)))
+
+
+def _states(status: ConnectorStatus, watched: list[str]) -> dict[str, str]:
+    tasks = {f"task {t.task_id}": t.state for t in status.tasks}
+    return {w: status.state if w == "connector" else tasks.get(w, "MISSING") for w in watched}
+
+
+def _describe(items: list[str], states: dict[str, str], status: ConnectorStatus, what: str = "") -> str:
+    """``task 0 FAILED again after the restart (first line of its trace)``, comma separated."""
+    parts = []
+    for item in items:
+        if item == "connector":
+            trace = status.trace
+        else:
+            trace = next((t.trace for t in status.tasks if f"task {t.task_id}" == item), None)
+        first = f" ({trace.splitlines()[0][:200]})" if trace and states[item] == "FAILED" else ""
+        parts.append(f"{item} {states[item]}{what}{first}")
+    return ", ".join(parts)
+
+
+def _settled(
+    ok: bool, status: ConnectorStatus, seen: dict[str, list[str]], started: float, problem: str | None
+) -> dict[str, Any]:
+    return {
+        "settled": ok,
+        "after": status.as_dict(),
+        "seen": seen,
+        "waited_s": round(time.monotonic() - started, 3),
+        "problem": problem,
+    }

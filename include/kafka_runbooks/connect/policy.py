@@ -9,7 +9,11 @@ FAILED and the sweep raises an alert. Configurable:
   its wait capped at 60 minutes);
 - the count resets once the connector has been healthy for longer than its current
   interval (the wait that would come before its next restart);
-- ``minute_seconds``: how long a policy "minute" is (60; tests make it a second).
+- ``minute_seconds``: how long a policy "minute" is (60; tests make it a second);
+- ``errors_before_alert``: restart calls in a row answered with an error (the worker
+  refused the restart, a rebalance, a timeout) before every further one raises an alert
+  (3 by default). A refused restart (``500 Failed to start ...``) also counts as a
+  restart: it is on the same back-off schedule and ends in the same give-up alert.
 
 The restart unit is the connector: its own state and its tasks' together, like Strimzi.
 """
@@ -42,6 +46,7 @@ class RestartPolicy:
     max_interval_minutes: float = 30.0
     max_restarts: int | None = 6
     minute_seconds: float = 60.0
+    errors_before_alert: int = 3
 
     def __post_init__(self) -> None:
         if not self.step_minutes > 0:
@@ -52,6 +57,8 @@ class RestartPolicy:
             raise ValueError(f"max_restarts must be None (unlimited) or >= 0, got {self.max_restarts}")
         if not self.minute_seconds > 0:
             raise ValueError(f"minute_seconds must be > 0, got {self.minute_seconds}")
+        if isinstance(self.errors_before_alert, bool) or self.errors_before_alert < 1:
+            raise ValueError(f"errors_before_alert must be >= 1, got {self.errors_before_alert}")
 
     def interval_minutes(self, count: int) -> float:
         """The wait after the ``count``-th restart before the next one (capped)."""
@@ -83,6 +90,7 @@ class RestartPolicy:
             "max_interval_minutes": self.max_interval_minutes,
             "max_restarts": self.max_restarts,
             "minute_seconds": self.minute_seconds,
+            "errors_before_alert": self.errors_before_alert,
             "schedule_minutes": self.schedule_minutes(
                 None if self.max_restarts is not None and self.max_restarts <= 20 else 8
             ),
@@ -98,6 +106,12 @@ class RestartState:
     last_restart_at: float | None = None
     healthy_since: float | None = None
     total_restarts: int = 0  # never reset: for the report
+    # restart calls in a row that the worker answered with an error (refused, 409, ...)
+    error_streak: int = 0
+    last_error: str | None = None
+    # the worker's answer when its REST API was found unable to address this name: it is
+    # reported once and never called again (a name cannot change)
+    unaddressable: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +120,21 @@ class RestartState:
             "last_restart_at": self.last_restart_at,
             "healthy_since": self.healthy_since,
             "total_restarts": self.total_restarts,
+            "error_streak": self.error_streak,
+            "last_error": self.last_error,
+            "unaddressable": self.unaddressable,
         }
+
+    @property
+    def worth_keeping(self) -> bool:
+        """Whether the sweep must remember anything about this connector."""
+        return bool(
+            self.count
+            or self.total_restarts
+            or self.first_failure_at
+            or self.error_streak
+            or self.unaddressable
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RestartState:
@@ -120,6 +148,9 @@ class RestartState:
             last_restart_at=num("last_restart_at"),
             healthy_since=num("healthy_since"),
             total_restarts=int(data.get("total_restarts", data.get("count", 0))),
+            error_streak=int(data.get("error_streak", 0)),
+            last_error=data.get("last_error"),
+            unaddressable=data.get("unaddressable"),
         )
 
     def after_restart(self, now: float) -> RestartState:
@@ -129,7 +160,20 @@ class RestartState:
             last_restart_at=now,
             healthy_since=None,
             total_restarts=self.total_restarts + 1,
+            error_streak=0,
+            last_error=None,
         )
+
+    def after_refused_restart(self, now: float, error: str) -> RestartState:
+        """The worker tried and the start threw: a restart that failed at once.
+
+        Counted like any restart, so the back-off and the give-up alert apply to it.
+        """
+        return replace(self.after_restart(now), error_streak=self.error_streak + 1, last_error=error)
+
+    def after_error(self, error: str) -> RestartState:
+        """The restart call failed without a restart (409, timeout, ...): not counted."""
+        return replace(self, error_streak=self.error_streak + 1, last_error=error)
 
 
 @dataclass(frozen=True)
@@ -176,6 +220,7 @@ def decide(policy: RestartPolicy, state: RestartState | None, failed: bool, now:
             state,
             due,
         )
+    state = replace(state, error_streak=0, last_error=None)  # no restart call needed: no error to carry
     if state.count == 0:
         return Verdict(HEALTHY, "not failed", replace(state, healthy_since=None, first_failure_at=None))
     since = state.healthy_since if state.healthy_since is not None else now
