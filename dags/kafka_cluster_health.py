@@ -53,6 +53,14 @@ with DAG(
             description="At most this many partitions are listed per category (offline, under min ISR, ...); "
             "the counts are always complete.",
         ),
+        "imbalance_threshold_pct": Param(
+            10,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=1000,
+            description="A live broker whose leader or replica count is more than this many percent away "
+            "from the mean is flagged as imbalanced (reported only; nothing is moved).",
+        ),
     },
 ) as dag:
     snapshot = KafkaClusterSnapshotOperator(
@@ -72,14 +80,18 @@ with DAG(
             "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}/health",
             "--max-listed",
             "{{ params.max_listed }}",
+            "--imbalance-threshold-pct",
+            "{{ params.imbalance_threshold_pct }}",
         ],
     )
 
     @task(outlets=[HEALTH_REPORT])
-    def publish_report(snapshot_info: dict, *, outlet_events=None) -> dict:
-        """Log the findings as decision records and publish the report."""
+    def publish_report(snapshot_info: dict, *, outlet_events=None, params=None) -> dict:
+        """Log the findings as decision records and publish the report (also per connection, for the UI)."""
         from kafka_runbooks_airflow.reports import publish_health_report
 
-        return publish_health_report(snapshot_info["path"], outlet_events[HEALTH_REPORT])
+        return publish_health_report(
+            snapshot_info["path"], outlet_events[HEALTH_REPORT], conn_id=params["kafka_conn_id"]
+        )
 
     snapshot >> analyse >> publish_report(snapshot.output)

@@ -1,4 +1,5 @@
-"""Turning the cluster-health report (written by ``spark_jobs/cluster_health.py``) into findings."""
+"""Turning the cluster-health report (written by ``spark_jobs/cluster_health.py``) into findings:
+unhealthy partitions by category, and leader or replica imbalance beyond the report's threshold."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def log_findings(report: dict, logger: logging.Logger | None = None) -> list[dec
                 level=logging.WARNING,
             )
         )
+    records.extend(_imbalance_findings(report, logger))
     if not records:
         records.append(
             decisions.record(
@@ -46,3 +48,35 @@ def log_findings(report: dict, logger: logging.Logger | None = None) -> list[dec
             )
         )
     return records
+
+
+def _imbalance_findings(report: dict, logger: logging.Logger | None) -> list[decisions.DecisionRecord]:
+    """One WARNING record per kind (leaders, replicas) that is out of balance, with the threshold."""
+    out = []
+    for what, figures in (report.get("imbalance") or {}).items():
+        if not figures or not figures.get("imbalanced"):
+            continue
+        per_broker = {
+            b["broker_id"]: b.get("leader_count" if what == "leaders" else "replica_count")
+            for b in report.get("brokers", [])
+            if b.get("alive") and not b.get("fenced")
+        }
+        out.append(
+            decisions.record(
+                "health",
+                f"{what} imbalanced: {figures['min']} to {figures['max']} per broker (mean {figures['mean']})",
+                f"broker(s) {figures['over']} above {figures['upper']} and {figures['under']} below "
+                f"{figures['lower']}: more than {figures['threshold_pct']:g}% from the mean"
+                + (
+                    "; leadership goes back to the preferred leaders (auto.leader.rebalance.enable or "
+                    "kafka-leader-election --election-type PREFERRED)"
+                    if what == "leaders"
+                    else "; a reassignment evens it out"
+                ),
+                observed={"per_broker": per_broker, **figures},
+                action="reported only (this sweep never changes the cluster)",
+                logger=logger,
+                level=logging.WARNING,
+            )
+        )
+    return out

@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 from kafka_runbooks.health import log_findings
-from kafka_runbooks.paths import artifact_dir
+from kafka_runbooks.paths import artifact_dir, safe_name
+from kafka_runbooks.state_file import write_atomic
 
 log = logging.getLogger(__name__)
 
 
-def publish_health_report(snapshot_path: str, outlet_event=None) -> dict:
+def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | None = None) -> dict:
     report_file = Path(snapshot_path) / "health" / "report.json"
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
@@ -21,6 +22,12 @@ def publish_health_report(snapshot_path: str, outlet_event=None) -> dict:
     log_findings(report, logger=log)
     latest = artifact_dir("reports", "cluster_health") / "latest.json"
     shutil.copyfile(report_file, latest)
+    if conn_id:  # the Kafka page shows the latest report of every connection
+        report["kafka_conn_id"] = conn_id
+        write_atomic(
+            artifact_dir("reports", "cluster_health", "by_connection") / f"{safe_name(conn_id)}.json",
+            json.dumps(report),
+        )
     summary = {
         "report": str(report_file),
         "latest": str(latest),

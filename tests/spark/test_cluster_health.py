@@ -117,6 +117,45 @@ def test_healthy_cluster(spark, make_snapshot):
     assert report["brokers"] == [expected[b] for b in (1, 2, 3, 4)]
 
 
+def test_leader_imbalance_is_flagged_with_its_threshold(spark, make_snapshot):
+    """Every broker holds every partition (replicas balanced); leaders 6 / 10 / 14 of 30."""
+    brokers = [{"id": i, "rack": f"rack-{i}"} for i in (1, 2, 3)]
+    leaders = [1] * 6 + [2] * 10 + [3] * 14
+    parts = [part("orders", p, [1, 2, 3], [1, 2, 3], leaders[p]) for p in range(30)]
+    snapshot = make_snapshot(brokers, parts)
+    report, _ = analyse(spark, snapshot)
+    lead, reps = report["imbalance"]["leaders"], report["imbalance"]["replicas"]
+    assert lead["imbalanced"] and lead["threshold_pct"] == 10.0
+    assert (lead["mean"], lead["upper"], lead["lower"], lead["over"], lead["under"]) == (
+        10.0,
+        11,
+        9,
+        [3],
+        [1],
+    )
+    assert lead["deviation_pct"] == 40.0 and (lead["min"], lead["max"]) == (6, 14)
+    assert not reps["imbalanced"] and reps["over"] == reps["under"] == []
+    # a looser threshold accepts the same spread
+    replicas, brokers_df, meta = job.load_snapshot(spark, str(snapshot))
+    loose = job.build_report(
+        job.partition_health(replicas, brokers_df),
+        job.broker_load(replicas, brokers_df),
+        meta=meta,
+        imbalance_threshold_pct=50,
+    )
+    assert not loose["imbalance"]["leaders"]["imbalanced"]
+
+
+def test_imbalance_ignores_dead_brokers_and_splits_whole_partitions_cannot_even_out():
+    rows = [
+        {"broker_id": 1, "alive": True, "fenced": False, "leader_count": 2},
+        {"broker_id": 2, "alive": True, "fenced": False, "leader_count": 1},
+        {"broker_id": 3, "alive": False, "fenced": True, "leader_count": 0},  # dead: leads nothing
+    ]
+    assert not job.imbalance(rows, "leader_count", 10)["imbalanced"]  # 3 leaders on 2 brokers
+    assert job.imbalance([], "leader_count", 10)["mean"] is None
+
+
 def test_one_dead_broker(spark, make_snapshot):
     brokers = [1, 2, {"id": 3, "alive": False}]
     parts = []

@@ -43,6 +43,30 @@ def test_findings_one_record_per_category_or_healthy(caplog):
     assert [r.decision for r in healthy] == ["healthy"]
 
 
+def test_leader_imbalance_is_a_finding_with_its_threshold(caplog):
+    """The issue's cluster: 21 to 31 leaders per broker on 103 partitions."""
+    caplog.set_level(logging.INFO)
+    brokers = [
+        {"broker_id": b, "alive": True, "fenced": False, "leader_count": n, "replica_count": 77}
+        for b, n in ((1, 21), (2, 25), (3, 26), (4, 31))
+    ]
+    figures = {"threshold_pct": 10.0, "mean": 25.75, "min": 21, "max": 31, "upper": 29, "lower": 23}
+    report = {
+        "partitions": 103,
+        "counts": {},
+        "brokers": brokers,
+        "imbalance": {
+            "leaders": {**figures, "imbalanced": True, "over": [4], "under": [1]},
+            "replicas": {"imbalanced": False},
+        },
+    }
+    recs = log_findings(report)
+    assert [r.decision for r in recs] == ["leaders imbalanced: 21 to 31 per broker (mean 25.75)"]
+    assert "more than 10% from the mean" in recs[0].reason and "[4] above 29" in recs[0].reason
+    assert recs[0].observed["per_broker"] == {1: 21, 2: 25, 3: 26, 4: 31}
+    assert caplog.records[-1].levelno == logging.WARNING
+
+
 def test_run_ids_become_portable_folder_names():
     assert safe_name("manual__2026-11-21T23:00:00+00:00") == "manual__2026-11-21T23_00_00_00_00"
     assert safe_name("../../etc") == "etc"
