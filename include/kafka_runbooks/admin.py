@@ -135,6 +135,12 @@ class ClusterAdmin:
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
         return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
+    def list_reassignments(self) -> dict[tuple[str, int], dict[str, list[int]]]:
+        """Reassignments in flight: (topic, partition) -> replicas, adding, removing."""
+        from kafka_runbooks.kafka_python_gaps import list_reassignments
+
+        return self._gap_call("ListPartitionReassignments", lambda: list_reassignments(self.gaps))
+
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
         replicas: list[LogDirReplica] = []

@@ -77,6 +77,9 @@ class PartitionState:
     last_known_elr: tuple[int, ...] = ()
     offline_replicas: tuple[int, ...] = ()
     min_insync_replicas: int = 1
+    # a reassignment in flight (ListPartitionReassignments); ``replicas`` holds both sets
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:

@@ -8,12 +8,15 @@ start of its recovery. Two sources answer the question:
   log-recovery gauges, see ``stack/jmx-exporter/kafka.yml``);
 - Strimzi's KafkaAgent, ``GET /v1/broker-state`` over mutual TLS.
 
-Either way a probe never raises: anything but a clean answer is ``state=None``
-("unknown"), and the caller continues as a restart tool without a probe would.
+Either way a probe never raises, whatever the body, status or transport: anything but
+a clean answer is ``state=None`` ("unknown") with the error, and what the roller does
+with each reading is the state machine in ``kafka_runbooks.restart.states``.
 
 Seen on Kafka 4.3.1 (KRaft): logs are loaded and recovered while BrokerState is still
-1 (STARTING); state 2 (RECOVERY) is the short wait to be unfenced. So a broker counts
-as *recovering* when its state is 2 or its log-recovery gauges are present and non-zero.
+1 (STARTING); state 2 (RECOVERY) is the short wait to be unfenced. The recovery gauges
+exist only while logs load, so missing counts are "unknown", never "not recovering".
+The exporter also serves ``process_start_time_seconds``: restart evidence that does not
+depend on Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+STARTING = 1
 STATE_NAMES = {
     0: "NOT_RUNNING",
     1: "STARTING",
@@ -45,6 +49,10 @@ class BrokerStateReading:
     remaining_segments: int | None = None
     source: str = ""
     error: str | None = None
+    # when the node's process started (epoch ms), if the source tells: restart evidence
+    process_start_ms: int | None = None
+    # the source answered (HTTP 200) but Kafka had not registered its BrokerState yet
+    state_not_registered: bool = False
 
     @property
     def known(self) -> bool:
@@ -68,6 +76,19 @@ class BrokerStateReading:
         )
 
     @property
+    def counts_known(self) -> bool:
+        return self.remaining_logs is not None or self.remaining_segments is not None
+
+    def recovery_text(self) -> str:
+        """The counts for a decision record; their absence said as such, never as zero."""
+        if not self.counts_known:
+            return "recovery counts unknown (no source reports them now)"
+        return (
+            f"{_or_unknown(self.remaining_logs)} logs and {_or_unknown(self.remaining_segments)} "
+            "segments still to recover"
+        )
+
+    @property
     def running(self) -> bool:
         return self.state == RUNNING
 
@@ -80,7 +101,26 @@ class BrokerStateReading:
             "remaining_segments_to_recover": self.remaining_segments,
             "source": self.source,
             "error": self.error,
+            "process_start_ms": self.process_start_ms,
+            "state_not_registered": self.state_not_registered,
         }
+
+
+def _or_unknown(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative whole number, or None: a bool, a string, NaN or -1 is not a count."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0 or value != int(value):
+        return None
+    return int(value)
+
+
+def _unknown(node_id: int, source: str, error: str) -> BrokerStateReading:
+    return BrokerStateReading(node_id, None, source=source, error=error)
 
 
 class PrometheusProbe:
@@ -115,44 +155,54 @@ class PrometheusProbe:
         raise KeyError(f"no metrics endpoint configured for node {node_id}")
 
     def read(self, node_id: int) -> BrokerStateReading:
+        """Never raises: a transport error, a non-200 or a body it cannot read is "unknown"."""
         import requests
 
         try:
-            url = self.url(node_id)
-            resp = requests.get(url, timeout=self.timeout_s, verify=self.verify)
-        except (requests.RequestException, KeyError) as exc:
-            return BrokerStateReading(node_id, None, source=self.kind, error=f"{type(exc).__name__}: {exc}")
-        if resp.status_code != 200:
-            return BrokerStateReading(node_id, None, source=self.kind, error=f"HTTP {resp.status_code}")
-        return parse_exposition(node_id, resp.text)
+            resp = requests.get(self.url(node_id), timeout=self.timeout_s, verify=self.verify)
+            if resp.status_code != 200:
+                return _unknown(node_id, self.kind, f"HTTP {resp.status_code}")
+            return parse_exposition(node_id, resp.text)
+        except Exception as exc:  # the contract: a probe answers, it does not raise
+            return _unknown(node_id, self.kind, f"{type(exc).__name__}: {exc}"[:300])
+
+
+_SUMMED = (
+    "kafka_server_brokerstate",
+    "kafka_log_remaining_logs_to_recover",
+    "kafka_log_remaining_segments_to_recover",
+)
 
 
 def parse_exposition(node_id: int, text: str) -> BrokerStateReading:
-    """BrokerState and recovery totals (summed over log dirs and recovery threads)."""
+    """BrokerState, recovery totals (summed over log dirs and recovery threads) and the
+    process start time. Never raises: a body it cannot read is "unknown"."""
     from prometheus_client.parser import text_string_to_metric_families
 
     totals: dict[str, float] = {}
+    started: float | None = None
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in (
-                    "kafka_server_brokerstate",
-                    "kafka_log_remaining_logs_to_recover",
-                    "kafka_log_remaining_segments_to_recover",
-                ):
+                if sample.name in _SUMMED:
                     totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    except ValueError as exc:
-        return BrokerStateReading(node_id, None, source="prometheus", error=f"unparseable exposition: {exc}")
-    state = totals.get("kafka_server_brokerstate")
-    logs = totals.get("kafka_log_remaining_logs_to_recover")
-    segments = totals.get("kafka_log_remaining_segments_to_recover")
+                elif sample.name == "process_start_time_seconds":
+                    started = sample.value
+    except Exception as exc:
+        return _unknown(node_id, "prometheus", f"unparseable exposition: {type(exc).__name__}: {exc}"[:300])
+    state = _count(totals.get("kafka_server_brokerstate"))
+    start_ms = _count(None if started is None else started * 1000)
     return BrokerStateReading(
         node_id,
-        None if state is None else int(state),
-        None if logs is None else int(logs),
-        None if segments is None else int(segments),
+        state,
+        _count(totals.get("kafka_log_remaining_logs_to_recover")),
+        _count(totals.get("kafka_log_remaining_segments_to_recover")),
         source="prometheus",
         error=None if state is not None else "no kafka_server_brokerstate in the exposition",
+        process_start_ms=start_ms,
+        # the exporter runs inside the broker's JVM: it answering without BrokerState
+        # means Kafka has not registered it yet, i.e. the broker is early in its start
+        state_not_registered=state is None and "kafka_server_brokerstate" not in totals,
     )
 
 
@@ -184,31 +234,49 @@ class StrimziAgentProbe:
         return self.endpoints.get(node_id) or self.url_template.format(node_id=node_id)
 
     def read(self, node_id: int) -> BrokerStateReading:
+        """Never raises: a transport error, a non-200 or a body it cannot read is "unknown"."""
         import requests
 
         try:
             resp = requests.get(
                 self.url(node_id), cert=self.cert, verify=self.ca_file, timeout=self.timeout_s
             )
-        except requests.RequestException as exc:
-            return BrokerStateReading(node_id, None, source=self.kind, error=f"{type(exc).__name__}: {exc}")
-        if resp.status_code != 200:
-            return BrokerStateReading(node_id, None, source=self.kind, error=f"HTTP {resp.status_code}")
-        try:
-            body = resp.json()
-            state = int(body["brokerState"])
-        except (ValueError, KeyError, TypeError) as exc:
-            return BrokerStateReading(node_id, None, source=self.kind, error=f"unexpected body: {exc}")
-        recovery = body.get("recoveryState") or body.get("recovery") or {}
-        logs = recovery.get("remainingLogsToRecover")
-        segments = recovery.get("remainingSegmentsToRecover")
-        return BrokerStateReading(
-            node_id,
-            state,
-            None if logs is None else int(logs),
-            None if segments is None else int(segments),
-            source=self.kind,
-        )
+            if resp.status_code != 200:
+                return _unknown(node_id, self.kind, f"HTTP {resp.status_code}")
+            return parse_agent_body(node_id, resp.content)
+        except Exception as exc:  # the contract: a probe answers, it does not raise
+            return _unknown(node_id, self.kind, f"{type(exc).__name__}: {exc}"[:300])
+
+
+def parse_agent_body(node_id: int, raw: bytes | str) -> BrokerStateReading:
+    """KafkaAgent's ``{"brokerState": 2, "recovery": {...}}``; never raises.
+
+    The state is read on its own: a recovery part that is missing or not an object
+    (``"recoveryState": "unavailable"``) leaves the counts unknown, not the state.
+    The agent sends counts only in state 2 (strimzi-048).
+    """
+    import json
+
+    source = StrimziAgentProbe.kind
+    try:
+        body = json.loads(raw)
+    except Exception as exc:
+        return _unknown(node_id, source, f"unexpected body: {type(exc).__name__}: {exc}"[:300])
+    if not isinstance(body, dict):
+        return _unknown(node_id, source, f"unexpected body: a JSON {type(body).__name__}, not an object")
+    state = _count(body.get("brokerState"))
+    if state is None:
+        return _unknown(node_id, source, f"unexpected body: brokerState {body.get('brokerState')!r}"[:300])
+    recovery = body.get("recoveryState", body.get("recovery"))
+    if not isinstance(recovery, dict):
+        recovery = {}
+    return BrokerStateReading(
+        node_id,
+        state,
+        _count(recovery.get("remainingLogsToRecover")),
+        _count(recovery.get("remainingSegmentsToRecover")),
+        source=source,
+    )
 
 
 def probe_from_config(extra: dict[str, Any]):

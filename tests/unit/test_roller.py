@@ -26,6 +26,11 @@ class Cluster:
     def __init__(self, clock):
         self.clock = clock
         self.stuck = set()
+        self.extra_partitions: list[PartitionState] = []
+        self.reassignments: dict = {}
+
+    def list_reassignments(self):
+        return dict(self.reassignments)
 
     def ping(self):
         return "cid"
@@ -39,36 +44,54 @@ class Cluster:
 
     def read_state(self, include_log_dirs=True):
         isr = tuple(b for b in (1, 2, 3) if b not in self.stuck)
-        parts = [PartitionState("t", 0, 1, 1, (1, 2, 3), isr, min_insync_replicas=2)]
+        parts = [PartitionState("t", 0, 1, 1, (1, 2, 3), isr, min_insync_replicas=2), *self.extra_partitions]
         return ClusterState("cid", self.describe_brokers(), self.describe_quorum(), parts)
 
 
 class Backend:
+    """Restarts take effect at once (a new process identity) unless ``ignored``."""
+
     name = "fake"
 
     def __init__(self, cluster):
         self.cluster = cluster
         self.calls = []
+        self.generation: dict[int, int] = {}
+        self.ignored = False  # the request is answered, nothing restarts (a Strimzi pod not rolled yet)
 
     def is_running(self, node_id):
         return True
 
+    def evidence(self, node_id):
+        return {"source": "fake", "identity": f"process {node_id}.{self.generation.get(node_id, 0)}"}
+
+    def _new_process(self, node_id):
+        if not self.ignored:
+            self.generation[node_id] = self.generation.get(node_id, 0) + 1
+
     def restart(self, node_id):
         self.calls.append(("restart", node_id))
+        self._new_process(node_id)
         return "restarted"
 
     def force_restart(self, node_id):
         self.calls.append(("force_restart", node_id))
+        self._new_process(node_id)
         self.cluster.stuck.discard(node_id)
         return "forced"
 
 
 class Probe:
+    """A stuck broker reads ``stuck_reading`` (default: RUNNING but not registered)."""
+
     def __init__(self, cluster):
         self.cluster = cluster
+        self.stuck_reading = lambda node_id: BrokerStateReading(node_id, 3, source="fake")
 
     def read(self, node_id):
-        return BrokerStateReading(node_id, 1 if node_id in self.cluster.stuck else 3, source="fake")
+        if node_id in self.cluster.stuck:
+            return self.stuck_reading(node_id)
+        return BrokerStateReading(node_id, 3, source="fake")
 
 
 @pytest.fixture
@@ -127,3 +150,177 @@ def test_every_node_rolls_in_order_and_each_once(rig):
     state = roller.plan(None, "t", RollOptions())
     assert roller.step(state) is True
     assert backend.calls == [("restart", n) for n in (1, 2, 3, 9002, 9003, 9001)]
+
+
+# -- the broker-state table (restart.states) as the roller applies it ---------------------------
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [
+        BrokerStateReading(2, 1, source="prometheus"),  # STARTING, gauges not registered at that moment
+        BrokerStateReading(2, 1, 0, 0, source="prometheus"),  # STARTING, counts 0: between log dirs
+        BrokerStateReading(2, 2, source="strimzi-agent"),  # RECOVERY, no counts
+        BrokerStateReading(
+            2, None, source="prometheus", state_not_registered=True
+        ),  # BrokerState not yet there
+    ],
+    ids=["starting-no-gauges", "starting-zero-counts", "recovery-no-counts", "state-not-registered"],
+)
+def test_a_starting_broker_is_never_forced_even_when_force_is_allowed(rig, reading):
+    clock, cluster, backend, roller = rig
+    cluster.stuck.add(2)
+    roller.probe.stuck_reading = lambda node_id: reading
+    state = roller.plan(
+        [2], "t", RollOptions(operation_timeout_s=10, max_attempts=3, allow_force_restart=True)
+    )
+    with pytest.raises(RollFailed, match=r"broker 2 is (starting|in log recovery) \(state ") as failed:
+        for _ in range(10):
+            roller.step(state)
+            clock.now += 11_000
+    assert "not restarting it" in str(failed.value)
+    assert backend.calls == []
+    assert state.nodes[2].attempts == 3
+
+
+def test_counts_seen_earlier_are_reported_when_the_gauges_are_gone(rig):
+    clock, cluster, backend, roller = rig
+    cluster.stuck.add(2)
+    readings = iter([BrokerStateReading(2, 1, 12, 345, source="prometheus")] * 2)  # plan, first step
+    roller.probe.stuck_reading = lambda node_id: next(readings, BrokerStateReading(2, 1, source="prometheus"))
+    state = roller.plan(
+        [2], "t", RollOptions(operation_timeout_s=10, max_attempts=2, allow_force_restart=True)
+    )
+    with pytest.raises(RollFailed) as failed:
+        for _ in range(10):
+            roller.step(state)
+            clock.now += 11_000
+    message = str(failed.value)
+    assert "broker 2 is in log recovery (state STARTING)" in message
+    assert "recovery counts unknown now; last seen" in message and "12 logs and 345 segments" in message
+    assert backend.calls == []
+
+
+@pytest.mark.parametrize(
+    "reading,kind",
+    [
+        (BrokerStateReading(2, 3, source="x"), "stuck"),
+        (BrokerStateReading(2, 0, source="x"), "stuck"),
+        (BrokerStateReading(2, 127, source="x"), "stuck"),
+        (BrokerStateReading(2, None, source="x", error="HTTP 503"), "unknown"),
+    ],
+)
+def test_only_stuck_or_unknown_brokers_may_be_forced(rig, reading, kind):
+    from kafka_runbooks.restart.states import assess
+
+    assert assess(reading).kind == kind and assess(reading).may_force
+    clock, cluster, backend, roller = rig
+    cluster.stuck.add(2)
+    roller.probe.stuck_reading = lambda node_id: reading
+    state = roller.plan([2], "t", RollOptions(operation_timeout_s=10, allow_force_restart=True))
+    roller.step(state)
+    clock.now += 11_000
+    assert roller.step(state) is True
+    assert backend.calls == [("force_restart", 2)]
+
+
+# -- a restart is observed, never assumed --------------------------------------------------------
+
+
+def test_a_restart_that_did_not_happen_is_not_counted_and_the_roll_stops_there(rig):
+    clock, cluster, backend, roller = rig
+    backend.ignored = True  # the request is answered; no new process appears
+    state = roller.plan([1, 3], "t", RollOptions(operation_timeout_s=10, max_attempts=2))
+    assert roller.step(state) is False
+    assert backend.calls == [("restart", 1)]
+    assert state.nodes[1].phase == WAIT_BACK
+    for _ in range(3):
+        assert roller.step(state) is False
+    clock.now += 11_000
+    roller.step(state)
+    clock.now += 11_000
+    with pytest.raises(RollFailed, match=r"broker 1: its restart was requested but never observed"):
+        roller.step(state)
+    assert backend.calls == [("restart", 1)]  # broker 3 never touched
+
+
+def test_the_next_node_waits_until_the_restart_is_observed(rig):
+    clock, cluster, backend, roller = rig
+    backend.ignored = True
+    state = roller.plan([1, 3], "t", RollOptions())
+    roller.step(state)
+    roller.step(state)
+    assert backend.calls == [("restart", 1)]
+    backend.ignored = False
+    backend.generation[1] = 1  # the operator rolled it at last
+    assert roller.step(state) is True
+    assert backend.calls == [("restart", 1), ("restart", 3)]
+    assert "a new process" in state.nodes[1].restart_observed
+
+
+def test_restart_evidence_rules():
+    from kafka_runbooks.restart.backends import restart_observed
+
+    before = {"identity": "uid a", "started_at_ms": 1000, "restart_count": 0}
+    assert restart_observed(before, dict(before), 2000)[0] is False
+    assert restart_observed(before, {**before, "started_at_ms": 2001}, 2000)[0] is True
+    assert (
+        restart_observed(before, {**before, "started_at_ms": 1500}, 2000)[0] is True
+    )  # newer than seen before
+    assert restart_observed(before, {**before, "identity": "uid b"}, 2000)[0] is True
+    assert restart_observed(before, {**before, "restart_count": 1}, 2000)[0] is True
+    pending = {"identity": "uid b", "started_at_ms": 3000, "roll_pending": True}
+    assert restart_observed(before, pending, 2000) == (
+        False,
+        "the roll is still pending (the pod still carries the roll annotation)",
+    )
+    observed, why = restart_observed({}, {"error": "no such pod (being replaced)"}, 2000)
+    assert not observed and "no such pod" in why
+    assert restart_observed({}, {"process_start_ms": 2500}, 2000)[0] is True
+    assert restart_observed({}, {"process_start_ms": 1500}, 2000)[0] is False
+
+
+# -- ISR waits that understand reassignments -----------------------------------------------------
+
+
+def test_an_adding_replica_is_followed_not_waited_for_as_an_isr_member(rig, caplog):
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
+    clock, cluster, backend, roller = rig
+    # broker 3 is being added to "moving-0" and has not caught up (throttled): not in its ISR
+    cluster.extra_partitions = [PartitionState("moving", 0, 1, 1, (1, 2, 3), (1, 2), min_insync_replicas=1)]
+    cluster.reassignments = {("moving", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}
+    state = roller.plan([3], "t", RollOptions(operation_timeout_s=10, max_attempts=1))
+    assert roller.step(state) is True
+    assert state.nodes[3].isr_before == ["t-0"]
+    [done] = [
+        r.decision_record for r in caplog.records if getattr(r, "decision_record", {}).get("step") == "isr"
+    ]
+    assert "1 still catching up" in done["reason"] and done["observed"]["catching_up"] == ["moving-0"]
+
+
+def test_the_isr_wait_is_for_the_partitions_it_was_in_before(rig):
+    clock, cluster, backend, roller = rig
+    state = roller.plan([1], "t", RollOptions(operation_timeout_s=10, max_attempts=1))
+    original = backend.restart
+
+    def restart_and_drop(node_id):  # the restarted broker is out of t-0's ISR until the test lets it back
+        cluster.stuck_isr = True
+        return original(node_id)
+
+    backend.restart = restart_and_drop
+    read_state = cluster.read_state
+
+    def read_state_without_1(include_log_dirs=True):
+        s = read_state(include_log_dirs)
+        if getattr(cluster, "stuck_isr", False):
+            s.partitions[0] = PartitionState("t", 0, 2, 2, (1, 2, 3), (2, 3), min_insync_replicas=2)
+        return s
+
+    cluster.read_state = read_state_without_1
+    assert roller.step(state) is False
+    assert state.nodes[1].phase == "wait_isr"
+    clock.now += 11_000
+    with pytest.raises(
+        RollFailed, match=r"broker 1 is not back in the ISR of 1 partition\(s\) it was in .*t-0"
+    ):
+        roller.step(state)

@@ -5,11 +5,23 @@ A back end only acts; every decision to act is the roller's. ``restart`` is the 
 path (SIGTERM: a broker moves leadership away and shuts down in order);
 ``force_restart`` is for a node that is stuck and not recovering, and only when the run
 allows it.
+
+A restart is observed, never assumed: ``evidence`` tells what identifies the node's
+current process (pid or pod UID, start time, container restart count) and the roller
+counts a node as restarted only on evidence newer than its restart request
+(``restart_observed``). Asking is not doing: a Strimzi-annotated pod keeps running
+until the operator rolls it, a stop can time out, an engine can answer and do nothing.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+#: evidence keys that are start times (epoch ms): newer than the request means restarted
+START_TIME_KEYS = ("started_at_ms", "process_start_ms")
 
 
 class RestartBackend(Protocol):
@@ -23,6 +35,70 @@ class RestartBackend(Protocol):
 
     def force_restart(self, node_id: int) -> str:
         """Hard restart of a stuck node."""
+
+    def evidence(self, node_id: int) -> dict[str, Any]:
+        """What identifies the node's current process now; never raises (``error`` says why not)."""
+
+
+def restart_observed(before: dict, now: dict, requested_ms: int) -> tuple[bool, str]:
+    """Is there evidence, newer than the restart request, that the node was restarted?
+
+    ``before`` is the evidence read just before the request, ``now`` the latest. A start
+    time later than the request or than the one seen before it, a new identity (pod UID,
+    pid) or a higher container restart count is evidence; a roll still pending (the
+    Strimzi annotation still on the pod) is not done, whatever else changed.
+    """
+    if now.get("roll_pending"):
+        return False, "the roll is still pending (the pod still carries the roll annotation)"
+    for key in START_TIME_KEYS:
+        value, old = now.get(key), before.get(key)
+        if value is None:
+            continue
+        if value > requested_ms:
+            return True, f"{key}={value} is later than the restart request at {requested_ms}"
+        if old is not None and value > old:
+            return True, f"{key}={value} is later than {old}, seen just before the restart request"
+    if now.get("identity") and before.get("identity") and now["identity"] != before["identity"]:
+        return True, f"a new process: {before['identity']} -> {now['identity']}"
+    count, old_count = now.get("restart_count"), before.get("restart_count")
+    if count is not None and old_count is not None and count > old_count:
+        return True, f"container restart count {old_count} -> {count}"
+    if not any(now.get(k) is not None for k in (*START_TIME_KEYS, "identity", "restart_count")):
+        return False, "no restart evidence could be read: " + str(now.get("error") or "no source")
+    return False, "no evidence newer than the restart request yet"
+
+
+def parse_rfc3339_ms(value: Any) -> int | None:
+    """``2026-01-01T00:00:00.123456789Z`` (Docker, Kubernetes) or a datetime -> epoch ms."""
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if not isinstance(value, str) or not value or value.startswith("0001-01-01"):
+        return None  # Docker's zero time: never started
+    try:
+        head, dot, tail = value.partition(".")
+        if dot:  # at most microseconds for fromisoformat; keep the zone suffix
+            digits = "".join(c for c in tail if c.isdigit())
+            tail = digits[:6] + tail[len(digits) :]
+            value = f"{head}.{tail}"
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _proc_start_ms(pid: int) -> int | None:
+    """When process ``pid`` started (epoch ms), from /proc; None if it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 (starttime), counted after the ")"
+        # btime is whole seconds, rounded down: the start time can read early, never late
+        btime = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return int((btime + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 class LocalStackBackend:
@@ -57,6 +133,16 @@ class LocalStackBackend:
         self.stack.start_node(node_id)
         return f"killed pid {old} (SIGKILL), started pid {self.stack.pid(node_id)}"
 
+    def evidence(self, node_id: int) -> dict[str, Any]:
+        """The node's pid and its start time (/proc); the start time is second-accurate at worst."""
+        try:
+            pid = self.stack.pid(node_id)
+        except Exception as exc:
+            return {"source": self.name, "error": f"{type(exc).__name__}: {exc}"}
+        if pid is None:
+            return {"source": self.name, "error": "no process running"}
+        return {"source": self.name, "identity": f"pid {pid}", "started_at_ms": _proc_start_ms(pid)}
+
 
 STRIMZI_MANUAL_ROLL = "strimzi.io/manual-rolling-update"
 
@@ -67,7 +153,9 @@ class KubernetesBackend:
     - Strimzi-managed (``strimzi=True``): annotate the pod with
       ``strimzi.io/manual-rolling-update=true``; Strimzi's own roller restarts it at its
       next reconciliation, with its own checks. That is how Strimzi expects a manual roll
-      of one pod; deleting the pod under the operator's feet is not.
+      of one pod; deleting the pod under the operator's feet is not. The pod keeps
+      running until then: the roller waits for a new pod (UID, start time) without the
+      annotation before it goes on to the next node.
     - plain StatefulSet: delete the pod; the StatefulSet controller recreates it.
     ``force_restart`` deletes the pod with a zero grace period, in both cases.
     """
@@ -81,8 +169,10 @@ class KubernetesBackend:
         pod_name_template: str,
         strimzi: bool = False,
         grace_period_s: int | None = None,
+        container_name: str = "kafka",
     ) -> None:
         self.core_v1 = core_v1
+        self.container_name = container_name
         self.namespace = namespace
         self.pod_name_template = pod_name_template
         self.strimzi = strimzi
@@ -123,6 +213,32 @@ class KubernetesBackend:
         self.core_v1.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
         return f"deleted pod {self.namespace}/{name} with grace period 0"
 
+    def evidence(self, node_id: int) -> dict[str, Any]:
+        """The pod's UID, its Kafka container's restart count and start time, and (Strimzi)
+        whether the roll annotation is still on it: Strimzi takes it off by replacing the pod."""
+        name = self.pod_name(node_id)
+        out: dict[str, Any] = {"source": f"pod {self.namespace}/{name}"}
+        try:
+            pod = self.core_v1.read_namespaced_pod(name, self.namespace)
+        except Exception as exc:
+            status = getattr(exc, "status", None)
+            out["error"] = "no such pod (being replaced)" if status == 404 else f"{type(exc).__name__}: {exc}"
+            return out
+        meta = pod.metadata
+        out["identity"] = f"uid {meta.uid}" if meta is not None and meta.uid else None
+        if self.strimzi:
+            annotations = (meta.annotations if meta is not None else None) or {}
+            out["roll_pending"] = str(annotations.get(STRIMZI_MANUAL_ROLL, "")).lower() == "true"
+        statuses = (pod.status.container_statuses if pod.status is not None else None) or []
+        container = next(
+            (c for c in statuses if c.name == self.container_name), statuses[0] if statuses else None
+        )
+        if container is not None:
+            out["restart_count"] = container.restart_count
+            running = container.state.running if container.state is not None else None
+            out["started_at_ms"] = parse_rfc3339_ms(running.started_at) if running is not None else None
+        return out
+
 
 def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
     kind = extra.get("backend", "localstack")
@@ -144,6 +260,7 @@ def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
             extra["pod_name_template"],
             strimzi=bool(extra.get("strimzi", False)),
             grace_period_s=extra.get("grace_period_s"),
+            container_name=extra.get("container_name", "kafka"),
         )
     if kind == "docker":
         from kafka_runbooks.restart.docker import DEFAULT_DOCKER_HOST, DockerBackend

@@ -8,6 +8,8 @@ action, so what the runbook did is exactly what the engine was asked.
   SIGTERM (a broker does a controlled shutdown), waits, then SIGKILL, then starts it.
 - ``force_restart``: ``POST /containers/{name}/kill`` then ``POST /containers/{name}/start``.
 - ``is_running``: ``GET /containers/{name}/json``, ``State.Running`` and not restarting.
+- ``evidence``: the same answer's ``State.StartedAt`` and ``State.Pid``: a restart is
+  counted only when they are newer than the request (the engine answering 204 is not).
 """
 
 from __future__ import annotations
@@ -115,6 +117,27 @@ class DockerBackend:
             return None
         state = body.get("State") or {}
         return bool(state.get("Running")) and not state.get("Restarting", False)
+
+    def evidence(self, node_id: int) -> dict:
+        """The container's start time and main pid, as the engine reports them; never raises."""
+        from kafka_runbooks.restart.backends import parse_rfc3339_ms
+
+        out: dict = {"source": f"container {node_id}"}
+        try:
+            name = self.container(node_id)
+            out["source"] = f"container {name}"
+            status, body = self._request("GET", f"/containers/{quote(name)}/json")
+        except (OSError, KeyError, http.client.HTTPException) as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            return out
+        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("State"), dict):
+            out["error"] = f"Docker Engine API answered {status}"
+            return out
+        state = body["State"]
+        out["started_at_ms"] = parse_rfc3339_ms(state.get("StartedAt"))
+        pid = state.get("Pid")
+        out["identity"] = f"pid {pid}" if isinstance(pid, int) and pid > 0 else None
+        return out
 
     def restart(self, node_id: int) -> str:
         name = self.container(node_id)

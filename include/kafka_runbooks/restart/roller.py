@@ -6,6 +6,14 @@ Per node: ``wait_ready`` -> ``check_availability`` -> ``restart`` -> ``wait_back
 allows and returns; the caller (an Airflow sensor in reschedule mode, so no worker slot
 is held while waiting) persists the :class:`RollState` between calls, which also makes a
 cleared run resume where it stopped. Every observation and decision is a decision record.
+
+- A node not ready after the operation timeout is judged by ``restart.states`` (one
+  table): STARTING and RECOVERY mean wait, never force.
+- ``wait_back`` ends only on restart evidence newer than the request (a new process
+  start time, pod UID, container restart count; the Strimzi annotation gone), never on
+  the request having been sent.
+- ``wait_isr`` waits for the ISRs the node was in before its restart; partitions it is
+  being added to by a reassignment are followed as catching up, not waited for.
 """
 
 from __future__ import annotations
@@ -19,7 +27,14 @@ from dataclasses import asdict, dataclass, field
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import AdminError
 from kafka_runbooks.probes import BrokerStateReading
-from kafka_runbooks.restart.safety import broker_verdict, controller_verdict, restart_order
+from kafka_runbooks.restart.backends import restart_observed
+from kafka_runbooks.restart.safety import (
+    broker_verdict,
+    controller_verdict,
+    restart_order,
+    with_reassignments,
+)
+from kafka_runbooks.restart.states import WAIT_STARTING, assess
 
 BROKER = "broker"
 CONTROLLER = "controller"
@@ -60,6 +75,15 @@ class NodeProgress:
     restarts: int = 0
     restarted_at_ms: int = 0
     last_reading: dict = field(default_factory=dict)
+    # the last recovery counts any source reported, with when (they come and go)
+    last_counts: dict = field(default_factory=dict)
+    # restart evidence read just before the restart request, and the latest
+    evidence_before: dict = field(default_factory=dict)
+    last_evidence: dict = field(default_factory=dict)
+    # partitions whose ISR it was in just before its restart (None: not known)
+    isr_before: list[str] | None = None
+    # why the restart counts as observed (empty until there is evidence)
+    restart_observed: str = ""
 
 
 @dataclass
@@ -68,6 +92,8 @@ class RollState:
     order: list[int]
     nodes: dict[int, NodeProgress]
     options: RollOptions
+    # what the availability check saw per node at planning time (the gate shows it)
+    gate_rows: list[dict] = field(default_factory=list)
 
     def current(self) -> NodeProgress | None:
         return next((self.nodes[n] for n in self.order if self.nodes[n].phase != DONE), None)
@@ -83,6 +109,7 @@ class RollState:
                 "order": self.order,
                 "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
                 "options": asdict(self.options),
+                "gate_rows": self.gate_rows,
             },
             indent=2,
         )
@@ -95,7 +122,12 @@ class RollState:
             order=[int(n) for n in data["order"]],
             nodes={int(k): NodeProgress(**v) for k, v in data["nodes"].items()},
             options=RollOptions(**data["options"]),
+            gate_rows=data.get("gate_rows", []),
         )
+
+
+def _ms(value) -> str:
+    return "unknown" if value is None else str(value)
 
 
 def parse_node_ids(text: str) -> list[int] | None:
@@ -148,6 +180,8 @@ class Roller:
         roles = {n: CONTROLLER if n in controllers else BROKER for n in requested}
         ready = {n: self.observe(n, roles[n])[0] for n in requested}
         order = restart_order(requested, ready, state.active_controller)
+        state = with_reassignments(state, self._reassignments())
+        rows = [self._gate_row(state, n, roles[n], ready[n], options) for n in order]
         decisions.record(
             "plan",
             f"restart {len(order)} node(s) in this order: {order}",
@@ -155,6 +189,7 @@ class Roller:
             observed={
                 "ready": {str(k): v for k, v in ready.items()},
                 "active_controller": state.active_controller,
+                "availability": rows,
             },
             action="dry run: nothing will be restarted" if options.dry_run else None,
             subject=reason,
@@ -166,7 +201,49 @@ class Roller:
             order=order,
             nodes={n: NodeProgress(n, roles[n], phase_since_ms=now) for n in order},
             options=options,
+            gate_rows=rows,
         )
+
+    def _gate_row(self, state, node_id: int, role: str, ready: bool, options: RollOptions) -> dict:
+        """What the availability check sees for one node now, for the approver."""
+        row: dict = {
+            "node": node_id,
+            "role": role if node_id != state.active_controller else f"{role} (active)",
+        }
+        if role == BROKER or node_id in state.brokers:
+            v = broker_verdict(state, node_id)
+            o = v.observed
+            row.update(
+                partitions_hosted=o["partitions_hosted"],
+                leaders=o["leaders"],
+                under_replicated=o["under_replicated"],
+                at_min_isr=o["at_min_isr"],
+                reassigning=f"adding {o['adding_replica_of']}, removing {o['removing_replica_of']}",
+            )
+        else:
+            row.update(
+                partitions_hosted="-", leaders="-", under_replicated="-", at_min_isr="-", reassigning="-"
+            )
+        if role == CONTROLLER and state.quorum is not None:
+            v = controller_verdict(state.quorum, node_id, self.clock(), options.quorum_max_lag_ms)
+            lags = ", ".join(f"{k}: {_ms(x)}" for k, x in v.observed["others_lag_ms"].items())
+            row["controller_lag"] = f"{_ms(v.observed['lag_ms'])} (others {lags})"
+        else:
+            row["controller_lag"] = "-"
+        if not ready:
+            row["verdict"] = "not ready: waited for first"
+        elif v.safe:
+            row["verdict"] = "yes"
+        else:
+            row["verdict"] = "would wait: " + "; ".join(v.reasons[:3])
+        return row
+
+    def _reassignments(self) -> dict:
+        """Reassignments in flight (ListPartitionReassignments)."""
+        return self.admin.list_reassignments()
+
+    def _read_state(self):
+        return with_reassignments(self.admin.read_state(include_log_dirs=False), self._reassignments())
 
     # -- observing -----------------------------------------------------------------
     def observe(
@@ -239,6 +316,7 @@ class Roller:
         opts = state.options
         if node.phase == WAIT_READY:
             ready, facts, reading = self.observe(node.node_id, node.role, 0, opts.quorum_max_lag_ms)
+            self._remember_counts(node, reading)
             if ready:
                 self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
                 self._enter(node, CHECK)
@@ -255,7 +333,11 @@ class Roller:
             self._not_ready_after_timeout(state, node, facts, reading)
         elif node.phase == CHECK:
             if node.role == BROKER:
-                verdict = broker_verdict(self.admin.read_state(include_log_dirs=False), node.node_id)
+                cluster = self._read_state()
+                verdict = broker_verdict(cluster, node.node_id)
+                node.isr_before = sorted(
+                    p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr
+                )
             else:
                 verdict = controller_verdict(
                     self.admin.describe_quorum(), node.node_id, self.clock(), opts.quorum_max_lag_ms
@@ -299,124 +381,240 @@ class Roller:
                 self._record("restart", node, "would restart (dry run)", "the run is a dry run")
                 self._enter(node, DONE)
                 return
-            self._enter(node, WAIT_BACK)
-            node.restarts += 1
-            node.restarted_at_ms = self.clock()
-            self.checkpoint(state)  # a run killed mid-restart resumes by waiting, not by restarting again
+            self._request_restart(state, node)
             action = self.backend.restart(node.node_id)
-            self._record("restart", node, "restarted", f"requested: {state.reason}", action=action)
+            self._record(
+                "restart",
+                node,
+                "restart requested",
+                f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
+                observed={"evidence_before": node.evidence_before},
+                action=action,
+            )
         elif node.phase == WAIT_BACK:
             ready, facts, reading = self.observe(
                 node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms
             )
-            if ready:
-                self._record("readiness", node, "back", "ready again after the restart", observed=facts)
+            self._remember_counts(node, reading)
+            evidence = self._evidence(node.node_id, reading)
+            node.last_evidence = evidence
+            restarted, why = restart_observed(node.evidence_before, evidence, node.restarted_at_ms)
+            facts["restart_evidence"] = evidence
+            facts["restart_observed"] = why
+            if restarted and not node.restart_observed:
+                node.restart_observed = why
+                self._record(
+                    "restart",
+                    node,
+                    "restarted",
+                    f"observed: {why}",
+                    observed={"evidence_before": node.evidence_before, "evidence_now": evidence},
+                )
+            if restarted and ready:
+                self._record("readiness", node, "back", f"restarted ({why}) and ready again", observed=facts)
                 self._enter(node, WAIT_ISR)
                 return
-            if reading is not None and reading.recovering:
+            if not restarted:
+                self._record("readiness", node, "wait", f"restart not observed yet: {why}", observed=facts)
+            elif assess(reading).kind == WAIT_STARTING:
                 node.last_reading = reading.as_dict()
                 self._record(
                     "broker-state",
                     node,
-                    "recovering: waiting, never restarting it again",
+                    "starting: waiting, never restarting it again",
+                    f"restarted ({why}), state {reading.state_name}, {self._counts_text(node, reading)}; "
                     "a restart now would send it back to the start of its log recovery",
-                    observed=reading.as_dict(),
+                    observed=facts,
                 )
+            else:
+                self._record("readiness", node, "wait", f"restarted ({why}), not ready yet", observed=facts)
             if self._elapsed_s(node) >= opts.operation_timeout_s:
                 node.attempts += 1
                 node.phase_since_ms = self.clock()
                 if node.attempts >= opts.max_attempts:
-                    raise RollFailed(self._not_back_reason(node, reading))
+                    raise RollFailed(self._not_back_reason(node, reading, restarted, why))
         elif node.phase == WAIT_ISR:
-            missing = self._missing_from_isr(node, opts)
+            missing, following = self._missing_from_isr(node, opts)
             if not missing:
                 self._record(
                     "isr",
                     node,
                     "done",
-                    "back in the ISR of every partition it hosts"
+                    "back in the ISR of every partition it was in the ISR of before its restart"
+                    + (
+                        f"; adding replica of {following['adding']} partition(s) being reassigned: "
+                        f"{following['caught_up']} caught up, {len(following['catching_up'])} still catching up"
+                        if following.get("adding")
+                        else ""
+                    )
                     if node.role == BROKER
                     else "caught up with the metadata quorum",
+                    observed=following or None,
                 )
                 self._enter(node, DONE)
                 return
             if self._elapsed_s(node) >= opts.operation_timeout_s * max(1, opts.max_attempts):
-                raise RollFailed(f"{node.role} {node.node_id} is not back in the ISR of: {missing[:20]}")
+                raise RollFailed(
+                    f"{node.role} {node.node_id} is not back in the ISR of {len(missing)} partition(s) "
+                    f"it was in before its restart: {missing[:20]}"
+                )
             self._record(
                 "isr",
                 node,
                 "wait",
-                f"not yet back in the ISR of {len(missing)} partition(s)",
-                observed={"partitions": missing[:20]},
+                f"not yet back in the ISR of {len(missing)} partition(s) it was in before its restart",
+                observed={"partitions": missing[:20], **following},
             )
 
     def _not_ready_after_timeout(self, state, node, facts, reading) -> None:
+        """The table in ``restart.states``: starting -> wait (never force); stuck or
+        unknown -> fail, or force-restart if the run allows it."""
         opts = state.options
-        if reading is not None and reading.recovering:
+        self._remember_counts(node, reading)
+        verdict = assess(reading)
+        if verdict.kind == WAIT_STARTING:
             node.attempts += 1
             node.last_reading = reading.as_dict()
             self._record(
                 "broker-state",
                 node,
-                "do not restart: log recovery in progress",
-                f"remaining logs to recover {reading.remaining_logs}, segments {reading.remaining_segments} "
-                f"(attempt {node.attempts} of {opts.max_attempts})",
-                observed=reading.as_dict(),
+                "do not restart: starting (log recovery possible)",
+                f"state {verdict.state_name}, {self._counts_text(node, reading)} "
+                f"(attempt {node.attempts} of {opts.max_attempts}); a restart would send it back to "
+                "the start of its log recovery",
+                observed=facts,
             )
             if node.attempts >= opts.max_attempts:
                 raise RollFailed(
-                    f"broker {node.node_id} is in log recovery (state {reading.state_name}): "
-                    f"{reading.remaining_logs} logs and {reading.remaining_segments} segments still to recover "
+                    f"broker {node.node_id} {self._starting_headline(node, reading)} "
+                    f"(state {verdict.state_name}): {self._counts_text(node, reading)} "
                     f"after {node.attempts} attempts of {opts.operation_timeout_s:.0f}s; not restarting it"
                 )
             node.phase_since_ms = self.clock()
             return
-        state_name = reading.state_name if reading is not None else "not probed"
         if not opts.allow_force_restart:
             self._record(
                 "readiness",
                 node,
                 "give up",
-                "not ready, not recovering, and force restart is off",
+                f"not ready, broker state {verdict.state_name} ({verdict.kind}), and force restart is off",
                 observed=facts,
                 level=logging.ERROR,
             )
             raise RollFailed(
                 f"{node.role} {node.node_id} did not become ready within {opts.operation_timeout_s:.0f}s "
-                f"(broker state: {state_name}); it is not in log recovery, and force restart is not allowed"
+                f"(broker state: {verdict.state_name}); it is not starting and not in log recovery, "
+                "and force restart is not allowed"
             )
         if opts.dry_run:
-            self._record("restart", node, "would force-restart (dry run)", "stuck and not recovering")
+            self._record("restart", node, "would force-restart (dry run)", f"{verdict.kind}, not starting")
             self._enter(node, DONE)
             return
-        self._enter(node, WAIT_BACK)
-        node.restarts += 1
-        node.restarted_at_ms = self.clock()
-        self.checkpoint(state)
+        self._request_restart(state, node)
         action = self.backend.force_restart(node.node_id)
         self._record(
             "restart",
             node,
-            "force-restarted",
-            f"stuck for {opts.operation_timeout_s:.0f}s in state {state_name}, not recovering, "
-            "and the run allows force",
-            observed=facts,
+            "force-restart requested",
+            f"not ready for {opts.operation_timeout_s:.0f}s, broker state {verdict.state_name} "
+            f"({verdict.kind}: not starting, not in log recovery), and the run allows force",
+            observed={**facts, "evidence_before": node.evidence_before},
             action=action,
             level=logging.WARNING,
         )
 
-    def _not_back_reason(self, node: NodeProgress, reading: BrokerStateReading | None) -> str:
-        if reading is not None and reading.recovering:
-            return (
-                f"broker {node.node_id} is still in log recovery after its restart: "
-                f"{reading.remaining_logs} logs and {reading.remaining_segments} segments to recover; "
-                "not restarting it again"
-            )
-        return f"{node.role} {node.node_id} did not come back after its restart ({node.attempts} timeouts)"
+    def _request_restart(self, state: RollState, node: NodeProgress) -> None:
+        """Record the evidence and the time before asking, and checkpoint: a run killed
+        mid-restart resumes by waiting for evidence, never by restarting again."""
+        node.evidence_before = self._evidence(node.node_id, None)
+        node.restart_observed = ""
+        self._enter(node, WAIT_BACK)
+        node.restarts += 1
+        node.restarted_at_ms = self.clock()
+        self.checkpoint(state)
 
-    def _missing_from_isr(self, node: NodeProgress, opts: RollOptions) -> list[str]:
+    def _evidence(self, node_id: int, reading: BrokerStateReading | None) -> dict:
+        """The back end's evidence plus the exporter's process start time, if it has one."""
+        try:
+            evidence = dict(self.backend.evidence(node_id) or {})
+        except Exception as exc:  # evidence is read, never trusted to be there
+            evidence = {"error": f"{type(exc).__name__}: {exc}"}
+        if reading is None and self.probe is not None:
+            try:
+                reading = self.probe.read(node_id)
+            except Exception:  # a probe never raises; a foreign one might
+                reading = None
+        if reading is not None and reading.process_start_ms is not None:
+            evidence["process_start_ms"] = reading.process_start_ms
+        return evidence
+
+    def _remember_counts(self, node: NodeProgress, reading: BrokerStateReading | None) -> None:
+        if reading is not None and reading.counts_known:
+            node.last_counts = {
+                "remaining_logs_to_recover": reading.remaining_logs,
+                "remaining_segments_to_recover": reading.remaining_segments,
+                "source": reading.source,
+                "at_ms": self.clock(),
+            }
+
+    def _counts_text(self, node: NodeProgress, reading: BrokerStateReading | None) -> str:
+        """Counts now, else the last ones any source reported, else "unknown"; never "0"."""
+        if reading is not None and reading.counts_known:
+            return reading.recovery_text()
+        if node.last_counts:
+            ago = (self.clock() - node.last_counts["at_ms"]) / 1000
+            return (
+                f"recovery counts unknown now; last seen {ago:.0f}s ago: "
+                f"{_ms(node.last_counts['remaining_logs_to_recover'])} logs and "
+                f"{_ms(node.last_counts['remaining_segments_to_recover'])} segments still to recover"
+            )
+        return "recovery counts unknown (no source reports them)"
+
+    def _starting_headline(self, node: NodeProgress, reading: BrokerStateReading | None) -> str:
+        if (reading is not None and reading.recovering) or any(
+            (node.last_counts.get(k) or 0) > 0
+            for k in ("remaining_logs_to_recover", "remaining_segments_to_recover")
+        ):
+            return "is in log recovery"
+        return "is starting"
+
+    def _not_back_reason(
+        self, node: NodeProgress, reading: BrokerStateReading | None, restarted: bool, why: str
+    ) -> str:
+        waited = f"{node.attempts} timeouts"
+        if not restarted:
+            return (
+                f"{node.role} {node.node_id}: its restart was requested but never observed ({waited}): {why}; "
+                f"evidence before the request {node.evidence_before}, last seen {node.last_evidence}"
+            )
+        if assess(reading).kind == WAIT_STARTING:
+            return (
+                f"broker {node.node_id} {self._starting_headline(node, reading)} after its restart "
+                f"(state {reading.state_name}): {self._counts_text(node, reading)}; not restarting it again"
+            )
+        return f"{node.role} {node.node_id} was restarted ({why}) but did not become ready ({waited})"
+
+    def _missing_from_isr(self, node: NodeProgress, opts: RollOptions) -> tuple[list[str], dict]:
+        """Partitions whose ISR it was in before its restart and is not in now, and how the
+        partitions it is being added to (not in their ISR before) are getting on."""
         if node.role == CONTROLLER:
             ready, _, _ = self.observe(node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms)
-            return [] if ready else ["__cluster_metadata-0"]
-        state = self.admin.read_state(include_log_dirs=False)
-        return [p.name for p in state.hosted_by(node.node_id) if p.has_leader and node.node_id not in p.isr]
+            return ([] if ready else ["__cluster_metadata-0"]), {}
+        me = node.node_id
+        hosted = self._read_state().hosted_by(me)
+        before = None if node.isr_before is None else set(node.isr_before)
+
+        def was_in_isr(p) -> bool:
+            # a state file from before isr_before was kept: every partition it does not join as an adding replica
+            return p.name in before if before is not None else me not in p.adding_replicas
+
+        missing = [p.name for p in hosted if p.has_leader and was_in_isr(p) and me not in p.isr]
+        adding = [p for p in hosted if me in p.adding_replicas and not was_in_isr(p)]
+        following = {}
+        if adding:
+            following = {
+                "adding": len(adding),
+                "caught_up": sum(1 for p in adding if me in p.isr),
+                "catching_up": [p.name for p in adding if me not in p.isr][:20],
+            }
+        return missing, following

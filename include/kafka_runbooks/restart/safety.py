@@ -11,6 +11,15 @@ it returns. The rules are Strimzi's KafkaRoller's (and Cruise Control's):
 
 A KRaft controller may restart only while a majority of all voters, not counting it,
 are caught up: then the quorum keeps committing while it is away.
+
+During a reassignment a partition's replica list holds both the replicas being added
+and those being removed, so its length is neither the replication factor before nor
+after. Kafka's own under-replicated count uses the factor before (replicas minus
+adding); the rule that ignores topics with RF <= min ISR uses the larger of the two
+(before, and after = replicas minus removing): a move of an RF-2 topic stays an RF-2
+topic, and a reassignment that lowers the RF is judged by the RF it still has. Removing
+replicas in the ISR count: they stay in it until every target replica is in the ISR,
+which cannot happen while the restarted broker (a target) is away.
 """
 
 from __future__ import annotations
@@ -18,6 +27,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kafka_runbooks.model import ClusterState, PartitionState, Quorum
+
+
+def rf_before(p: PartitionState) -> int:
+    """The replication factor before the reassignment (all of it if there is none)."""
+    return len([r for r in p.replicas if r not in p.adding_replicas])
+
+
+def rf_after(p: PartitionState) -> int:
+    """The replication factor once the reassignment completes."""
+    return len([r for r in p.replicas if r not in p.removing_replicas])
+
+
+def effective_rf(p: PartitionState) -> int:
+    """What the min-ISR rules compare with: the larger of the factor before and after."""
+    return max(rf_before(p), rf_after(p))
+
+
+def under_replicated(p: PartitionState) -> bool:
+    """Kafka's definition: fewer in the ISR than the replicas it had before any reassignment."""
+    return p.has_leader and len(p.isr) < rf_before(p)
+
+
+def at_min_isr(p: PartitionState) -> bool:
+    """One more replica out of the ISR and acks=all producers are refused."""
+    return p.has_leader and len(p.isr) == p.min_insync_replicas and effective_rf(p) > p.min_insync_replicas
+
+
+def with_reassignments(state: ClusterState, inflight: dict) -> ClusterState:
+    """The state with each partition's adding and removing replicas filled in.
+
+    ``inflight`` is ``ClusterAdmin.list_reassignments()``. It can be ahead of the
+    broker metadata (FIELD_NOTES): only replicas the metadata lists are kept.
+    """
+    from dataclasses import replace
+
+    if not inflight:
+        return state
+    parts = []
+    for p in state.partitions:
+        entry = inflight.get((p.topic, p.partition))
+        if entry:
+            p = replace(
+                p,
+                adding_replicas=tuple(r for r in entry.get("adding", ()) if r in p.replicas),
+                removing_replicas=tuple(r for r in entry.get("removing", ()) if r in p.replicas),
+            )
+        parts.append(p)
+    return replace(state, partitions=parts)
 
 
 @dataclass(frozen=True)
@@ -32,7 +89,7 @@ def broker_blockers(partitions: list[PartitionState], broker_id: int) -> list[st
     """Why restarting ``broker_id`` would take a partition below min ISR (empty: it would not)."""
     blockers = []
     for p in partitions:
-        if broker_id not in p.replicas or p.replication_factor <= p.min_insync_replicas:
+        if broker_id not in p.replicas or effective_rf(p) <= p.min_insync_replicas:
             continue
         isr = len(p.isr)
         if isr < p.min_insync_replicas:
@@ -55,7 +112,16 @@ def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) ->
         safe=not blockers,
         reasons=tuple(blockers[:max_listed])
         + ((f"... and {len(blockers) - max_listed} more",) if len(blockers) > max_listed else ()),
-        observed={"partitions_hosted": len(hosted), "blocking_partitions": len(blockers)},
+        observed={
+            "partitions_hosted": len(hosted),
+            "leaders": sum(1 for p in hosted if p.leader == broker_id),
+            "in_isr": sum(1 for p in hosted if broker_id in p.isr),
+            "adding_replica_of": sum(1 for p in hosted if broker_id in p.adding_replicas),
+            "removing_replica_of": sum(1 for p in hosted if broker_id in p.removing_replicas),
+            "under_replicated": sum(1 for p in hosted if under_replicated(p)),
+            "at_min_isr": sum(1 for p in hosted if at_min_isr(p)),
+            "blocking_partitions": len(blockers),
+        },
     )
 
 
@@ -72,11 +138,31 @@ def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: in
             f"the quorum of {len(voters)} needs {needed} while controller {node_id} restarts",
         )
     )
+    me = next((v for v in quorum.voters if v.node_id == node_id), None)
+    lag_ms = (
+        0
+        if node_id == quorum.leader_id
+        else (None if me is None or me.last_caught_up_ms is None else max(0, now_ms - me.last_caught_up_ms))
+    )
     return Verdict(
         node_id,
         safe,
         reasons,
-        observed={"voters": voters, "caught_up_others": caught_up_others, "leader": quorum.leader_id},
+        observed={
+            "voters": voters,
+            "caught_up_others": caught_up_others,
+            "leader": quorum.leader_id,
+            "lag_ms": lag_ms,
+            "others_lag_ms": {
+                str(v.node_id): (
+                    0
+                    if v.node_id == quorum.leader_id
+                    else (None if v.last_caught_up_ms is None else max(0, now_ms - v.last_caught_up_ms))
+                )
+                for v in quorum.voters
+                if v.node_id != node_id
+            },
+        },
     )
 
 
@@ -87,3 +173,42 @@ def restart_order(nodes: list[int], ready: dict[int, bool], active_controller: i
         return (1 if node_id == active_controller else 0, 1 if ready.get(node_id, False) else 0, node_id)
 
     return sorted(dict.fromkeys(nodes), key=key)
+
+
+def _cell(value) -> str:
+    """One Markdown table cell: pipes escaped, line breaks folded."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def gate_markdown(rows: list[dict]) -> str:
+    """The approval gate's evidence: one table row per node, in restart order.
+
+    A Markdown table because the Airflow UI renders tables in a gate's body but folds a
+    fenced code block into one line (FIELD_NOTES, Airflow 3.3.2).
+    """
+    header = (
+        "| # | node | role | partitions hosted | leaders | under-replicated now | at min ISR now "
+        "| in a reassignment | controller lag (ms) | restart safe now? |"
+    )
+    lines = [header, "|" + "---|" * 10]
+    for i, row in enumerate(rows, 1):
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(i if k == "position" else row.get(k, ""))
+                for k in (
+                    "position",
+                    "node",
+                    "role",
+                    "partitions_hosted",
+                    "leaders",
+                    "under_replicated",
+                    "at_min_isr",
+                    "reassigning",
+                    "controller_lag",
+                    "verdict",
+                )
+            )
+            + " |"
+        )
+    return "\n".join(lines)
