@@ -31,6 +31,8 @@ ANSWERS = {
     "/v1/broker-state/3": (200, {"brokerState": 3}),
     "/v1/broker-state/4": (404, {"error": "not found"}),
     "/v1/broker-state/5": (503, {"error": "metrics unavailable"}),
+    "/v1/broker-state/7": (200, {"brokerState": 2, "recoveryState": "unavailable"}),
+    "/v1/broker-state/8": (200, ["brokerState", 3]),
 }
 
 
@@ -145,6 +147,15 @@ def test_non_200_answers_mean_unknown(agent, node, error):
     reading = _probe(agent).read(node)
     assert reading.state is None and not reading.known and reading.error == error
     assert not reading.recovering
+
+
+def test_a_recovery_part_that_is_not_an_object_leaves_the_counts_unknown_not_the_state(agent):
+    # issue 13: this answer made the probe raise AttributeError
+    reading = _probe(agent).read(7)
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (2, None, None)
+    assert reading.recovering and not reading.counts_known
+    other = _probe(agent).read(8)
+    assert other.state is None and other.error.startswith("unexpected body")
 
 
 def test_refused_connections_and_timeouts_mean_unknown(agent):

@@ -62,3 +62,63 @@ def test_node_ids_parse(text, expected):
 def test_bad_node_ids_are_refused(text):
     with pytest.raises(RollInputError):
         parse_node_ids(text)
+
+
+def moving(replicas, isr, adding=(), removing=(), min_isr=2):
+    return PartitionState(
+        "m",
+        0,
+        isr[0] if isr else -1,
+        1,
+        tuple(replicas),
+        tuple(isr),
+        min_insync_replicas=min_isr,
+        adding_replicas=tuple(adding),
+        removing_replicas=tuple(removing),
+    )
+
+
+def test_a_move_of_an_rf2_topic_is_judged_as_rf2_not_as_four_replicas():
+    from kafka_runbooks.restart.safety import effective_rf
+
+    # [1, 2] -> [3, 4]: the replica list holds all four while it moves
+    part = moving([3, 4, 1, 2], [1, 2], adding=[3, 4], removing=[1, 2])
+    assert effective_rf(part) == 2
+    assert broker_blockers([part], 1) == []  # RF 2 <= min ISR 2: ignored, as before the move
+
+
+def test_a_reassignment_that_lowers_the_rf_is_judged_by_the_rf_it_still_has():
+    from kafka_runbooks.restart.safety import effective_rf, rf_after, rf_before
+
+    # [1, 2, 3] -> [1, 2] with 2 lagging: 3 is being removed and is still in the ISR
+    part = moving([1, 2, 3], [1, 3], removing=[3])
+    assert (rf_before(part), rf_after(part), effective_rf(part)) == (3, 2, 3)
+    assert broker_blockers([part], 1) and broker_blockers([part], 3)  # either leaving drops the ISR to 1
+    assert broker_blockers([part], 2) == []  # out of the ISR already
+    assert broker_blockers([moving([1, 2, 3], [1, 2, 3], removing=[3])], 3) == []  # ISR 3 > min ISR 2
+
+
+def test_under_replicated_is_kafkas_definition_during_a_reassignment():
+    from kafka_runbooks.restart.safety import at_min_isr, under_replicated
+
+    growing = moving([1, 2, 3], [1, 2], adding=[3])  # [1, 2] -> [1, 2, 3]: 3 still catching up
+    assert not under_replicated(growing)  # 2 in the ISR of the 2 it had before
+    assert at_min_isr(growing)
+    assert under_replicated(moving([1, 2, 3], [1, 2]))
+
+
+def test_the_gate_evidence_is_a_markdown_table_one_row_per_node_in_order():
+    from kafka_runbooks.restart.safety import gate_markdown
+
+    text = gate_markdown(
+        [
+            {"node": 2, "role": "broker", "partitions_hosted": 10, "leaders": 4, "verdict": "would wait: a|b"},
+            {"node": 9001, "role": "controller (active)", "controller_lag": "0 (others 9002: 12)", "verdict": "yes"},
+        ]
+    )
+    lines = text.splitlines()
+    assert lines[0].startswith("| # | node | role | partitions hosted | leaders |")
+    assert lines[1] == "|" + "---|" * 10
+    assert lines[2].startswith("| 1 | 2 | broker | 10 | 4 |") and "would wait: a\\|b" in lines[2]
+    assert lines[3].startswith("| 2 | 9001 | controller (active) |") and "```" not in text
+    assert all(line.count("|") - line.count("\\|") == 11 for line in lines)

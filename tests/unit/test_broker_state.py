@@ -1,0 +1,173 @@
+"""Broker-state probes never raise, whatever they are answered, and the state table.
+
+The probes are attacked with malformed bodies, odd statuses and broken transports; each
+answer must come back as a reading (state or "unknown" with the error), never as an
+exception, and a state must never be invented from a body that does not say it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from kafka_runbooks.probes import PrometheusProbe, parse_agent_body, parse_exposition
+from kafka_runbooks.restart.states import STUCK, UNKNOWN, WAIT_STARTING, assess
+
+AGENT_BODIES = [
+    ({"brokerState": 2, "recoveryState": "unavailable"}, 2, None, None),  # issue 13: raised AttributeError
+    ({"brokerState": 2, "recovery": None}, 2, None, None),
+    ({"brokerState": 2, "recovery": [1, 2]}, 2, None, None),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, None, None),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": -1, "remainingSegmentsToRecover": 3}}, 2, None, 3),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 1.5}}, 2, None, None),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": True}}, 2, None, None),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 4, "remainingSegmentsToRecover": 0}}, 2, 4, 0),
+    ({"brokerState": 3}, 3, None, None),
+    ({"brokerState": 1.0}, 1, None, None),
+    ({"brokerState": "2"}, None, None, None),
+    ({"brokerState": True}, None, None, None),
+    ({"brokerState": None}, None, None, None),
+    ({"brokerState": -1}, None, None, None),
+    ({"brokerState": 2.5}, None, None, None),
+    ({"state": 3}, None, None, None),
+    ([], None, None, None),
+    ("RUNNING", None, None, None),
+    (3, None, None, None),
+    (None, None, None, None),
+]
+
+
+@pytest.mark.parametrize("body,state,logs,segments", AGENT_BODIES)
+def test_agent_bodies_never_raise_and_never_invent_a_state(body, state, logs, segments):
+    reading = parse_agent_body(1, json.dumps(body))
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (state, logs, segments)
+    assert reading.known == (state is not None)
+    if state is None:
+        assert reading.error and reading.error.startswith("unexpected body")
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"{", b"\xff\xfe\x00", b"NaN", b'{"brokerState": NaN}', b'{"brokerState": Infinity}', b"[" * 5000]
+)
+def test_agent_bodies_that_are_not_json_are_unknown(raw):
+    reading = parse_agent_body(1, raw)
+    assert reading.state is None and reading.error.startswith("unexpected body")
+
+
+EXPOSITIONS = [
+    ("kafka_server_brokerstate 3.0\n", 3, None, None),
+    ("kafka_server_brokerstate 1.0\nprocess_start_time_seconds 1.7e9\n", 1, None, None),
+    (
+        'kafka_server_brokerstate 1.0\nkafka_log_remaining_logs_to_recover{dir="a"} 2\n'
+        'kafka_log_remaining_logs_to_recover{dir="b"} 3\nkafka_log_remaining_segments_to_recover 7\n',
+        1,
+        5,
+        7,
+    ),
+    ("kafka_server_brokerstate NaN\n", None, None, None),
+    ("kafka_server_brokerstate +Inf\n", None, None, None),
+    ("kafka_server_brokerstate -3\n", None, None, None),
+    ("kafka_server_brokerstate 1\nkafka_log_remaining_logs_to_recover NaN\n", 1, None, None),
+    ("kafka_server_brokerstate abc\n", None, None, None),
+    ("{not prometheus at all}\n", None, None, None),
+    ("<html>502 Bad Gateway</html>", None, None, None),
+    ("\x00\x01\x02", None, None, None),
+    ("", None, None, None),
+    ("# TYPE kafka_server_brokerstate gauge\n", None, None, None),
+]
+
+
+@pytest.mark.parametrize("text,state,logs,segments", EXPOSITIONS)
+def test_expositions_never_raise_and_never_invent_a_state(text, state, logs, segments):
+    reading = parse_exposition(1, text)
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (state, logs, segments)
+    if state is None:
+        assert reading.error
+
+
+def test_the_process_start_time_is_read_as_restart_evidence():
+    reading = parse_exposition(1, "kafka_server_brokerstate 3\nprocess_start_time_seconds 1763900000.123\n")
+    assert reading.process_start_ms == 1763900000123
+
+
+def test_an_exporter_without_brokerstate_is_a_broker_early_in_its_start_not_an_unknown():
+    assert assess(parse_exposition(1, "jvm_threads_current 12\n")).kind == WAIT_STARTING
+    assert assess(parse_exposition(1, "kafka_server_brokerstate NaN\n")).kind == UNKNOWN
+    assert assess(parse_exposition(1, "<html>")).kind == UNKNOWN
+
+
+@pytest.mark.parametrize(
+    "state,kind", [(1, WAIT_STARTING), (2, WAIT_STARTING), (3, STUCK), (0, STUCK), (7, STUCK), (127, STUCK)]
+)
+def test_the_state_table(state, kind):
+    reading = parse_agent_body(1, json.dumps({"brokerState": state}))
+    assert assess(reading).kind == kind
+    assert assess(reading).may_force == (kind != WAIT_STARTING)
+    assert assess(None).kind == UNKNOWN and assess(None).may_force
+
+
+# -- the Prometheus probe against a real HTTP server that misbehaves -----------------------------
+
+
+class _Exporter(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server API)
+        kind = self.path.strip("/")
+        if kind == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.close()
+            return
+        if kind == "truncated":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"kafka_server_brokerstate 3\n")
+            self.connection.close()
+            return
+        if kind == "slow":
+            threading.Event().wait(3)
+        status, body = {
+            "ok": (200, b"kafka_server_brokerstate 3\n"),
+            "500": (500, b"kafka_server_brokerstate 3\n"),
+            "204": (204, b""),
+            "302": (302, b""),
+            "binary": (200, b"\xff\xfe\xfa" * 100),
+            "slow": (200, b"kafka_server_brokerstate 3\n"),
+        }.get(kind, (404, b"no"))
+        self.send_response(status)
+        if status == 302:
+            self.send_header("Location", "/302")  # a redirect loop
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def exporter():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("path", ["reset", "truncated", "slow", "500", "204", "302", "binary", "404"])
+def test_the_prometheus_probe_never_raises_on_a_misbehaving_exporter(exporter, path):
+    reading = PrometheusProbe(url_template=exporter + "/" + path, timeout_s=1).read(1)
+    assert reading.state is None and reading.error, reading
+
+
+def test_the_prometheus_probe_never_raises_on_bad_addresses(exporter):
+    for probe in (
+        PrometheusProbe(url_template="http://127.0.0.1:1/metrics", timeout_s=1),
+        PrometheusProbe(url_template="not a url {node_id}", timeout_s=1),
+        PrometheusProbe(url_template="http://{broker}/metrics", timeout_s=1),  # a template that cannot format
+        PrometheusProbe(endpoints={2: exporter + "/ok"}, timeout_s=1),  # no endpoint for node 1
+    ):
+        reading = probe.read(1)
+        assert reading.state is None and reading.error
+    assert PrometheusProbe(url_template=exporter + "/ok", timeout_s=1).read(1).state == 3
