@@ -133,7 +133,10 @@ with DAG(
         body=(
             "Reason: {{ params.reason }}\n\n"
             "Order (one at a time): {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}\n"
-            "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}"
+            "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}\n\n"
+            "What the availability check saw, per node in restart order (it is checked again "
+            "right before each restart):\n\n"
+            "{{ ti.xcom_pull(task_ids='plan_restart')['gate_markdown'] }}"
         ),
         response_timeout=timedelta(hours=12),
         assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only

@@ -6,6 +6,7 @@ import logging
 
 from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
+from kafka_runbooks.restart.safety import gate_markdown
 from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,11 @@ def _refuse(why: str) -> None:
 
 
 def _summary(state: RollState, resumed: bool) -> dict:
+    """The plan's XCom: the digest-friendly fields, and the availability evidence as a
+    Markdown table for the approval gate's body (the UI renders tables, not code blocks)."""
     return {
         "order": state.order,
+        "gate_markdown": gate_markdown(state.gate_rows),
         "phases": {str(n): p.phase for n, p in state.nodes.items()},
         "dry_run": state.options.dry_run,
         "require_approval": True,

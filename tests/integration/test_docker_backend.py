@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socketserver
 import threading
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -14,10 +15,22 @@ import pytest
 from kafka_runbooks.restart.backends import backend_from_config
 from kafka_runbooks.restart.docker import DockerApiError, DockerBackend
 
+_pids = iter(range(4000, 9000))
+
+
+def _start(state: dict) -> None:
+    """A (re)start as the engine reports it: a new main pid and StartedAt (RFC 3339, ns)."""
+    state.update(
+        Running=True,
+        Pid=next(_pids),
+        StartedAt=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z",
+    )
+
 
 class FakeEngine(BaseHTTPRequestHandler):
     containers: dict[str, dict] = {}
     requests: list[dict] = []
+    restart_does_nothing = False  # an engine that answers 204 and restarts nothing
 
     def _reply(self, code: int, body: dict | None = None) -> None:
         payload = b"" if body is None else json.dumps(body).encode()
@@ -44,7 +57,8 @@ class FakeEngine(BaseHTTPRequestHandler):
         if (method, action) == ("GET", "json"):
             self._reply(200, self.containers[name])
         elif (method, action) == ("POST", "restart"):
-            state["Running"] = True
+            if not self.restart_does_nothing:
+                _start(state)
             self._reply(204)
         elif (method, action) == ("POST", "kill"):
             if not state["Running"]:
@@ -56,7 +70,7 @@ class FakeEngine(BaseHTTPRequestHandler):
             if state["Running"]:
                 self._reply(304)
                 return
-            state["Running"] = True
+            _start(state)
             self._reply(204)
         else:
             self._reply(404, {"message": "page not found"})
@@ -80,7 +94,10 @@ class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
 
 
 def _container(name: str, running: bool = True) -> dict:
-    return {"Id": "c-" + name, "Name": "/" + name, "State": {"Status": "running", "Running": running}}
+    state = {"Status": "running", "Running": running, "Pid": 0, "StartedAt": "0001-01-01T00:00:00Z"}
+    if running:
+        _start(state)
+    return {"Id": "c-" + name, "Name": "/" + name, "State": state}
 
 
 @pytest.fixture
@@ -91,6 +108,7 @@ def engine(tmp_path):
         "kafka-runbooks-controller-9001": _container("kafka-runbooks-controller-9001", running=False),
     }
     FakeEngine.requests = []
+    FakeEngine.restart_does_nothing = False
     sock = tmp_path / "docker.sock"
     server = _UnixHTTPServer(str(sock), FakeEngine)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -166,3 +184,27 @@ def test_config_builds_the_docker_back_end_and_names_what_is_missing(engine):
         backend_from_config({"backend": "docker"})
     with pytest.raises(ValueError, match="docker_host"):
         backend_from_config({"backend": "docker", "container_name_template": "x", "docker_host": "ssh://h"})
+
+
+def test_restart_evidence_is_the_engines_start_time_and_pid(engine):
+    from kafka_runbooks.restart.backends import restart_observed
+
+    backend = DockerBackend(container_name_template="kafka-runbooks-broker-{node_id}", docker_host=engine)
+    before = backend.evidence(1)
+    assert before["started_at_ms"] and before["identity"].startswith("pid ")
+    FakeEngine.restart_does_nothing = True
+    backend.restart(1)  # 204, and nothing happened
+    assert restart_observed(before, backend.evidence(1), before["started_at_ms"] + 1)[0] is False
+    FakeEngine.restart_does_nothing = False
+    backend.restart(1)
+    observed, why = restart_observed(before, backend.evidence(1), before["started_at_ms"] + 1)
+    assert observed, why
+    never_started = DockerBackend(containers={"9001": "kafka-runbooks-controller-9001"}, docker_host=engine)
+    assert never_started.evidence(9001)["started_at_ms"] is None  # Docker's zero time
+    assert (
+        "404"
+        in DockerBackend(container_name_template="nope-{node_id}", docker_host=engine).evidence(1)["error"]
+    )
+    assert "error" in DockerBackend(
+        container_name_template="x-{node_id}", docker_host="unix:///nonexistent"
+    ).evidence(1)

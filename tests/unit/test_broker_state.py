@@ -21,7 +21,12 @@ AGENT_BODIES = [
     ({"brokerState": 2, "recovery": None}, 2, None, None),
     ({"brokerState": 2, "recovery": [1, 2]}, 2, None, None),
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, None, None),
-    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": -1, "remainingSegmentsToRecover": 3}}, 2, None, 3),
+    (
+        {"brokerState": 2, "recovery": {"remainingLogsToRecover": -1, "remainingSegmentsToRecover": 3}},
+        2,
+        None,
+        3,
+    ),
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 1.5}}, 2, None, None),
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": True}}, 2, None, None),
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 4, "remainingSegmentsToRecover": 0}}, 2, 4, 0),
@@ -50,7 +55,8 @@ def test_agent_bodies_never_raise_and_never_invent_a_state(body, state, logs, se
 
 
 @pytest.mark.parametrize(
-    "raw", [b"", b"{", b"\xff\xfe\x00", b"NaN", b'{"brokerState": NaN}', b'{"brokerState": Infinity}', b"[" * 5000]
+    "raw",
+    [b"", b"{", b"\xff\xfe\x00", b"NaN", b'{"brokerState": NaN}', b'{"brokerState": Infinity}', b"[" * 5000],
 )
 def test_agent_bodies_that_are_not_json_are_unknown(raw):
     reading = parse_agent_body(1, raw)
@@ -116,7 +122,9 @@ class _Exporter(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server API)
         kind = self.path.strip("/")
         if kind == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
             self.connection.close()
             return
         if kind == "truncated":

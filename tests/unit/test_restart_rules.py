@@ -112,8 +112,19 @@ def test_the_gate_evidence_is_a_markdown_table_one_row_per_node_in_order():
 
     text = gate_markdown(
         [
-            {"node": 2, "role": "broker", "partitions_hosted": 10, "leaders": 4, "verdict": "would wait: a|b"},
-            {"node": 9001, "role": "controller (active)", "controller_lag": "0 (others 9002: 12)", "verdict": "yes"},
+            {
+                "node": 2,
+                "role": "broker",
+                "partitions_hosted": 10,
+                "leaders": 4,
+                "verdict": "would wait: a|b",
+            },
+            {
+                "node": 9001,
+                "role": "controller (active)",
+                "controller_lag": "0 (others 9002: 12)",
+                "verdict": "yes",
+            },
         ]
     )
     lines = text.splitlines()
