@@ -91,6 +91,11 @@ def test_rolling_restart_of_every_node_under_acks_all_load(airflow_local, restor
         )
         request = airflow_local.wait_for_approval(DAG_ID, run_id, "approval_gate", timeout=180)
         assert "Restart Kafka nodes" in request["subject"]
+        # the evidence the availability check saw, as a Markdown table the UI renders, one row per node
+        rows = [line for line in request["body"].splitlines() if line.startswith("| ")]
+        assert rows[0].startswith("| # | node | role | partitions hosted | leaders | under-replicated now")
+        assert len(rows) == 1 + len(pids_before) and "```" not in request["body"]
+        assert rows[-1].startswith(f"| {len(pids_before)} | ") and "controller (active)" in rows[-1]
         airflow_local.answer(DAG_ID, run_id, "approval_gate", ["Approve"])
         state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=800)
         log = airflow_local.task_log_text(DAG_ID, run_id, "rolling_restart")

@@ -1,4 +1,6 @@
-"""The restart roller on the real stack: log recovery, availability, a clean restart."""
+"""The restart roller on the real stack: log recovery, availability, a clean restart,
+restart evidence (a restart is observed, never assumed) and a restart in the middle of
+a throttled reassignment."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from kafka_runbooks.probes import PrometheusProbe
 from kafka_runbooks.restart.backends import LocalStackBackend
 from kafka_runbooks.restart.roller import Roller, RollFailed, RollOptions
-from tests.helpers import create_topic, unique_topic, wait_until
+from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 
 class RecordingBackend(LocalStackBackend):
@@ -75,9 +77,13 @@ def _fill_and_crash(stack, broker: int, seconds: float = 15.0) -> str:
     return topic
 
 
-def _wait_recovering(probe, broker):
+def _wait_recovering(probe, broker, min_logs: int = 1):
+    """Until the broker reports at least ``min_logs`` logs still to recover (early in its recovery)."""
     return wait_until(
-        lambda: (r := probe.read(broker)).recovering and r, 60, 0.1, f"broker {broker} in log recovery"
+        lambda: (r := probe.read(broker)).recovering and (r.remaining_logs or 0) >= min_logs and r,
+        60,
+        0.05,
+        f"broker {broker} in log recovery with at least {min_logs} logs to go",
     )
 
 
@@ -88,24 +94,44 @@ def _delete_topic(stack, topic):
     client.delete_topics([topic])[topic].result(60)
 
 
-def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_counts(restore_stack, admin):
+def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_counts(
+    restore_stack, admin, caplog
+):
+    """Recovery runs in STARTING on 4.x and its gauges come and go: every reading of a
+    starting broker (counts or none) means wait and never act, even with force allowed;
+    the failure carries the counts seen (CI once saw a STARTING broker without gauges
+    judged "not recovering").
+
+    The roll is planned before the crash and its clock jumps past the operation timeout
+    at each step, so its two attempts take two steps, not two timeouts: nothing in the
+    test waits on a duration, and the broker is still recovering when they are made."""
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
+    jumped_ms = [0]
+    roller = Roller(admin, backend, probe, clock=lambda: int(time.time() * 1000) + jumped_ms[0])
+    state = roller.plan(
+        [4], "test: recovery", RollOptions(operation_timeout_s=60, max_attempts=2, allow_force_restart=True)
+    )
     topic = _fill_and_crash(stack, 4)
     try:
-        reading = _wait_recovering(probe, 4)
-        assert reading.remaining_logs > 0
-        roller = Roller(admin, backend, probe)
-        state = roller.plan([4], "test: recovery", RollOptions(operation_timeout_s=0.3, max_attempts=2))
+        reading = _wait_recovering(probe, 4, min_logs=30)
+        assert reading.remaining_logs >= 30
         with pytest.raises(
-            RollFailed, match=r"broker 4 is in log recovery .* logs and .* segments still to recover"
-        ):
-            _roll(roller, state, timeout_s=120, interval_s=0.2)
-        assert backend.calls == []
-        assert state.nodes[4].last_reading["remaining_logs_to_recover"] is not None
+            RollFailed, match=r"broker 4 is in log recovery \(state (STARTING|RECOVERY)\): "
+        ) as failed:
+            for _ in range(4):
+                jumped_ms[0] += 61_000
+                roller.step(state)
+        assert "logs and" in str(failed.value) and "segments still to recover" in str(failed.value)
+        assert "after 2 attempts" in str(failed.value) and "not restarting it" in str(failed.value)
+        assert backend.calls == []  # not even with allow_force_restart
+        assert state.nodes[4].last_counts["remaining_logs_to_recover"] is not None
+        said = [getattr(r, "decision_record", {}) for r in caplog.records]
+        assert not any("not recovering" in d.get("reason", "") for d in said)
     finally:
-        stack.wait_ready([4], 180)
+        stack.wait_ready([4], 300)
         _delete_topic(stack, topic)
 
 
@@ -132,6 +158,10 @@ def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack,
         assert any((w or {}).get("remaining_logs_to_recover") for w in waits), "never saw it recovering"
         # restarted exactly once, and only once the probe saw it RUNNING
         assert backend.calls == [("restart", 3, "RUNNING")]
+        # and counted as restarted on the exporter's process start time, newer than the request
+        node = state.nodes[3]
+        assert node.last_evidence["process_start_ms"] > node.restarted_at_ms > 0
+        assert node.evidence_before["process_start_ms"] < node.restarted_at_ms
         assert stack.pid(3) != pid_in_recovery
         assert all(3 in p.isr for p in admin.read_state(include_log_dirs=False).hosted_by(3) if p.has_leader)
     finally:
@@ -168,3 +198,94 @@ def test_unknown_nodes_are_refused_before_anything_is_touched(local_stack, admin
     with pytest.raises(RollInputError, match=r"unknown node id\(s\) \[42\]"):
         Roller(admin, backend, _probe(local_stack)).plan([1, 42], "test", RollOptions())
     assert backend.calls == []
+
+
+class RequestOnlyBackend(RecordingBackend):
+    """Answers a restart request and restarts nothing (a Strimzi pod not rolled yet, an
+    engine that answered and did not act): the broker stays up, registered and ready."""
+
+    def restart(self, node_id):
+        self.calls.append(("restart", node_id, self.probe.read(node_id).state_name))
+        return "asked, nothing done"
+
+
+def test_a_restart_is_counted_only_on_a_process_start_newer_than_the_request(restore_stack, admin):
+    stack = restore_stack
+    probe = _probe(stack)
+    backend = RequestOnlyBackend(stack, probe)
+    pid_before = stack.pid(2)
+    roller = Roller(admin, backend, probe)
+    state = roller.plan([2, 3], "test: evidence", RollOptions(operation_timeout_s=3, max_attempts=2))
+    with pytest.raises(RollFailed, match=r"broker 2: its restart was requested but never observed") as failed:
+        _roll(roller, state, timeout_s=120)
+    assert "no evidence newer than the restart request" in str(failed.value)
+    node = state.nodes[2]
+    assert (
+        node.last_evidence["process_start_ms"]
+        == node.evidence_before["process_start_ms"]
+        < node.restarted_at_ms
+    )
+    assert backend.calls == [("restart", 2, "RUNNING")]  # broker 3 never touched
+    assert stack.pid(2) == pid_before
+
+    # the real back end, same broker: the new JVM's start time is the evidence
+    real = RecordingBackend(stack, probe)
+    roller = Roller(admin, real, probe)
+    state = roller.plan([2], "test: evidence", RollOptions(operation_timeout_s=120, max_attempts=2))
+    _roll(roller, state)
+    node = state.nodes[2]
+    assert node.last_evidence["process_start_ms"] > node.restarted_at_ms
+    assert stack.pid(2) != pid_before and "later than the restart request" in node.restart_observed
+
+
+def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited_for(
+    restore_stack, admin, caplog
+):
+    """Broker 3 is an adding replica that cannot catch up (throttled): after its restart
+    the roll waits for the ISRs it was in, and reports the copy as still catching up
+    (today's main waited for it to join an ISR it was never in, then failed)."""
+    from kafka_runbooks.kafka_python_gaps import alter_reassignments
+    from kafka_runbooks.reassign import throttle
+
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    topic = unique_topic("adding")
+    create_topic(bs, topic, assignment={0: [1, 2]}, config={"min.insync.replicas": "1"})
+    assert produce(bs, topic, 3000, partition=0, size=1000) == 3000
+    record = throttle.throttle_plan([(topic, 0, (1, 2), (1, 2, 3))], live={1, 2, 3, 4}, rate=10_000)
+    throttle.read_previous_rates(admin.gaps, record)
+    throttle.apply(admin.gaps, record)
+    try:
+        assert alter_reassignments(admin.gaps, {(topic, 0): [1, 2, 3]}) == {(topic, 0): None}
+        wait_until(
+            lambda: (
+                admin.list_reassignments().get((topic, 0), {}).get("adding") == [3]
+                and 3 in admin.describe_partitions([topic])[0].replicas
+            ),
+            30,
+            0.5,
+            "broker 3 added to the partition, not caught up",
+        )
+        probe = _probe(stack)
+        backend = RecordingBackend(stack, probe)
+        roller = Roller(admin, backend, probe)
+        state = roller.plan([3], "test: adding replica", RollOptions(operation_timeout_s=300, max_attempts=1))
+        _roll(roller, state, timeout_s=900)
+        assert [c[:2] for c in backend.calls] == [("restart", 3)]
+        assert f"{topic}-0" not in state.nodes[3].isr_before
+        # still being added, still not in the ISR: the roll did not wait for it
+        assert admin.list_reassignments()[(topic, 0)]["adding"] == [3]
+        assert 3 not in admin.describe_partitions([topic])[0].isr
+        [done] = [
+            r.decision_record
+            for r in caplog.records
+            if getattr(r, "decision_record", {}).get("step") == "isr"
+            and r.decision_record["decision"] == "done"
+        ]
+        assert f"{topic}-0" in done["observed"]["catching_up"] and "still catching up" in done["reason"]
+    finally:
+        alter_reassignments(admin.gaps, {(topic, 0): None})
+        wait_until(lambda: (topic, 0) not in admin.list_reassignments(), 60, 1, "the reassignment cancelled")
+        throttle.remove(admin.gaps, record)
+        _delete_topic(stack, topic)

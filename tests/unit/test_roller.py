@@ -324,3 +324,24 @@ def test_the_isr_wait_is_for_the_partitions_it_was_in_before(rig):
         RollFailed, match=r"broker 1 is not back in the ISR of 1 partition\(s\) it was in .*t-0"
     ):
         roller.step(state)
+
+
+def test_a_broker_that_just_left_starting_is_not_judged_stuck_before_a_whole_timeout(rig):
+    """STARTING for most of the operation timeout, then RUNNING but not yet unfenced when
+    the timeout runs out: "stuck" needs a whole timeout after the last STARTING reading."""
+    clock, cluster, backend, roller = rig
+    cluster.stuck.add(2)
+    readings = iter([BrokerStateReading(2, 1, source="x")] * 3)
+    roller.probe.stuck_reading = lambda node_id: next(readings, BrokerStateReading(2, 3, source="x"))
+    state = roller.plan([2], "t", RollOptions(operation_timeout_s=10, max_attempts=5, allow_force_restart=True))
+    roller.step(state)  # STARTING
+    clock.now += 9_000
+    roller.step(state)  # STARTING, 9 s into the timeout
+    clock.now += 2_000
+    roller.step(state)  # RUNNING, not unfenced, the timeout is over: but it was starting 2 s ago
+    clock.now += 5_000
+    roller.step(state)
+    assert backend.calls == []
+    clock.now += 5_000
+    assert roller.step(state) is True  # RUNNING and not registered for a whole timeout: stuck
+    assert backend.calls == [("force_restart", 2)]

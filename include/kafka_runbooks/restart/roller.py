@@ -84,6 +84,8 @@ class NodeProgress:
     isr_before: list[str] | None = None
     # why the restart counts as observed (empty until there is evidence)
     restart_observed: str = ""
+    # when it was last seen starting: "stuck" needs a whole operation timeout after that
+    last_starting_ms: int = 0
 
 
 @dataclass
@@ -178,7 +180,8 @@ class Roller:
         if not requested:
             raise RollInputError("the cluster reports no nodes to restart")
         roles = {n: CONTROLLER if n in controllers else BROKER for n in requested}
-        ready = {n: self.observe(n, roles[n])[0] for n in requested}
+        seen = {n: self.observe(n, roles[n]) for n in requested}
+        ready = {n: seen[n][0] for n in requested}
         order = restart_order(requested, ready, state.active_controller)
         state = with_reassignments(state, self._reassignments())
         rows = [self._gate_row(state, n, roles[n], ready[n], options) for n in order]
@@ -196,13 +199,10 @@ class Roller:
             logger=self.log,
         )
         now = self.clock()
-        return RollState(
-            reason=reason,
-            order=order,
-            nodes={n: NodeProgress(n, roles[n], phase_since_ms=now) for n in order},
-            options=options,
-            gate_rows=rows,
-        )
+        nodes = {n: NodeProgress(n, roles[n], phase_since_ms=now) for n in order}
+        for n, progress in nodes.items():  # counts seen now are the first progress report
+            self._remember_counts(progress, seen[n][2])
+        return RollState(reason=reason, order=order, nodes=nodes, options=options, gate_rows=rows)
 
     def _gate_row(self, state, node_id: int, role: str, ready: bool, options: RollOptions) -> dict:
         """What the availability check sees for one node now, for the approver."""
@@ -321,6 +321,8 @@ class Roller:
                 self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
                 self._enter(node, CHECK)
                 return
+            if assess(reading).kind == WAIT_STARTING:
+                node.last_starting_ms = self.clock()
             if self._elapsed_s(node) < opts.operation_timeout_s:
                 self._record(
                     "readiness",
@@ -491,6 +493,19 @@ class Roller:
                     f"after {node.attempts} attempts of {opts.operation_timeout_s:.0f}s; not restarting it"
                 )
             node.phase_since_ms = self.clock()
+            return
+        since_starting_s = (self.clock() - node.last_starting_ms) / 1000
+        if node.last_starting_ms and since_starting_s < opts.operation_timeout_s:
+            # it left STARTING/RECOVERY moments ago (registering, being unfenced): a node
+            # is judged stuck only after a whole operation timeout of not starting
+            self._record(
+                "readiness",
+                node,
+                "wait",
+                f"broker state {verdict.state_name}, but it was starting {since_starting_s:.0f}s ago; "
+                "judged stuck only after a whole operation timeout without starting",
+                observed=facts,
+            )
             return
         if not opts.allow_force_restart:
             self._record(
