@@ -279,10 +279,60 @@ def parse_agent_body(node_id: int, raw: bytes | str) -> BrokerStateReading:
     )
 
 
+class CombinedProbe:
+    """Several sources for one node: the state from the first that knows it, the recovery
+    counts and the process start time from whichever source reports them.
+
+    Strimzi's agent sends counts only in state 2 and the exporter's gauges exist only
+    while logs load: asking both is how a STARTING broker's counts are not missed.
+    """
+
+    kind = "combined"
+
+    def __init__(self, probes: list) -> None:
+        if not probes:
+            raise ValueError("a combined probe needs at least one probe")
+        self.probes = list(probes)
+
+    def read(self, node_id: int) -> BrokerStateReading:
+        readings = []
+        for probe in self.probes:
+            try:
+                readings.append(probe.read(node_id))
+            except Exception as exc:  # a probe never raises; a foreign one might
+                readings.append(
+                    _unknown(node_id, getattr(probe, "kind", "?"), f"{type(exc).__name__}: {exc}")
+                )
+        state_from = next((r for r in readings if r.known), None)
+        counts_from = next((r for r in readings if r.counts_known), None)
+        started = next((r.process_start_ms for r in readings if r.process_start_ms is not None), None)
+        sources = "+".join(r.source for r in readings)
+        if state_from is None:
+            return BrokerStateReading(
+                node_id,
+                None,
+                source=sources,
+                error="; ".join(f"{r.source}: {r.error}" for r in readings),
+                process_start_ms=started,
+                state_not_registered=any(r.state_not_registered for r in readings),
+            )
+        return BrokerStateReading(
+            node_id,
+            state_from.state,
+            counts_from.remaining_logs if counts_from else None,
+            counts_from.remaining_segments if counts_from else None,
+            source=f"state: {state_from.source}" + (f", counts: {counts_from.source}" if counts_from else ""),
+            process_start_ms=started,
+        )
+
+
 def probe_from_config(extra: dict[str, Any]):
-    """Build a probe from a connection's extras: ``{"kind": "prometheus" | "strimzi-agent", ...}``."""
+    """Build a probe from a connection's extras: ``{"kind": "prometheus" | "strimzi-agent" |
+    "combined", ...}``; ``combined`` takes ``{"probes": [<extras>, ...]}``."""
     kind = extra.get("kind", "prometheus")
     timeout = float(extra.get("timeout_s", 5.0))
+    if kind == "combined":
+        return CombinedProbe([probe_from_config(p) for p in extra.get("probes") or []])
     if kind == "prometheus":
         return PrometheusProbe(
             endpoints=extra.get("endpoints"),
@@ -302,4 +352,4 @@ def probe_from_config(extra: dict[str, Any]):
             timeout_s=timeout,
             endpoints=extra.get("endpoints"),
         )
-    raise ValueError(f"unknown broker-state probe kind {kind!r} (prometheus or strimzi-agent)")
+    raise ValueError(f"unknown broker-state probe kind {kind!r} (prometheus, strimzi-agent or combined)")

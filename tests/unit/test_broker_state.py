@@ -179,3 +179,39 @@ def test_the_prometheus_probe_never_raises_on_bad_addresses(exporter):
         reading = probe.read(1)
         assert reading.state is None and reading.error
     assert PrometheusProbe(url_template=exporter + "/ok", timeout_s=1).read(1).state == 3
+
+
+def test_a_combined_probe_takes_the_counts_from_whichever_source_has_them(exporter):
+    from kafka_runbooks.probes import BrokerStateReading, CombinedProbe, probe_from_config
+
+    class Fixed:
+        kind = "fixed"
+
+        def __init__(self, reading):
+            self.reading = reading
+
+        def read(self, node_id):
+            return self.reading
+
+    agent_state_1 = Fixed(BrokerStateReading(1, 1, source="strimzi-agent"))  # the agent: no counts in state 1
+    gauges = Fixed(BrokerStateReading(1, 1, 40, 900, source="prometheus", process_start_ms=5))
+    reading = CombinedProbe([agent_state_1, gauges]).read(1)
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (1, 40, 900)
+    assert reading.process_start_ms == 5 and "counts: prometheus" in reading.source
+
+    class Raises:
+        kind = "raises"
+
+        def read(self, node_id):
+            raise RuntimeError("boom")
+
+    unknown = CombinedProbe(
+        [Raises(), Fixed(BrokerStateReading(1, None, source="p", error="HTTP 503"))]
+    ).read(1)
+    assert unknown.state is None and "boom" in unknown.error and "HTTP 503" in unknown.error
+    built = probe_from_config(
+        {"kind": "combined", "probes": [{"kind": "prometheus", "url_template": exporter + "/ok"}]}
+    )
+    assert built.read(1).state == 3
+    with pytest.raises(ValueError, match="at least one probe"):
+        probe_from_config({"kind": "combined", "probes": []})

@@ -333,7 +333,9 @@ def test_a_broker_that_just_left_starting_is_not_judged_stuck_before_a_whole_tim
     cluster.stuck.add(2)
     readings = iter([BrokerStateReading(2, 1, source="x")] * 3)
     roller.probe.stuck_reading = lambda node_id: next(readings, BrokerStateReading(2, 3, source="x"))
-    state = roller.plan([2], "t", RollOptions(operation_timeout_s=10, max_attempts=5, allow_force_restart=True))
+    state = roller.plan(
+        [2], "t", RollOptions(operation_timeout_s=10, max_attempts=5, allow_force_restart=True)
+    )
     roller.step(state)  # STARTING
     clock.now += 9_000
     roller.step(state)  # STARTING, 9 s into the timeout
