@@ -81,3 +81,51 @@ def test_throttle_covers_live_sources_and_new_replicas_only():
     assert plan["rate"] == 1000
     assert sorted(plan["brokers"]) == ["1", "2", "3"]
     assert plan["topics"] == {"t": {"leader": ["0:1", "1:3"], "follower": ["0:2", "1:2"]}}
+
+
+def with_controllers() -> ClusterState:
+    """The same cluster seen with its KRaft quorum: dedicated controllers 9001-9003."""
+    from kafka_runbooks.model import Quorum, QuorumMember
+
+    s = state()
+    s.quorum = Quorum(
+        leader_id=9001,
+        leader_epoch=3,
+        high_watermark=10,
+        voters=tuple(QuorumMember(n, 10, None, None) for n in (9001, 9002, 9003)),
+        observers=(),
+    )
+    return s
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"failed_brokers": [9002]},
+            "broker(s) named as failed [9002]: node(s) [9002] are KRaft controllers",
+        ),
+        ({"failed_brokers": "4,9001"}, "node(s) [9001] are KRaft controllers"),
+        ({"failed_brokers": [4], "receivers": [1, 9003]}, "receiver(s) [9003]: node(s) [9003] are KRaft"),
+    ],
+)
+def test_a_controller_id_is_named_as_a_controller(params, message):
+    with pytest.raises(RequestError) as err:
+        resolve(build_request(params), with_controllers())
+    assert message in str(err.value)
+    assert "unknown" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"failed_brokers": "4,4"}, "failed_brokers names broker(s) [4] more than once"),
+        ({"failed_brokers": [4, 5, 4]}, "failed_brokers names broker(s) [4] more than once"),
+        ({"receivers": "1, 2,1"}, "receivers names broker(s) [1] more than once"),
+        ({"receivers": ["2", 2, 3]}, "receivers names broker(s) [2] more than once"),
+    ],
+)
+def test_a_broker_named_twice_is_refused_not_merged(params, message):
+    with pytest.raises(RequestError) as err:
+        build_request(params)
+    assert message in str(err.value)

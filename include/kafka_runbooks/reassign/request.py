@@ -1,9 +1,10 @@
 """The reassignment run's input, checked against the cluster before anything moves.
 
 Bad input is a :class:`RequestError` with a clear message, raised before any change:
-an unknown or live broker named as failed, receivers that are unknown, not available
-or failed themselves, a throttle of zero, chunk limits below one, and a reassignment
-in flight that this runbook did not start.
+an unknown or live broker named as failed, a KRaft controller named as a broker, a
+broker named twice, receivers that are unknown, not available or failed themselves, a
+throttle of zero, chunk limits below one, and a reassignment in flight that this
+runbook did not start.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class ReassignRequest:
     throttle_bytes_per_sec: int
     require_approval: bool
     dry_run: bool
+    elect_preferred_leaders: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,11 +52,18 @@ def _broker_list(value: Any, what: str, keywords: tuple[str, ...]) -> tuple[int,
     else:
         raise RequestError(f"{what} must be a list of broker ids, not {value!r}")
     try:
-        ids = tuple(sorted({int(str(i).strip()) for i in items}))
+        listed = [int(str(i).strip()) for i in items]
     except ValueError as exc:
         raise RequestError(f"{what} must be broker ids (integers): {value!r}") from exc
-    if not ids:
+    if not listed:
         return None
+    twice = sorted(b for b in set(listed) if listed.count(b) > 1)
+    if twice:
+        # a typo such as "4,4" for "4,5" must not quietly become a smaller run
+        raise RequestError(
+            f"{what} names broker(s) {twice} more than once ({value!r}): list each broker once"
+        )
+    ids = tuple(sorted(listed))
     if any(i < 0 for i in ids):
         raise RequestError(f"{what}: broker ids are >= 0, got {list(ids)}")
     return ids
@@ -96,7 +105,29 @@ def build_request(params: dict[str, Any]) -> ReassignRequest:
         throttle_bytes_per_sec=_bytes(params, "throttle_bytes_per_sec", 50 << 20),
         require_approval=bool(params.get("require_approval", True)),
         dry_run=bool(params.get("dry_run", False)),
+        elect_preferred_leaders=bool(params.get("elect_preferred_leaders", True)),
     )
+
+
+def controller_ids(state: ClusterState) -> set[int]:
+    """Node ids of the KRaft controllers (voters of the metadata quorum) that are not brokers.
+
+    A dedicated controller never hosts a replica, so naming one as failed or as a receiver
+    is a mix-up of ids that deserves its own message, not "unknown broker".
+    """
+    if state.quorum is None:
+        return set()
+    # a combined-mode node is also a registered broker: it stays a broker here
+    return {v.node_id for v in state.quorum.voters} - set(state.brokers)
+
+
+def _not_controllers(ids: tuple[int, ...], what: str, state: ClusterState) -> None:
+    named = sorted(set(ids) & controller_ids(state))
+    if named:
+        raise RequestError(
+            f"{what} {named}: node(s) {named} are KRaft controllers (voters of the metadata quorum), not "
+            f"brokers; controllers host no replicas (brokers: {sorted(state.brokers)})"
+        )
 
 
 def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], list[int]]:
@@ -110,6 +141,7 @@ def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], l
     if request.failed_brokers is None:
         failed = detected
     else:
+        _not_controllers(request.failed_brokers, "broker(s) named as failed", state)
         unknown = [b for b in request.failed_brokers if b not in state.brokers]
         if unknown:
             raise RequestError(
@@ -127,6 +159,7 @@ def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], l
     if request.receivers is None:
         receivers = available
     else:
+        _not_controllers(request.receivers, "receiver(s)", state)
         unknown = [b for b in request.receivers if b not in state.brokers]
         if unknown:
             raise RequestError(
