@@ -216,6 +216,11 @@ def main() -> None:
                 f"    live brokers' replicas before {spread([v['replicas_before'] for v in live])}, "
                 f"after {spread([v['replicas_after'] for v in live])}"
             )
+            print(
+                f"    live brokers' preferred leaders before {spread([v['leaders_before'] for v in live])}, "
+                f"after {spread([v['leaders_after'] for v in live])}; {summary['leaders_changed']} partitions "
+                "get a new first replica (no data moves for that)"
+            )
             gb_before = spread([v["bytes_before"] for v in live], 1e9)
             gb_after = spread([v["bytes_after"] for v in live], 1e9)
             print(f"    live brokers' GB before {gb_before}, after {gb_after}")

@@ -111,6 +111,13 @@ with DAG(
             minLength=1,
             description="Airflow connection id of the Kafka cluster (Admin > Connections).",
         ),
+        "elect_preferred_leaders": Param(
+            True,
+            type="boolean",
+            description="On: after healing, elect the preferred leaders of the moved partitions (approved "
+            "with the plan; the gate says so) and read the leaders back, so leadership is balanced again at "
+            "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
+        ),
     },
 ) as dag:
 
@@ -165,7 +172,7 @@ with DAG(
         """Independent check of the plan; the summary for the log and the gate; execution state."""
         from kafka_runbooks_airflow.reassign import review_plan as review
 
-        return review(checked, snapshot_info["path"], dag_run.dag_id, run_id)
+        return review(checked, snapshot_info, dag_run.dag_id, run_id)
 
     @task.branch
     def gate_or_go(reviewed: dict) -> list[str]:
@@ -176,9 +183,11 @@ with DAG(
 
     approval = ApprovalOperator(
         task_id="approval_gate",
-        subject="Move {{ ti.xcom_pull(task_ids='review_plan')['partitions'] }} replica(s) off failed broker(s) "
+        subject="Move {{ ti.xcom_pull(task_ids='review_plan')['replicas'] }} replica(s) of "
+        "{{ ti.xcom_pull(task_ids='review_plan')['partitions'] }} partition(s) off failed broker(s) "
         "{{ " + CHECKED + "['failed'] }}?",
-        body="```\n{{ ti.xcom_pull(task_ids='review_plan')['text'] }}\n```",
+        # Markdown tables: the UI renders them (a fenced block is shown as one run-on line)
+        body="{{ ti.xcom_pull(task_ids='review_plan')['markdown'] }}",
         response_timeout=timedelta(hours=12),
         assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )

@@ -66,6 +66,12 @@ with DAG(
         "max_bytes_per_chunk": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
         "throttle_bytes_per_sec": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
         "require_approval": Param(None, type=["null", "boolean"], description="Passed on (default true)"),
+        "elect_preferred_leaders": Param(
+            None,
+            type=["null", "boolean"],
+            description="Passed on (default true): after healing, elect the preferred leaders of the moved "
+            "partitions, approved with the plan",
+        ),
     },
 ) as dag:
 

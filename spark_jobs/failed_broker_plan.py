@@ -22,10 +22,18 @@ Rules of the plan (``kafka_runbooks.reassign.plan.check_plan`` checks every one 
   unfenced broker that is not failed). The replacement takes the failed replica's position, so the
   other replicas keep theirs and the preferred leader (first replica) stays where it was when it
   is alive. Nothing else moves; the replication factor is kept; no broker holds two replicas.
-* Racks: a replica's rack is its broker's rack; a broker without a rack counts as a rack of its
-  own (a dead broker's rack is usually unknown, so the survivors are then pushed to a rack they do
-  not cover yet). A partition never ends on fewer distinct racks than it had when a receiver exists
-  that keeps the count: while it is short of its old count, only receivers in a new rack qualify.
+* Preferred leaders: when the failed replica was the preferred leader, the planner chooses which
+  of the partition's target replicas goes first (it is moved to the front, the others keep their
+  order), the one with the fewest preferred leaderships so far; a repair pass then hands a
+  preferred leadership to another replica of the same partition with at least two fewer. This
+  only reorders the list: no extra data moves, and leadership does not pile up on the broker that
+  took the failed one's place.
+* Racks: a replica's rack is its broker's rack. A broker killed on Kafka 4.x stays registered and
+  fenced, rack known, so its rack counts like any other; a broker without a known rack (never
+  registered, or unregistered) counts as a rack of its own, so the survivors are then pushed to a
+  rack they do not cover yet. A partition never ends on fewer distinct racks than it had when a
+  receiver exists that keeps the count: while it is short of its old count, only receivers in a
+  new rack qualify.
 * Balance: among qualifying receivers, the one with the fewest replicas moved to it so far, then
   the fewest bytes, then the fewest replicas, then the lowest id; partitions largest first. A
   repair pass then moves replicas from a receiver to any qualifying one with at least two fewer,
@@ -85,6 +93,7 @@ class BrokerInfo:
     known: bool  # listed in brokers.parquet (not only named in assignments)
     replicas: int = 0
     bytes: int = 0
+    leaders: int = 0  # preferred leaderships (first replica of a partition)
 
 
 @dataclass
@@ -143,6 +152,7 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
         F.coalesce(F.sum("size_bytes"), F.lit(0)).alias("reported"),
         F.max("broker_rack").alias("rack"),
         F.max(F.col("broker_alive").cast("int")).alias("alive"),
+        F.sum((F.col("replica_index") == 0).cast("int")).alias("leaders"),
     )
     for row in per_broker.collect():
         b = int(row["replica"])
@@ -151,6 +161,7 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
             info = brokers[b] = BrokerInfo(b, row["rack"], bool(row["alive"]), False)
         info.replicas = int(row["replicas"])
         info.bytes = int(row["reported"])
+        info.leaders = int(row["leaders"] or 0)
 
     is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
     cached_keys = (
@@ -329,6 +340,49 @@ class Move:
     live_isr_left: int
     chunk: int = 0
 
+    def leader_is_free(self, failed: set[int]) -> bool:
+        """The failed replica was the preferred leader: any target replica may go first."""
+        return self.current[0] in failed
+
+
+def balance_leaders(moves: list[Move], brokers: dict[int, BrokerInfo], failed: set[int]) -> int:
+    """Choose the first replica of every partition whose preferred leader failed; count changes.
+
+    Greedy (the target replica with the fewest preferred leaderships so far, then one that is
+    already in sync, i.e. not new, then the lowest id), then a repair pass that hands a preferred
+    leadership to another replica of the same partition with at least two fewer, until none is
+    left. Each handover lowers the sum of squared counts, so it ends. Only the order of a
+    partition's target replicas changes: the chosen one goes first, the others keep theirs.
+    """
+    free = [m for m in moves if m.leader_is_free(failed)]
+    for m in free:
+        brokers[m.current[0]].leaders -= 1
+    for m in sorted(free, key=lambda m: (m.topic, m.partition)):
+        old = set(m.current)
+        chosen = min(m.target, key=lambda b: (brokers[b].leaders, b not in old, b))
+        _lead(m, chosen)
+        brokers[chosen].leaders += 1
+    changed = 0
+    for _ in range(1000):
+        moved_one = False
+        for m in free:
+            first = m.target[0]
+            other = min(m.target[1:], key=lambda b: (brokers[b].leaders, b), default=None)
+            if other is not None and brokers[other].leaders <= brokers[first].leaders - 2:
+                brokers[first].leaders -= 1
+                brokers[other].leaders += 1
+                _lead(m, other)
+                changed += 1
+                moved_one = True
+        if not moved_one:
+            break
+    return changed
+
+
+def _lead(m: Move, leader: int) -> None:
+    """Put ``leader`` first in the target, the others in their order."""
+    m.target[:] = [leader] + [b for b in m.target if b != leader]
+
 
 def assign(
     inputs: Inputs, failed: list[int], receivers: list[int]
@@ -387,6 +441,7 @@ def assign(
             f"e.g. {', '.join(short)}"
         )
     repair(moves, balancer, failed_set)
+    balance_leaders(moves, brokers, failed_set)
     return moves, not_moved, balancer
 
 
@@ -509,7 +564,7 @@ def write_plan(
     receivers: list[int],
     chunks: list[list[Move]],
     not_moved: list[dict],
-    before: dict[int, tuple[int, int]],
+    before: dict[int, tuple[int, int, int]],
     moved: dict[int, int],
     limits: tuple[int, int],
     snapshot: str,
@@ -528,15 +583,19 @@ def write_plan(
     brokers = inputs.brokers
     per_broker = {}
     for b in sorted(brokers):
-        replicas_before, bytes_before = before[b]
+        replicas_before, bytes_before, leaders_before = before[b]
         per_broker[str(b)] = {
             "replicas_before": replicas_before,
             "replicas_after": brokers[b].replicas,
             "bytes_before": bytes_before,
             "bytes_after": brokers[b].bytes,
+            "leaders_before": leaders_before,
+            "leaders_after": brokers[b].leaders,
             "rack": brokers[b].rack,
             "alive": brokers[b].alive,
+            "registered": brokers[b].known,
         }
+    live_leaders = [info.leaders for b, info in sorted(brokers.items()) if info.alive and b not in failed]
     counts = [moved[b] for b in receivers]
     summary = {
         "failed_brokers": failed,
@@ -553,6 +612,9 @@ def write_plan(
         "moved_per_receiver": {str(b): moved[b] for b in receivers},
         "moved_min": min(counts) if counts else 0,
         "moved_max": max(counts) if counts else 0,
+        "leaders_min": min(live_leaders) if live_leaders else 0,
+        "leaders_max": max(live_leaders) if live_leaders else 0,
+        "leaders_changed": sum(1 for m in ordered if m.target[0] != m.current[0]),
         "chunks": chunk_entries,
         "not_moved_count": len(not_moved),
         "not_moved": sorted(not_moved, key=lambda n: (n["topic"], n["partition"]))[:NOT_MOVED_LISTED],
@@ -648,7 +710,7 @@ def run(spark, argv: list[str] | None = None) -> int:
         inputs = load_inputs(spark, args.snapshot, set(failed))
         loaded = time.monotonic()
         chosen = choose_receivers(inputs.brokers, failed, receivers)
-        before = {b: (info.replicas, info.bytes) for b, info in inputs.brokers.items()}
+        before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
         moves, not_moved, balancer = assign(inputs, failed, chosen)
         chunks = make_chunks(moves, *limits)
         summary = write_plan(
@@ -662,6 +724,7 @@ def run(spark, argv: list[str] | None = None) -> int:
     print(
         f"{out}: {summary['partitions']} partitions, {summary['bytes']} bytes, {len(summary['chunks'])} chunks; "
         f"moved per receiver {summary['moved_min']}..{summary['moved_max']}; "
+        f"preferred leaders per receiver {summary['leaders_min']}..{summary['leaders_max']}; "
         f"not moved {summary['not_moved_count']}; spark {loaded - started:.1f}s, plan {finished - loaded:.1f}s"
     )
     return 0

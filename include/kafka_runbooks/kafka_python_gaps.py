@@ -164,6 +164,7 @@ LATEST_TIMESTAMP = -1
 MAX_PARTITIONS_PER_REQUEST = 1000
 ELECT_LEADERS_API_KEY = 43
 ELECTION_TYPE_UNCLEAN = 1
+ELECTION_TYPE_PREFERRED = 0
 
 
 def list_replica_log_ends(
@@ -279,6 +280,30 @@ def elect_unclean(
         for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
             per_topic.setdefault(topic, []).append(partition)
         response = gaps._client.elect_leaders(ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False)
+        top = getattr(response, "error_code", 0)
+        for result in response.replica_election_results:
+            for p in result.partition_result:
+                code = p.error_code or top
+                out[(result.topic, p.partition_id)] = (
+                    None if code == 0 else _error_name(code, p.error_message)
+                )
+        for topic, parts in per_topic.items():
+            for partition in parts:
+                out.setdefault((topic, partition), _error_name(top, None) if top else "NoAnswer")
+    return out
+
+
+def elect_preferred(
+    gaps: KafkaPythonGaps, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], str | None]:
+    """ElectLeaders(PREFERRED); per partition None (elected), the error's name otherwise
+    (``ElectionNotNeededError`` when the preferred replica already leads)."""
+    out: dict[tuple[str, int], str | None] = {}
+    for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
+        per_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
+            per_topic.setdefault(topic, []).append(partition)
+        response = gaps._client.elect_leaders(ELECTION_TYPE_PREFERRED, per_topic, raise_errors=False)
         top = getattr(response, "error_code", 0)
         for result in response.replica_election_results:
             for p in result.partition_result:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     "max_bytes_per_chunk": 1 << 30,
     "throttle_bytes_per_sec": 50 << 20,
     "require_approval": True,
+    "elect_preferred_leaders": True,
 }
 
 
@@ -125,6 +127,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
         "max_bytes_per_chunk": int(settings["max_bytes_per_chunk"]),
         "throttle_bytes_per_sec": int(settings["throttle_bytes_per_sec"]),
         "require_approval": bool(settings["require_approval"]),
+        "elect_preferred_leaders": bool(settings["elect_preferred_leaders"]),
         "dry_run": False,
         "kafka_conn_id": conn_id,
     }
@@ -196,6 +199,37 @@ def clean_leftover_throttles(admin, dag_id: str, only: list[Path] | None = None)
     return left
 
 
+@contextmanager
+def refused_as_decision():
+    """A RequestError found against the cluster (a reassignment in flight that is not ours) leaves
+    as the same ``refuse the run`` DECISION record (ERROR) as bad params, before it fails the task."""
+    from kafka_runbooks.reassign.request import RequestError
+
+    try:
+        yield
+    except RequestError as exc:
+        decisions.record(
+            "validate", "refuse the run: nothing was done", str(exc), logger=log, level=logging.ERROR
+        )
+        raise
+
+
+def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
+    """The XCom of an upstream task, or a clean skip naming the task whose failure is the real error.
+
+    ``review_plan`` runs whatever happened upstream (it reports an impossible plan); when
+    ``validate`` or the snapshot failed there is nothing to review, and a TypeError on a
+    missing XCom would only hide the real error under noise.
+    """
+    if value is not None:
+        return value
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    reason = f"{task_id} did not finish ({what} is missing): its log holds the real error; nothing to review"
+    decisions.record("plan", "skip", reason, logger=log, level=logging.WARNING)
+    raise AirflowSkipException(reason)
+
+
 def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the params against the cluster before anything moves; prepare adoption."""
     from kafka_runbooks.kafka_python_gaps import list_reassignments
@@ -221,17 +255,18 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         admin.close()
     owned = owned_in_flight(dag_id)
     foreign = foreign_reassignments(inflight, {k: v[0] for k, v in owned.items()})
-    if foreign:
-        raise RequestError(
-            f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
-            f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
-        )
     adopt = {k: owned[k][0] for k in inflight}
-    if adopt and request.dry_run:
-        raise RequestError(
-            f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would plan "
-            "from a half-moved cluster: run again when they are done, or without dry_run to finish them"
-        )
+    with refused_as_decision():
+        if foreign:
+            raise RequestError(
+                f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
+                f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
+            )
+        if adopt and request.dry_run:
+            raise RequestError(
+                f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would "
+                "plan from a half-moved cluster: run again when they are done, or without dry_run to finish them"
+            )
     folder = run_dir(dag_id, run_id)
     save_state(
         folder / ADOPT_STATE,
@@ -273,11 +308,16 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     }
 
 
-def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id: str) -> dict[str, Any]:
+def review_plan(
+    checked: dict[str, Any] | None, snapshot_info: dict[str, Any] | None, dag_id: str, run_id: str
+) -> dict[str, Any]:
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
     from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
     from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+    from kafka_runbooks.reassign.report import plan_markdown
 
+    checked = upstream_result_or_skip(checked, "validate", "the validated request")
+    snapshot_path = upstream_result_or_skip(snapshot_info, "snapshot_cluster", "the snapshot")["path"]
     plan_dir = Path(checked["plan_dir"])
     try:
         plan = load_plan(plan_dir)
@@ -291,7 +331,12 @@ def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id
     replicas, brokers = read_snapshot_rows(snapshot_path)
     violations = check_plan(plan, replicas, brokers)
     summary = json.loads((plan_dir / "summary.json").read_text())
-    text = summary_text(summary, checked)
+    markdown = plan_markdown(
+        summary,
+        int(checked["throttle_bytes_per_sec"]),
+        str(plan_dir),
+        bool(checked.get("elect_preferred_leaders", True)),
+    )
     if violations:
         decisions.record(
             "plan",
@@ -304,12 +349,19 @@ def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id
     decisions.record(
         "plan",
         "plan checked",
-        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, preferred leader kept)",
+        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
+        "preferred leader kept, preferred leaders balanced where the failed one led)",
         observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
-        | {"chunks": len(summary["chunks"]), "per_broker": summary["per_broker"]},
+        | {
+            "chunks": len(summary["chunks"]),
+            "preferred_leaders": {
+                b: f"{v['leaders_before']} -> {v['leaders_after']}" for b, v in summary["per_broker"].items()
+            },
+            "per_broker": summary["per_broker"],
+        },
         logger=log,
     )
-    log.info("reassignment plan:\n%s", text)
+    log.info("reassignment plan:\n%s", markdown)
     path = run_dir(dag_id, run_id) / EXEC_STATE
     if not checked["dry_run"]:
         save_state(
@@ -325,27 +377,11 @@ def review_plan(checked: dict[str, Any], snapshot_path: str, dag_id: str, run_id
         "partitions": summary["partitions"],
         "bytes": summary["bytes"],
         "chunks": len(summary["chunks"]),
-        "text": text,
+        "replicas": sum(summary.get("moved_per_receiver", {}).values()),
+        "markdown": markdown,
         "dry_run": checked["dry_run"],
         "require_approval": checked["require_approval"],
     }
-
-
-def summary_text(summary: dict[str, Any], checked: dict[str, Any]) -> str:
-    rows = [
-        f"Failed brokers: {summary['failed_brokers']}   receivers: {summary['receivers']}",
-        f"Partitions to move: {summary['partitions']}   bytes: {summary['bytes']:,}   chunks: {len(summary['chunks'])}",
-        f"Throttle: {checked['throttle_bytes_per_sec']:,} B/s per broker; floor "
-        f"~{summary['bytes'] / max(checked['throttle_bytes_per_sec'], 1):.0f}s",
-        "",
-        "broker  replicas before -> after   bytes before -> after",
-    ]
-    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
-        rows.append(
-            f"{broker:>6}  {v['replicas_before']:>7} -> {v['replicas_after']:<7}   "
-            f"{v['bytes_before']:>12,} -> {v['bytes_after']:,}"
-        )
-    return "\n".join(rows)
 
 
 def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
@@ -398,7 +434,49 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
             f"not healed: naming failed brokers {naming[:10]}, ISR short {short[:10]}, "
             f"off the plan {wrong[:10]}, throttles left {left}"
         )
-    return {"healed": True, "partitions": len(state.partitions)}
+    out: dict[str, Any] = {"healed": True, "partitions": len(state.partitions)}
+    if checked.get("elect_preferred_leaders", True) and planned:
+        out["election"] = elect_moved_partitions(params, set(planned))
+    elif planned:
+        decisions.record(
+            "elect preferred leaders",
+            "do not elect",
+            "elect_preferred_leaders is off: leadership moves to the new preferred replicas when the "
+            "controller's auto leader rebalance gets to it",
+            logger=log,
+        )
+    return out
+
+
+def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """The approved preferred-leader election on the moved partitions, read back until settled."""
+    from kafka_runbooks.kafka_python_gaps import elect_preferred
+    from kafka_runbooks.reassign.leaders import elect_preferred_leaders
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        topics = sorted({k.rsplit(":", 1)[0] for k in keys})
+        result = elect_preferred_leaders(
+            read=lambda: admin._gap_call(
+                "DescribeTopicPartitions", lambda: admin.gaps.describe_partitions(topics)
+            ),
+            elect=lambda parts: admin._gap_call("ElectLeaders", lambda: elect_preferred(admin.gaps, parts)),
+            keys=keys,
+            logger=log,
+        )
+    finally:
+        admin.close()
+    if not result.ok:
+        raise RuntimeError(
+            f"healed, but {len(result.not_led)} moved partition(s) are not led by their preferred replica: "
+            f"{result.not_led[:10]} (election errors {dict(list(result.errors.items())[:10])})"
+        )
+    return {
+        "elected": len(result.asked),
+        "leaders_before": {str(b): n for b, n in result.leaders_before.items()},
+        "leaders_after": {str(b): n for b, n in result.leaders_after.items()},
+    }
 
 
 def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:

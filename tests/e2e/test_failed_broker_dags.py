@@ -167,7 +167,11 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
 
     # the approval is answered through the API; the summary is in the gate's body
     request = airflow_local.wait_for_approval(REASSIGN, run1, "approval_gate", timeout=400)
-    assert "Partitions to move" in request["body"] and "replicas before -> after" in request["body"]
+    body = request["body"].splitlines()
+    assert "```" not in request["body"]  # Markdown tables, not a block the UI shows as one line
+    assert "| broker | rack | replicas | preferred leaders | bytes |" in body, request["body"]
+    assert any(line.startswith("| **4** (failed: registered, fenced) | rack-b |") for line in body), body
+    assert any(line.startswith("| 1 of ") for line in body) and any("Estimated duration" in x for x in body)
     airflow_local.answer(REASSIGN, run1, "approval_gate", ["Approve"])
 
     # the execution task is killed in the middle of the chunk that moves the bulky partitions
@@ -226,6 +230,8 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
         f"{airflow_local.task_instances(REASSIGN, run1)}\n{resumed_log[-4000:]}\n{verify_log[-3000:]}"
     )
     assert "DECISION verify: healed" in verify_log
+    # the approved preferred-leader election ran, and the leaders were read back on the preferred replicas
+    assert "DECISION elect preferred leaders: leaders balanced" in verify_log, verify_log[-3000:]
 
     # nothing moved twice: the resumed task submitted nothing that the killed one had submitted
     final = json.loads(state_file(run1).read_text())
@@ -247,3 +253,6 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert leftover_throttles(admin.gaps, [1, 2, 3], sorted({p.topic for p in parts})) == {}
     new = Counter(b for k, v in on_dead_before.items() if k in after for b in set(after[k]) - set(v))
     assert set(new) <= {1, 2, 3} and max(new.values()) - min(new.values()) <= 1, new
+    # the moved partitions are led by their (planned) preferred replicas
+    moved = [p for p in parts if (p.topic, p.partition) in on_dead_before]
+    assert [p.name for p in moved if p.leader != p.replicas[0]] == []

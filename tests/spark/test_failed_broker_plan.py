@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import random
 import re
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def size_of(make_snapshot, replicas, partition, dead) -> int:
 def moved_per_receiver(plan) -> Counter:
     counts = Counter({b: 0 for b in plan.receivers})
     for m in plan.moves:
-        counts.update(new for old, new in zip(m["from"], m["to"]) if old != new)
+        counts.update(set(m["to"]) - set(m["from"]))
     return counts
 
 
@@ -84,11 +85,27 @@ def assert_only_failed_replicas_move(plan, current, failed):
         old = current[t.key]
         assert len(t.replicas) == len(old), t
         assert len(set(t.replicas)) == len(t.replicas), t
-        for was, now in zip(old, t.replicas):
-            if was in failed:
-                assert now in plan.receivers and now not in failed, t
-            else:
-                assert now == was, t  # position 0 included: the preferred leader stays
+        survivors = [b for b in old if b not in failed]
+        added = [b for b in t.replicas if b not in old]
+        assert len(added) == len(old) - len(survivors), t  # exactly the failed replicas are replaced
+        assert all(b in plan.receivers and b not in failed for b in added), t
+        if old[0] not in failed:
+            for was, now in zip(old, t.replicas):
+                assert was in failed or now == was, t  # position 0 included: the preferred leader stays
+        else:  # the planner chose the first replica; the others keep their order
+            assert [b for b in t.replicas[1:] if b in old] == [b for b in survivors if b != t.replicas[0]], t
+
+
+def preferred_leaders(current: dict, plan=None) -> Counter:
+    """First replicas per broker, of the assignments or once the plan is applied."""
+    targets = dict(current)
+    if plan is not None:
+        targets.update({t.key: list(t.replicas) for t in plan.partitions})
+    return Counter(r[0] for r in targets.values())
+
+
+def replicas_moved(plan, current) -> int:
+    return sum(len(set(t.replicas) - set(current[t.key])) for t in plan.partitions)
 
 
 def test_plan_without_racks_keeps_every_rule(spark, make_snapshot, tmp_path):
@@ -224,6 +241,48 @@ def test_racks_are_kept(spark, make_snapshot, tmp_path, failed_rack):
     )
     assert 5 not in twice_receivers and len(twice_receivers) == 4, twice_receivers
     assert max(twice_receivers.values()) - min(twice_receivers.values()) <= 1
+
+
+def test_preferred_leaders_stay_balanced_when_racks_force_the_receiver(spark, make_snapshot, tmp_path):
+    """Three racks (a: 1, 4; b: 2, 5; c: 3, 6), 1 fails: every replacement must go to 4, the only
+    other rack-a broker. Without a choice of first replica, 4 would also take every preferred
+    leadership 1 had; the plan spreads those over the partition's replicas instead, moving no
+    more data than the failed replicas (the floor)."""
+    rack = {1: "a", 4: "a", 2: "b", 5: "b", 3: "c", 6: "c"}
+    brokers = [{"id": b, "rack": r} for b, r in rack.items() if b != 1] + [
+        {"id": 1, "rack": "a", "fenced": True}
+    ]
+    by_rack = {"a": [1, 4], "b": [2, 5], "c": [3, 6]}
+    parts = []
+    pick = random.Random(15)  # one replica per rack, in a random order, as a rack-aware create does
+    for p in range(120):
+        replicas = [pick.choice(by_rack[r]) for r in pick.sample("abc", 3)]
+        parts.append(part("spread", p, replicas, {1}))
+    snapshot = make_snapshot(brokers, parts)
+    current = current_of(parts)
+
+    code, plan = plan_with(spark, snapshot, tmp_path / "out", "--failed", "1")
+    assert code == 0, plan
+    assert checked(plan, snapshot) == []
+    assert_only_failed_replicas_move(plan, current, {1})
+    on_failed = [k for k, r in current.items() if 1 in r]
+    assert replicas_moved(plan, current) == len(on_failed)  # the floor: one per failed replica
+    assert all(4 in t.replicas for t in plan.partitions)  # racks force the receiver
+
+    before, after = preferred_leaders(current), preferred_leaders(current, plan)
+    assert before[1] > 0 and after[1] == 0
+    live = [2, 3, 4, 5, 6]
+    # each partition's first replica is chosen among its own replicas (the data does not move), so
+    # the spread is what those choices allow: here 23..25, where taking the replacement's place
+    # would have given 4 all of 1's 23 (46 against 15..23)
+    assert max(after[b] for b in live) - min(after[b] for b in live) <= 2, (before, after)
+    assert after[4] - before[4] < before[1] // 2, (before, after)
+    # the summary reports them, per broker, before and after
+    per_broker = plan.summary["per_broker"]
+    assert {b: per_broker[str(b)]["leaders_before"] for b in rack} == {b: before[b] for b in rack}
+    assert {b: per_broker[str(b)]["leaders_after"] for b in rack} == {b: after[b] for b in rack}
+    assert plan.summary["leaders_max"] - plan.summary["leaders_min"] <= 2
+    assert per_broker["1"]["rack"] == "a" and per_broker["1"]["registered"] is True
 
 
 def test_repair_pass_evens_out_what_racks_allow():

@@ -72,6 +72,13 @@ def broker_rows(extra: dict[int, str | None] | None = None) -> list[dict]:
     return rows
 
 
+def leaders_of(broker: int, targets: dict) -> int:
+    """Preferred leaderships (first replicas) of ``broker`` once ``targets`` replace the assignments."""
+    firsts = {k: [b for b, _ in v][0] for k, v in ASSIGNMENTS.items()}
+    firsts.update({k: v[0] for k, v in targets.items()})
+    return sum(1 for b in firsts.values() if b == broker)
+
+
 def write_plan(
     out: Path,
     targets: dict,
@@ -117,7 +124,14 @@ def write_plan(
         "max_bytes_per_chunk": max_bytes,
         "chunks": entries,
         "per_broker": {
-            str(b): {"replicas_before": rb, "replicas_after": ra, "bytes_before": bb, "bytes_after": ba}
+            str(b): {
+                "replicas_before": rb,
+                "replicas_after": ra,
+                "bytes_before": bb,
+                "bytes_after": ba,
+                "leaders_before": leaders_of(b, {}),
+                "leaders_after": leaders_of(b, targets),
+            }
             for b, (rb, ra, bb, ba) in per_broker.items()
         },
         "moves": [
@@ -293,3 +307,38 @@ def test_checker_flags_bad_receivers(tmp_path):
     violations = check_plan(plan, replica_rows(), broker_rows())
     assert "receivers include failed broker(s) [5]" in violations
     assert "receiver(s) [5] not live brokers" in violations
+
+
+def test_checker_accepts_a_chosen_first_replica_and_flags_piled_up_preferred_leaders(tmp_path):
+    """t-0's failed preferred leader (5): the planner may move a target replica to the front."""
+    # 3 takes 5's place and goes first (the hand-made good plan): every live broker leads one.
+    assert broken(tmp_path) == []
+    # 1, a survivor, goes first and 3 takes 5's place: allowed by position, but 1 then leads 2
+    # partitions while 3, a replica of the same partition, leads none.
+    violations = broken(tmp_path, {("t", 0): [1, 3, 2]})
+    assert violations == [
+        "preferred leaders unbalanced: t-0 gets preferred leader 1 with 2 preferred leaderships, "
+        "its replica 3 has 0"
+    ]
+    # 2 goes first, the others keep their order: positions hold, but 2 then leads t-0 and t-2.
+    assert broken(tmp_path, {("t", 0): [2, 3, 1]}) == [
+        "preferred leaders unbalanced: t-0 gets preferred leader 2 with 2 preferred leaderships, "
+        "its replica 3 has 0"
+    ]
+    # A list whose survivors change order beyond the chosen first one is a moved replica.
+    violations = broken(tmp_path, {("t", 0): [3, 2, 1]})
+    assert any("replica 1 at position 1 moved to 2" in v for v in violations), violations
+    # A preferred leader that did not fail still never moves.
+    violations = broken(tmp_path, {("t", 1): [2, 1, 4]})
+    assert any("preferred leader 1 at position 0 moved to 2" in v for v in violations), violations
+
+
+def test_checker_catches_wrong_preferred_leader_figures(tmp_path):
+    plan = good_plan(tmp_path)
+    summary = json.loads((plan.directory / "summary.json").read_text())
+    summary["per_broker"]["3"]["leaders_after"] = 0
+    (plan.directory / "summary.json").write_text(json.dumps(summary))
+    violations = check_plan(load_plan(plan.directory), replica_rows(), broker_rows())
+    assert violations == [
+        "summary per-broker figures of broker 3 wrong (summary, snapshot): {'leaders_after': (0, 1)}"
+    ]

@@ -178,6 +178,26 @@ def _distinct_racks(racks: Mapping[int, str | None], brokers: Iterable[int]) -> 
     return len({_rack(racks, b) for b in brokers})
 
 
+def _undo_leader_choice(old: tuple[int, ...], new: tuple[int, ...], failed: set[int]) -> tuple[int, ...]:
+    """The target as it was before the planner chose its first replica, for the position rules.
+
+    When the failed replica was the preferred leader, the planner may move one target replica to
+    the front (the others keep their order). Putting it back where it belongs (a survivor at its
+    old position, a replacement at a failed one's) gives the list on which "only failed replicas
+    move" is checked; when no such place exists the target is checked as it is.
+    """
+    if not old or old[0] not in failed or len(new) != len(old):
+        return new
+    first, rest = new[0], list(new[1:])
+    for place in range(len(old)):
+        candidate = tuple(rest[:place] + [first] + rest[place:])
+        if (old[place] in failed) != (first in old) and all(
+            candidate[i] == b for i, b in enumerate(old) if b not in failed
+        ):
+            return candidate
+    return new
+
+
 def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterable[Mapping]) -> list[str]:
     """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
 
@@ -201,11 +221,14 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         racks[b] = row.get("rack")
 
     count: Counter = Counter()
+    leaders: Counter = Counter()  # preferred leaderships: first replica of a partition
     reported: Counter = Counter()
     interesting: set[tuple[str, int]] = set(planned)
     for row in replica_rows:
         b = int(row["replica"])
         count[b] += 1
+        if int(row["replica_index"]) == 0:
+            leaders[b] += 1
         reported[b] += row["size_bytes"] or 0
         if b not in alive:  # named in assignments only
             alive[b] = bool(row.get("broker_alive"))
@@ -263,15 +286,16 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
             continue
         if len(set(new)) != len(new):
             report(f"{name}: target {list(new)} names a broker twice")
-        for i, (was, now) in enumerate(zip(old, new)):
+        laid_out = _undo_leader_choice(old, new, failed)
+        for i, (was, now) in enumerate(zip(old, laid_out)):
             if was not in failed:
                 if now != was:
                     what = "preferred leader" if i == 0 else "replica"
                     report(f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)")
             elif now not in receivers:
-                report(f"{name}: failed replica {was} at position {i} replaced by {now}, not a receiver")
+                report(f"{name}: failed replica {was} replaced by {now}, not a receiver")
             else:
-                slots.append((key, i, now))
+                slots.append((key, new.index(now), now))
         before_racks, after_racks = _distinct_racks(racks, old), _distinct_racks(racks, new)
         if after_racks < before_racks:
             rack_counts = Counter(_rack(racks, b) for b in new)
@@ -322,6 +346,26 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
                     )
                     flagged.add(r)
                     break
+
+    # Preferred leaders: where the failed replica led, the chosen first replica leaves no other
+    # replica of that partition with at least two fewer preferred leaderships (live brokers).
+    leaders_after = Counter(leaders)
+    for key, target in planned.items():
+        if key in current and current[key] and target.replicas:
+            leaders_after[current[key][0]] -= 1
+            leaders_after[target.replicas[0]] += 1
+    for key, target in sorted(planned.items()):
+        old = current.get(key)
+        if not old or old[0] not in failed or len(target.replicas) != len(old):
+            continue
+        first = target.replicas[0]
+        fewer = [b for b in target.replicas[1:] if leaders_after[b] <= leaders_after[first] - 2]
+        if fewer:
+            other = min(fewer, key=lambda b: (leaders_after[b], b))
+            report(
+                f"preferred leaders unbalanced: {key[0]}-{key[1]} gets preferred leader {first} with "
+                f"{leaders_after[first]} preferred leaderships, its replica {other} has {leaders_after[other]}"
+            )
 
     # Chunks: each planned partition exactly once, within the limits, in the summary's figures.
     max_partitions = summary.get("max_partitions_per_chunk")
@@ -390,12 +434,15 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
     for key, target in planned.items():
         if key not in current:
             continue
-        for r, was, now in zip(rows_of[key], current[key], target.replicas):
-            if was != now:
+        # by membership, not position: a reordered list moves no data
+        for r in rows_of[key]:
+            was = int(r["replica"])
+            if was not in target.replicas:
                 replicas_after[was] -= 1
                 bytes_after[was] -= size[key] if r["size_bytes"] is None else r["size_bytes"]
-                replicas_after[now] += 1
-                bytes_after[now] += size[key]
+        for now in set(target.replicas) - set(current[key]):
+            replicas_after[now] += 1
+            bytes_after[now] += size[key]
     per_broker = summary.get("per_broker", {})
     for b in sorted(set(count) | set(alive)):
         got = per_broker.get(str(b))
@@ -404,6 +451,8 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
             "replicas_after": replicas_after[b],
             "bytes_before": bytes_before[b],
             "bytes_after": bytes_after[b],
+            "leaders_before": leaders[b],
+            "leaders_after": leaders_after[b],
         }
         if got is None:
             report(f"summary has no per-broker entry for broker {b}")

@@ -1,0 +1,126 @@
+"""Leadership after healing: move leaders to the preferred replicas the plan chose, and prove it.
+
+The plan balances *preferred* leaders (first replicas); leadership itself follows only when
+the controller's auto leader rebalance gets to it (some minutes, and only when the broker's
+imbalance passes its threshold) or when a preferred-leader election is asked for. The runbook
+asks for it on the partitions it moved, then reads the leaders back until every one of them
+is led by its preferred replica and still is after a settle period.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kafka_runbooks import decisions
+from kafka_runbooks.model import PartitionState
+
+
+def leaders_per_broker(partitions: list[PartitionState]) -> dict[int, int]:
+    """Partitions each broker leads now."""
+    return dict(sorted(Counter(p.leader for p in partitions if p.has_leader).items()))
+
+
+def preferred_per_broker(partitions: list[PartitionState]) -> dict[int, int]:
+    """Partitions each broker is the preferred leader (first replica) of."""
+    return dict(sorted(Counter(p.preferred_leader for p in partitions if p.replicas).items()))
+
+
+def not_led_by_preferred(partitions: list[PartitionState], keys: set[str]) -> list[PartitionState]:
+    """Partitions among ``keys`` ("topic:partition") whose preferred replica does not lead."""
+    return [p for p in partitions if f"{p.topic}:{p.partition}" in keys and p.leader != p.preferred_leader]
+
+
+@dataclass
+class ElectionResult:
+    asked: list[str]
+    errors: dict[str, str]
+    not_led: list[str]
+    leaders_before: dict[int, int]
+    leaders_after: dict[int, int]
+    records: list[decisions.DecisionRecord] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_led
+
+
+def elect_preferred_leaders(
+    read: Callable[[], list[PartitionState]],
+    elect: Callable[[list[tuple[str, int]]], dict[tuple[str, int], str | None]],
+    keys: set[str],
+    logger: logging.Logger | None = None,
+    timeout_s: float = 120.0,
+    settle_s: float = 10.0,
+    poll_s: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ElectionResult:
+    """Elect the preferred leader of every partition in ``keys`` that another replica leads.
+
+    Success is read back: each of them led by its preferred replica, still so ``settle_s``
+    later. A preferred replica out of the ISR cannot be elected (Kafka refuses): it stays in
+    ``not_led`` and the caller fails with what was seen.
+    """
+    partitions = read()
+    before = leaders_per_broker(partitions)
+    todo = not_led_by_preferred(partitions, keys)
+    asked = [f"{p.topic}:{p.partition}" for p in todo]
+    errors: dict[str, str] = {}
+    if todo:
+        answers = elect([(p.topic, p.partition) for p in todo])
+        errors = {
+            f"{t}:{p}": err
+            for (t, p), err in answers.items()
+            if err and not err.startswith("ElectionNotNeededError")
+        }
+    deadline = clock() + timeout_s
+    settled_at: float | None = None
+    while True:
+        partitions = read()
+        pending = not_led_by_preferred(partitions, keys)
+        if pending:
+            settled_at = None
+        elif settled_at is None:
+            settled_at = clock()
+        if settled_at is not None and clock() - settled_at >= settle_s:
+            break
+        if clock() >= deadline:
+            break
+        sleep(poll_s)
+    result = ElectionResult(
+        asked=asked,
+        errors=errors,
+        not_led=[f"{p.topic}:{p.partition}" for p in pending],
+        leaders_before=before,
+        leaders_after=leaders_per_broker(partitions),
+    )
+    result.records.append(
+        decisions.record(
+            "elect preferred leaders",
+            "leaders balanced" if result.ok else "leaders NOT on the preferred replicas",
+            (
+                f"{len(asked)} of {len(keys)} moved partition(s) were led by another replica; after the "
+                f"election every moved partition is led by its preferred replica ({settle_s:.0f}s settled)"
+            )
+            if result.ok
+            else (
+                f"{len(result.not_led)} moved partition(s) still led by another replica after "
+                f"{timeout_s:.0f}s (a preferred replica out of the ISR cannot lead)"
+            ),
+            observed={
+                "leaders_per_broker_before": before,
+                "leaders_per_broker_after": result.leaders_after,
+                "preferred_per_broker": preferred_per_broker(partitions),
+                "election_errors": dict(list(errors.items())[:20]),
+                "not_led_by_preferred": result.not_led[:50],
+            },
+            action=f"ElectLeaders(PREFERRED) on {len(asked)} partition(s)",
+            logger=logger,
+            level=logging.INFO if result.ok else logging.ERROR,
+        )
+    )
+    return result

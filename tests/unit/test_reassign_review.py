@@ -1,0 +1,143 @@
+"""What a person sees of a reassignment run: the gate's Markdown, and clean ends after bad input."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from airflow.sdk.exceptions import AirflowSkipException  # first: Airflow sets up logging when imported
+
+from kafka_runbooks.reassign.report import human_bytes, human_duration, plan_markdown
+
+SUMMARY = {
+    "failed_brokers": [4],
+    "receivers": [1, 2, 3],
+    "partitions": 3,
+    "bytes": 3 * 1024**3 + 512 * 1024**2,
+    "moved_per_receiver": {"1": 1, "2": 1, "3": 1},
+    "leaders_changed": 1,
+    "not_moved_count": 0,
+    "chunks": [
+        {"index": 1, "file": "chunks/0001.json", "partitions": 2, "bytes": 3 * 1024**3},
+        {"index": 2, "file": "chunks/0002.json", "partitions": 1, "bytes": 512 * 1024**2},
+    ],
+    "per_broker": {
+        "1": {
+            "replicas_before": 73,
+            "replicas_after": 74,
+            "bytes_before": 10_760_464,
+            "bytes_after": 10_760_464 + 2 * 1024**3,
+            "leaders_before": 24,
+            "leaders_after": 25,
+            "rack": "rack-a",
+        },
+        "2": {
+            "replicas_before": 70,
+            "replicas_after": 71,
+            "bytes_before": 0,
+            "bytes_after": 1024**3,
+            "leaders_before": 25,
+            "leaders_after": 25,
+            "rack": "rack-b",
+        },
+        "3": {
+            "replicas_before": 70,
+            "replicas_after": 71,
+            "bytes_before": 2048,
+            "bytes_after": 2048 + 512 * 1024**2,
+            "leaders_before": 25,
+            "leaders_after": 25,
+            "rack": "rack-a",
+        },
+        "4": {
+            "replicas_before": 3,
+            "replicas_after": 0,
+            "bytes_before": 3 * 1024**3 + 512 * 1024**2,
+            "bytes_after": 0,
+            "leaders_before": 1,
+            "leaders_after": 0,
+            "rack": "rack-b",
+            "registered": True,
+        },
+    },
+}
+
+
+def test_units_and_durations():
+    assert [human_bytes(n) for n in (0, 1023, 1536, 10_760_464, 3 * 1024**3)] == [
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "10.3 MiB",
+        "3.0 GiB",
+    ]
+    assert [human_duration(s) for s in (0.4, 59, 95, 7260)] == ["0 s", "59 s", "1 min 35 s", "2 h 1 min"]
+
+
+def test_the_gate_body_is_markdown_tables_the_ui_renders():
+    text = plan_markdown(SUMMARY, 50 * 1024**2, "/data/reassign/run-1/plan", True)
+    assert "```" not in text  # a fenced block is shown as one run-on line
+    lines = text.splitlines()
+    # per broker: replicas, preferred leaders and bytes before -> after, with units
+    assert "| broker | rack | replicas | preferred leaders | bytes |" in lines
+    assert "|---:|---|---:|---:|---:|" in lines
+    assert "| 1 | rack-a | 73 → 74 | 24 → 25 | 10.3 MiB → 2.0 GiB |" in lines
+    assert "| 2 | rack-b | 70 → 71 | 25 | 0 B → 1.0 GiB |" in lines
+    assert "| **4** (failed: registered, fenced) | rack-b | 3 → 0 | 1 → 0 | 3.5 GiB → 0 B |" in lines
+    # the figures: data with units, the estimate at the throttle (busiest receiver: 1, 2 GiB at 50 MiB/s)
+    assert "| Data to copy | 3.5 GiB (3,758,096,384 bytes) |" in lines
+    assert "| Throttle | 50.0 MiB/s per broker |" in lines
+    assert any(line.startswith("| Estimated duration at the throttle | about 41 s ") for line in lines)
+    assert (
+        "| Plan files | `/data/reassign/run-1/plan` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |"
+        in lines
+    )
+    assert any("failed broker(s) **4 (rack rack-b)**" in line for line in lines)
+    # the chunk list, i of N
+    assert "| 1 of 2 | 2 | 3.0 GiB |" in lines and "| 2 of 2 | 1 | 512.0 MiB |" in lines
+    assert any(line.startswith("| After healing | a preferred-leader election") for line in lines)
+    off = plan_markdown(SUMMARY, 50 * 1024**2, "/p", False)
+    assert "`elect_preferred_leaders` is off" in off
+
+
+def test_a_long_chunk_list_is_summed_up_not_cut():
+    summary = {
+        **SUMMARY,
+        "chunks": [{"index": i, "file": "", "partitions": 1, "bytes": 1024} for i in range(1, 51)],
+    }
+    lines = plan_markdown(summary, 1024, "/p", True).splitlines()
+    assert "| 40 of 50 | 1 | 1.0 KiB |" in lines and "| 41 of 50 | 1 | 1.0 KiB |" not in lines
+    assert "| … 10 more | 10 | 10.0 KiB |" in lines
+
+
+def test_review_after_a_failed_validate_skips_and_names_it(caplog):
+    from kafka_runbooks_airflow.reassign import review_plan
+
+    caplog.set_level(logging.INFO)
+    with pytest.raises(AirflowSkipException, match="validate did not finish"):
+        review_plan(None, None, "kafka_failed_broker_reassignment", "run-1")
+    assert "DECISION plan: skip because validate did not finish" in caplog.text
+    with pytest.raises(AirflowSkipException, match="snapshot_cluster did not finish"):
+        review_plan({"plan_dir": "/nowhere"}, None, "kafka_failed_broker_reassignment", "run-1")
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"failed_brokers": "4,4"}, "failed_brokers names broker(s) [4] more than once"),
+        ({"throttle_bytes_per_sec": 0}, "must be"),
+    ],
+)
+def test_bad_params_end_in_a_refuse_decision_before_any_cluster_call(caplog, params, message):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.reassign import validate
+
+    caplog.set_level(logging.INFO)
+    # no connection exists: reaching the cluster would fail differently
+    with pytest.raises(AirflowFailException) as err:
+        validate({"kafka_conn_id": "no_such_connection", **params}, "kafka_failed_broker_reassignment", "r")
+    assert message in str(err.value)
+    refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
+    assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR
+    assert message in refusals[0].getMessage()
