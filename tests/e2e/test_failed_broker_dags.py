@@ -106,6 +106,29 @@ def clean_throttles(admin):
         incremental_alter_configs(admin.gaps, kind, {resource: {k: ("DELETE", None) for k in keys}})
 
 
+def test_bad_input_ends_in_a_refuse_record_and_the_review_skips_cleanly(airflow_local: AirflowLocal):
+    """A controller id named as the failed broker: validate refuses with a DECISION record naming
+    it a controller; review_plan (which runs whatever happened upstream) skips, naming validate,
+    instead of failing with a TypeError that would hide the real error."""
+    airflow_local.wait_for_dag(REASSIGN, timeout=120)
+    airflow_local.unpause(REASSIGN)
+    run = airflow_local.trigger(REASSIGN, {"failed_brokers": [9001]})
+    assert airflow_local.wait_for_run(REASSIGN, run, timeout=300) == "failed"
+    assert airflow_local.task_instance(REASSIGN, run, "validate")["state"] == "failed"
+    validate_log = airflow_local.task_log_text(REASSIGN, run, "validate")
+    assert "broker(s) named as failed [9001]: node(s) [9001] are KRaft controllers" in validate_log, (
+        validate_log[-3000:]
+    )
+    assert "DECISION validate: refuse the run: nothing was done because" in validate_log
+    review = airflow_local.task_instance(REASSIGN, run, "review_plan")
+    review_log = airflow_local.task_log_text(REASSIGN, run, "review_plan")
+    assert review["state"] == "skipped", review_log[-3000:]
+    assert "DECISION plan: skip because validate did not finish" in review_log
+    assert "TypeError" not in review_log
+    for task in ("approval_gate", "execute_chunks"):
+        assert airflow_local.task_instance(REASSIGN, run, task)["state"] in ("skipped", "upstream_failed")
+
+
 def test_a_bounce_within_the_threshold_starts_nothing(airflow_local: AirflowLocal, restore_stack, admin):
     stack = restore_stack
     airflow_local.wait_for_dag(SWEEP, timeout=120)

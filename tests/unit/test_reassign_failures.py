@@ -126,3 +126,74 @@ def test_bad_thresholds_and_corrupt_state_are_clear_errors(tmp_path):
     store.path.write_text("{nope")
     with pytest.raises(ValueError, match="not valid JSON"):
         store.load()
+
+
+def with_quorum(state: ClusterState, epoch: int, fetches: dict[int, int], now_ms: int) -> ClusterState:
+    """The metadata quorum's answer: controller 9001 leads; brokers in ``fetches`` are observers."""
+    from kafka_runbooks.model import Quorum, QuorumMember
+
+    state.quorum = Quorum(
+        leader_id=9001,
+        leader_epoch=epoch,
+        high_watermark=100,
+        voters=(QuorumMember(9001, 100, now_ms, now_ms), QuorumMember(9002, 100, now_ms, now_ms)),
+        observers=tuple(QuorumMember(b, 100, t, t) for b, t in fetches.items()),
+    )
+    return state
+
+
+def test_a_bounce_between_sweeps_restarts_the_countdown(tmp_path):
+    """Broker 3 is failed at every sweep; its metadata fetches show whether it ran in between."""
+    clock = Clock()
+    t = tracker(tmp_path, clock)
+    killed_at = 999_990_000  # controller clock, just before the first sweep
+    first = t.observe(with_quorum(cluster({3: "fenced"}), 5, {3: killed_at}, 1_000_000_000))
+    assert first.failed[3].first_seen_ms == 1_000_000_000 and first.bounced == []
+
+    # same epoch, same last fetch (or the observer expired): it did not run; the countdown goes on
+    clock.t += 200
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 5, {3: killed_at}, 1_000_200_000))
+    assert a.failed[3].first_seen_ms == 1_000_000_000 and a.bounced == []
+    clock.t += 200
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 5, {}, 1_000_400_000))
+    assert a.failed[3].first_seen_ms == 1_000_000_000 and a.bounced == []
+
+    # it came back between two sweeps and was killed again: a newer fetch
+    clock.t += 200
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 5, {3: 1_000_500_000}, 1_000_600_000))
+    assert a.bounced == [3] and a.failed[3].first_seen_ms == 1_000_600_000 and a.due == []
+    record = next(r for r in a.records if r.decision == "restart the countdown")
+    assert "ran between two sweeps (a bounce)" in record.reason
+
+    # controller leadership moved: any fetch the new leader reports came after the last sweep
+    clock.t += 200
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 6, {3: 1_000_700_000}, 1_000_800_000))
+    assert a.bounced == [3] and a.failed[3].first_seen_ms == 1_000_800_000
+    # ... while a new leader that has not heard from it says nothing
+    clock.t += 200
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 7, {}, 1_001_000_000))
+    assert a.bounced == [] and a.failed[3].first_seen_ms == 1_000_800_000
+
+
+def test_a_fenced_broker_whose_process_runs_is_not_counted_down_and_says_so(tmp_path):
+    clock = Clock()
+    t = tracker(tmp_path, clock)
+    t.observe(with_quorum(cluster({3: "fenced"}), 5, {3: 999_999_500}, 1_000_000_000))
+    clock.t += 400
+    a = t.observe(with_quorum(cluster({3: "fenced"}), 5, {3: 1_000_399_800}, 1_000_400_000))
+    assert a.bounced == [3] and a.due == []
+    record = next(r for r in a.records if r.decision == "restart the countdown")
+    assert "fenced but its process runs" in record.reason
+
+
+def test_an_old_state_file_without_a_baseline_only_records_one(tmp_path):
+    clock = Clock()
+    store = FailureStore("kafka_default", tmp_path)
+    from kafka_runbooks.reassign.failures import FailedBroker
+
+    store.save({3: FailedBroker(broker_id=3, first_seen_ms=990_000_000)})
+    a = tracker(tmp_path, clock).observe(
+        with_quorum(cluster({3: "fenced"}), 5, {3: 999_000_000}, 1_000_000_000)
+    )
+    assert a.bounced == [] and a.failed[3].first_seen_ms == 990_000_000
+    assert (a.failed[3].quorum_epoch, a.failed[3].last_fetch_ms) == (5, 999_000_000)

@@ -8,6 +8,15 @@ survives a scheduler restart, an Airflow upgrade and a cleared run, and is forgo
 moment the broker is back: a bounce shorter than the failure threshold never starts a
 reassignment (the KIP's "a broker being bounced must not count as a failure").
 
+A broker can also come back *between* two sweeps and fail again before the next one: every
+sweep sees it failed. The evidence that survives is in the KRaft metadata quorum: every
+running broker fetches the metadata log from the active controller, which reports each
+observer's last fetch time (DescribeQuorum; kept for 5 minutes after the last fetch, reset
+when controller leadership moves). The sweep remembers the last fetch it saw (with the
+quorum's leader epoch); a fetch newer than that one means the broker's process ran since
+the last sweep, so the countdown starts again. (DescribeCluster does not report the broker
+epoch, and a dead broker's exporter cannot be scraped, so these are the readable traces.)
+
 Too many brokers failed at once is an outage, not a broker failure: moving replicas then
 would only add load to a cluster that is already in trouble, so nothing is started.
 """
@@ -62,6 +71,12 @@ class Thresholds:
         )
 
 
+# A running broker fetches the metadata log continuously (long polls of at most 500 ms); a dead
+# one is fenced only after missing heartbeats for broker.session.timeout.ms (9 s by default), so
+# a fenced broker whose last fetch is this recent (controller clock) is running now.
+RUNNING_NOW_MS = 3_000
+
+
 @dataclass
 class FailedBroker:
     broker_id: int
@@ -69,10 +84,57 @@ class FailedBroker:
     alerted_ms: int | None = None
     triggered_ms: int | None = None
     triggered_run_id: str | None = None
+    # the quorum's leader epoch and the broker's last metadata fetch (controller clock) seen by the
+    # last sweep; quorum_epoch None: nothing read yet (no baseline to compare with)
+    quorum_epoch: int | None = None
+    last_fetch_ms: int | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> FailedBroker:
         return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class MetadataFetch:
+    """What the active controller says of one broker's metadata fetches (DescribeQuorum)."""
+
+    quorum_epoch: int
+    last_fetch_ms: int | None  # None: not an observer now (no fetch for 5 minutes, or a new leader)
+    controller_now_ms: int | None  # the leader's own entry: its clock at the time of the answer
+
+    def ran_since(self, entry: FailedBroker) -> bool:
+        """A fetch newer than the one the last sweep saw: the broker's process ran in between.
+
+        A new quorum leader epoch keeps only fetches made to the new leader, i.e. after the last
+        sweep (which saw the older epoch); in the same epoch, a later fetch time is a new fetch.
+        """
+        if entry.quorum_epoch is None or self.last_fetch_ms is None:
+            return False
+        if self.quorum_epoch != entry.quorum_epoch:
+            return True
+        return entry.last_fetch_ms is None or self.last_fetch_ms > entry.last_fetch_ms
+
+    @property
+    def running_now(self) -> bool:
+        return (
+            self.last_fetch_ms is not None
+            and self.controller_now_ms is not None
+            and self.controller_now_ms - self.last_fetch_ms <= RUNNING_NOW_MS
+        )
+
+
+def metadata_fetch(state: ClusterState, broker_id: int) -> MetadataFetch | None:
+    """The broker's last metadata fetch as the quorum reports it; None without a quorum read."""
+    quorum = state.quorum
+    if quorum is None:
+        return None
+    member = next((o for o in quorum.observers if o.node_id == broker_id), None)
+    leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
+    return MetadataFetch(
+        quorum_epoch=quorum.leader_epoch,
+        last_fetch_ms=member.last_fetch_ms if member else None,
+        controller_now_ms=leader.last_fetch_ms if leader else None,
+    )
 
 
 @dataclass
@@ -83,6 +145,7 @@ class Assessment:
     brokers: int
     failed: dict[int, FailedBroker]
     recovered: list[int] = field(default_factory=list)
+    bounced: list[int] = field(default_factory=list)
     alerts: list[int] = field(default_factory=list)
     due: list[int] = field(default_factory=list)
     outage: bool = False
@@ -94,6 +157,7 @@ class Assessment:
             "brokers": self.brokers,
             "failed": {str(b): asdict(f) for b, f in sorted(self.failed.items())},
             "recovered": self.recovered,
+            "bounced": self.bounced,
             "alerts": self.alerts,
             "due": self.due,
             "outage": self.outage,
@@ -170,19 +234,17 @@ class FailureTracker:
                 )
             for broker_id in now_failed:
                 entry = known.get(broker_id)
+                fetch = metadata_fetch(state, broker_id)
+                if entry is not None and fetch is not None and fetch.ran_since(entry):
+                    a.records.append(self._bounced(broker_id, entry, fetch, now_ms))
+                    a.bounced.append(broker_id)
+                    entry = None
                 if entry is None:
                     entry = FailedBroker(broker_id=broker_id, first_seen_ms=now_ms)
-                    broker = state.brokers.get(broker_id)
-                    a.records.append(
-                        self._record(
-                            "failure tracking",
-                            "start the countdown",
-                            f"broker {broker_id} hosts {len(state.hosted_by(broker_id))} replica(s) but is "
-                            + ("registered and fenced" if broker and broker.alive else "not registered"),
-                            subject=f"broker {broker_id}",
-                            observed={"first_seen_ms": now_ms, "failure_threshold_s": th.failure_threshold_s},
-                        )
-                    )
+                    if broker_id not in a.bounced:
+                        a.records.append(self._countdown(state, broker_id, now_ms))
+                if fetch is not None:
+                    entry.quorum_epoch, entry.last_fetch_ms = fetch.quorum_epoch, fetch.last_fetch_ms
                 a.failed[broker_id] = entry
             a.outage = total > 0 and len(now_failed) > th.max_failed_fraction * total
             if a.outage:
@@ -253,6 +315,58 @@ class FailureTracker:
                 a.due.append(broker_id)
             self.store.save(a.failed)
         return a
+
+    def _countdown(self, state: ClusterState, broker_id: int, now_ms: int) -> decisions.DecisionRecord:
+        broker = state.brokers.get(broker_id)
+        rack = f" (rack {broker.rack})" if broker and broker.rack else " (rack unknown)"
+        how = (
+            "registered and fenced (a killed broker stays registered, its rack known)"
+            if broker and broker.alive
+            else "not registered"
+        )
+        return self._record(
+            "failure tracking",
+            "start the countdown",
+            f"broker {broker_id}{rack} hosts {len(state.hosted_by(broker_id))} replica(s) but is {how}",
+            subject=f"broker {broker_id}",
+            observed={
+                "first_seen_ms": now_ms,
+                "failure_threshold_s": self.thresholds.failure_threshold_s,
+                "rack": broker.rack if broker else None,
+            },
+        )
+
+    def _bounced(
+        self, broker_id: int, entry: FailedBroker, fetch: MetadataFetch, now_ms: int
+    ) -> decisions.DecisionRecord:
+        failed_s = (now_ms - entry.first_seen_ms) / 1000
+        if fetch.running_now:
+            reason = (
+                f"broker {broker_id} is fenced but its process runs (it fetched cluster metadata "
+                f"{(fetch.controller_now_ms - fetch.last_fetch_ms) / 1000:.0f}s ago): starting, recovering "
+                "its logs or stuck, not dead; the countdown starts again while it runs"
+            )
+        else:
+            reason = (
+                f"broker {broker_id} fetched cluster metadata at {fetch.last_fetch_ms} (controller clock), after "
+                f"the last sweep: it ran between two sweeps (a bounce) and failed again; its {failed_s:.0f}s "
+                "failed are forgotten and the countdown starts again"
+            )
+        return self._record(
+            "failure tracking",
+            "restart the countdown",
+            reason,
+            subject=f"broker {broker_id}",
+            observed={
+                "first_seen_ms_was": entry.first_seen_ms,
+                "first_seen_ms": now_ms,
+                "last_fetch_ms_was": entry.last_fetch_ms,
+                "last_fetch_ms": fetch.last_fetch_ms,
+                "quorum_epoch_was": entry.quorum_epoch,
+                "quorum_epoch": fetch.quorum_epoch,
+            },
+            level=logging.WARNING if fetch.running_now else logging.INFO,
+        )
 
     def mark_triggered(self, broker_ids: list[int], run_id: str) -> None:
         """Remember that a reassignment run was started for these brokers."""
