@@ -25,6 +25,9 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
 from kafka_runbooks.localstack import LocalStack, Topology  # noqa: E402
 
+# ~20 s idle; 4 minutes were not enough with several stacks and stress-ng on 2 cores
+START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
+
 
 class ExternalCluster:
     """Stands in for LocalStack when the suite points at a cluster it must not break."""
@@ -43,7 +46,7 @@ def kafka_stack():
     reuse = os.environ.get("KR_TEST_STACK_DIR")
     if reuse:
         stack = LocalStack(home=reuse)
-        stack.start()
+        stack.start(timeout=START_TIMEOUT_S)
         yield stack
         return
     port_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
@@ -56,8 +59,8 @@ def kafka_stack():
             pytest.fail(f"another test session is using {home}; set KR_TEST_STACK_DIR to share one")
         stack = LocalStack(home=home, topology=Topology(port_base=port_base))
         stack.destroy()
-        stack.start()
-        try:
+        try:  # a start that times out must not leave its JVMs running
+            stack.start(timeout=START_TIMEOUT_S)
             yield stack
         finally:
             stack.stop()
