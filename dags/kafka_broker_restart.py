@@ -17,8 +17,12 @@ Restarts the nodes you name, **one at a time**, the way a careful Kafka engineer
 
 Order: unready nodes first, then ready ones, the active controller last. Every
 observation and decision is a `DECISION` record in the task logs. An approval gate comes
-before the first restart unless `require_approval` is off. A cleared run resumes where it
-stopped.
+before the first restart: the approval is recorded with the run and bound to the digest of
+the plan it showed, and the roll refuses to start without an approval of exactly its plan.
+Reject or no answer within `approval_timeout_s` fails the run; a cleared or resumed run
+asks again. `require_approval=false` is refused unless the deployment allows ungated runs
+(Variable `kafka_runbooks_allow_ungated`). A cleared run resumes where it stopped, after
+a new approval.
 
 It will never restart two nodes at once, never restart a broker in log recovery, and
 never force-restart anything unless the run allows it.
@@ -30,10 +34,10 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
@@ -79,7 +83,14 @@ with DAG(
         "require_approval": Param(
             True,
             type="boolean",
-            description="On: the run stops at an approval gate showing the order before the first restart.",
+            description="On: the run stops at an approval gate showing the order before the first restart. "
+            "Off is refused unless the deployment allows ungated runs (Variable kafka_runbooks_allow_ungated).",
+        ),
+        "approval_timeout_s": Param(
+            43200,
+            type="integer",
+            minimum=1,
+            description="Seconds the approval gate waits for an answer; no answer by then fails the run.",
         ),
         "dry_run": Param(
             False,
@@ -115,20 +126,17 @@ with DAG(
 
     @task
     def plan_restart(params=None, run_id=None, dag_run=None) -> dict:
-        """Validate the request against the live cluster and write the roll plan."""
+        """Refuse an ungated run the deployment does not allow; validate and write the roll plan."""
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
         from kafka_runbooks_airflow.restart_plan import plan_roll
 
+        refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
         return plan_roll(params, dag_run.dag_id, run_id)
 
-    @task.branch
-    def gate_or_go(plan: dict) -> str:
-        """Dry runs and runs without approval go straight to the roll."""
-        if plan["dry_run"] or not plan["require_approval"] or plan["resumed"]:
-            return "rolling_restart"
-        return "approval_gate"
-
-    approval = ApprovalOperator(
+    # always runs: it asks, or records why no answer is needed (dry run, allowed ungated run)
+    approval = PlanApprovalOperator(
         task_id="approval_gate",
+        action_kind="restart",
         subject="Restart Kafka nodes {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}?",
         body=(
             "Reason: {{ params.reason }}\n\n"
@@ -147,11 +155,9 @@ with DAG(
         kafka_config_id="{{ params.kafka_conn_id }}",
         probe_conn_id="{{ params.probe_conn_id or '' }}",
         restart_conn_id="{{ params.restart_conn_id }}",
+        approval_gate_task_id="approval_gate",  # refuses to restart without an approval of its plan
         poke_interval=POKE_INTERVAL_S,
         timeout=timedelta(hours=24).total_seconds(),
-        trigger_rule="none_failed_min_one_success",
     )
 
-    plan = plan_restart()
-    gate_or_go(plan) >> [approval, roll]
-    approval >> roll
+    plan_restart() >> approval >> roll

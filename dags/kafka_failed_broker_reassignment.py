@@ -17,8 +17,12 @@ engineer:
    `spark_jobs/failed_broker_plan.py` (RF kept, racks respected, receivers balanced,
    preferred leader kept, ordered chunks; `kafka-reassign-partitions` JSON).
 4. **review_plan**: an independent check of the plan; the summary (partitions, bytes,
-   per-broker before and after) goes to the log and to the **approval gate**
-   (skipped when `require_approval` is off; a `dry_run` stops here).
+   per-broker before and after) goes to the log and to the **approval gate** (a
+   `dry_run` stops here). The approval is recorded with the run and bound to the digest
+   of the chunks shown; `execute_chunks` refuses without an approval of exactly its
+   chunks. Reject, or no answer within `approval_timeout_s`, fails the run; a cleared run
+   asks again. `require_approval=false` is refused unless the deployment allows ungated
+   runs (Variable `kafka_runbooks_allow_ungated`).
 5. **execute_chunks** (reschedule sensor, no worker slot): per chunk, stop if a failed
    broker came back, drop what is already in place, set the throttle, submit, log
    progress (partitions, bytes, rate, time left), verify target replicas and full ISR,
@@ -37,11 +41,11 @@ from datetime import timedelta
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks.forms import broker_list_schema, size_schema
 from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
@@ -97,7 +101,8 @@ with DAG(
             True,
             type="boolean",
             description="On: the run stops at an approval gate showing the plan before the first chunk moves. "
-            "Off: the plan is executed at once.",
+            "Off: the plan is executed at once, only where the deployment allows ungated runs "
+            "(Variable kafka_runbooks_allow_ungated).",
         ),
         "dry_run": Param(
             False,
@@ -118,14 +123,22 @@ with DAG(
             "with the plan; the gate says so) and read the leaders back, so leadership is balanced again at "
             "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
         ),
+        "approval_timeout_s": Param(
+            43200,
+            type="integer",
+            minimum=1,
+            description="Seconds the approval gate waits for an answer; no answer by then fails the run.",
+        ),
     },
 ) as dag:
 
     @task
     def validate(params=None, run_id=None, dag_run=None) -> dict:
         """Check the params against the cluster; nothing moves if anything is wrong."""
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
         from kafka_runbooks_airflow.reassign import validate as check
 
+        refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
         return check(dict(params), dag_run.dag_id, run_id)
 
     @task.short_circuit
@@ -176,13 +189,13 @@ with DAG(
 
     @task.branch
     def gate_or_go(reviewed: dict) -> list[str]:
-        """Dry runs stop after the plan; without approval straight to the chunks."""
-        if reviewed["dry_run"]:
-            return []
-        return ["approval_gate"] if reviewed["require_approval"] else ["execute_chunks"]
+        """Dry runs stop after the plan; every other run goes through the gate (it asks, or
+        records why no answer is needed: an ungated run the deployment allows)."""
+        return [] if reviewed["dry_run"] else ["approval_gate"]
 
-    approval = ApprovalOperator(
+    approval = PlanApprovalOperator(
         task_id="approval_gate",
+        action_kind="reassign",
         subject="Move {{ ti.xcom_pull(task_ids='review_plan')['replicas'] }} replica(s) of "
         "{{ ti.xcom_pull(task_ids='review_plan')['partitions'] }} partition(s) off failed broker(s) "
         "{{ " + CHECKED + "['failed'] }}?",
@@ -196,9 +209,9 @@ with DAG(
         task_id="execute_chunks",
         kafka_config_id="{{ params.kafka_conn_id }}",
         state_file="exec-state.json",
+        approval_gate_task_id="approval_gate",  # refuses to move anything without an approval of its plan
         poke_interval=POKE_INTERVAL_S,
         timeout=timedelta(hours=72).total_seconds(),
-        trigger_rule="none_failed_min_one_success",
     )
 
     @task(trigger_rule="all_done")
@@ -218,6 +231,5 @@ with DAG(
     checked = validate()
     reviewed = review_plan(checked, snapshot.output)
     anything_to_move(checked) >> finish_earlier >> snapshot >> plan >> reviewed
-    gate_or_go(reviewed) >> [approval, execute]
-    approval >> execute
+    gate_or_go(reviewed) >> approval >> execute
     execute >> [remove_throttles(), verify_result(checked)]

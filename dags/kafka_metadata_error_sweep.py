@@ -22,8 +22,10 @@ moved) its counters count from zero: any error since the restart flags it.
 - a **controller** whose counter went up is reported. When it is the **active controller**
   and its counter went up in `controller_escalate_after` consecutive sweeps (default 2), the
   sweep asks at the `controller_decision` gate: **Restart it (last)** starts
-  `kafka_broker_restart` for it (its own gate and quorum checks apply), **Leave it** (also
-  the answer when nobody answers within an hour) does nothing.
+  `kafka_broker_restart` for it (its own gate and quorum checks apply), **Leave it** does
+  nothing. The answer is recorded with the run (who, when, digest of the escalation
+  shown); the restart is started only with a "Restart it" answer for exactly that
+  escalation. No answer within an hour fails the run and starts nothing.
 - a node whose metrics cannot be read is **unknown**, never healthy.
 
 Every sweep writes `$KAFKA_RUNBOOKS_DATA_DIR/reports/metadata_errors/latest.json` (every
@@ -40,11 +42,11 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.providers.standard.operators.hitl import HITLBranchOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator, PlanDecisionBranchOperator
 
 RESTART_DAG_ID = "kafka_broker_restart"
 REPORT_ASSET = Asset(name="kafka_metadata_error_report")
@@ -136,24 +138,28 @@ with DAG(
         escalation = get_current_context()["ti"].xcom_pull(task_ids="sweep", key="controller_escalation")
         return ["controller_decision"] if escalation else []
 
-    controller_decision = HITLBranchOperator(
+    controller_decision = PlanDecisionBranchOperator(
         task_id="controller_decision",
+        action_kind="controller",
+        approve_option=RESTART_IT,
         subject="Active controller {{ " + ESCALATION + "['node_id'] }}: metadata errors keep increasing",
         body=(
             "{{ " + ESCALATION + "['reason'] }}\n\n"
             f"**{RESTART_IT}** starts `{RESTART_DAG_ID}` for this controller (its approval gate and "
             "quorum checks apply; the active controller is restarted last).\n\n"
-            f"**{LEAVE_IT}** does nothing; the sweep asks again if the counter keeps going up."
+            f"**{LEAVE_IT}** does nothing; the sweep asks again if the counter keeps going up. "
+            "No answer within an hour fails this run and starts nothing."
         ),
         options=[RESTART_IT, LEAVE_IT],
         options_mapping={RESTART_IT: "restart_active_controller", LEAVE_IT: "leave_active_controller"},
-        defaults=[LEAVE_IT],
         response_timeout=timedelta(hours=1),
         assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
     )
 
-    restart_active_controller = TriggerDagRunOperator(
+    restart_active_controller = ApprovedTriggerDagRunOperator(
         task_id="restart_active_controller",
+        action_kind="controller",
+        gate_task_id="controller_decision",  # starts nothing without a "Restart it" for this escalation
         trigger_dag_id=RESTART_DAG_ID,
         trigger_run_id="{{ " + ESCALATION + "['trigger_run_id'] }}",
         conf={
@@ -167,11 +173,15 @@ with DAG(
 
     @task
     def leave_active_controller() -> dict:
-        """Record the choice to leave the controller alone (who answered is in Airflow's audit log)."""
+        """Record the choice to leave the controller alone, and who made it (the gate's record)."""
+        from kafka_runbooks_airflow.gate import RECORD_KEY
         from kafka_runbooks_airflow.metadata_errors import record_left_alone
 
         ti = get_current_context()["ti"]
-        return record_left_alone(ti.xcom_pull(task_ids="sweep", key="controller_escalation"))
+        return record_left_alone(
+            ti.xcom_pull(task_ids="sweep", key="controller_escalation"),
+            ti.xcom_pull(task_ids="controller_decision", key=RECORD_KEY),
+        )
 
     @task
     def raise_alerts() -> dict:

@@ -11,7 +11,10 @@ Modes (`mode`): `show_replica_info` (default: dry run, the table only),
 `manual_recovery_file` (also write `manual_recovery.json` with a `designatedLeader` per
 partition), `automated_recovery` (stop at an **approval gate** showing the table, then
 elect the chosen replicas and verify each elected leader; a leader that is not the
-chosen replica is reported loudly as data loss).
+chosen replica is reported loudly as data loss). The approval is recorded with the run
+and bound to the digest of the elections shown; `run_elections` refuses without an
+approval of exactly its elections. Reject, or no answer within `approval_timeout_s`,
+fails the run; a cleared run asks again.
 
 Which partitions: `partitions_json` in the proposal's format
 `{"partitions": [{"topic": "foo", "partitions": [0, 3]}]}`, or
@@ -25,10 +28,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pendulum
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import PlanApprovalOperator
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
 
@@ -91,6 +94,9 @@ with DAG(
             description="On: after each election put the partition's original replica order back (so the "
             "preferred leader is unchanged). Off: the elected replica stays first.",
         ),
+        "approval_timeout_s": Param(
+            7200, type="integer", minimum=1, description="No answer at the gate within this: the run fails"
+        ),
     },
 ) as dag:
 
@@ -132,8 +138,9 @@ with DAG(
         )
         return go
 
-    approve = ApprovalOperator(
+    approve = PlanApprovalOperator(
         task_id="approve_elections",
+        action_kind="unclean",
         subject="Unclean recovery: elect the chosen replicas? (data beyond each choice is lost)",
         body=(
             "Offline partitions and the replica chosen for each (CHOSEN); `lost_if_elected` is what "
@@ -147,12 +154,20 @@ with DAG(
 
     @task
     def run_elections(document: dict, params=None, run_id=None) -> dict:
-        """Elect each chosen replica (reorder + UNCLEAN election), verify, fail if any did not succeed."""
+        """Elect each chosen replica (reorder + UNCLEAN election), verify, fail if any did not succeed.
+
+        Refuses first unless the gate approved exactly these elections for this run.
+        """
         import logging
+
+        from airflow.sdk import get_current_context
 
         from kafka_runbooks.paths import artifact_dir
         from kafka_runbooks.unclean.runbook import recover
+        from kafka_runbooks_airflow.gate import require_approval
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        require_approval(get_current_context(), "unclean", "approve_elections")
 
         admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
         try:

@@ -92,14 +92,17 @@ def _warn_if_paused(ti, dag_id: str) -> None:
         )
 
 
-def record_left_alone(escalation: dict[str, Any] | None) -> dict[str, Any]:
+def record_left_alone(
+    escalation: dict[str, Any] | None, answer: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The 'Leave it' answer as a decision record naming who gave it (``answer``: the gate's record)."""
     node = (escalation or {}).get("node_id")
+    by = ((answer or {}).get("by") or {}).get("name") or "a person"
     decisions.record(
         "controller",
         "left as it is",
-        "a person chose 'Leave it' (or the question timed out): nothing is restarted; the sweep asks "
-        "again if the counter keeps going up",
-        observed={"escalation": escalation},
+        f"{by} chose 'Leave it': nothing is restarted; the sweep asks again if the counter keeps going up",
+        observed={"escalation": escalation, "answer": answer},
         subject=f"controller {node}",
         logger=log,
     )

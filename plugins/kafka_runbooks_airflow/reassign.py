@@ -120,6 +120,10 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
             logger=log,
         )
         return out
+    if not settings["require_approval"]:  # who may remove the gate is the deployment's decision
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
+
+        refuse_ungated_run(REASSIGN_DAG_ID, False, False)  # fails the sweep when not allowed
     conf = {
         "failed_brokers": assessment.due,
         "receivers": "all",

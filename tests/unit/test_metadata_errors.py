@@ -280,9 +280,12 @@ def test_the_sweep_only_starts_runbooks_and_asks_before_the_controller(sweep_dag
 
     gate = sweep_dag.get_task("controller_decision")
     assert isinstance(gate, HITLBranchOperator)
-    assert gate.defaults == ["Leave it"] and gate.response_timeout.total_seconds() == 3600
+    # no default answer: nobody answering within the hour fails the run and starts nothing
+    assert gate.defaults is None and gate.response_timeout.total_seconds() == 3600
+    assert gate.approve_option == "Restart it (last)"
     restart = sweep_dag.get_task("restart_active_controller")
     assert isinstance(restart, TriggerDagRunOperator) and restart.trigger_dag_id == "kafka_broker_restart"
+    assert restart.gate_task_id == "controller_decision"  # starts only on a recorded "Restart it"
     assert gate.task_id in restart.upstream_task_ids
     assert restart.conf["require_approval"] is True
     mapped = sweep_dag.get_task("start_broker_restarts")

@@ -123,3 +123,20 @@ def test_yaml_examples_parse_and_the_metrics_config_points_at_the_configmap():
     shell = "\n".join(_code_blocks("bash"))
     assert f"create configmap {ref['name']}" in shell
     assert f"--from-file={ref['key']}=stack/jmx-exporter/kafka.yml" in shell
+
+
+def test_the_approval_settings_and_outcomes_are_documented():
+    from kafka_runbooks import approval
+
+    section = _section("Approval records, ungated runs and four eyes")
+    for name in (
+        approval.ALLOW_UNGATED_VARIABLE,
+        approval.ALLOW_UNGATED_ENV,
+        approval.FOUR_EYES_VARIABLE,
+        approval.FOUR_EYES_ENV,
+        "approval_timeout_s",
+        "rejected by <user>",
+        "not approved within <timeout>",
+        "triggering_user_name",
+    ):
+        assert name in section, name

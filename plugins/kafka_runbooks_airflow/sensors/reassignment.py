@@ -23,6 +23,9 @@ class KafkaReassignmentSensor(BaseSensorOperator):
     :param kafka_config_id: Kafka connection (templated).
     :param state_file: name of the state file in the run's folder (``exec-state.json``
         for the plan, ``adopt-state.json`` for reassignments adopted from an earlier run).
+    :param approval_gate_task_id: the gate whose approval of this run's current chunks must
+        exist before anything moves (``kafka_runbooks_airflow.gate``); None: no check (the
+        adopted reassignments of an earlier run were approved there).
     """
 
     template_fields: Sequence[str] = ("kafka_config_id",)
@@ -34,10 +37,12 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         state_file: str = "exec-state.json",
         max_poke_s: float = 30.0,
         step_interval_s: float = 3.0,
+        approval_gate_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
+        self.approval_gate_task_id = approval_gate_task_id
         self.kafka_config_id = kafka_config_id
         self.state_file = state_file
         self.max_poke_s = max_poke_s
@@ -55,6 +60,10 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         self._path = path
         if not path.exists():
             raise AirflowFailException(f"nothing to execute for this run ({path} is missing)")
+        if self.approval_gate_task_id:  # every poke: the chunks must still be the approved ones
+            from kafka_runbooks_airflow.gate import require_approval
+
+            require_approval(context, "reassign", self.approval_gate_task_id, self.log)
         state = load_state(path)
         if state.finished:
             self.log.info("every chunk of %s is already done", path.name)

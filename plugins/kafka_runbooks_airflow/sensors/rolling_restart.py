@@ -31,6 +31,8 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
     :param kafka_config_id: Kafka connection (admin reads).
     :param probe_conn_id: broker-state probe connection; empty to run without a probe.
     :param restart_conn_id: restart back-end connection.
+    :param approval_gate_task_id: the gate whose approval of this run's current roll plan
+        must exist before any step (see ``kafka_runbooks_airflow.gate``); None: no check.
     """
 
     template_fields: Sequence[str] = ("kafka_config_id", "probe_conn_id", "restart_conn_id")
@@ -43,10 +45,12 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         restart_conn_id: str = "kafka_restart_default",
         max_poke_s: float = 30.0,
         step_interval_s: float = 2.0,
+        approval_gate_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
+        self.approval_gate_task_id = approval_gate_task_id
         self.max_poke_s = max_poke_s
         self.step_interval_s = step_interval_s
         self.kafka_config_id = kafka_config_id
@@ -63,6 +67,10 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         path = roll_state_file(self.dag_id, context["run_id"])
         if not path.exists():
             raise AirflowFailException(f"no roll planned for this run ({path} is missing)")
+        if self.approval_gate_task_id:  # every poke: the plan must still be the approved one
+            from kafka_runbooks_airflow.gate import require_approval
+
+            require_approval(context, "restart", self.approval_gate_task_id, self.log)
         state = RollState.from_json(path.read_text())
         if state.finished:
             self.log.info("every node of this roll is already done: %s", state.order)

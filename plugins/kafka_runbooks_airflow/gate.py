@@ -1,0 +1,436 @@
+"""Approval gates whose answer is a record bound to the plan, and the check before every destructive task.
+
+Airflow's ``ApprovalOperator`` treats "Reject" as a successful answer (downstream tasks are
+skipped, the run ends success), a timeout as a generic failure, and leaves nothing that
+a later task could check: clear the task after the gate and it runs as if approved. Here:
+
+- the gate computes the plan's digest from what the destructive task will read (the
+  roll-state file, the reassignment's execution state, the election choices), shows it
+  in the body, and stores a record with the run (XCom ``approval`` of the gate task):
+  outcome, who, when, the digest, who triggered the run;
+- Reject fails the gate ("rejected by <user>"), so does a timeout ("not approved within
+  ..."), an approval by the triggering user under four-eyes, and a plan that changed while
+  the gate waited; nothing after the gate runs;
+- the destructive task calls :func:`require_approval` before acting: it recomputes the
+  digest and refuses unless the gate approved exactly that for this run.
+
+Runs with ``require_approval=false`` and dry runs pass the gate without asking, with a
+``not_required`` record; ungated runs only where the deployment allows them
+(:mod:`kafka_runbooks.approval`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+
+from kafka_runbooks import approval as rules
+from kafka_runbooks import decisions
+
+log = logging.getLogger("kafka_runbooks.approval")
+
+RECORD_KEY = "approval"  # XCom key of the gate's record
+REQUEST_KEY = "approval_request"  # XCom key of what the gate asked (digest, trigger user)
+
+
+def load_policy():
+    """The approval policy, read now (run time) from the Variables and the environment."""
+    from airflow.sdk import Variable
+
+    def variable(name: str) -> str | None:
+        value = Variable.get(name, default=None)
+        return None if value is None else str(value)
+
+    policy = rules.load_policy(variable)
+    for error in policy.errors:
+        log.error("approval policy: %s (the safe value is taken)", error)
+    return policy
+
+
+def refuse_ungated_run(runbook: str, require_approval: bool, dry_run: bool) -> None:
+    """First thing in a runbook's plan task: an ungated run the deployment does not allow fails here.
+
+    A DECISION record says why; nothing has touched the cluster yet.
+    """
+    from airflow.sdk.exceptions import AirflowFailException
+
+    refusal = rules.ungated_refusal(require_approval, dry_run, load_policy())
+    if refusal:
+        decisions.record(
+            "approval", "refuse the run", refusal, subject=runbook, logger=log, level=logging.ERROR
+        )
+        raise AirflowFailException(f"nothing was done: {refusal}")
+
+
+# ------------------------------------------------------------------ what each gate approves
+
+
+def _xcom(context, task_id: str, key: str = "return_value") -> Any:
+    return context["ti"].xcom_pull(task_ids=task_id, key=key)
+
+
+def restart_action(context) -> dict[str, Any]:
+    """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads)."""
+    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    plan = _xcom(context, "plan_restart") or {}
+    path = roll_state_file(dag_id, run_id)
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return {
+        "runbook": dag_id,
+        "run_id": run_id,
+        "reason": state.get("reason"),
+        "order": state.get("order"),
+        "roles": {n: p.get("role") for n, p in (state.get("nodes") or {}).items()},
+        "options": state.get("options"),
+        "dry_run": bool((state.get("options") or {}).get("dry_run", plan.get("dry_run"))),
+        "require_approval": bool(context["params"]["require_approval"]),
+    }
+
+
+def unclean_action(context) -> dict[str, Any]:
+    """kafka_unclean_recovery: the elections run_elections will make (from the plan document)."""
+    document = _xcom(context, "plan_recovery") or {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "mode": document.get("mode"),
+        # every choice with what was seen (log end offsets, epochs): what the approver weighed
+        "choices": document.get("choices"),
+        "election_attempts": document.get("recovery_election_attempts"),
+        "restore_replica_order": bool(context["params"]["restore_replica_order"]),
+        "dry_run": False,
+        "require_approval": True,
+    }
+
+
+def reassign_action(context) -> dict[str, Any]:
+    """kafka_failed_broker_reassignment: the chunks execute_chunks will submit (its state file)."""
+    from kafka_runbooks_airflow.reassign import EXEC_STATE, run_dir
+
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    reviewed = _xcom(context, "review_plan") or {}
+    checked = _xcom(context, "validate") or {}
+    path = run_dir(dag_id, run_id) / EXEC_STATE
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return {
+        "runbook": dag_id,
+        "run_id": run_id,
+        "failed_brokers": state.get("failed_brokers"),
+        "throttle_bytes_per_sec": state.get("throttle_bytes_per_sec"),
+        "chunks": [c.get("targets") for c in state.get("chunks", [])],
+        "elect_preferred_leaders": checked.get("elect_preferred_leaders"),  # done after healing
+        "dry_run": bool(checked.get("dry_run", reviewed.get("dry_run"))),
+        "require_approval": bool(checked.get("require_approval", reviewed.get("require_approval", True))),
+    }
+
+
+def controller_action(context) -> dict[str, Any]:
+    """kafka_metadata_error_sweep: the restart run the sweep will start for the active controller."""
+    escalation = _xcom(context, "sweep", "controller_escalation") or {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "node_id": escalation.get("node_id"),
+        "trigger_run_id": escalation.get("trigger_run_id"),
+        "reason": escalation.get("reason"),
+        "dry_run": False,
+        "require_approval": True,
+    }
+
+
+ACTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "restart": restart_action,
+    "unclean": unclean_action,
+    "reassign": reassign_action,
+    "controller": controller_action,
+}
+
+
+def current_action(kind: str, context) -> tuple[dict[str, Any], str]:
+    """What the destructive task would do now, and its digest."""
+    action = ACTIONS[kind](context)
+    return action, rules.plan_digest(action)
+
+
+# ------------------------------------------------------------------ the gates
+
+DIGEST_SHOWN = re.compile(r"\*\*Plan digest:\*\* `(sha256:[0-9a-f]{64})`")
+
+
+def show_question(operator: HITLOperator, ti_id) -> str | None:
+    """Write the gate's question (as ``HITLOperator.execute`` does) and return the body Airflow keeps.
+
+    Airflow 3.3.2 keeps the question of a gate's first try: when a cleared gate asks again,
+    the stored subject and body are not replaced (only an earlier answer is removed). The
+    body returned here is what the approver will see. None if this Airflow does not say.
+    """
+    from airflow.sdk.api.datamodels._generated import HITLUser as APIHITLUser
+    from airflow.sdk.execution_time.comms import CreateHITLDetailPayload
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    stored = SUPERVISOR_COMMS.send(
+        msg=CreateHITLDetailPayload(
+            ti_id=ti_id,
+            options=operator.options,
+            subject=operator.subject,
+            body=operator.body,
+            defaults=operator.defaults,
+            params=operator.serialized_params,
+            multiple=operator.multiple,
+            assigned_users=[APIHITLUser(id=u["id"], name=u["name"]) for u in operator.assigned_users or []],
+        )
+    )
+    return getattr(stored, "body", None)
+
+
+def _triggering_user(context) -> str | None:
+    return getattr(context.get("dag_run"), "triggering_user_name", None)
+
+
+def _timeout(context, default: timedelta | None, param: str | None) -> timedelta | None:
+    """The run's response timeout: the DAG param ``param`` (seconds) when the DAG has it."""
+    value = (context.get("params") or {}).get(param) if param else None
+    return timedelta(seconds=int(value)) if value else default
+
+
+class _PlanGate:
+    """What the runbook gates share: digest in the body, the record, the outcomes that fail."""
+
+    action_kind: str
+    timeout_param: str | None
+
+    def _store(self, context, outcome: str, reason: str, *, by=None, at=None, **extra) -> dict[str, Any]:
+        record = {
+            "outcome": outcome,
+            "reason": reason,
+            "gate": context["ti"].task_id,
+            "run_id": context["run_id"],
+            "by": dict(by) if by else None,
+            "at": at.isoformat() if hasattr(at, "isoformat") else at,
+            "triggered_by": _triggering_user(context),
+            **extra,
+        }
+        context["ti"].xcom_push(key=RECORD_KEY, value=record)
+        decisions.record(
+            "approval",
+            outcome,
+            reason,
+            subject=context["ti"].task_id,
+            observed={k: v for k, v in record.items() if k not in ("outcome", "reason")},
+            logger=log,
+            level=logging.INFO if outcome in (rules.APPROVED, rules.NOT_REQUIRED) else logging.ERROR,
+        )
+        return record
+
+    def _fail(self, context, outcome: str, reason: str, **kw) -> None:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        self._store(context, outcome, reason, **kw)
+        raise AirflowFailException(reason)
+
+    def _ask(self, context) -> bool:
+        """Prepare the question; False when this run needs no answer (dry run, allowed ungated run)."""
+        action, digest = current_action(self.action_kind, context)
+        policy = load_policy()
+        if action["dry_run"] or not action["require_approval"]:
+            refusal = rules.ungated_refusal(action["require_approval"], action["dry_run"], policy)
+            if refusal:
+                self._fail(context, rules.REFUSED, refusal, digest=digest)
+            why = (
+                "a dry run changes nothing" if action["dry_run"] else f"ungated run allowed ({policy.source})"
+            )
+            self._store(context, rules.NOT_REQUIRED, why, digest=digest, dry_run=action["dry_run"])
+            return False
+        user = _triggering_user(context)
+        self.response_timeout = _timeout(context, self.response_timeout, self.timeout_param)
+        notes = [
+            f"**Plan digest:** `{digest}` (the approval is bound to this plan; a changed plan asks again)",
+            f"**Triggered by:** {user or 'the scheduler / a sweep'}",
+        ]
+        if policy.four_eyes:
+            notes.append(f"**Four-eyes is on:** an approval by {user or '(no user)'} does not count.")
+        self.body = "\n\n".join([self.body or "", *notes]).strip()
+        shown = show_question(self, context["task_instance"].id)
+        if shown is not None and shown != self.body:
+            found = DIGEST_SHOWN.search(shown)
+            if not found or found.group(1) != digest:
+                self._fail(
+                    context,
+                    rules.REFUSED,
+                    "Airflow shows this gate's question from an earlier try (a cleared gate's question "
+                    f"is not replaced), for plan {found.group(1) if found else '(no digest)'}, but the plan "
+                    f"is now {digest}: the question would not match what is approved; trigger a new run",
+                    digest=digest,
+                )
+            log.warning("the gate shows the question of an earlier try, for the same plan %s", digest)
+        context["ti"].xcom_push(
+            key=REQUEST_KEY, value={"digest": digest, "triggered_by": user, "action": action}
+        )
+        return True
+
+    def _answered(self, context, event: dict[str, Any]) -> tuple[dict | None, Any, str]:
+        """Common checks of an answer: timeout, plan unchanged; returns (user, at, digest)."""
+        if "error" in event:
+            timeout = _timeout(context, self.response_timeout, self.timeout_param)
+            if event.get("error_type") == "timeout":
+                self._fail(context, rules.TIMED_OUT, f"not approved within {timeout}: nobody answered")
+            self._fail(context, rules.REFUSED, f"the gate failed: {event.get('error')}")
+        HITLOperator.execute_complete(self, context=context, event=event)  # validates the answer
+        user, at = event.get("responded_by_user"), event.get("responded_at")
+        asked = _xcom(context, context["ti"].task_id, REQUEST_KEY) or {}
+        _, digest = current_action(self.action_kind, context)
+        if asked.get("digest") != digest:
+            self._fail(
+                context,
+                rules.REFUSED,
+                f"the plan changed while the gate waited (shown {asked.get('digest')}, now {digest}): "
+                "the answer does not count; clear the run to plan and ask again",
+                by=user,
+                at=at,
+                digest=digest,
+            )
+        return user, at, digest
+
+    def _approve(self, context, user, at, digest: str) -> dict[str, Any]:
+        refusal = rules.four_eyes_refusal(user, _triggering_user(context), load_policy())
+        if refusal:
+            self._fail(context, rules.REFUSED, refusal, by=user, at=at, digest=digest)
+        return self._store(
+            context, rules.APPROVED, f"approved by {rules.user_label(user)}", by=user, at=at, digest=digest
+        )
+
+
+class PlanApprovalOperator(_PlanGate, ApprovalOperator):
+    """``ApprovalOperator`` whose Reject and timeout fail the run, and whose Approve is a record.
+
+    :param action_kind: which plan it approves (a key of :data:`ACTIONS`).
+    :param timeout_param: DAG param (seconds) overriding ``response_timeout`` per run.
+    """
+
+    def __init__(
+        self, *, action_kind: str, timeout_param: str | None = "approval_timeout_s", **kwargs
+    ) -> None:
+        if action_kind not in ACTIONS:
+            raise ValueError(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+        super().__init__(**kwargs)
+        self.action_kind = action_kind
+        self.timeout_param = timeout_param
+
+    def execute(self, context):
+        if not self._ask(context):
+            return None
+        return super().execute(context)
+
+    def execute_complete(self, context, event: dict[str, Any]) -> Any:
+        user, at, digest = self._answered(context, event)
+        if event["chosen_options"] != [self.APPROVE]:
+            self._fail(
+                context,
+                rules.REJECTED,
+                f"rejected by {rules.user_label(user)}",
+                by=user,
+                at=at,
+                digest=digest,
+            )
+        record = self._approve(context, user, at, digest)
+        self.log.info("Approved by %s: plan %s", rules.user_label(user), digest)
+        return record
+
+
+class PlanDecisionBranchOperator(_PlanGate, HITLBranchOperator):
+    """``HITLBranchOperator`` for a choice between a destructive option and a harmless one.
+
+    Choosing ``approve_option`` is an approval record (four-eyes applies); any other
+    option is recorded as ``rejected`` and its branch runs. A timeout fails the gate.
+    """
+
+    def __init__(
+        self, *, action_kind: str, approve_option: str, timeout_param: str | None = None, **kwargs
+    ) -> None:
+        if action_kind not in ACTIONS:
+            raise ValueError(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+        super().__init__(**kwargs)
+        if approve_option not in self.options:
+            raise ValueError(f"approve_option {approve_option!r} is not one of {self.options}")
+        self.action_kind = action_kind
+        self.approve_option = approve_option
+        self.timeout_param = timeout_param
+
+    def execute(self, context):
+        if not self._ask(context):
+            return None
+        return super().execute(context)
+
+    def execute_complete(self, context, event: dict[str, Any]) -> Any:
+        user, at, digest = self._answered(context, event)
+        chosen = list(event["chosen_options"])
+        if self.approve_option in chosen:
+            self._approve(context, user, at, digest)
+        else:
+            self._store(
+                context,
+                rules.REJECTED,
+                f"{chosen} chosen by {rules.user_label(user)}",
+                by=user,
+                at=at,
+                digest=digest,
+            )
+        branches = [self.options_mapping.get(option, option) for option in chosen]
+        return self.do_branch(context=context, branches_to_execute=branches)
+
+
+# ------------------------------------------------------------------ before every destructive task
+
+
+def require_approval(context, kind: str, gate_task_id: str, logger: logging.Logger | None = None) -> dict:
+    """Refuse (AirflowFailException, DECISION record) unless the gate approved this run's current plan."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    logger = logger or log
+    action, digest = current_action(kind, context)
+    record = _xcom(context, gate_task_id, RECORD_KEY)
+    try:
+        approved = rules.check_approval(record, digest, load_policy())
+    except rules.NotApproved as exc:
+        decisions.record(
+            "approval",
+            "refuse to act",
+            str(exc),
+            subject=context["ti"].task_id,
+            observed={"digest": digest, "gate_record": record, "action": action},
+            logger=logger,
+            level=logging.ERROR,
+        )
+        raise AirflowFailException(f"nothing was done: {exc}") from exc
+    decisions.record(
+        "approval",
+        "act on the approved plan",
+        f"{approved['outcome']} by {rules.user_label(approved.get('by'))} at {approved.get('at')}: "
+        f"{approved['reason']}",
+        subject=context["ti"].task_id,
+        observed={"digest": digest, "triggered_by": approved.get("triggered_by")},
+        logger=logger,
+    )
+    return approved
+
+
+class ApprovedTriggerDagRunOperator(TriggerDagRunOperator):
+    """``TriggerDagRunOperator`` that starts its run only with an approval of the current plan."""
+
+    def __init__(self, *, action_kind: str, gate_task_id: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.action_kind = action_kind
+        self.gate_task_id = gate_task_id
+
+    def execute(self, context):
+        require_approval(context, self.action_kind, self.gate_task_id)
+        return super().execute(context)

@@ -1,0 +1,108 @@
+"""An approval is a record bound to the plan shown; who may remove a gate is the deployment's call."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_runbooks import approval as rules
+
+PLAN = {
+    "runbook": "kafka_broker_restart",
+    "run_id": "r1",
+    "plan_id": "p1",
+    "order": [1, 2, 3],
+    "dry_run": False,
+}
+
+
+def _policy(**kw) -> rules.ApprovalPolicy:
+    return rules.ApprovalPolicy(**kw)
+
+
+def _approved(digest: str, by="alice", triggered_by="bob") -> dict:
+    return {
+        "outcome": rules.APPROVED,
+        "reason": f"approved by {by}",
+        "by": {"id": by, "name": by},
+        "at": "2026-11-23T15:00:00+00:00",
+        "triggered_by": triggered_by,
+        "digest": digest,
+    }
+
+
+def test_the_digest_is_of_the_canonical_plan_and_changes_with_any_part_of_it():
+    digest = rules.plan_digest(PLAN)
+    assert digest.startswith("sha256:") and len(digest) == len("sha256:") + 64
+    assert rules.plan_digest(dict(reversed(list(PLAN.items())))) == digest  # key order does not matter
+    for key, value in (("order", [1, 3, 2]), ("plan_id", "p2"), ("run_id", "r2"), ("dry_run", True)):
+        assert rules.plan_digest({**PLAN, key: value}) != digest, key
+
+
+def test_the_destructive_step_acts_only_on_an_approval_of_exactly_its_plan():
+    digest = rules.plan_digest(PLAN)
+    assert rules.check_approval(_approved(digest), digest, _policy())["by"]["id"] == "alice"
+    with pytest.raises(rules.NotApproved, match="no approval is recorded"):
+        rules.check_approval(None, digest, _policy())
+    changed = rules.plan_digest({**PLAN, "order": [2, 1, 3]})
+    with pytest.raises(rules.NotApproved, match="the plan changed since the gate"):
+        rules.check_approval(_approved(digest), changed, _policy())
+
+
+@pytest.mark.parametrize("outcome", [rules.REJECTED, rules.TIMED_OUT, rules.REFUSED, "something else"])
+def test_a_rejection_a_timeout_or_a_refused_answer_never_lets_it_act(outcome):
+    digest = rules.plan_digest(PLAN)
+    record = {**_approved(digest), "outcome": outcome, "reason": "rejected by alice"}
+    with pytest.raises(rules.NotApproved, match=f"'{outcome}'"):
+        rules.check_approval(record, digest, _policy(allow_ungated=True))
+
+
+def test_ungated_runs_are_refused_unless_the_deployment_allows_them():
+    assert rules.ungated_refusal(True, False, _policy()) is None
+    assert rules.ungated_refusal(False, True, _policy()) is None  # a dry run changes nothing
+    refusal = rules.ungated_refusal(False, False, _policy())
+    assert refusal and rules.ALLOW_UNGATED_VARIABLE in refusal and rules.ALLOW_UNGATED_ENV in refusal
+    assert rules.ungated_refusal(False, False, _policy(allow_ungated=True)) is None
+
+    digest = rules.plan_digest(PLAN)
+    ungated = {"outcome": rules.NOT_REQUIRED, "reason": "ungated", "digest": digest, "dry_run": False}
+    assert rules.check_approval(ungated, digest, _policy(allow_ungated=True)) is ungated
+    with pytest.raises(rules.NotApproved, match="ungated runs are not allowed"):  # allowance withdrawn since
+        rules.check_approval(ungated, digest, _policy())
+    dry = {**ungated, "dry_run": True}
+    assert rules.check_approval(dry, digest, _policy()) is dry
+
+
+def test_four_eyes_the_triggering_user_cannot_approve_their_own_run():
+    digest = rules.plan_digest(PLAN)
+    own = _approved(digest, by="alice", triggered_by="alice")
+    assert rules.check_approval(own, digest, _policy()) is own  # four-eyes off: it counts
+    with pytest.raises(rules.NotApproved, match="four-eyes is on and alice triggered this run"):
+        rules.check_approval(own, digest, _policy(four_eyes=True))
+    assert rules.check_approval(_approved(digest, "alice", "bob"), digest, _policy(four_eyes=True))
+    # matched by id or by display name; a run no person triggered (a sweep) has nobody to exclude
+    assert rules.same_user({"id": "7", "name": "alice"}, "alice") and rules.same_user(
+        {"id": "alice"}, "alice"
+    )
+    assert not rules.same_user({"id": "alice", "name": "alice"}, None)
+    refusal = rules.four_eyes_refusal({"id": "u1", "name": "Alice"}, "Alice", _policy(four_eyes=True))
+    assert refusal and "Alice (u1)" in refusal
+
+
+def test_the_policy_is_read_from_the_variable_then_the_environment_then_off():
+    variables: dict[str, str | None] = {}
+    policy = rules.load_policy(variables.get, {})
+    assert (policy.allow_ungated, policy.four_eyes, policy.errors) == (False, False, ())
+    env = {rules.ALLOW_UNGATED_ENV: "true", rules.FOUR_EYES_ENV: "1"}
+    policy = rules.load_policy(variables.get, env)
+    assert policy.allow_ungated and policy.four_eyes and rules.ALLOW_UNGATED_ENV in policy.source
+    variables = {rules.ALLOW_UNGATED_VARIABLE: "false", rules.FOUR_EYES_VARIABLE: "off"}
+    policy = rules.load_policy(variables.get, env)
+    assert not policy.allow_ungated and not policy.four_eyes
+    assert f"Variable {rules.ALLOW_UNGATED_VARIABLE}" in policy.source
+
+
+def test_an_unreadable_setting_takes_the_safe_value_and_says_so():
+    variables = {rules.ALLOW_UNGATED_VARIABLE: "sure", rules.FOUR_EYES_VARIABLE: "maybe"}
+    policy = rules.load_policy(variables.get, {rules.ALLOW_UNGATED_ENV: "true"})
+    assert policy.allow_ungated is False and policy.four_eyes is True
+    assert len(policy.errors) == 2 and "'sure' is not a boolean" in policy.errors[0]

@@ -1,0 +1,281 @@
+"""The runbooks' gates: no path around them, and what an answer does to the run.
+
+The DAG structure is checked on the parsed DAGs; the gate's answer handling on the real
+operator classes, with a task instance that keeps XComs in a dict (the part of Airflow's
+TI interface the gate uses). The gates on a running Airflow: tests/e2e/test_approval_records.py.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kafka_runbooks import approval as rules
+
+ROOT = Path(__file__).resolve().parents[2]
+# runbook -> (gate, destructive task)
+GATED = {
+    "kafka_broker_restart": ("approval_gate", "rolling_restart"),
+    "kafka_unclean_recovery": ("approve_elections", "run_elections"),
+    "kafka_failed_broker_reassignment": ("approval_gate", "execute_chunks"),
+    "kafka_metadata_error_sweep": ("controller_decision", "restart_active_controller"),
+}
+
+
+def _dag(dag_id: str):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / f"{dag_id}.py"), safe_mode=False)
+    assert bag.import_errors == {}
+    return bag.dags[dag_id]
+
+
+@pytest.mark.parametrize("dag_id", sorted(GATED))
+def test_the_destructive_task_runs_only_after_the_gate_succeeded(dag_id):
+    """No branch around the gate (today's main: resumed / ungated restart runs skipped it),
+    a skipped or failed gate never lets the destructive task run, and the gate keeps a record."""
+    from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator, _PlanGate
+
+    dag = _dag(dag_id)
+    gate_id, act_id = GATED[dag_id]
+    act = dag.get_task(act_id)
+    assert gate_id in act.upstream_task_ids
+    assert act.trigger_rule == "all_success", act.trigger_rule
+    assert isinstance(dag.get_task(gate_id), _PlanGate)
+    checks = getattr(act, "approval_gate_task_id", None) == gate_id or isinstance(
+        act, ApprovedTriggerDagRunOperator
+    )
+    assert checks or act_id == "run_elections"  # a @task: it calls require_approval itself
+
+
+class FakeTI:
+    """XComs in a dict, keyed (task_id, key): what the gate reads and writes."""
+
+    def __init__(self, task_id: str, xcoms: dict | None = None) -> None:
+        self.task_id = task_id
+        self.xcoms = dict(xcoms or {})
+
+    def xcom_push(self, key: str, value) -> None:
+        self.xcoms[(self.task_id, key)] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+        return self.xcoms.get((task_ids, key))
+
+
+@pytest.fixture
+def restart_run(tmp_path, monkeypatch):
+    """A planned kafka_broker_restart run: its roll-state file and plan XCom; policy from a dict."""
+    from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    settings: dict[str, str] = {}
+    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy(settings.get, {}))
+    dag = _dag("kafka_broker_restart")
+    run_id = "manual__2026-11-23T15:00:00+00:00"
+    roll_state_file(dag.dag_id, run_id).write_text(
+        json.dumps(
+            {
+                "reason": "unit",
+                "order": [2, 1],
+                "nodes": {"1": {"node_id": 1, "role": "broker"}, "2": {"node_id": 2, "role": "broker"}},
+                "options": {"dry_run": False, "allow_force_restart": False},
+            }
+        )
+    )
+
+    def context(task_id: str, xcoms: dict, triggered_by: str | None = "bob", **params):
+        return {
+            "dag": dag,
+            "run_id": run_id,
+            "ti": FakeTI(task_id, xcoms),
+            "dag_run": SimpleNamespace(triggering_user_name=triggered_by),
+            "params": {"require_approval": True, "dry_run": False, "approval_timeout_s": 30, **params},
+        }
+
+    xcoms = {("plan_restart", "return_value"): {"order": [2, 1], "dry_run": False}}
+    stored: dict[str, str] = {}  # the question Airflow keeps for the gate (its first try's)
+
+    def show_question(operator, ti_id):
+        return stored.setdefault("body", operator.body)
+
+    monkeypatch.setattr(gate, "show_question", show_question)
+    return SimpleNamespace(
+        dag=dag, context=context, xcoms=xcoms, settings=settings, run_id=run_id, stored=stored
+    )
+
+
+def _edit_roll(run, **changes) -> None:
+    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+
+    path = roll_state_file(run.dag.dag_id, run.run_id)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def _ask(run, **params) -> dict:
+    """Run the gate's execute up to the point where it would wait; return its context."""
+    from airflow.sdk.exceptions import TaskAwaitingInput
+
+    gate = run.dag.get_task("approval_gate")
+    ctx = run.context("approval_gate", run.xcoms, **params)
+    ctx["task_instance"] = SimpleNamespace(id="ti-1")
+    import airflow.providers.standard.operators.hitl as hitl
+
+    orig = hitl.upsert_hitl_detail
+    hitl.upsert_hitl_detail = lambda **kw: None  # the question is written by show_question
+    try:
+        with pytest.raises(TaskAwaitingInput) as waiting:
+            gate.execute(ctx)
+    finally:
+        hitl.upsert_hitl_detail = orig
+        run.xcoms.update(ctx["ti"].xcoms)
+    assert waiting.value.timeout == timedelta(seconds=params.get("approval_timeout_s", 30))
+    assert "Plan digest:** `sha256:" in run.stored["body"]
+    return ctx
+
+
+def _answer(run, option: str, by: str = "alice", triggered_by: str | None = "bob"):
+    gate = run.dag.get_task("approval_gate")
+    ctx = run.context("approval_gate", run.xcoms, triggered_by=triggered_by)
+    event = {
+        "chosen_options": [option],
+        "params_input": {},
+        "responded_at": datetime(2026, 11, 23, 15, 1, tzinfo=UTC),
+        "responded_by_user": {"id": by, "name": by},
+    }
+    try:
+        return gate.execute_complete(ctx, event), ctx
+    finally:
+        run.xcoms.update(ctx["ti"].xcoms)
+
+
+def _roll_check(run, triggered_by: str | None = "bob"):
+    from kafka_runbooks_airflow.gate import require_approval
+
+    return require_approval(
+        run.context("rolling_restart", run.xcoms, triggered_by=triggered_by), "restart", "approval_gate"
+    )
+
+
+def test_reject_fails_the_gate_and_the_roll_refuses(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="rejected by alice"):
+        _answer(restart_run, "Reject")
+    record = restart_run.xcoms[("approval_gate", "approval")]
+    assert (
+        record["outcome"] == rules.REJECTED
+        and record["by"]["id"] == "alice"
+        and record["triggered_by"] == "bob"
+    )
+    with pytest.raises(AirflowFailException, match="'rejected'"):
+        _roll_check(restart_run)
+
+
+def test_an_approval_lets_the_roll_act_until_the_plan_changes(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    record, _ = _answer(restart_run, "Approve")
+    assert record["outcome"] == rules.APPROVED and record["digest"].startswith("sha256:")
+    assert record["digest"] in restart_run.stored["body"]  # the digest shown is the one approved
+    assert _roll_check(restart_run)["by"]["id"] == "alice"
+    _edit_roll(restart_run, order=[1, 2])  # planned again differently, or edited by hand
+    with pytest.raises(AirflowFailException, match="the plan changed since the gate"):
+        _roll_check(restart_run)
+    _edit_roll(restart_run, order=[2, 1], options={"dry_run": False, "allow_force_restart": True})
+    with pytest.raises(AirflowFailException, match="the plan changed since the gate"):
+        _roll_check(restart_run)
+
+
+def test_a_plan_that_changed_while_the_gate_waited_is_not_approved(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    _edit_roll(restart_run, order=[1, 2])
+    with pytest.raises(AirflowFailException, match="the plan changed while the gate waited"):
+        _answer(restart_run, "Approve")
+    assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
+
+
+def test_a_cleared_gate_asks_again_but_never_under_an_old_question_for_another_plan(restart_run):
+    """Airflow keeps a cleared gate's first question: the same plan may be asked under it, a
+    different plan may not (the approver would approve what they were not shown)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="rejected by alice"):
+        _answer(restart_run, "Reject")
+    shown = restart_run.stored["body"]
+    # whole run cleared, the same roll resumed: asked again under the same question
+    restart_run.xcoms = {k: v for k, v in restart_run.xcoms.items() if k[0] != "approval_gate"}
+    _ask(restart_run)
+    assert restart_run.stored["body"] == shown
+    record, _ = _answer(restart_run, "Approve")
+    assert record["outcome"] == rules.APPROVED and record["digest"] in shown
+    # cleared again, and planned differently: the kept question shows the old plan: refused
+    restart_run.xcoms = {k: v for k, v in restart_run.xcoms.items() if k[0] != "approval_gate"}
+    _edit_roll(restart_run, order=[1, 2])
+    gate = restart_run.dag.get_task("approval_gate")
+    ctx = restart_run.context("approval_gate", restart_run.xcoms)
+    ctx["task_instance"] = SimpleNamespace(id="ti-1")
+    with pytest.raises(AirflowFailException, match="question from an earlier try"):
+        gate.execute(ctx)
+    assert ctx["ti"].xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
+
+
+def test_a_timeout_fails_the_gate_and_names_the_timeout(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    gate = restart_run.dag.get_task("approval_gate")
+    ctx = restart_run.context("approval_gate", restart_run.xcoms)
+    with pytest.raises(AirflowFailException, match=r"not approved within 0:00:30"):
+        gate.execute_complete(ctx, {"error": "The response timeout has passed", "error_type": "timeout"})
+    assert ctx["ti"].xcoms[("approval_gate", "approval")]["outcome"] == rules.TIMED_OUT
+
+
+def test_four_eyes_an_approval_by_the_triggering_user_does_not_count(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    restart_run.settings[rules.FOUR_EYES_VARIABLE] = "true"
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="four-eyes is on and alice triggered this run"):
+        _answer(restart_run, "Approve", by="alice", triggered_by="alice")
+    record = restart_run.xcoms[("approval_gate", "approval")]
+    assert (
+        record["outcome"] == rules.REFUSED
+        and record["by"]["id"] == "alice"
+        and record["triggered_by"] == "alice"
+    )
+    with pytest.raises(AirflowFailException):
+        _roll_check(restart_run, triggered_by="alice")
+    record, _ = _answer(restart_run, "Approve", by="carol", triggered_by="alice")
+    assert record["outcome"] == rules.APPROVED
+    assert _roll_check(restart_run, triggered_by="alice")["by"]["id"] == "carol"
+
+
+def test_an_ungated_run_passes_the_gate_only_where_the_deployment_allows_it(restart_run):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    gate = restart_run.dag.get_task("approval_gate")
+    ctx = restart_run.context("approval_gate", restart_run.xcoms, require_approval=False)
+    with pytest.raises(AirflowFailException, match="require_approval=false is not allowed"):
+        gate.execute(ctx)
+    restart_run.settings[rules.ALLOW_UNGATED_VARIABLE] = "true"
+    ctx = restart_run.context("approval_gate", restart_run.xcoms, require_approval=False)
+    assert gate.execute(ctx) is None  # no question asked
+    restart_run.xcoms.update(ctx["ti"].xcoms)
+    assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.NOT_REQUIRED
+    roll_ctx = restart_run.context("rolling_restart", restart_run.xcoms, require_approval=False)
+    from kafka_runbooks_airflow.gate import require_approval
+
+    assert require_approval(roll_ctx, "restart", "approval_gate")["outcome"] == rules.NOT_REQUIRED
+    restart_run.settings[rules.ALLOW_UNGATED_VARIABLE] = "false"  # withdrawn before the roll started
+    with pytest.raises(AirflowFailException, match="ungated runs are not allowed"):
+        require_approval(roll_ctx, "restart", "approval_gate")
