@@ -1,7 +1,7 @@
 """KAFKA_RUNBOOKS_APPROVERS on a real Airflow 3.3: a user who may edit the run but is not an
 approver is refused at kafka_broker_restart's gate (HTTP 403) and the gate keeps waiting;
 the approver's answer is taken, recorded under the approver's name, and a rejection
-restarts nothing."""
+fails the run and restarts nothing."""
 
 from __future__ import annotations
 
@@ -53,6 +53,6 @@ def test_only_the_approvers_may_answer_the_restart_gate(airflow_local, local_sta
     assert answered["responded_by"]["id"] == "admin" and answered["chosen_options"] == ["Reject"]
     state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=300)
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(DAG_ID, run_id)}
-    assert state == "success", states
-    assert states["rolling_restart"] == "skipped", states
+    assert state == "failed", states  # a rejection fails the run
+    assert states["rolling_restart"] == "upstream_failed", states
     assert local_stack.pid(1) == pid_before  # rejected: broker 1 was not restarted

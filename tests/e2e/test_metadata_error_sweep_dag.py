@@ -40,9 +40,9 @@ def reject_restart_run(airflow_local, run_id: str, node_id: int) -> None:
     assert run["conf"]["node_ids"] == str(node_id) and run["conf"]["require_approval"] is True
     airflow_local.wait_for_approval(RESTART, run_id, "approval_gate", timeout=300)
     airflow_local.answer(RESTART, run_id, "approval_gate", ["Reject"])
-    airflow_local.wait_for_run(RESTART, run_id, timeout=300)
+    assert airflow_local.wait_for_run(RESTART, run_id, timeout=300) == "failed"  # rejected
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(RESTART, run_id)}
-    assert states["rolling_restart"] == "skipped", states
+    assert states["approval_gate"] == "failed" and states["rolling_restart"] == "upstream_failed", states
 
 
 def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, local_stack, admin):
@@ -115,6 +115,16 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run3)}
         assert states["restart_active_controller"] == "success"
         assert states["leave_active_controller"] == "skipped"
+        # the answer is a record with the run: who, and the digest of the escalation shown
+        answer = airflow_local.api(
+            "GET",
+            f"{airflow_local._ti_path(SWEEP, run3, 'controller_decision')}/xcomEntries/approval",
+            params={"deserialize": "true"},
+        )["value"]
+        answer = answer if isinstance(answer, dict) else json.loads(answer)
+        assert answer["outcome"] == "approved" and answer["by"]["id"] == "admin"
+        assert answer["digest"].startswith("sha256:") and answer["digest"] in request["body"]
+        assert "DECISION approval" in airflow_local.task_log_text(SWEEP, run3, "restart_active_controller")
         controller_run = third["controller_escalation"]["trigger_run_id"]
         assert airflow_local.dag_run(RESTART, controller_run)["conf"]["node_ids"] == str(leader)
         # nothing is restarted: both runs are rejected at the restart runbook's own gate
