@@ -58,7 +58,7 @@ def clear(airflow, run_id: str, task_ids: list[str] | None = None) -> None:
 def set_variable(airflow, key: str, value: str | None) -> None:
     if value is None:
         try:
-            airflow.api("DELETE", f"/variables/{key}")
+            airflow.request("DELETE", f"/api/v2/variables/{key}")  # 204, no body
         except Exception as exc:  # not set: nothing to delete
             if getattr(exc, "status", None) != 404:
                 raise
