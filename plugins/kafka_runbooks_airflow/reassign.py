@@ -79,6 +79,11 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
+    if not settings["require_approval"]:  # who may remove the gate is the deployment's decision
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
+
+        # fails the sweep (so alerts fire) before it reads the cluster, until the setting is fixed
+        refuse_ungated_run(REASSIGN_DAG_ID, False, False)
     minutes = {
         k: settings[k]
         for k in ("alert_after_minutes", "failure_threshold_minutes", "retrigger_after_minutes")
@@ -120,10 +125,6 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
             logger=log,
         )
         return out
-    if not settings["require_approval"]:  # who may remove the gate is the deployment's decision
-        from kafka_runbooks_airflow.gate import refuse_ungated_run
-
-        refuse_ungated_run(REASSIGN_DAG_ID, False, False)  # fails the sweep when not allowed
     conf = {
         "failed_brokers": assessment.due,
         "receivers": "all",

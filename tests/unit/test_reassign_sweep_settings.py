@@ -29,3 +29,32 @@ def test_a_bad_variable_is_a_clear_error():
         sweep_settings({}, json.dumps({"failure_threshold": 5}))
     with pytest.raises(ValueError, match="must be a JSON object"):
         sweep_settings({}, "[1]")
+
+
+def test_a_sweep_set_to_start_ungated_runs_is_refused_unless_the_deployment_allows_them(
+    monkeypatch, tmp_path
+):
+    """Who may remove the reassignment's gate is the deployment's decision, also for the sweep."""
+    from airflow.sdk import Variable
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks import approval
+    from kafka_runbooks_airflow import reassign
+
+    variables = {reassign.SWEEP_VARIABLE: json.dumps({"require_approval": False})}
+    monkeypatch.setattr(Variable, "get", staticmethod(lambda key, default=None: variables.get(key, default)))
+    monkeypatch.delenv(approval.ALLOW_UNGATED_ENV, raising=False)
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+
+    class ClusterRead(Exception):
+        pass
+
+    def no_cluster(**kwargs):
+        raise ClusterRead("the sweep went on to read the cluster")
+
+    monkeypatch.setattr("kafka_runbooks_airflow.hooks.kafka_admin.KafkaAdminHook", no_cluster)
+    with pytest.raises(AirflowFailException, match="require_approval=false is not allowed"):
+        reassign.run_sweep({"kafka_conn_id": "kafka_default"}, "scheduled__x", ti=None)
+    variables[approval.ALLOW_UNGATED_VARIABLE] = "true"  # allowed: it goes on (here: to the cluster)
+    with pytest.raises(ClusterRead):
+        reassign.run_sweep({"kafka_conn_id": "kafka_default"}, "scheduled__x", ti=None)
