@@ -165,6 +165,8 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     # 2. the first chunk starts under a low throttle; the "task" is killed mid-chunk
     executor.step(state)
     assert state.chunks[0].status == MOVING and state.throttle is not None
+    # the copy rate counts from this submission (nothing of the new replicas existed before)
+    assert state.chunks[0].copied_at_start == 0 and state.chunks[0].started_ms is not None
     submitted = set(state.chunks[0].moving)
     assert len(submitted) == 3
     throttled = leftover_throttles(admin.gaps, [1, 2, 3], topics)
@@ -182,7 +184,12 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
         chunks=chunks_from_plan_dir(plan_ab),
     )
     other_path = tmp_path / "exec-state-r2.json"
-    second = ChunkExecutor(admin, checkpoint=lambda s: save_state(other_path, s), progress_every_s=0)
+    second = ChunkExecutor(
+        admin,
+        checkpoint=lambda s: save_state(other_path, s),
+        progress_every_s=0,
+        progress_file=tmp_path / "progress.json",
+    )
     second.step(other)
     inflight_now = {f"{t}:{p}" for t, p in list_reassignments(admin.gaps)}
     adopted = [
@@ -198,7 +205,13 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     assert submits == [], "a new run submitted again what was already in flight"
     run(second, other)
     progress = [r.getMessage() for r in caplog.records if ": progress because" in r.getMessage()]
-    assert progress and "B/s" in progress[0] and "time left" in progress[0]
+    assert progress and all("time left" in line or "| done" in line for line in progress)
+    # chunk 1 was adopted: its rate counts from this run's first look, not from a submission it did not make
+    assert "chunk 1 of 2" in progress[0] and "since adopted" in progress[0], progress
+    assert "chunk 1 of 2" in progress[0] and "% bytes" in progress[0] and "% partitions" in progress[0]
+    assert any("chunk 2 of 2" in line and "B/s since submission" in line for line in progress), progress
+    written = json.loads((tmp_path / "progress.json").read_text())  # what the Kafka page shows
+    assert written["finished"] and written["percent_bytes"] == 100.0 and written["chunks"] == 2
 
     # the result: nothing names the dead broker, full ISR, no throttle left
     parts = admin.describe_partitions(topics[:2])

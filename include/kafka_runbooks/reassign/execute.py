@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.reassign import throttle
+from kafka_runbooks.reassign import progress, throttle
 from kafka_runbooks.state_file import write_atomic
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
@@ -133,8 +133,10 @@ class ChunkExecutor:
         checkpoint: Callable[[ExecState], None] | None = None,
         clock: Callable[[], float] = time.time,
         progress_every_s: float = 10.0,
+        progress_file: Path | None = None,
     ) -> None:
         self.admin = admin
+        self.progress_file = progress_file  # progress.json for the UI page; None: log only
         self.log = logger
         self.checkpoint = checkpoint or (lambda s: None)
         self.clock = clock
@@ -170,6 +172,7 @@ class ChunkExecutor:
         if chunk is None:
             state.finished = True
             self.checkpoint(state)
+            progress.write(self.progress_file, progress.finished(state, self.clock()))
             self._record(
                 "every chunk done",
                 f"{len(state.chunks)} chunk(s) executed and verified",
@@ -278,7 +281,11 @@ class ChunkExecutor:
 
         pairs = {split(k): v for k, v in submit.items()}
         # Record the intent first: if the task dies mid-request, the next step adopts what got in.
+        adopted = bool(chunk.moving)
         chunk.moving.extend(submit)
+        if not adopted:  # new replicas start empty: the rate counts from this submission
+            chunk.copied_at_start = 0
+            chunk.started_ms = int(self.clock() * 1000)
         self.checkpoint(state)
         errors = {key(*tp): e for tp, e in alter_reassignments(self.admin.gaps, pairs).items() if e}
         self._record(
@@ -378,25 +385,22 @@ class ChunkExecutor:
             for k in waiting:
                 adding = [b for b in chunk.targets[k] if b not in chunk.origin.get(k, [])]
                 copied += min(chunk.bytes.get(k, 0), min((got.get((b, k), 0) for b in adding), default=0))
-        if chunk.copied_at_start is None:  # an adopted chunk had bytes copied before this run
+        if chunk.copied_at_start is None:  # adopted after a kill: its bytes were copied before
             chunk.copied_at_start = copied
             chunk.started_ms = int(now * 1000)
-        elapsed = max(now - (chunk.started_ms or now * 1000) / 1000, 1e-3)
-        rate = (copied - chunk.copied_at_start) / elapsed
-        eta = (total - copied) / rate if rate > 0 else None
+            self.checkpoint(state)
+        figures = progress.measure(state, chunk, done, copied, now)
+        progress.write(self.progress_file, figures)
         self._record(
             "progress",
-            f"{len(done)}/{len(chunk.moving)} partitions and {copied}/{total} bytes copied in {elapsed:.0f}s "
-            f"({rate:.0f} B/s, throttle {state.throttle_bytes_per_sec} B/s); time left "
-            + (f"~{eta:.0f}s" if eta is not None else "unknown"),
+            figures.line(),
             subject=f"chunk {chunk.index}",
             observed={
-                "partitions_done": len(done),
-                "partitions": len(chunk.moving),
-                "bytes_done": copied,
-                "bytes": total,
-                "rate_bytes_per_sec": round(rate),
-                "eta_s": None if eta is None else round(eta),
+                **{k: v for k, v in figures.as_dict().items() if k != "line"},
+                "chunk_partitions_done": len(done),
+                "chunk_partitions": len(chunk.moving),
+                "chunk_bytes_done": copied,
+                "chunk_bytes": total,
                 "waiting": waiting[:20],
             },
         )

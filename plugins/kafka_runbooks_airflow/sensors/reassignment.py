@@ -69,7 +69,12 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             self.log.info("every chunk of %s is already done", path.name)
             return True
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
-        executor = ChunkExecutor(admin, logger=self.log, checkpoint=lambda s: save_state(path, s))
+        progress_file = path.with_name(path.name.replace("state.json", "progress.json"))
+        if self.state_file == "exec-state.json":
+            progress_file = path.with_name("progress.json")  # what the Kafka page of the UI reads
+        executor = ChunkExecutor(
+            admin, logger=self.log, checkpoint=lambda s: save_state(path, s), progress_file=progress_file
+        )
         started = time.monotonic()
         try:
             done = executor.step(state)

@@ -1,0 +1,157 @@
+"""Progress of a reassignment run, the way ``kafka-reassign-partitions --verify``, Strimzi's
+KafkaRebalance status and Cruise Control's executor show it: which chunk of how many,
+percent of bytes and partitions over the whole run, the copy rate and the time left.
+
+The rate is measured from the chunk's submission (not from the first check): a chunk
+that finishes between two checks has still moved its bytes in the time since it was
+submitted. The same figures go to the task log (one short line) and to
+``progress.json`` in the run's folder, which the Kafka page of the Airflow UI reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks.units import format_size
+
+PROGRESS_FILE = "progress.json"
+
+
+@dataclass(frozen=True)
+class Progress:
+    chunk: int  # position of the chunk being worked on, 1-based
+    chunks: int
+    partitions_done: int
+    partitions: int
+    bytes_done: int
+    bytes: int
+    rate_bytes_per_sec: float | None  # of the current chunk, since its submission
+    eta_s: float | None  # for the whole run, at that rate
+    elapsed_s: float  # since the chunk's submission
+    throttle_bytes_per_sec: int
+    updated_at_ms: int
+    finished: bool = False
+    stopped: str | None = None
+    adopted: bool = False  # the chunk was in flight before this run: rate since this run first saw it
+
+    @property
+    def percent_bytes(self) -> float:
+        return 100.0 * self.bytes_done / self.bytes if self.bytes else 100.0
+
+    @property
+    def percent_partitions(self) -> float:
+        return 100.0 * self.partitions_done / self.partitions if self.partitions else 100.0
+
+    def line(self) -> str:
+        """One short line: 'chunk 3 of 8 | 41% bytes (4.2 GiB of 10.3 GiB) | 37% partitions (38/103) | ...'."""
+        head = f"all {self.chunks} chunk(s) done" if self.finished else f"chunk {self.chunk} of {self.chunks}"
+        rate = (
+            "rate unknown" if self.rate_bytes_per_sec is None else f"{format_size(self.rate_bytes_per_sec)}/s"
+        )
+        left = (
+            "done"
+            if self.finished
+            else f"time left {'unknown' if self.eta_s is None else '~' + _dur(self.eta_s)}"
+        )
+        return (
+            f"{head} | {self.percent_bytes:.0f}% bytes ({format_size(self.bytes_done)} of {format_size(self.bytes)})"
+            f" | {self.percent_partitions:.0f}% partitions ({self.partitions_done}/{self.partitions})"
+            f" | {rate} since {'adopted' if self.adopted else 'submission'} | {left}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "percent_bytes": round(self.percent_bytes, 1),
+            "percent_partitions": round(self.percent_partitions, 1),
+            "line": self.line(),
+        }
+
+
+def _dur(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def measure(state, chunk, done: list[str], copied_in_chunk: int, now: float) -> Progress:
+    """The run's progress while ``chunk`` is moving (``done``: its partitions fully in place;
+    ``copied_in_chunk``: bytes copied so far by its moving partitions, done ones included).
+
+    Partitions a chunk dropped (already in place, deleted) count as done: nothing is left
+    to move for them. Chunks after the current one count as not started.
+    """
+    position = next((i for i, c in enumerate(state.chunks, 1) if c is chunk), len(state.chunks))
+    total_bytes = sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in state.chunks)
+    total_parts = sum(len(c.targets) for c in state.chunks)
+    bytes_done = parts_done = 0
+    for c in state.chunks[: position - 1]:
+        bytes_done += sum(c.bytes.get(k, 0) for k in c.targets)
+        parts_done += len(c.targets)
+    skipped = [k for k in chunk.skipped if k in chunk.targets]
+    bytes_done += sum(chunk.bytes.get(k, 0) for k in skipped) + copied_in_chunk
+    parts_done += len(skipped) + len(done)
+    started = (chunk.started_ms or now * 1000) / 1000
+    elapsed = max(now - started, 1e-3)
+    baseline = chunk.copied_at_start or 0
+    rate = (copied_in_chunk - baseline) / elapsed if copied_in_chunk > baseline else None
+    left = max(total_bytes - bytes_done, 0)
+    eta = left / rate if rate else (0.0 if not left else None)
+    return Progress(
+        chunk=position,
+        chunks=len(state.chunks),
+        partitions_done=parts_done,
+        partitions=total_parts,
+        bytes_done=bytes_done,
+        bytes=total_bytes,
+        rate_bytes_per_sec=rate,
+        eta_s=eta,
+        elapsed_s=elapsed,
+        throttle_bytes_per_sec=state.throttle_bytes_per_sec,
+        updated_at_ms=int(now * 1000),
+        adopted=bool(chunk.copied_at_start),
+    )
+
+
+def finished(state, now: float) -> Progress:
+    """Every chunk done (or the run stopped): the closing figures."""
+    total_bytes = sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in state.chunks)
+    total_parts = sum(len(c.targets) for c in state.chunks)
+    done = [c for c in state.chunks if c.status == "done"]
+    return Progress(
+        chunk=len(done),
+        chunks=len(state.chunks),
+        partitions_done=sum(len(c.targets) for c in done),
+        partitions=total_parts,
+        bytes_done=sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in done),
+        bytes=total_bytes,
+        rate_bytes_per_sec=None,
+        eta_s=0.0 if state.finished else None,
+        elapsed_s=0.0,
+        throttle_bytes_per_sec=state.throttle_bytes_per_sec,
+        updated_at_ms=int(now * 1000),
+        finished=bool(state.finished),
+        stopped=state.stopped,
+    )
+
+
+def write(path: Path | None, progress: Progress) -> None:
+    """Write ``progress.json`` atomically (the UI page reads it while the run goes on)."""
+    if path is None:
+        return
+    from kafka_runbooks.state_file import write_atomic
+
+    write_atomic(Path(path), json.dumps(progress.as_dict(), sort_keys=True))
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
