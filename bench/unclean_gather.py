@@ -7,10 +7,12 @@ Uses an already running local stack (``kstack --home``; it must be healthy). Cre
 [1, a, b] with a, b rotating over brokers 2-4 (min.insync.replicas=1), stops brokers 2-4,
 kills broker 1 (the last ISR member), starts 2-4 again: every partition is offline and
 its two live replicas are outside the ISR and ELR. Then times the runbook's gathering
-(directed ListOffsets(replica_id=-2), at most 1000 partitions per request, all brokers
-at once) and choosing, and prints partitions per second and the number of requests
-sent against the floor brokers x ceil(partitions per broker / 1000). Finally restarts
-broker 1, deletes the topics and waits for a healthy cluster.
+(directed ListOffsets(replica_id=-2): LATEST for the log end offsets and MAX_TIMESTAMP
+for the newest epochs, every partition of a broker in one request each, all brokers at
+once) and choosing, and prints partitions per second and the number of requests sent
+against the floor: 2 per broker hosting candidate replicas (a partition may appear only
+once per ListOffsets request, and there are two questions; ListOffsets has no partition
+cap). Finally restarts broker 1, deletes the topics and waits for a healthy cluster.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def main() -> None:
 
         offline = state.offline()
         hosted = Counter(b for p in offline for b in p.replicas if state.is_available(b))
-        floor = sum(math.ceil(n / 1000) for n in hosted.values())
+        floor = 2 * len(hosted)  # one LATEST + one MAX_TIMESTAMP per broker hosting candidates
         _ = admin.gaps  # connect before timing
         t1 = time.monotonic()
         gathered = gather(admin, offline, state.brokers, args.duration_ms)
@@ -89,15 +91,16 @@ def main() -> None:
         choices = [choose(p, gathered, state.brokers) for p in offline]
         t3 = time.monotonic()
         answered = sum(1 for i in gathered.infos.values() if i.answered)
+        epochs = sum(1 for i in gathered.infos.values() if i.answered and i.newest_epoch is not None)
         chosen = sum(1 for c in choices if c.chosen is not None)
         print(f"partitions: {len(offline)}; live replicas per broker: {dict(sorted(hosted.items()))}")
         print(
             f"gather: {t2 - t1:.3f}s, {len(offline) / (t2 - t1):.0f} partitions/s, "
-            f"{answered} replica answers, {gathered.rounds} round(s)"
+            f"{answered} replica answers ({epochs} with their newest epoch), {gathered.rounds} round(s)"
         )
         print(
-            f"requests sent: {gathered.requests_sent} (floor: {floor} = sum over brokers of "
-            f"ceil(partitions per broker / 1000))"
+            f"requests sent: {gathered.requests_sent} (floor: {floor} = 2 per broker hosting "
+            f"candidate replicas: LATEST + MAX_TIMESTAMP)"
         )
         print(
             f"choose: {t3 - t2:.3f}s, {len(offline) / max(t3 - t2, 1e-9):.0f} partitions/s; "

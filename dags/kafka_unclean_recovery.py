@@ -1,11 +1,7 @@
 """
 ### Kafka unclean recovery from the longest log (break glass)
 
-For partitions that are **offline** because every ISR and ELR replica is gone: ask each
-surviving replica's broker for its log end offset and leader epoch, choose per partition
-the replica with the highest leader epoch and then the longest log, and show the table
-(every replica, what electing it would lose against the choice, and which replica
-Kafka's own unclean election would take).
+XX
 
 Modes (`mode`): `show_replica_info` (default: dry run, the table only),
 `manual_recovery_file` (also write `manual_recovery.json` with a `designatedLeader` per
@@ -88,6 +84,13 @@ with DAG(
             maximum=20,
             description="Attempts per election when it fails transiently (e.g. the controller moved).",
         ),
+        "settle_period_s": Param(
+            30,
+            type="integer",
+            minimum=0,
+            maximum=3600,
+            description="Seconds each election must hold (online, chosen leader, unfenced) to count",
+        ),
         "restore_replica_order": Param(
             True,
             type="boolean",
@@ -141,11 +144,13 @@ with DAG(
     approve = PlanApprovalOperator(
         task_id="approve_elections",
         action_kind="unclean",
-        subject="Unclean recovery: elect the chosen replicas? (data beyond each choice is lost)",
+        subject="Unclean recovery: elect the CHOSEN replicas? Other replicas lose what the table shows",
         body=(
-            "Offline partitions and the replica chosen for each (CHOSEN); `lost_if_elected` is what "
-            "electing that replica would lose against the choice.\n\n```\n"
-            "{{ ti.xcom_pull(task_ids='plan_recovery')['table'] }}\n```\n\n"
+            "Offline partitions and the replica chosen for each (CHOSEN). "
+            "`truncated_if_choice_stands`: the offsets that replica holds beyond the chosen one, "
+            "which its broker truncates once it follows the chosen leader. SUMMARY: what the choice "
+            "loses against the longest log, and what Kafka's own unclean election would take and lose."
+            "\n\n{{ ti.xcom_pull(task_ids='plan_recovery')['table_md'] }}\n\n"
             "Unanswered brokers: {{ ti.xcom_pull(task_ids='plan_recovery')['unanswered_brokers'] }}"
         ),
         response_timeout=timedelta(hours=2),
@@ -154,7 +159,7 @@ with DAG(
 
     @task
     def run_elections(document: dict, params=None, run_id=None) -> dict:
-        """Elect each chosen replica (reorder + UNCLEAN election), verify, fail if any did not succeed.
+        """Elect each chosen replica (reorder + UNCLEAN election), verify it holds, fail unless all held.
 
         Refuses first unless the gate approved exactly these elections for this run.
         """
@@ -163,6 +168,7 @@ with DAG(
         from airflow.sdk import get_current_context
 
         from kafka_runbooks.paths import artifact_dir
+        from kafka_runbooks.unclean.elect import ReorderState
         from kafka_runbooks.unclean.runbook import recover
         from kafka_runbooks_airflow.gate import require_approval
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
@@ -176,6 +182,8 @@ with DAG(
                 document,
                 artifact_dir("unclean_recovery", run_id),
                 restore_order=params["restore_replica_order"],
+                settle_s=params.get("settle_period_s", 30),
+                state_file=ReorderState(params["kafka_conn_id"]),
                 logger=logging.getLogger("kafka_runbooks.unclean"),
             )
         finally:

@@ -130,3 +130,94 @@ def count_messages(bootstrap: str, topic: str, partition: int) -> int:
             count += 1
     finally:
         consumer.close()
+
+
+# ---------------------------------------------------------------------------------
+# Diverged logs: two live replicas whose logs end in different leader epochs.
+# ---------------------------------------------------------------------------------
+
+DIVERGED_ASSIGNMENT = [1, 2, 3]
+DIVERGED_OLD, DIVERGED_NEW, DIVERGED_DEAD = 2, 3, 1
+DIVERGED_NEW_TAIL = 20
+
+
+@dataclass
+class DivergedScenario:
+    topic: str
+    partitions: int
+    old_epoch: int  # the epoch broker 2's log ends in
+    new_epoch: int  # the epoch broker 3's log ends in (later, after a real unclean election)
+
+
+def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1) -> DivergedScenario:
+    """Offline partitions where broker 2 holds the longer log and broker 3 the newer epoch.
+
+    Assignment [1, 2, 3], min.insync.replicas=1, every step a real leader change:
+
+    - 100 messages in sync (leader 1, epoch e0); stop 3 (ends at 100); 100 more; stop 2
+      (ends at 200, last written epoch e0); kill -9 broker 1: offline;
+    - start 3 and elect it unclean (epoch e1 > e0); 20 messages at e1 (3 ends at 120);
+    - start 1: it follows 3 (truncates to 100, catches up to 120, joins the ISR); stop 3
+      (leadership moves to 1, 3 leaves the ISR at 120, last written epoch e1); kill -9 1;
+    - start 3 and 2: the partition is offline, broker 2 ends at 200 in e0, broker 3 at
+      120 in e1. Their logs diverged at offset 100: whichever is elected, the other is
+      truncated to 100. Kafka's own unclean election takes broker 2 (first live replica).
+    """
+    from kafka_runbooks.kafka_python_gaps import elect_unclean
+
+    bootstrap = stack.bootstrap_servers
+    wait_until(lambda: _healthy(admin), 180, 1, "a fully replicated cluster before building the scenario")
+    topic = unique_topic(prefix)
+    create_topic(
+        bootstrap,
+        topic,
+        assignment={p: list(DIVERGED_ASSIGNMENT) for p in range(partitions)},
+        config={"min.insync.replicas": "1"},
+    )
+    wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_partitions([topic])), 60, 0.5, "full ISR")
+
+    def parts():
+        return admin.describe_partitions([topic])
+
+    def produce_all(count):
+        for p in range(partitions):
+            assert produce(bootstrap, topic, count, partition=p) == count
+
+    produce_all(PER_STEP)
+    old_epoch = max(p.leader_epoch for p in parts())
+    stack.stop_node(3)
+    wait_until(lambda: all(3 not in p.isr for p in parts()), 60, 0.5, "3 out of ISR")
+    produce_all(PER_STEP)
+    stack.stop_node(2)
+    wait_until(lambda: all(2 not in p.isr for p in parts()), 60, 0.5, "2 out of ISR")
+    stack.kill(1)
+    wait_until(lambda: all(p.leader == -1 for p in parts()), 60, 0.5, "offline after broker 1 died")
+    stack.start_node(3, wait=True)
+    wait_until(
+        lambda: admin.describe_brokers().get(3) and admin.describe_brokers()[3].available, 90, 0.5, "3 up"
+    )
+    keys = [(topic, p) for p in range(partitions)]
+    wait_until(
+        lambda: not any(elect_unclean(admin.gaps, keys).values()) and all(p.leader == 3 for p in parts()),
+        60,
+        1,
+        "broker 3 elected unclean",
+    )
+    new_epoch = min(p.leader_epoch for p in parts())
+    produce_all(DIVERGED_NEW_TAIL)
+    stack.start_node(1, wait=True)
+    wait_until(lambda: all(set(p.isr) == {1, 3} for p in parts()), 120, 0.5, "1 back in the ISR")
+    stack.stop_node(3)
+    wait_until(lambda: all(p.leader == 1 and 3 not in p.isr for p in parts()), 60, 0.5, "1 leads, 3 out")
+    stack.kill(1)
+    stack.start_node(3, wait=True)
+    stack.start_node(2, wait=True)
+
+    def offline_with_live_followers():
+        brokers = admin.describe_brokers()
+        if not all(brokers.get(b) and brokers[b].available for b in (2, 3)):
+            return False
+        return all(p.leader == -1 and not ({2, 3} & set(p.isr + p.elr)) for p in parts())
+
+    wait_until(offline_with_live_followers, 120, 1, "offline partitions with brokers 2 and 3 back")
+    return DivergedScenario(topic, partitions, old_epoch, new_epoch)

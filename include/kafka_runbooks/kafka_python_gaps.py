@@ -161,7 +161,8 @@ def _ts(value: int | None) -> int | None:
 
 DEBUGGING_REPLICA_ID = -2  # ListOffsets answered from the local log, leader or not
 LATEST_TIMESTAMP = -1
-MAX_PARTITIONS_PER_REQUEST = 1000
+MAX_TIMESTAMP = -3  # ListOffsets v7+: the record with the largest timestamp, with its batch's epoch
+MAX_PARTITIONS_PER_REQUEST = 1000  # AlterPartitionReassignments / ElectLeaders chunks
 ELECT_LEADERS_API_KEY = 43
 ELECTION_TYPE_UNCLEAN = 1
 ELECTION_TYPE_PREFERRED = 0
@@ -171,42 +172,51 @@ def list_replica_log_ends(
     gaps: KafkaPythonGaps,
     by_broker: dict[int, list[tuple[str, int]]],
     timeout_ms: int,
-    batch: int = MAX_PARTITIONS_PER_REQUEST,
-) -> tuple[dict[int, list[tuple[str, int, int, int, int]] | Exception], int]:
-    """Ask each broker for the log end offset of its own replicas.
+    batch: int | None = None,
+) -> tuple[dict[int, list[tuple[str, int, int, int, int | None]] | Exception], int]:
+    """Ask each broker for the log end offset and the newest written epoch of its own replicas.
 
-    One ListOffsets(replica_id=-2, LATEST) per broker and batch of at most ``batch``
-    partitions, all in flight at once; kafka-python's connection manager (internal API)
-    is used only here. Returns, per broker, either rows
-    ``(topic, partition, error_code, log_end_offset, leader_epoch)`` or the exception
-    that broker's requests failed with; plus the number of requests sent.
+    Two ListOffsets(replica_id=-2) per broker, all in flight at once: LATEST gives the
+    replica's log end offset (its epoch field is the partition's *current* epoch from
+    metadata, useless here), MAX_TIMESTAMP gives the epoch of the batch holding the
+    replica's newest record by timestamp, read from its own log. A partition may appear
+    only once per request (the broker answers INVALID_REQUEST to duplicates), hence two.
+    ListOffsets has no partition cap: ``batch`` (None = all in one) only exists to
+    measure. OffsetsForLeaderEpoch would give the exact last epoch, but brokers answer
+    it only as the partition's leader (NOT_LEADER_OR_FOLLOWER on an offline partition).
+
+    Returns, per broker, rows ``(topic, partition, error_code, log_end_offset, epoch)``
+    (epoch None when the log has no record to read it from) or the exception that
+    broker's requests failed with; plus the number of requests sent.
     """
     from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
     topic_cls = ListOffsetsRequest.ListOffsetsTopic
     part_cls = topic_cls.ListOffsetsPartition
     manager = gaps._client._manager
-    planned: list[tuple[int, object]] = []
+    planned: list[tuple[int, int, object]] = []
     for broker_id, partitions in by_broker.items():
-        for i in range(0, len(partitions), batch):
+        size = batch or max(1, len(partitions))
+        for i in range(0, len(partitions), size):
             per_topic: dict[str, list[int]] = {}
-            for topic, partition in partitions[i : i + batch]:
+            for topic, partition in partitions[i : i + size]:
                 per_topic.setdefault(topic, []).append(partition)
-            request = ListOffsetsRequest(
-                replica_id=DEBUGGING_REPLICA_ID,
-                isolation_level=0,
-                topics=[
-                    topic_cls(
-                        name=topic,
-                        partitions=[
-                            part_cls(partition_index=p, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)
-                            for p in parts
-                        ],
-                    )
-                    for topic, parts in per_topic.items()
-                ],
-            )
-            planned.append((broker_id, request))
+            for timestamp in (LATEST_TIMESTAMP, MAX_TIMESTAMP):
+                request = ListOffsetsRequest(
+                    replica_id=DEBUGGING_REPLICA_ID,
+                    isolation_level=0,
+                    topics=[
+                        topic_cls(
+                            name=topic,
+                            partitions=[
+                                part_cls(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+                                for p in parts
+                            ],
+                        )
+                        for topic, parts in per_topic.items()
+                    ],
+                )
+                planned.append((broker_id, timestamp, request))
 
     async def send_all():
         # kafka-python only connects to brokers its cached metadata knows; a broker that
@@ -217,37 +227,85 @@ def list_replica_log_ends(
             except Exception as exc:  # the sends below report per broker
                 log.info("metadata refresh before ListOffsets failed: %s", exc)
         futures = []
-        for broker_id, request in planned:
+        for broker_id, timestamp, request in planned:
             try:
                 futures.append(
-                    (broker_id, manager.send(request, node_id=broker_id, request_timeout_ms=timeout_ms))
+                    (
+                        broker_id,
+                        timestamp,
+                        manager.send(request, node_id=broker_id, request_timeout_ms=timeout_ms),
+                    )
                 )
             except Exception as exc:  # unknown broker id, no connection: this broker's answer is the error
-                futures.append((broker_id, exc))
-        answers: list[tuple[int, object]] = []
-        for broker_id, future in futures:
+                futures.append((broker_id, timestamp, exc))
+        answers: list[tuple[int, int, object]] = []
+        for broker_id, timestamp, future in futures:
             if isinstance(future, Exception):
-                answers.append((broker_id, future))
+                answers.append((broker_id, timestamp, future))
                 continue
             try:
-                answers.append((broker_id, await future))
+                answers.append((broker_id, timestamp, await future))
             except Exception as exc:
-                answers.append((broker_id, exc))
+                answers.append((broker_id, timestamp, exc))
         return answers
 
-    out: dict[int, list[tuple[str, int, int, int, int]] | Exception] = {}
-    for broker_id, answer in manager.run(send_all):
+    ends: dict[int, dict[tuple[str, int], tuple[int, int]]] = {}
+    epochs: dict[int, dict[tuple[str, int], int | None]] = {}
+    failed: dict[int, Exception] = {}
+    for broker_id, timestamp, answer in manager.run(send_all):
         if isinstance(answer, Exception):
-            out[broker_id] = answer
+            failed.setdefault(broker_id, answer)
             continue
-        if isinstance(out.get(broker_id), Exception):
-            continue
-        rows = out.setdefault(broker_id, [])
         for topic in answer.topics:
             for p in topic.partitions:
-                epoch = getattr(p, "leader_epoch", -1)
-                rows.append((topic.name, p.partition_index, p.error_code, p.offset, epoch))
+                key = (topic.name, p.partition_index)
+                if timestamp == LATEST_TIMESTAMP:
+                    ends.setdefault(broker_id, {})[key] = (p.error_code, p.offset)
+                else:
+                    epoch = getattr(p, "leader_epoch", -1)
+                    ok = p.error_code == 0 and p.offset is not None and p.offset >= 0 and epoch >= 0
+                    epochs.setdefault(broker_id, {})[key] = epoch if ok else None
+    out: dict[int, list[tuple[str, int, int, int, int | None]] | Exception] = {}
+    for broker_id in by_broker:
+        if broker_id in failed:
+            out[broker_id] = failed[broker_id]
+            continue
+        out[broker_id] = [
+            (topic, partition, code, offset, epochs.get(broker_id, {}).get((topic, partition)))
+            for (topic, partition), (code, offset) in ends.get(broker_id, {}).items()
+        ]
     return out, len(planned)
+
+
+def controller_request(gaps: KafkaPythonGaps, what: str, fn, attempts: int = 4, sleep=None):
+    """Run a request kafka-python sends to "the controller", failing over to a live broker.
+
+    Under KRaft kafka-python's "controller" is a broker id it picked from metadata and
+    cached; once that broker dies every call fails (``UnknownBrokerIdError``, not marked
+    retriable, or a connection error). After any failure forget the cached id so the
+    next attempt asks the metadata for a live one, and wait (0.5 s, 1 s, 2 s...) first:
+    the cluster needs a moment to stop naming a broker that has just died.
+    """
+    import time
+
+    sleep = sleep or time.sleep
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            gaps._client._controller_id = None
+            if attempt == attempts:
+                raise
+            wait = min(0.5 * 2 ** (attempt - 1), 5.0)
+            log.info(
+                "%s failed (%s: %s); retrying on another broker in %.1f s",
+                what,
+                type(exc).__name__,
+                exc,
+                wait,
+            )
+            sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def reorder_replicas(
@@ -255,7 +313,8 @@ def reorder_replicas(
 ) -> dict[tuple[str, int], str | None]:
     """AlterPartitionReassignments with the same replica sets in a new order.
 
-    Returns per partition None (accepted) or the error's name.
+    Returns per partition None (accepted) or the error's name. Fails over to a live
+    broker when the one kafka-python cached as the controller is gone.
     """
     from kafka.structs import TopicPartition
 
@@ -263,7 +322,12 @@ def reorder_replicas(
     items = list(orders.items())
     for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST):
         chunk = {TopicPartition(t, p): list(r) for (t, p), r in items[i : i + MAX_PARTITIONS_PER_REQUEST]}
-        for tp, err in gaps._client.alter_partition_reassignments(chunk).items():
+        answer = controller_request(
+            gaps,
+            "AlterPartitionReassignments",
+            lambda chunk=chunk: gaps._client.alter_partition_reassignments(chunk),
+        )
+        for tp, err in answer.items():
             out[(tp.topic, tp.partition)] = None if err is None else err.__name__
         for (t, p), _ in items[i : i + MAX_PARTITIONS_PER_REQUEST]:
             out.setdefault((t, p), "NoAnswer")
@@ -273,13 +337,22 @@ def reorder_replicas(
 def elect_unclean(
     gaps: KafkaPythonGaps, partitions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], str | None]:
-    """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error."""
+    """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error.
+
+    Fails over to a live broker when the one kafka-python cached as the controller is gone.
+    """
     out: dict[tuple[str, int], str | None] = {}
     for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
         per_topic: dict[str, list[int]] = {}
         for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
             per_topic.setdefault(topic, []).append(partition)
-        response = gaps._client.elect_leaders(ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False)
+        response = controller_request(
+            gaps,
+            "ElectLeaders",
+            lambda per_topic=per_topic: gaps._client.elect_leaders(
+                ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False
+            ),
+        )
         top = getattr(response, "error_code", 0)
         for result in response.replica_election_results:
             for p in result.partition_result:

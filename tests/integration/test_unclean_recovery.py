@@ -1,8 +1,10 @@
 """Unclean recovery on the real stack: the longest live log is found, chosen and elected.
 
-One scenario (tests/unclean_scenario.py) serves the module: three offline partitions
+One scenario (tests/unclean_scenario.py) serves most of the module: offline partitions
 assigned [1, 3, 2]; broker 1 (300 messages) is dead, broker 3 holds 100, broker 2 holds
 200 and neither is in the ISR or ELR. Kafka's own unclean election would take broker 3.
+Each test uses its own partition; the fault tests kill, freeze or fence broker 2 (the
+chosen one) between the runbook's steps and start it again.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request
-from kafka_runbooks.unclean.runbook import plan, recover
+from kafka_runbooks.unclean.runbook import RecoveryFailed, plan, recover
 from tests import unclean_scenario as sc
 from tests.helpers import wait_until
 
@@ -29,7 +32,7 @@ def scenario(local_stack):
     from kafka_runbooks.admin import ClusterAdmin
 
     with ClusterAdmin({"bootstrap.servers": local_stack.bootstrap_servers}, timeout_s=15) as admin:
-        built = sc.build(local_stack, admin, "unclean-it", partitions=3)
+        built = sc.build(local_stack, admin, "unclean-it", partitions=7)
         try:
             yield built
         finally:
@@ -61,18 +64,30 @@ def test_plan_names_the_longest_replica_and_writes_the_recovery_file(scenario, a
     for c in doc["choices"]:
         rows = {r["broker_id"]: r for r in c["rows"]}
         assert rows[2]["log_end_offset"] == 200 and rows[3]["log_end_offset"] == 100
-        assert rows[3]["offsets_lost_vs_choice"] == 100 and rows[2]["offsets_lost_vs_choice"] == 0
+        # both logs end in the epoch broker 1 led (the first one): read from each log, not metadata
+        assert rows[2]["newest_epoch"] == rows[3]["newest_epoch"] == 0 < c["leader_epoch"]
+        assert rows[3]["truncated_if_chosen_stands"] == 0 and rows[2]["truncated_if_chosen_stands"] == 0
+        assert (c["loss_vs_longest"], c["kafka_pick_loss_vs_longest"]) == (0, 100)
         assert rows[1]["candidate"] is False and rows[1]["log_end_offset"] is None  # dead: fenced
         assert rows[1]["note"] in ("broker fenced: cannot lead", "broker not registered (down)")
-    file = json.loads(Path(doc["artifacts"]["recovery_file"]).read_text())
-    assert file == {
-        "partitions": [
-            {"topic": scenario.topic, "partition": p, "designatedLeader": sc.LONGEST} for p in range(3)
-        ]
+    # manual path: chosen 2 is not Kafka's pick (3), so: reorder, elect (topic + partition only), restore
+    art = doc["artifacts"]
+    assert "elect.json" not in art
+    assert json.loads(Path(art["elect-after-reorder.json"]).read_text()) == {
+        "partitions": [{"topic": scenario.topic, "partition": p} for p in range(3)]
     }
-    table = Path(doc["artifacts"]["table"]).read_text()
-    assert f"{scenario.topic}-0  2       1             200             0                CHOSEN" in table
+    assert json.loads(Path(art["reorder.json"]).read_text())["partitions"][0]["replicas"] == [2, 1, 3]
+    assert json.loads(Path(art["restore.json"]).read_text())["partitions"][0]["replicas"] == [1, 3, 2]
+    table = Path(art["table"]).read_text()
+    assert (
+        f"{scenario.topic}-0  2       0             200             0                           CHOSEN"
+        in table
+    )
+    assert "Kafka's unclean election: broker 3, loses 100" in table
+    assert f"| {scenario.topic}-0 | 2 | 0 | 200 | 0 | CHOSEN | ok |" in doc["table_md"]
     print("\n" + table)
+    # requests at the floor: one LATEST and one MAX_TIMESTAMP per broker asked (2 and 3)
+    assert doc["gather"]["requests_sent"] == 4
     # planning never elects
     assert all(p.leader == -1 for p in admin.describe_partitions([scenario.topic]))
 
@@ -141,9 +156,10 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
         "brokers 2 and 3 registered and unfenced",
     )
     doc = plan(admin, _request(topic, [0], "automated_recovery", recovery_duration_ms=10000), tmp_path)
-    report = recover(admin, doc, tmp_path)
+    report = recover(admin, doc, tmp_path, settle_s=8)
     (outcome,) = report.outcomes
     assert (outcome.status, outcome.leader) == (outcomes.ELECTED, sc.LONGEST)
+    assert "for the whole 8 s settle period" in outcome.detail
     after = _leader(admin, topic, 0)
     assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)  # order put back
 
@@ -182,5 +198,185 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
     assert kept_kafka == 100
 
     # idempotent: a second run finds it online and leaves it alone
-    again = recover(admin, doc, tmp_path)
+    again = recover(admin, doc, tmp_path, settle_s=1)
     assert [(o.status, o.leader) for o in again.outcomes] == [(outcomes.ALREADY_ONLINE, sc.LONGEST)]
+
+
+# -- faults between the runbook's steps (broker 2, the chosen one) ----------------------
+
+
+def _brokers_up(admin, ids=(2, 3)):
+    wait_until(
+        lambda: all((b := admin.describe_brokers().get(i)) and b.available for i in ids),
+        120,
+        0.5,
+        f"brokers {ids} registered and unfenced",
+    )
+
+
+def _bring_back(local_stack, admin, broker: int) -> None:
+    if not local_stack.is_running(broker):
+        local_stack.start_node(broker, wait=True)
+    _brokers_up(admin)
+
+
+def _pin_controller_to(admin, broker: int) -> None:
+    """kafka-python caches the broker it sends controller-bound requests to; make it the one
+    about to die, as happens when the cached broker is the one that fails."""
+    admin.gaps._client._controller_id = broker
+
+
+def _elections(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "elections.json").read_text())
+
+
+def test_chosen_broker_killed_after_the_reorder_is_not_elected_and_the_order_is_restored(
+    scenario, local_stack, admin, tmp_path
+):
+    """kill -9 of the chosen broker between the reorder and the election, before the
+    controller fences it: the runbook must not elect it (it would be lost seconds later)
+    nor, once it is fenced, let Kafka elect broker 3 (not approved); the controller-bound
+    requests cached on the dead broker fail over; the original order comes back."""
+    topic, partition = scenario.topic, 3
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "automated_recovery", recovery_duration_ms=10000), tmp_path
+    )
+    assert doc["choices"][0]["chosen"] == sc.LONGEST
+    waits: list[float] = []
+
+    def kill_after_reorder(step, keys):
+        if step == "reordered":
+            wait_until(lambda: _leader(admin, topic, partition).replicas == (2, 1, 3), 30, 0.2, "reordered")
+            _pin_controller_to(admin, sc.LONGEST)
+            local_stack.kill(sc.LONGEST)
+
+    from kafka_runbooks.unclean import elect as elect_module
+
+    def pause(seconds):
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    try:
+        report = elect_module.elect_chosen(
+            admin,
+            [elect_module.Choice.from_dict(d) for d in doc["choices"]],
+            attempts=2,
+            settle_s=10,
+            state_file=elect_module.ReorderState("it", directory=tmp_path),
+            report_path=tmp_path / "elections.json",
+            between_steps=kill_after_reorder,
+            sleep=pause,
+        )
+        assert [o.partition for o in report.failures] == [f"{topic}-{partition}"]
+        (outcome,) = _elections(tmp_path)["outcomes"]
+        assert outcome["status"] == outcomes.FAILED, outcome
+        assert "chosen broker 2" in outcome["detail"], outcome
+        assert waits == [1.0]  # the second attempt came after a pause
+        after = _leader(admin, topic, partition)
+        assert after.leader == -1  # nobody elected: not the dead broker, not broker 3
+        assert after.replicas == tuple(sc.ASSIGNMENT)  # order put back, through a live broker
+        assert _elections(tmp_path)["restores"] == {f"{topic}-{partition}": "restored"}
+        assert elect_module.ReorderState("it", directory=tmp_path).read_entries() == {}
+    finally:
+        _bring_back(local_stack, admin, sc.LONGEST)
+
+
+def test_chosen_broker_killed_right_after_the_election_is_a_failure_with_what_was_seen(
+    scenario, local_stack, admin, tmp_path
+):
+    """The election succeeds and the chosen broker leads, then dies before it is fenced:
+    one read-back would say success; the settle period sees the partition go offline."""
+    topic, partition = scenario.topic, 4
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "automated_recovery", recovery_duration_ms=10000), tmp_path
+    )
+
+    def kill_after_election(step, keys):
+        if step == "elected":
+            _pin_controller_to(admin, sc.LONGEST)
+            local_stack.kill(sc.LONGEST)
+
+    try:
+        with pytest.raises(RecoveryFailed, match="elected_not_held"):
+            recover(admin, doc, tmp_path, settle_s=15, between_steps=kill_after_election)
+        (outcome,) = _elections(tmp_path)["outcomes"]
+        assert outcome["status"] == outcomes.NOT_HELD and outcome["leader"] == sc.LONGEST
+        assert any("leader -1" in s or "fenced" in s or "not registered" in s for s in outcome["seen"]), (
+            outcome
+        )
+        assert _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT)  # order put back
+        assert _elections(tmp_path)["restores"] == {f"{topic}-{partition}": "restored"}
+    finally:
+        _bring_back(local_stack, admin, sc.LONGEST)
+
+
+def test_chosen_broker_frozen_after_the_reorder_is_not_elected(scenario, local_stack, admin, tmp_path):
+    """SIGSTOP between reorder and election: the broker holds its connections but answers
+    nothing, and is fenced only after its session times out."""
+    topic, partition = scenario.topic, 5
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "automated_recovery", recovery_duration_ms=10000), tmp_path
+    )
+    pid = local_stack.pid(sc.LONGEST)
+
+    def freeze_after_reorder(step, keys):
+        if step == "reordered":
+            os.kill(pid, signal.SIGSTOP)
+
+    try:
+        with pytest.raises(RecoveryFailed):
+            recover(
+                admin, {**doc, "recovery_election_attempts": 1}, tmp_path, between_steps=freeze_after_reorder
+            )
+        (outcome,) = _elections(tmp_path)["outcomes"]
+        assert outcome["status"] == outcomes.FAILED and "chosen broker 2" in outcome["detail"], outcome
+        after = _leader(admin, topic, partition)
+        assert after.leader == -1 and after.replicas == tuple(sc.ASSIGNMENT)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        _brokers_up(admin)
+
+
+def test_a_run_killed_after_the_reorder_leaves_what_to_restore_and_the_rerun_does_it(
+    scenario, local_stack, admin, tmp_path
+):
+    """The worker is killed (-9) between the reorder and the election: nothing runs after
+    it. The reorder state file says exactly what to put back; the next run does."""
+    topic, partition = scenario.topic, 6
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "automated_recovery", recovery_duration_ms=10000), tmp_path
+    )
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    script = f"""
+import json, os, signal, sys
+sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "include")!r}]
+from pathlib import Path
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.unclean.elect import ReorderState
+from kafka_runbooks.unclean.runbook import recover
+doc = json.loads(Path({str(tmp_path / "doc.json")!r}).read_text())
+def die(step, keys):
+    if step == "reordered":
+        os.kill(os.getpid(), signal.SIGKILL)
+with ClusterAdmin({{"bootstrap.servers": {local_stack.bootstrap_servers!r}}}, timeout_s=15) as admin:
+    recover(admin, doc, Path({str(tmp_path)!r}), state_file=ReorderState("it", directory=Path({str(tmp_path)!r})),
+            between_steps=die)
+"""
+    proc = subprocess.run([os.sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    from kafka_runbooks.unclean.elect import ReorderState
+
+    state = ReorderState("it", directory=tmp_path)
+    assert state.read_entries() == {
+        f"{topic}-{partition}": {"topic": topic, "partition": partition, "original": sc.ASSIGNMENT}
+    }
+    assert _leader(admin, topic, partition).replicas == (2, 1, 3)  # left changed by the dead run
+    report = recover(admin, doc, tmp_path, settle_s=5, state_file=state)
+    assert [(o.status, o.leader) for o in report.outcomes] == [(outcomes.ELECTED, sc.LONGEST)]
+    after = _leader(admin, topic, partition)
+    assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)
+    assert state.read_entries() == {}

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
 from kafka_runbooks.unclean.choose import Choice, choose
 from kafka_runbooks.unclean.loginfo import GatherResult, ReplicaLogInfo
-from kafka_runbooks.unclean.render import recovery_file, replica_table
+from kafka_runbooks.unclean.render import (
+    manual_files,
+    manual_markdown,
+    manual_steps,
+    markdown_table,
+    replica_table,
+)
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request, parse_partitions, resolve
 
 LIST = json.dumps(
@@ -93,7 +100,7 @@ def _gathered(rows: list[tuple[int, int | None, int | None, str | None]], topic=
     return result
 
 
-def test_highest_epoch_wins_then_longest_log_and_losses_are_counted():
+def test_newest_epoch_wins_then_longest_log_and_every_cost_is_shown():
     state = _state()
     p = state.partitions[0]  # replicas (1, 3, 2); 1 is fenced
     c = choose(
@@ -102,11 +109,36 @@ def test_highest_epoch_wins_then_longest_log_and_losses_are_counted():
         state.brokers,
     )
     assert (c.chosen, c.kafka_unclean_pick) == (2, 3)
-    assert {r.broker_id: r.offsets_lost_vs_choice for r in c.rows} == {1: None, 3: 100, 2: 0}
-    # a higher leader epoch beats a longer log
-    c = choose(p, _gathered([(3, 100, 5, None), (2, 200, 4, None)]), state.brokers)
-    assert c.chosen == 3
-    assert {r.broker_id: r.offsets_lost_vs_choice for r in c.rows}[2] == 0
+    assert {r.broker_id: r.truncated_if_chosen_stands for r in c.rows} == {1: None, 3: 0, 2: 0}
+    assert (c.longest_log_end_offset, c.loss_vs_longest, c.kafka_pick_loss_vs_longest) == (200, 0, 100)
+    assert "longest log among the candidates (log end offset 200)" in c.reason
+    # A newer epoch beats a longer log: the longer one holds 80 offsets beyond the choice,
+    # truncated if the choice stands, at least (it ended in an older epoch: it may have
+    # diverged earlier). The choice loses 80 against the longest log.
+    c = choose(p, _gathered([(3, 120, 5, None), (2, 200, 4, None)]), state.brokers)
+    assert c.chosen == 3 and c.epoch_known
+    rows = {r.broker_id: r for r in c.rows}
+    assert (rows[2].truncated_if_chosen_stands, rows[2].at_least) == (80, True)
+    assert (rows[3].truncated_if_chosen_stands, rows[3].at_least) == (0, False)
+    assert (c.longest_log_end_offset, c.loss_vs_longest) == (200, 80)
+    assert "leader epoch 5" in c.reason and "broker 2: epoch 4, log end offset 200" in c.reason
+    table = replica_table([c])
+    assert any(line.split()[:5] == ["foo-0", "2", "4", "200", ">=80"] for line in table.splitlines())
+    assert "choice broker 3 loses 80 vs the longest log (200)" in table
+
+
+def test_an_unknown_epoch_means_the_log_end_offset_alone_decides_and_says_so():
+    state = _state()
+    p = state.partitions[0]
+    c = choose(p, _gathered([(3, 120, 5, None), (2, 200, None, None)]), state.brokers)
+    assert c.chosen == 2 and not c.epoch_known
+    assert "by log end offset only: epoch unknown for broker(s) 2" in c.reason
+    assert "epoch" not in c.reason.split(";")[0]  # no claim about epochs the data does not support
+    rows = {r.broker_id: r for r in c.rows}
+    assert rows[3].truncated_if_chosen_stands == 0
+    table = replica_table([c])
+    assert any(line.split()[:3] == ["foo-0", "2", "?"] for line in table.splitlines())
+    assert "epoch unknown: by log end offset only" in table
 
 
 def test_ties_go_to_assignment_order_and_no_answer_means_no_candidate():
@@ -119,7 +151,7 @@ def test_ties_go_to_assignment_order_and_no_answer_means_no_candidate():
     assert "NO CANDIDATE" in replica_table([c])
 
 
-def test_table_file_and_plan_round_trip():
+def test_table_markdown_and_plan_round_trip():
     state = _state()
     c = choose(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), state.brokers)
     none = choose(state.partitions[2], _gathered([], "bar", 0), state.brokers)
@@ -128,16 +160,58 @@ def test_table_file_and_plan_round_trip():
     assert lines[0].split() == [
         "partition",
         "broker",
-        "leader_epoch",
+        "newest_epoch",
         "log_end_offset",
-        "lost_if_elected",
+        "truncated_if_choice_stands",
         "choice",
         "note",
     ]
     assert any(line.split()[:6] == ["foo-0", "2", "4", "200", "0", "CHOSEN"] for line in lines)
-    assert any(line.split()[:6] == ["foo-0", "3", "4", "100", "100", "kafka-unclean-pick"] for line in lines)
-    assert lines[-1].split()[:2] == ["foo-1", "-"] and "ONLINE" in lines[-1]
-    assert recovery_file([c, none]) == {
-        "partitions": [{"topic": "foo", "partition": 0, "designatedLeader": 2}]
-    }
+    assert any(line.split()[:6] == ["foo-0", "3", "4", "100", "0", "kafka-unclean-pick"] for line in lines)
+    assert "Kafka's unclean election: broker 3, loses 100" in table
+    assert any(line.split()[:2] == ["foo-1", "-"] and "ONLINE" in line for line in lines)
+    md = markdown_table([c, none], ["foo-1"]).split("\n\n")[0].splitlines()
+    # a GFM table: header, separator, one row per replica / summary / online partition
+    assert md[0].startswith("| partition | broker | newest_epoch |") and md[1] == "|" + "---|" * 7
+    assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") == 6 for line in md[2:])
+    assert "| foo-0 | 2 | 4 | 200 | 0 | CHOSEN | ok |" in md
+    assert "```" not in markdown_table([c, none])
     assert Choice.from_dict(json.loads(json.dumps(c.as_dict()))) == c
+
+
+def test_manual_files_carry_only_what_todays_tools_read():
+    state = _state()
+    brokers = state.brokers
+    reorder = choose(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), brokers)
+    direct = choose(state.partitions[2], _gathered([(4, 50, 4, None), (3, 10, 4, None)], "bar", 0), brokers)
+    assert (reorder.chosen, reorder.kafka_unclean_pick, direct.chosen, direct.kafka_unclean_pick) == (
+        2,
+        3,
+        4,
+        4,
+    )
+    files = manual_files([reorder, direct])
+    assert files["elect.json"] == {"partitions": [{"topic": "bar", "partition": 0}]}
+    assert files["elect-after-reorder.json"] == {"partitions": [{"topic": "foo", "partition": 0}]}
+    assert files["reorder.json"]["partitions"] == [{"topic": "foo", "partition": 0, "replicas": [2, 1, 3]}]
+    assert files["restore.json"]["partitions"] == [{"topic": "foo", "partition": 0, "replicas": [1, 3, 2]}]
+    assert "designatedLeader" not in json.dumps(files)
+    steps = manual_steps([reorder, direct], "b:9092", Path("/m"))
+    commands = [" ".join(s["command"]) for s in steps]
+    assert [c.split()[0] for c in commands] == [
+        "kafka-topics.sh",
+        "kafka-leader-election.sh",
+        "kafka-topics.sh",
+        "kafka-reassign-partitions.sh",
+        "kafka-topics.sh",
+        "kafka-leader-election.sh",
+        "kafka-topics.sh",
+        "kafka-reassign-partitions.sh",
+    ]
+    assert "--path-to-json-file /m/elect.json" in commands[1] and "--election-type unclean" in commands[1]
+    assert "--execute --reassignment-json-file /m/reorder.json" in commands[3]
+    assert "--path-to-json-file /m/elect-after-reorder.json" in commands[5]
+    assert "--reassignment-json-file /m/restore.json" in commands[7]
+    assert "Unknown broker id" in steps[3]["step"]  # said, not hidden
+    assert "foo-0: Leader 2" in steps[6]["verify"] and "bar-0: Leader 4" in steps[2]["verify"]
+    assert "kafka-leader-election.sh" in manual_markdown(steps)

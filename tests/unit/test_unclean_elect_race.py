@@ -42,12 +42,27 @@ def admin(monkeypatch):
     monkeypatch.setattr(kafka_python_gaps, "elect_unclean", elect_unclean)
     monkeypatch.setattr(kafka_python_gaps, "reorder_replicas", lambda gaps, reorder: dict.fromkeys(reorder))
     monkeypatch.setattr(kafka_python_gaps, "advertised_api_versions", lambda gaps, key: (0, 2))
+    monkeypatch.setattr(
+        kafka_python_gaps,
+        "list_replica_log_ends",
+        lambda gaps, by_broker, timeout_ms: (
+            {b: [(t, p, 0, 200, 4) for t, p in keys] for b, keys in by_broker.items()},
+            len(by_broker),
+        ),
+    )
     return a
 
 
-def test_election_not_needed_means_already_online(admin):
+def test_election_not_needed_means_already_online(admin, tmp_path):
     choice = Choice("t", 0, (2, 1, 3), 5, (), chosen=2, reason="longest log", kafka_unclean_pick=1)
-    report = elect.elect_chosen(admin, [choice], attempts=1, restore_order=False, settle_timeout_s=0.1)
+    report = elect.elect_chosen(
+        admin,
+        [choice],
+        attempts=1,
+        restore_order=False,
+        settle_timeout_s=0.1,
+        state_file=elect.ReorderState("t", directory=tmp_path),
+    )
     [outcome] = report.outcomes
     assert outcome.status == elect.ALREADY_ONLINE, outcome
     assert "came online before the election" in outcome.detail and outcome.leader == 3

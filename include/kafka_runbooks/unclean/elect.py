@@ -6,34 +6,53 @@ an UNCLEAN election elects the first acceptable replica in assignment order
 
 1. AlterPartitionReassignments with the same replica set, the chosen replica first
    (no replica moves: the controller only rewrites the order; no leader is elected
-   because the topic does not allow unclean elections);
-2. ElectLeaders(UNCLEAN) on those partitions;
-3. read the partition back: the leader must be the chosen replica. Any other leader is
+   because the topic does not allow unclean elections). The original order is written
+   to the cluster's reorder state file *before* the request is sent;
+2. right before the election, the chosen broker is asked for its log end offset: it
+   must answer, with at least what it had when planned. A broker that died since the
+   plan is still "unfenced" for the controller until its session times out, and an
+   UNCLEAN election would then elect it (and lose it) or, once fenced, take the next
+   live replica: neither was approved;
+3. ElectLeaders(UNCLEAN) on those partitions;
+4. read the partition back until it has a leader. Any leader but the chosen replica is
    reported loudly as a data-loss outcome;
-4. put the original replica order back (the leader stays: it is a valid leader).
+5. settle: for ``settle_s`` seconds the partition must stay online, led by the chosen
+   replica, on a registered and unfenced broker. Only then is it ``elected_chosen``;
+6. whatever happened (a failure, an exception, a failed request), put the original
+   replica order back wherever it was changed (the leader stays: it is a valid leader),
+   and mark it restored in the state file. What could not be restored stays in the state
+   file, and the next run restores it first.
 
-A partition that has a leader by the time it is reached is reported as already online
-and left alone. Failures that may pass (an RPC error, the chosen broker briefly away, no
-leader yet) are retried up to ``attempts`` times.
+Controller-bound requests fail over to a live broker (kafka-python caches one and fails
+once it is gone). A partition that has a leader by the time it is reached is reported as
+already online and left alone. Failures that may pass (an RPC error, the chosen broker
+briefly away, no leader yet) are retried up to ``attempts`` times, with a growing pause
+between attempts. ``elections.json`` is rewritten after every attempt and at the end,
+so it always holds the outcome of every partition attempted so far.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from kafka_runbooks import decisions
 from kafka_runbooks.model import PartitionState
+from kafka_runbooks.state_file import ClusterStateFile, write_atomic
 from kafka_runbooks.unclean.choose import Choice
 
 log = logging.getLogger(__name__)
 
-ELECTED = "elected_chosen"
+ELECTED = "elected_chosen"  # elected, and still led by the chosen replica after the settle period
+NOT_HELD = "elected_not_held"  # elected, then lost (offline again, another leader, leader fenced)
 ELECTED_OTHER = "elected_other_replica"
 ALREADY_ONLINE = "already_online"
 FAILED = "failed"
 NO_CANDIDATE = "no_candidate"
+PENDING = "not_attempted_yet"
 
 
 @dataclass
@@ -44,6 +63,7 @@ class Outcome:
     leader: int | None = None
     attempts: int = 0
     detail: str = ""
+    seen: list[str] = field(default_factory=list)  # what was read back, for a failure
 
     @property
     def ok(self) -> bool:
@@ -54,13 +74,40 @@ class Outcome:
 class ElectionReport:
     outcomes: list[Outcome] = field(default_factory=list)
     method: str = ""
+    settle_s: float = 0.0
+    restores: dict[str, str] = field(default_factory=dict)  # partition -> restored / NOT restored: why
+    finished: bool = False
 
     @property
     def failures(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]
 
     def as_dict(self) -> dict:
-        return {"method": self.method, "outcomes": [asdict(o) for o in self.outcomes]}
+        return {
+            "method": self.method,
+            "settle_s": self.settle_s,
+            "finished": self.finished,
+            "outcomes": [asdict(o) for o in self.outcomes],
+            "restores": dict(self.restores),
+        }
+
+
+class ReorderState(ClusterStateFile):
+    """Replica orders this runbook changed and has not put back yet, per cluster.
+
+    An entry is written before the reorder is sent and removed once the original order
+    is read back, so a run that dies in between (worker killed, kill -9) leaves exactly
+    what to restore; the next run of the runbook on that cluster restores it first.
+    """
+
+    kind = "unclean_reorders"
+    section = "reorders"
+
+
+def backoff_s(attempt: int) -> float:
+    """Pause after a failed attempt: 1 s, 2 s, 4 s... at most 15 s (a broker restarting,
+    a session timing out, metadata catching up all take seconds, not milliseconds)."""
+    return min(15.0, 2.0 ** (attempt - 1))
 
 
 def designated_election_support(admin) -> tuple[bool, str]:
@@ -117,27 +164,208 @@ def _poll(
         time.sleep(interval_s)
 
 
+def _probe_chosen(
+    admin, to_elect: dict[tuple[str, int], Choice], timeout_ms: int
+) -> dict[tuple[str, int], str]:
+    """Ask each chosen broker, right before the election, for its replica's log end offset.
+
+    Returns why each partition must not be elected now (its broker did not answer, or
+    its log is shorter than planned); partitions not in the answer are fine.
+    """
+    from kafka_runbooks.kafka_python_gaps import list_replica_log_ends
+
+    by_broker: dict[int, list[tuple[str, int]]] = {}
+    for key, c in to_elect.items():
+        by_broker.setdefault(c.chosen, []).append(key)
+    answers, _ = admin._gap_call(
+        "ListOffsets", lambda: list_replica_log_ends(admin.gaps, by_broker, timeout_ms=timeout_ms)
+    )
+    problems: dict[tuple[str, int], str] = {}
+    for broker_id, keys in by_broker.items():
+        answer = answers.get(broker_id)
+        if isinstance(answer, Exception) or answer is None:
+            why = f"{type(answer).__name__}: {answer}" if answer is not None else "no answer"
+            for key in keys:
+                problems[key] = f"chosen broker {broker_id} did not answer right before the election ({why})"
+            continue
+        rows = {(t, p): (code, offset) for t, p, code, offset, _ in answer}
+        for key in keys:
+            code, offset = rows.get(key, (None, None))
+            planned = to_elect[key].row(broker_id).log_end_offset if to_elect[key].row(broker_id) else None
+            if code != 0 or offset is None or offset < 0:
+                problems[key] = f"chosen broker {broker_id} did not report its log end offset (error {code})"
+            elif planned is not None and offset < planned:
+                problems[key] = (
+                    f"chosen broker {broker_id} now ends at offset {offset}, below the {planned} it had "
+                    "when planned: the choice no longer holds"
+                )
+    return problems
+
+
+def _settle(
+    admin, elected: dict[tuple[str, int], Choice], settle_s: float, interval_s: float = 1.0
+) -> dict[tuple[str, int], list[str]]:
+    """Watch the elected partitions for ``settle_s`` seconds; per partition, what broke the hold.
+
+    Held = online, led by the chosen replica, whose broker is registered and unfenced, at
+    every read, the last one at or after the end of the period. An empty list = held.
+    """
+    started = time.monotonic()
+    broken: dict[tuple[str, int], list[str]] = {k: [] for k in elected}
+    while True:
+        now = time.monotonic() - started
+        try:
+            states = _describe(admin, list(elected))
+            brokers = admin.describe_brokers()
+        except Exception as exc:  # one failed read proves nothing either way: read again
+            log.info("settle read failed at +%.1f s: %s", now, exc)
+            states, brokers = None, None
+        if states is not None:
+            for key, c in elected.items():
+                state = states.get(key)
+                broker = brokers.get(c.chosen)
+                if state is None:
+                    seen = "partition not described"
+                elif state.leader != c.chosen:
+                    seen = f"leader {state.leader}" + (" (offline)" if state.leader == -1 else "")
+                elif broker is None or not broker.alive:
+                    seen = f"leader {state.leader}, broker {c.chosen} not registered"
+                elif broker.fenced:
+                    seen = f"leader {state.leader}, broker {c.chosen} fenced"
+                else:
+                    seen = None
+                if seen and not broken[key]:
+                    broken[key].append(f"+{now:.1f} s after the election: {seen}")
+                elif seen and len(broken[key]) < 5 and seen not in broken[key][-1]:
+                    broken[key].append(f"+{now:.1f} s: {seen}")
+        if now >= settle_s and states is not None:
+            return broken
+        time.sleep(min(interval_s, max(0.05, settle_s - now)))
+
+
+def _restore(
+    admin,
+    original: dict[tuple[str, int], tuple[int, ...]],
+    state_file: ReorderState,
+    report,
+    timeout_s,
+    logger,
+) -> None:
+    """Put the original replica order back wherever it differs; forget what was restored."""
+    from kafka_runbooks.kafka_python_gaps import reorder_replicas
+
+    if not original:
+        return
+    try:
+        current = _describe(admin, list(original))
+    except Exception as exc:
+        for key in original:
+            report.restores[f"{key[0]}-{key[1]}"] = (
+                f"NOT restored: could not read it ({exc}); a re-run restores it"
+            )
+        return
+    back = {}
+    for key, order in original.items():
+        name = f"{key[0]}-{key[1]}"
+        state = current.get(key)
+        if state is None:
+            report.restores[name] = "partition gone: nothing to restore"
+            _forget(state_file, [name])
+        elif set(state.replicas) != set(order):
+            report.restores[name] = (
+                f"NOT restored: its replica set changed to {list(state.replicas)} (someone else reassigned it)"
+            )
+            _forget(state_file, [name])
+        elif tuple(state.replicas) == tuple(order):
+            report.restores[name] = "order unchanged"
+            _forget(state_file, [name])
+        else:
+            back[key] = list(order)
+    if not back:
+        return
+    try:
+        errors = reorder_replicas(admin.gaps, back)
+        restored = _poll(
+            admin, list(back), lambda s: list(s.replicas) == back[(s.topic, s.partition)], timeout_s
+        )
+    except Exception as exc:
+        errors, restored = {k: f"{type(exc).__name__}: {exc}" for k in back}, {}
+    for key, order in back.items():
+        name = f"{key[0]}-{key[1]}"
+        state = restored.get(key)
+        ok = state is not None and list(state.replicas) == order and not errors.get(key)
+        report.restores[name] = (
+            "restored"
+            if ok
+            else f"NOT restored ({errors.get(key) or 'order not read back'}): kept in {state_file.path}, "
+            "the next run restores it"
+        )
+        if ok:
+            _forget(state_file, [name])
+        decisions.record(
+            "restore-order",
+            "original replica order restored" if ok else "replica order NOT restored",
+            "the chosen replica only had to be first for the election",
+            observed={
+                "replicas": list(state.replicas) if state else None,
+                "original": order,
+                "leader": state.leader if state else None,
+                "error": errors.get(key),
+            },
+            subject=name,
+            logger=logger,
+            level=logging.INFO if ok else logging.ERROR,
+        )
+
+
+def _remember(state_file: ReorderState, entries: dict[str, dict]) -> None:
+    with state_file.locked():
+        current = state_file.read_entries()
+        for name, entry in entries.items():
+            current.setdefault(name, entry)  # the first recorded order is the original one
+        state_file.write_entries(current)
+
+
+def _forget(state_file: ReorderState, names: list[str]) -> None:
+    with state_file.locked():
+        current = state_file.read_entries()
+        if any(n in current for n in names):
+            state_file.write_entries({k: v for k, v in current.items() if k not in names})
+
+
+def _write_report(path: Path | None, report: ElectionReport, outcomes, choices) -> None:
+    if path is None:
+        return
+    import json
+
+    report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(report.as_dict(), indent=2) + "\n")
+
+
 def elect_chosen(
     admin,
     choices: list[Choice],
     attempts: int = 3,
     restore_order: bool = True,
+    settle_s: float = 30.0,
     settle_timeout_s: float = 60.0,
+    state_file: ReorderState | None = None,
+    report_path: Path | None = None,
     logger: logging.Logger | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    between_steps: Callable[[str, list[tuple[str, int]]], None] | None = None,
 ) -> ElectionReport:
+    """Elect every choice's chosen replica (see the module docstring for the steps).
+
+    ``between_steps(step, partitions)`` is called after "reordered" and after "elected":
+    the seam through which the tests inject faults between the runbook's steps.
+    """
     from kafka_runbooks.kafka_python_gaps import elect_unclean, reorder_replicas
 
     logger = logger or log
-    report = ElectionReport()
-    designated, why = designated_election_support(admin)
-    report.method = "reorder replicas (chosen first) + UNCLEAN election"
-    decisions.record(
-        "elect",
-        "reach the chosen leader by reordering the replicas, then an UNCLEAN election",
-        why + ("; this client does not send DesignatedLeaders yet" if designated else ""),
-        observed={"designated_election_advertised": designated},
-        logger=logger,
-    )
+    state_file = state_file or ReorderState("default")
+    report = ElectionReport(settle_s=settle_s)
     outcomes: dict[tuple[str, int], Outcome] = {}
     pending: dict[tuple[str, int], Choice] = {}
     for c in choices:
@@ -145,176 +373,259 @@ def elect_chosen(
         if c.chosen is None:
             outcomes[key] = Outcome(c.name, NO_CANDIDATE, None, detail=c.reason)
         else:
-            outcomes[key] = Outcome(c.name, FAILED, c.chosen)
+            outcomes[key] = Outcome(c.name, PENDING, c.chosen)
             pending[key] = c
-    original_order: dict[tuple[str, int], tuple[int, ...]] = {}
-    for attempt in range(1, attempts + 1):
-        if not pending:
-            break
-        for key in pending:
-            outcomes[key].attempts = attempt
-        try:
-            states = _describe(admin, list(pending))
-            live = _available(admin)
-        except Exception as exc:
-            for key in pending:
-                outcomes[key].detail = f"describe failed: {exc}"
-            time.sleep(attempt)
-            continue
-        to_elect: dict[tuple[str, int], Choice] = {}
-        for key, c in list(pending.items()):
-            state = states.get(key)
-            if state is None:
-                outcomes[key].status, outcomes[key].detail = FAILED, "partition no longer exists"
-                del pending[key]
-            elif state.has_leader and state.leader in live:
-                _already_online(
-                    outcomes[key],
-                    c,
-                    state.leader,
-                    "came online meanwhile, led by the chosen replica"
-                    if state.leader == c.chosen
-                    else f"came online meanwhile, led by broker {state.leader}: left alone",
-                    logger,
-                )
-                del pending[key]
-            elif set(state.replicas) != set(c.replicas):
-                outcomes[key].detail = f"replica set changed since planning: {list(state.replicas)}"
-                del pending[key]
-            elif c.chosen not in live:
-                outcomes[key].detail = f"chosen broker {c.chosen} is not available now"
-            else:
-                original_order.setdefault(key, state.replicas)
-                to_elect[key] = c
-        if not to_elect:
-            continue
-        # 1. chosen replica first, the others in their current order
-        reorder = {}
-        for key, c in to_elect.items():
-            current = states[key].replicas
-            if current[0] != c.chosen:
-                reorder[key] = [c.chosen] + [b for b in current if b != c.chosen]
-        if reorder:
-            errors = admin._gap_call(
-                "AlterPartitionReassignments", lambda reorder=reorder: reorder_replicas(admin.gaps, reorder)
-            )
-            for key, err in errors.items():
-                if err:
-                    outcomes[key].detail = f"reorder refused: {err}"
-                    to_elect.pop(key, None)
-            ordered = _poll(
+    # Orders a run before this one changed and could not put back: restore them too.
+    original_order: dict[tuple[str, int], tuple[int, ...]] = {
+        (e["topic"], e["partition"]): tuple(e["original"]) for e in state_file.read_entries().values()
+    }
+    if original_order:
+        decisions.record(
+            "restore-order",
+            "restore replica orders left changed by an earlier run",
+            f"{len(original_order)} partition(s) recorded in {state_file.path}",
+            observed={"partitions": sorted(f"{t}-{p}" for t, p in original_order)},
+            logger=logger,
+            level=logging.WARNING,
+        )
+    try:
+        designated, why = designated_election_support(admin)
+        report.method = "reorder replicas (chosen first) + UNCLEAN election"
+        decisions.record(
+            "elect",
+            "reach the chosen leader by reordering the replicas, then an UNCLEAN election",
+            why + ("; this client does not send DesignatedLeaders yet" if designated else ""),
+            observed={"designated_election_advertised": designated, "settle_s": settle_s},
+            logger=logger,
+        )
+        elected: dict[tuple[str, int], Choice] = {}
+        for attempt in range(1, attempts + 1):
+            if not pending:
+                break
+            if attempt > 1:
+                sleep(backoff_s(attempt - 1))
+            _attempt(
                 admin,
-                list(to_elect),
-                lambda s, te=to_elect: s.replicas[:1] == (te[(s.topic, s.partition)].chosen,),
+                pending,
+                outcomes,
+                elected,
+                original_order,
+                attempt,
+                state_file,
                 settle_timeout_s,
+                logger,
+                elect_unclean,
+                reorder_replicas,
+                between_steps,
             )
-            for key in list(to_elect):
-                if key not in ordered or ordered[key].replicas[0] != to_elect[key].chosen:
-                    outcomes[key].detail = "replica order did not change in time"
-                    to_elect.pop(key)
-        if not to_elect:
-            time.sleep(attempt)
-            continue
-        # 2. UNCLEAN election
-        results = admin._gap_call("ElectLeaders", lambda keys=list(to_elect): elect_unclean(admin.gaps, keys))
-        not_needed = set()
-        for key, err in results.items():
-            if err and err.startswith("ElectionNotNeeded"):
-                not_needed.add(key)  # it got a leader between our check and the election
-            elif err and key in to_elect:
-                outcomes[key].detail = f"election refused: {err}"
-        # 3. verify
-        after = _poll(admin, list(to_elect), lambda s: s.has_leader, settle_timeout_s)
-        for key, c in to_elect.items():
-            state = after.get(key)
-            if state is None or not state.has_leader:
-                outcomes[key].detail = outcomes[key].detail or "no leader after the election"
-                continue
-            outcomes[key].leader = state.leader
-            del pending[key]
-            if state.leader == c.chosen:
-                outcomes[key].status = ELECTED
-                outcomes[key].detail = f"broker {c.chosen} leads at epoch {state.leader_epoch}"
-                decisions.record(
-                    "elect",
-                    f"elected broker {c.chosen}",
-                    "the leader read back is the chosen replica",
-                    observed={
-                        "leader": state.leader,
-                        "leader_epoch": state.leader_epoch,
-                        "replicas": list(state.replicas),
-                    },
-                    action="reorder + UNCLEAN election",
-                    subject=c.name,
-                    logger=logger,
-                )
-            elif key in not_needed:
-                _already_online(
-                    outcomes[key],
-                    c,
-                    state.leader,
-                    f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone",
-                    logger,
-                )
-            else:
-                outcomes[key].status = ELECTED_OTHER
-                row = c.row(state.leader)
-                lost = row.offsets_lost_vs_choice if row else None
-                outcomes[key].detail = (
-                    f"DATA LOSS: broker {state.leader} was elected, not the chosen broker {c.chosen}; "
-                    f"it held {lost if lost is not None else 'an unknown number of'} offsets fewer"
-                )
-                decisions.record(
-                    "elect",
-                    "WRONG LEADER ELECTED",
-                    outcomes[key].detail,
-                    observed={"leader": state.leader, "chosen": c.chosen, "offsets_lost": lost},
-                    subject=c.name,
-                    logger=logger,
-                    level=logging.ERROR,
-                )
-        if pending:
-            time.sleep(attempt)
-    # 4. restore the original replica order where we changed it (the leader stays)
-    if restore_order:
-        back = {
-            k: list(original_order[k])
-            for k, o in outcomes.items()
-            if o.status in (ELECTED, ELECTED_OTHER)
-            and k in original_order
-            and original_order[k][0] != o.chosen
-        }
-        if back:
-            try:
-                errors = admin._gap_call(
-                    "AlterPartitionReassignments", lambda: reorder_replicas(admin.gaps, back)
-                )
-                restored = _poll(
-                    admin,
-                    list(back),
-                    lambda s: list(s.replicas) == back[(s.topic, s.partition)],
-                    settle_timeout_s,
-                )
-                for key in back:
-                    state = restored.get(key)
-                    ok = state is not None and list(state.replicas) == back[key] and not errors.get(key)
-                    decisions.record(
-                        "restore-order",
-                        "original replica order restored" if ok else "replica order NOT restored",
-                        "the chosen replica only had to be first for the election",
-                        observed={
-                            "replicas": list(state.replicas) if state else None,
-                            "leader": state.leader if state else None,
-                            "error": errors.get(key),
-                        },
-                        subject=outcomes[key].partition,
-                        logger=logger,
-                        level=logging.INFO if ok else logging.WARNING,
-                    )
-            except Exception as exc:  # the elections stand; the order is cosmetic
-                log.warning("could not restore the original replica order: %s", exc)
-    for o in outcomes.values():
-        if o.status == FAILED and not o.detail:
-            o.detail = "not elected within the attempts"
-    report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
+            _write_report(report_path, report, outcomes, choices)
+        if elected:
+            _verify_settled(admin, elected, outcomes, settle_s, logger)
+    finally:
+        for o in outcomes.values():
+            if o.status == PENDING:
+                o.status = FAILED
+                o.detail = o.detail or "not elected within the attempts"
+        if restore_order:
+            _restore(admin, original_order, state_file, report, settle_timeout_s, logger)
+        report.finished = True
+        report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
+        _write_report(report_path, report, outcomes, choices)
     return report
+
+
+def _attempt(
+    admin,
+    pending,
+    outcomes,
+    elected,
+    original_order,
+    attempt,
+    state_file,
+    settle_timeout_s,
+    logger,
+    elect_unclean,
+    reorder_replicas,
+    between_steps,
+) -> None:
+    """One attempt at every pending partition; what is settled leaves ``pending``."""
+    for key in pending:
+        outcomes[key].attempts = attempt
+    try:
+        states = _describe(admin, list(pending))
+        live = _available(admin)
+    except Exception as exc:
+        for key in pending:
+            outcomes[key].detail = f"describe failed: {exc}"
+        return
+    to_elect: dict[tuple[str, int], Choice] = {}
+    for key, c in list(pending.items()):
+        state = states.get(key)
+        if state is None:
+            outcomes[key].status, outcomes[key].detail = FAILED, "partition no longer exists"
+            del pending[key]
+        elif state.has_leader and state.leader in live:
+            _already_online(
+                outcomes[key],
+                c,
+                state.leader,
+                "came online meanwhile, led by the chosen replica"
+                if state.leader == c.chosen
+                else f"came online meanwhile, led by broker {state.leader}: left alone",
+                logger,
+            )
+            del pending[key]
+        elif set(state.replicas) != set(c.replicas):
+            outcomes[key].status = FAILED
+            outcomes[key].detail = f"replica set changed since planning: {list(state.replicas)}"
+            del pending[key]
+        elif c.chosen not in live:
+            outcomes[key].detail = f"chosen broker {c.chosen} is not available now"
+        else:
+            to_elect[key] = c
+    if not to_elect:
+        return
+    # 1. chosen replica first, the others in their current order; the original order is
+    #    on disk before the request leaves
+    reorder = {}
+    for key, c in to_elect.items():
+        current = states[key].replicas
+        if current[0] != c.chosen:
+            reorder[key] = [c.chosen] + [b for b in current if b != c.chosen]
+            original_order.setdefault(key, current)
+    if reorder:
+        _remember(
+            state_file,
+            {
+                f"{t}-{p}": {"topic": t, "partition": p, "original": list(original_order[(t, p)])}
+                for (t, p) in reorder
+            },
+        )
+        try:
+            errors = reorder_replicas(admin.gaps, reorder)
+        except Exception as exc:
+            errors = {k: f"{type(exc).__name__}: {exc}" for k in reorder}
+        for key, err in errors.items():
+            if err:
+                outcomes[key].detail = f"reorder refused: {err}"
+                to_elect.pop(key, None)
+        if between_steps:
+            between_steps("reordered", list(to_elect))
+        ordered = _poll(
+            admin,
+            list(to_elect),
+            lambda s, te=to_elect: s.replicas[:1] == (te[(s.topic, s.partition)].chosen,),
+            settle_timeout_s,
+        )
+        for key in list(to_elect):
+            if key not in ordered or ordered[key].replicas[0] != to_elect[key].chosen:
+                outcomes[key].detail = "replica order did not change in time"
+                to_elect.pop(key)
+    # 2. the chosen broker must answer, with at least the log it had when planned
+    if to_elect:
+        try:
+            problems = _probe_chosen(admin, to_elect, timeout_ms=5000)
+        except Exception as exc:
+            problems = {k: f"could not ask the chosen broker ({exc})" for k in to_elect}
+        for key, why in problems.items():
+            outcomes[key].detail = why
+            to_elect.pop(key)
+            decisions.record(
+                "elect",
+                "do not elect now",
+                why,
+                observed={"chosen": pending[key].chosen},
+                subject=outcomes[key].partition,
+                logger=logger,
+                level=logging.WARNING,
+            )
+    if not to_elect:
+        return
+    # 3. UNCLEAN election
+    try:
+        results = elect_unclean(admin.gaps, list(to_elect))
+    except Exception as exc:
+        results = {k: f"{type(exc).__name__}: {exc}" for k in to_elect}
+    if between_steps:
+        between_steps("elected", list(to_elect))
+    not_needed = set()
+    for key, err in results.items():
+        if err and err.startswith("ElectionNotNeeded"):
+            not_needed.add(key)  # it got a leader between our check and the election
+        elif err and key in to_elect:
+            outcomes[key].detail = f"election refused: {err}"
+    # 4. read back until a leader shows
+    after = _poll(admin, list(to_elect), lambda s: s.has_leader, settle_timeout_s)
+    for key, c in to_elect.items():
+        state = after.get(key)
+        if state is None or not state.has_leader:
+            outcomes[key].detail = outcomes[key].detail or "no leader after the election"
+            continue
+        outcomes[key].leader = state.leader
+        del pending[key]
+        if state.leader == c.chosen:
+            elected[key] = c
+            outcomes[key].detail = f"broker {c.chosen} leads at epoch {state.leader_epoch}; settling"
+        elif key in not_needed:
+            _already_online(
+                outcomes[key],
+                c,
+                state.leader,
+                f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone",
+                logger,
+            )
+        else:
+            outcomes[key].status = ELECTED_OTHER
+            row = c.row(state.leader)
+            lost = row.truncated_if_chosen_stands if row else None
+            ours = c.row(c.chosen)
+            theirs = row.log_end_offset if row else None
+            outcomes[key].detail = (
+                f"DATA LOSS: broker {state.leader} was elected, not the chosen broker {c.chosen}; "
+                f"it ends at offset {theirs if theirs is not None else 'unknown'}, the chosen one at "
+                f"{ours.log_end_offset if ours else 'unknown'}"
+            )
+            decisions.record(
+                "elect",
+                "WRONG LEADER ELECTED",
+                outcomes[key].detail,
+                observed={"leader": state.leader, "chosen": c.chosen, "truncated_row": lost},
+                subject=c.name,
+                logger=logger,
+                level=logging.ERROR,
+            )
+
+
+def _verify_settled(admin, elected, outcomes, settle_s, logger) -> None:
+    """An election counts only if it still holds after the settle period."""
+    broken = _settle(admin, elected, settle_s)
+    for key, c in elected.items():
+        outcome = outcomes[key]
+        if broken[key]:
+            outcome.status = NOT_HELD
+            outcome.seen = broken[key]
+            outcome.detail = (
+                f"broker {c.chosen} was elected but did not hold for {settle_s:g} s: "
+                + "; ".join(broken[key])
+            )
+            decisions.record(
+                "verify",
+                "election did NOT hold",
+                outcome.detail,
+                observed={"chosen": c.chosen, "seen": broken[key]},
+                subject=c.name,
+                logger=logger,
+                level=logging.ERROR,
+            )
+        else:
+            outcome.status = ELECTED
+            outcome.detail = f"broker {c.chosen} led, unfenced, for the whole {settle_s:g} s settle period"
+            decisions.record(
+                "verify",
+                f"elected broker {c.chosen}",
+                outcome.detail,
+                observed={"leader": c.chosen, "settle_s": settle_s},
+                action="reorder + UNCLEAN election",
+                subject=c.name,
+                logger=logger,
+            )

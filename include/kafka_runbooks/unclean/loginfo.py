@@ -1,10 +1,21 @@
-"""Each replica's log end offset and leader epoch, asked of the broker that hosts it.
+"""Each replica's log end offset and newest written epoch, asked of the broker that hosts it.
 
-Kafka has no GetReplicaLogInfo RPC yet (KIP-966/KIP "unclean recovery tool"); a
-ListOffsets request with ``replica_id = -2`` (DEBUGGING_REPLICA_ID) sent straight to a
-broker answers from that broker's local replica, leader or not, with the partition
-leader epoch as that broker sees it: the same two facts. Brokers are asked in batches
-of at most 1000 partitions, all at once, and asked again until every answer is in or
+Kafka has no GetReplicaLogInfo RPC yet (KIP-966/KIP "unclean recovery tool"). What
+Kafka 4.3.1 answers from a replica that is not the leader (checked on the local stack
+with logs that diverged through real leader changes):
+
+- ListOffsets(replica_id=-2, LATEST): the replica's own log end offset. Its epoch field
+  is the partition's *current* epoch from metadata, the same for every replica.
+- ListOffsets(replica_id=-2, MAX_TIMESTAMP): the record with the largest timestamp in
+  that replica's own log and the epoch its batch was written in. That is the epoch of
+  the replica's last record unless a later leader wrote records with older timestamps
+  (clock skew), so it is a lower bound of the last written epoch, exact in practice.
+- OffsetsForLeaderEpoch (the exact last epoch) is answered only by the partition's
+  leader: NOT_LEADER_OR_FOLLOWER from every replica of an offline partition, whatever
+  the replica id sent.
+
+Every broker gets its two requests (a partition may appear once per request) for all
+its replicas at once, all brokers in parallel, asked again until every answer is in or
 ``recovery_duration_ms`` has passed; a broker that has not answered by then is not a
 candidate.
 """
@@ -33,7 +44,7 @@ class ReplicaLogInfo:
     topic: str
     partition: int
     log_end_offset: int | None = None
-    leader_epoch: int | None = None
+    newest_epoch: int | None = None  # epoch of its newest record by timestamp; None = unknown
     error: str | None = None  # why this replica has no answer (then it is no candidate)
 
     @property
@@ -67,7 +78,7 @@ def gather(
     partitions: list[PartitionState],
     brokers: dict[int, Broker],
     duration_ms: int,
-    batch: int = 1000,
+    batch: int | None = None,
 ) -> GatherResult:
     """Ask every live broker hosting a replica of ``partitions`` for its log end offsets."""
     from kafka_runbooks.kafka_python_gaps import list_replica_log_ends
@@ -111,7 +122,7 @@ def gather(
                 seen.add(key)
                 if code == 0 and offset is not None and offset >= 0:
                     result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
-                        broker_id, topic, partition, log_end_offset=offset, leader_epoch=epoch
+                        broker_id, topic, partition, log_end_offset=offset, newest_epoch=epoch
                     )
                 elif code in RETRIABLE_CODES:
                     last_partition_error[(topic, partition, broker_id)] = _error_name(code)

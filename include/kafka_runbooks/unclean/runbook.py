@@ -1,8 +1,9 @@
 """The runbook's two steps, Airflow-free: plan (read only) and recover (elections).
 
 ``plan`` resolves the partitions, gathers the replicas' log info, chooses, logs the
-table and writes it (and, when asked, the manual recovery file) to ``out_dir``.
-``recover`` runs the elections of a plan and raises if any of them failed.
+table and writes it (text and Markdown; and, in ``manual_recovery_file`` mode, the
+manual path's files and commands under ``manual/``) to ``out_dir``.
+``recover`` runs the elections of a plan and raises unless every one of them held.
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ from pathlib import Path
 
 from kafka_runbooks import decisions
 from kafka_runbooks.unclean.choose import Choice, choose
-from kafka_runbooks.unclean.elect import ElectionReport, elect_chosen
+from kafka_runbooks.unclean.elect import ElectionReport, ReorderState, elect_chosen
 from kafka_runbooks.unclean.loginfo import gather
-from kafka_runbooks.unclean.render import recovery_file, replica_table, write_json
+from kafka_runbooks.unclean.render import (
+    manual_files,
+    manual_markdown,
+    manual_steps,
+    markdown_table,
+    replica_table,
+    write_json,
+)
 from kafka_runbooks.unclean.request import RecoveryRequest, resolve
 
 log = logging.getLogger(__name__)
@@ -58,8 +66,11 @@ def plan(admin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger 
             observed={
                 "replicas": list(c.replicas),
                 "log_end_offsets": {r.broker_id: r.log_end_offset for r in c.rows},
-                "leader_epochs": {r.broker_id: r.leader_epoch for r in c.rows},
+                "newest_epochs": {r.broker_id: r.newest_epoch for r in c.rows},
+                "truncated_if_choice_stands": {r.broker_id: r.truncated_if_chosen_stands for r in c.rows},
+                "loss_vs_longest": c.loss_vs_longest,
                 "kafka_unclean_pick": c.kafka_unclean_pick,
+                "kafka_pick_loss_vs_longest": c.kafka_pick_loss_vs_longest,
             },
             subject=c.name,
             logger=logger,
@@ -82,20 +93,35 @@ def plan(admin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger 
             "elapsed_s": round(gathered.elapsed_s, 3),
         },
         "table": table,
+        "table_md": markdown_table(choices, [p.name for p in targets.online]),
         "artifacts": {"table": str(out_dir / "replica_table.txt")},
     }
     if request.mode == "manual_recovery_file":
-        path = write_json(out_dir / "manual_recovery.json", recovery_file(choices))
-        document["artifacts"]["recovery_file"] = str(path)
-        logger.info("manual recovery file written to %s", path)
-    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k != "table"})
+        folder = out_dir / "manual"
+        for name, body in manual_files(choices).items():
+            document["artifacts"][name] = str(write_json(folder / name, body))
+        steps = manual_steps(choices, admin.bootstrap_servers, folder)
+        document["manual_steps"] = steps
+        (folder / "STEPS.md").parent.mkdir(parents=True, exist_ok=True)
+        (folder / "STEPS.md").write_text(manual_markdown(steps) + "\n")
+        document["artifacts"]["steps"] = str(folder / "STEPS.md")
+        logger.info("manual recovery steps written to %s:\n%s", folder / "STEPS.md", manual_markdown(steps))
+    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in ("table", "table_md")})
     document["artifacts"]["plan"] = str(out_dir / "plan.json")
     return document
 
 
 def recover(
-    admin, document: dict, out_dir: Path, restore_order: bool = True, logger: logging.Logger | None = None
+    admin,
+    document: dict,
+    out_dir: Path,
+    restore_order: bool = True,
+    settle_s: float = 30.0,
+    state_file: ReorderState | None = None,
+    logger: logging.Logger | None = None,
+    between_steps=None,
 ) -> ElectionReport:
+    """Run the plan's elections; ``elections.json`` holds every outcome so far, whatever happens."""
     logger = logger or log
     choices = [Choice.from_dict(d) for d in document["choices"]]
     report = elect_chosen(
@@ -103,9 +129,12 @@ def recover(
         choices,
         attempts=int(document["recovery_election_attempts"]),
         restore_order=restore_order,
+        settle_s=settle_s,
+        state_file=state_file or ReorderState("default", directory=out_dir),
+        report_path=out_dir / "elections.json",
         logger=logger,
+        between_steps=between_steps,
     )
-    write_json(out_dir / "elections.json", report.as_dict())
     for o in report.outcomes:
         logger.info(
             "%s: %s (leader %s, chosen %s, attempts %s) %s",
@@ -123,6 +152,9 @@ def recover(
         )
         raise RecoveryFailed(
             f"{len(report.failures)} of {len(report.outcomes)} elections did not succeed: "
-            + json.dumps({o.partition: o.status for o in report.failures})
+            + json.dumps({o.partition: [o.status, o.detail] for o in report.failures})
         )
+    not_restored = {k: v for k, v in report.restores.items() if v.startswith("NOT")}
+    if not_restored:
+        raise RecoveryFailed(f"replica order not restored: {json.dumps(not_restored)}")
     return report
