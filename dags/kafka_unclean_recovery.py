@@ -1,13 +1,20 @@
 """
 ### Kafka unclean recovery from the longest log (break glass)
 
-XX
+For partitions that are **offline** because every ISR and ELR replica is gone: ask each
+surviving replica's broker for its log end offset and the epoch of its newest record,
+choose per partition the replica with the newest epoch and then the longest log, and
+show the table (every replica's epoch and log end offset, the offsets it holds beyond
+the choice, which its broker truncates if the choice stands, the choice's loss against
+the longest log, and what Kafka's own unclean election would take and lose).
 
 Modes (`mode`): `show_replica_info` (default: dry run, the table only),
-`manual_recovery_file` (also write `manual_recovery.json` with a `designatedLeader` per
-partition), `automated_recovery` (stop at an **approval gate** showing the table, then
-elect the chosen replicas and verify each elected leader; a leader that is not the
-chosen replica is reported loudly as data loss). The approval is recorded with the run
+`manual_recovery_file` (also write `manual/`: the files and the exact commands, in order
+with their checks, to do the same with Kafka's own CLI), `automated_recovery` (stop at
+an **approval gate** showing the table, then elect the chosen replicas; an election
+counts only if the partition stays online, led by the chosen replica on an unfenced
+broker, for `settle_period_s`; the original replica order is put back whatever happens;
+a leader that is not the chosen replica is reported loudly as data loss). The approval is recorded with the run
 and bound to the digest of the elections shown; `run_elections` refuses without an
 approval of exactly its elections. Reject, or no answer within `approval_timeout_s`,
 fails the run; a cleared run asks again.
@@ -66,7 +73,7 @@ with DAG(
             type="string",
             enum=MODES,
             description="show_replica_info: dry run, only the table of replicas and the one that would be chosen. "
-            "manual_recovery_file: also write manual_recovery.json. automated_recovery: after an approval gate, "
+            "manual_recovery_file: also write manual/ (files and commands for Kafka's own CLI). automated_recovery: after an approval gate, "
             "elect the chosen replicas (data beyond each choice is lost).",
         ),
         "recovery_duration_ms": Param(
