@@ -7,10 +7,12 @@ Strimzi's agent, without touching a DAG:
 - ``kafka_broker_probe_default``: ``{"kind": "prometheus", "endpoints": {"1": "http://..."}}``
   or ``{"kind": "prometheus", "url_template": "http://kafka-{node_id}:9404/metrics"}`` or
   ``{"kind": "strimzi-agent", "url_template": "https://...:8443/v1/broker-state",
-  "cert_file": ..., "key_file": ..., "ca_file": ...}``;
+  "cert_file": ..., "key_file": ..., "ca_file": ...}`` or ``{"kind": "combined", "probes":
+  [<one of those>, ...]}``;
 - ``kafka_restart_default``: ``{"backend": "localstack", "stack_home": "..."}`` or
   ``{"backend": "kubernetes", "kubernetes_conn_id": "kubernetes_default", "namespace": "kafka",
-  "pod_name_template": "my-cluster-kafka-{node_id}", "strimzi": true}``.
+  "pod_name_template": "my-cluster-kafka-{node_id}", "strimzi": true}`` (optionally
+  ``"container_name"``, default ``kafka``: whose restart count and start time are evidence).
 """
 
 from __future__ import annotations
