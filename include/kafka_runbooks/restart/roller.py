@@ -424,7 +424,7 @@ class Roller:
                     "broker-state",
                     node,
                     "starting: waiting, never restarting it again",
-                    f"restarted ({why}), state {reading.state_name}, {self._counts_text(node, reading)}; "
+                    f"restarted ({why}), state {assess(reading).state_name}, {self._counts_text(node, reading)}; "
                     "a restart now would send it back to the start of its log recovery",
                     observed=facts,
                 )
@@ -605,7 +605,8 @@ class Roller:
         if assess(reading).kind == WAIT_STARTING:
             return (
                 f"broker {node.node_id} {self._starting_headline(node, reading)} after its restart "
-                f"(state {reading.state_name}): {self._counts_text(node, reading)}; not restarting it again"
+                f"(state {assess(reading).state_name}): {self._counts_text(node, reading)}; "
+                "not restarting it again"
             )
         return f"{node.role} {node.node_id} was restarted ({why}) but did not become ready ({waited})"
 
