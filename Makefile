@@ -24,4 +24,5 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 test: lint
+	@bash scripts/bootstrap.sh --browser
 	$(PY) -m pytest -p no:cacheprovider --timeout=900 --durations=15 tests

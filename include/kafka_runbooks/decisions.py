@@ -65,6 +65,9 @@ def record(
     )
     _made.append(rec)
     del _made[:-_MAX_KEPT]
+    from kafka_runbooks import journal
+
+    journal.append({**rec.as_dict(), "level": logging.getLevelName(level)})
     return rec
 
 

@@ -1,0 +1,70 @@
+"""The decision journal: every DECISION record made inside an Airflow task, also appended
+as one JSON line to ``$KAFKA_RUNBOOKS_DATA_DIR/decisions/journal.jsonl``.
+
+The task logs stay the audit trail; the journal is what the Kafka page of the Airflow UI
+reads to show the last decisions across runs without opening logs. One ``write`` per
+record on a file opened in append mode, so concurrent tasks do not interleave lines; the
+file is rotated once it passes a few MiB (one old generation kept). Writing it never
+fails a runbook: an unwritable journal only costs the page its list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks.paths import data_dir
+
+MAX_BYTES = 4 << 20
+CONTEXT = {
+    "dag_id": "AIRFLOW_CTX_DAG_ID",
+    "run_id": "AIRFLOW_CTX_DAG_RUN_ID",
+    "task_id": "AIRFLOW_CTX_TASK_ID",
+}
+
+
+def journal_path() -> Path:
+    return data_dir() / "decisions" / "journal.jsonl"
+
+
+def append(record: dict[str, Any]) -> bool:
+    """Append ``record`` with the task it was made in; only inside an Airflow task. True if written."""
+    context = {k: os.environ.get(v) for k, v in CONTEXT.items()}
+    if not context["dag_id"]:
+        return False  # not in a task (tests, CLI): nothing to attribute the record to
+    path = journal_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > MAX_BYTES:
+            os.replace(path, path.with_suffix(".1.jsonl"))
+        line = json.dumps({**context, **record}, sort_keys=True, default=str) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return True
+
+
+def last(n: int = 50, path: Path | None = None) -> list[dict[str, Any]]:
+    """The newest ``n`` records, newest first (unparsable lines skipped)."""
+    path = path or journal_path()
+    lines: deque[str] = deque(maxlen=n)
+    for candidate in (path.with_suffix(".1.jsonl"), path):
+        try:
+            with open(candidate, encoding="utf-8") as fh:
+                lines.extend(fh)
+        except OSError:
+            continue
+    out = []
+    for line in reversed(lines):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
