@@ -17,9 +17,13 @@ from kafka_runbooks.localstack import LocalStack
 from kafka_runbooks.localstack.airflow import AirflowLocal
 
 ROOT = Path(__file__).resolve().parents[1]
-STACK_HOME = ROOT / ".stack" / "demo"
 AIRFLOW_HOME = ROOT / ".stack" / "airflow-demo"
 DATA_DIR = ROOT / ".stack" / "data"
+
+
+def stack_home() -> Path:
+    """``$KR_STACK_DIR`` (as for ``kstack``), else ``.stack/demo``."""
+    return Path(os.environ.get("KR_STACK_DIR") or ROOT / ".stack" / "demo").resolve()
 
 
 def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
@@ -37,19 +41,35 @@ def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
     )
 
 
+def stop(stack: LocalStack, airflow: AirflowLocal) -> int:
+    """Say what is being stopped while it happens (brokers shut down cleanly: up to a minute or two)."""
+    started = time.monotonic()
+    print(f"stopping Airflow ({airflow.home})...", flush=True)
+    airflow.stop()
+    running = [s.name for s in stack.status() if s.running]
+    print(
+        f"stopping the Kafka stack in {stack.home}: {', '.join(running) or 'nothing running'} "
+        "(controlled shutdown of each broker, then the controllers)...",
+        flush=True,
+    )
+    stack.stop()
+    print(
+        f"demo stopped in {time.monotonic() - started:.0f}s "
+        f"(data kept under {stack.home}; `kstack --home {stack.home} destroy` deletes it)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["start", "stop", "status"])
     parser.add_argument("--port", type=int, default=int(os.environ.get("KR_AIRFLOW_PORT", "8080")))
     args = parser.parse_args(argv)
-    stack = LocalStack(home=STACK_HOME)
+    stack = LocalStack(home=stack_home())
     airflow = airflow_for(stack, args.port)
 
     if args.command == "stop":
-        airflow.stop()
-        stack.stop()
-        print("demo stopped (data kept under .stack/; `kstack destroy` deletes it)")
-        return 0
+        return stop(stack, airflow)
     if args.command == "status":
         for s in stack.status():
             print(f"{s.name:<18} {'running' if s.running else 'stopped'}")
@@ -69,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Kafka:      {stack.bootstrap_servers}")
     print(f"Connect:    {stack.connect_url}")
     print(f"Airflow UI: {airflow.base_url}   user: admin   password: {airflow.password}")
+    print(f"Kafka page: {airflow.base_url}/plugin/kafka   (the 'Kafka' entry of the UI's navigation)")
+    print(
+        f"Ports:      {args.port} (UI/API, 127.0.0.1; KR_AIRFLOW_PORT changes it), {args.port + 1} and "
+        f"{args.port + 2} (Airflow's log servers, on all interfaces)"
+    )
+    print(f"Stack:      {stack.home} (KR_STACK_DIR)")
     print()
     print("DAGs are created paused: unpause kafka_cluster_health for the 5-minute sweep, or")
     print("trigger it from the UI. Break things with `.venv/bin/kstack kill 3`; `make stop` ends the demo.")
