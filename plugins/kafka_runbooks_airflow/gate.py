@@ -253,7 +253,7 @@ class _PlanGate:
         user = _triggering_user(context)
         self.response_timeout = _timeout(context, self.response_timeout, self.timeout_param)
         notes = [
-            f"**Plan digest:** `{digest}` (the approval is bound to this plan; a changed plan asks again)",
+            f"**Plan digest:** `{digest}` (the approval is bound to this plan; any other plan needs a new approval)",
             f"**Triggered by:** {user or 'the scheduler / a sweep'}",
         ]
         if policy.four_eyes:

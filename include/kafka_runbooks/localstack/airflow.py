@@ -226,9 +226,10 @@ class AirflowLocal:
             time.sleep(1)
         # The first request to the execution API initialises it lazily and blocks the whole
         # api-server meanwhile (seen: 20 s on a loaded machine, so the first task's calls and
-        # REST clients time out). Pay that here rather than in the first task.
+        # REST clients time out; over 60 s with a load average of 45 on 2 cores). Pay that here
+        # rather than in the first task, with a budget of its own.
         try:
-            self._http.get(f"{self.base_url}/execution/health", timeout=max(deadline - time.monotonic(), 60))
+            self._http.get(f"{self.base_url}/execution/health", timeout=max(deadline - time.monotonic(), 300))
         except requests.RequestException as exc:
             failure = self._start_failure(f"execution API did not answer: {exc}")
             self.stop()
