@@ -135,11 +135,30 @@ class ClusterAdmin:
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
         return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
-    def list_reassignments(self) -> dict[tuple[str, int], dict[str, list[int]]]:
-        """Reassignments in flight: (topic, partition) -> replicas, adding, removing."""
+    def list_reassignments(self, attempts: int = 4) -> dict[tuple[str, int], dict[str, list[int]]]:
+        """Reassignments in flight: (topic, partition) -> replicas, adding, removing.
+
+        kafka-python sends this to the broker it cached as "the controller" and raises
+        UnknownBrokerIdError (not retriable) once that broker is gone, e.g. the one a
+        rolling restart just restarted (seen on the real stack). The cached node is
+        forgotten on failure, so another attempt goes to a live broker.
+        """
+        from kafka.errors import KafkaError
+
         from kafka_runbooks.kafka_python_gaps import list_reassignments
 
-        return self._gap_call("ListPartitionReassignments", lambda: list_reassignments(self.gaps))
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._gap_call("ListPartitionReassignments", lambda: list_reassignments(self.gaps))
+            except KafkaError as exc:
+                if attempt == attempts:
+                    raise ClusterUnreachable(
+                        f"ListPartitionReassignments on {self.bootstrap_servers} failed after "
+                        f"{attempts} attempts: {type(exc).__name__}: {exc}"
+                    ) from exc
+                log.info("ListPartitionReassignments failed (%s); retrying on another broker", exc)
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
 
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""

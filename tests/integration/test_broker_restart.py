@@ -138,30 +138,28 @@ def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_
 
 
 def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack, admin, caplog):
+    """Planned before the crash, so the roll's first look comes right after the probe saw
+    the recovery (recovery is short here: a plan made after it often finds the broker
+    ready again and has nothing to wait for)."""
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
+    roller = Roller(admin, backend, probe)
+    state = roller.plan([3], "test: wait then restart", RollOptions(operation_timeout_s=300, max_attempts=3))
     topic = _fill_and_crash(stack, 3)
     try:
         _wait_recovering(probe, 3)
         pid_in_recovery = stack.pid(3)
-        roller = Roller(admin, backend, probe)
-        state = roller.plan(
-            [3], "test: wait then restart", RollOptions(operation_timeout_s=60, max_attempts=3)
-        )
-        _roll(roller, state)
+        _roll(roller, state, timeout_s=600)
         waits = [
-            r.decision_record["observed"]["broker_state"]
+            r.decision_record["observed"]["broker_state"] or {}
             for r in caplog.records
             if getattr(r, "decision_record", {}).get("step") == "readiness"
             and r.decision_record["decision"] == "wait"
         ]
-        # the counts were seen by the plan or by a wait (log loading is short: rarely both)
-        seen = state.nodes[3].last_counts or next(
-            (w for w in waits if (w or {}).get("remaining_logs_to_recover")), None
-        )
-        assert seen, "never saw it recovering"
+        # it was seen starting (STARTING/RECOVERY, or counts) and waited for
+        assert any(w.get("state") in (1, 2) or w.get("remaining_logs_to_recover") for w in waits), waits
         # restarted exactly once, and only once the probe saw it RUNNING
         assert backend.calls == [("restart", 3, "RUNNING")]
         # and counted as restarted on the exporter's process start time, newer than the request

@@ -347,3 +347,29 @@ def test_a_broker_that_just_left_starting_is_not_judged_stuck_before_a_whole_tim
     clock.now += 5_000
     assert roller.step(state) is True  # RUNNING and not registered for a whole timeout: stuck
     assert backend.calls == [("force_restart", 2)]
+
+
+def test_listing_reassignments_survives_the_cached_controller_broker_going_away(monkeypatch):
+    """Seen on the real stack: kafka-python sent ListPartitionReassignments to the broker
+    the roll had just restarted and raised UnknownBrokerIdError, which crashed the roll."""
+    from kafka.errors import UnknownBrokerIdError
+
+    import kafka_runbooks.kafka_python_gaps as gaps_module
+    from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+
+    answers = [UnknownBrokerIdError(3), {("t", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}]
+
+    def fake_list(gaps):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(gaps_module, "list_reassignments", fake_list)
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    admin = ClusterAdmin({"bootstrap.servers": "127.0.0.1:1"})
+    admin.__dict__["gaps"] = object()  # never used by the fake
+    assert admin.list_reassignments() == {("t", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}
+    answers[:] = [UnknownBrokerIdError(3)] * 4
+    with pytest.raises(ClusterUnreachable, match="after 4 attempts: UnknownBrokerIdError"):
+        admin.list_reassignments()
