@@ -32,7 +32,7 @@ def scenario(local_stack):
     from kafka_runbooks.admin import ClusterAdmin
 
     with ClusterAdmin({"bootstrap.servers": local_stack.bootstrap_servers}, timeout_s=15) as admin:
-        built = sc.build(local_stack, admin, "unclean-it", partitions=7)
+        built = sc.build(local_stack, admin, "unclean-it", partitions=8)
         try:
             yield built
         finally:
@@ -380,3 +380,76 @@ with ClusterAdmin({{"bootstrap.servers": {local_stack.bootstrap_servers!r}}}, ti
     after = _leader(admin, topic, partition)
     assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)
     assert state.read_entries() == {}
+
+
+# -- the manual path, run with Kafka's own tools -----------------------------------------
+
+TOOLS = {
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-leader-election.sh": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions.sh": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+}
+
+
+def _tool(command: list[str]) -> subprocess.CompletedProcess:
+    """Run a STEPS.md command with the Kafka 4.3.1 tools jar (the class its script runs)."""
+    cls = TOOLS[command[0]]
+    java = ["java", "-cp", str(ROOT / ".stack" / "lib" / "*"), cls, *command[1:]]
+    return subprocess.run(java, capture_output=True, text=True, timeout=180)
+
+
+def test_the_manual_steps_do_what_they_say_with_kafkas_own_tools(scenario, local_stack, admin, tmp_path):
+    """Each generated command, run with the real tools: the reorder is refused while broker 1
+    is down (STEPS.md says so); the election file, read by kafka-leader-election 4.3.1,
+    elects the chosen replica once it is first; the describe shows what the checks name."""
+    from kafka_runbooks.kafka_python_gaps import reorder_replicas
+
+    topic, partition = scenario.topic, 7
+    key = (topic, partition)
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "manual_recovery_file", recovery_duration_ms=10000), tmp_path
+    )
+    steps = doc["manual_steps"]
+    assert [s["command"][0] for s in steps] == [
+        "kafka-reassign-partitions.sh",
+        "kafka-topics.sh",
+        "kafka-leader-election.sh",
+        "kafka-topics.sh",
+        "kafka-reassign-partitions.sh",
+    ]
+    steps_md = Path(doc["artifacts"]["steps"]).read_text()
+    assert "Unknown broker id" in steps_md and "designatedLeader" in steps_md  # the warning, no such field
+    assert "designatedLeader" not in Path(doc["artifacts"]["elect-after-reorder.json"]).read_text()
+
+    # 1. the reorder with today's kafka-reassign-partitions: refused, as the document says
+    refused = _tool(steps[0]["command"])
+    assert refused.returncode != 0 and "Unknown broker id 1" in refused.stdout + refused.stderr
+    assert _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT)
+    # the same reorder file through the Admin API (what automated_recovery sends)
+    wanted = json.loads(Path(doc["artifacts"]["reorder.json"]).read_text())["partitions"][0]["replicas"]
+    assert wanted == [2, 1, 3] and reorder_replicas(admin.gaps, {key: wanted}) == {key: None}
+    wait_until(lambda: _leader(admin, topic, partition).replicas == (2, 1, 3), 60, 0.5, "reordered")
+    try:
+        # 2. the check: still offline, chosen first
+        described = _tool(steps[1]["command"])
+        line = next(x for x in described.stdout.splitlines() if f"Partition: {partition}\t" in x)
+        assert "Leader: none" in line and "Replicas: 2,1,3" in line, described.stdout
+        # 3. the election file as kafka-leader-election 4.3.1 reads it: the chosen replica wins
+        elected = _tool(steps[2]["command"])
+        assert elected.returncode == 0, elected.stdout + elected.stderr
+        assert "Successfully completed leader election (UNCLEAN)" in elected.stdout
+        assert wait_until(lambda: _leader(admin, topic, partition).leader == 2, 60, 0.5, "chosen leads")
+        # 4. the verify step shows what its check names
+        line = next(
+            x for x in _tool(steps[3]["command"]).stdout.splitlines() if f"Partition: {partition}\t" in x
+        )
+        assert "Leader: 2" in line and f"{topic}-{partition}: Leader 2" in steps[3]["verify"]
+        assert sc.count_messages(local_stack.bootstrap_servers, topic, partition) == 200
+        # 5. the restore with today's tool is refused the same way while broker 1 is down
+        assert "Unknown broker id 1" in "".join((p := _tool(steps[4]["command"])).stdout + p.stderr)
+    finally:
+        reorder_replicas(admin.gaps, {key: list(sc.ASSIGNMENT)})
+        wait_until(
+            lambda: _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT), 60, 0.5, "restored"
+        )

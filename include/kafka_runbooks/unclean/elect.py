@@ -240,6 +240,10 @@ def _settle(
                     broken[key].append(f"+{now:.1f} s: {seen}")
         if now >= settle_s and states is not None:
             return broken
+        if now >= settle_s + 60:  # no read succeeded since the period ended: nothing proves it held
+            for key in elected:
+                broken[key].append(f"+{now:.1f} s: could not read the partition after the settle period")
+            return broken
         time.sleep(min(interval_s, max(0.05, settle_s - now)))
 
 
@@ -428,6 +432,11 @@ def elect_chosen(
                 o.detail = o.detail or "not elected within the attempts"
         if restore_order:
             _restore(admin, original_order, state_file, report, settle_timeout_s, logger)
+        elif original_order:  # asked to keep the new order: nothing for a later run to put back
+            _forget(state_file, [f"{t}-{p}" for t, p in original_order])
+            report.restores = {
+                f"{t}-{p}": "left chosen-first (restore_replica_order=false)" for t, p in original_order
+            }
         report.finished = True
         report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
         _write_report(report_path, report, outcomes, choices)
