@@ -113,6 +113,21 @@ a{color:#0b69a3} svg text{font-size:11px;fill:#334e68}
 """
 
 
+# Airflow shows plugin pages in a sandboxed frame that may not navigate the window itself;
+# a link of the page is followed by an anchor of the (same-origin) UI document instead.
+OPEN_IN_UI = """
+document.addEventListener('click', function (e) {
+  var a = e.target.closest ? e.target.closest('a[data-ui]') : null;
+  if (!a || window.top === window) return;
+  e.preventDefault();
+  try {
+    var doc = window.top.document, link = doc.createElement('a');
+    link.href = a.href; link.style.display = 'none'; doc.body.appendChild(link); link.click(); link.remove();
+  } catch (err) { window.location.href = a.href; }
+});
+"""
+
+
 def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
     """The whole page (refreshes itself every ``refresh_s`` seconds)."""
     parts = [
@@ -130,7 +145,7 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
         parts.append("<p id='no-health'>No health report yet: run <code>kafka_cluster_health</code>.</p>")
     parts += [_health(report) for report in view["health"]]
     parts.append(_decisions(view["decisions"]))
-    parts.append("</body></html>")
+    parts.append(f"<script>{OPEN_IN_UI}</script></body></html>")
     return "".join(parts)
 
 
@@ -229,7 +244,7 @@ def _gates(gates: list[dict[str, Any]]) -> str:
         return "<h2>Gates waiting for an answer</h2><p id='no-gates'>None.</p>"
     rows = "".join(
         f"<tr class='gate'><td>{_e(g['dag_id'])}</td><td>{_e(g['run_id'])}</td><td>{_e(g['subject'])}</td>"
-        f"<td>{_e(g.get('created_at'))}</td><td><a target='_top' href='{_e(g['url'])}'>answer</a></td></tr>"
+        f"<td>{_e(g.get('created_at'))}</td><td><a data-ui='1' target='_top' href='{_e(g['url'])}'>answer</a></td></tr>"
         for g in gates
     )
     return (
@@ -251,7 +266,7 @@ def _runs(runs: list[dict[str, Any]]) -> str:
             else ""
         )
         rows.append(
-            f"<tr class='run' data-dag='{_e(r['dag_id'])}'><td><a target='_top' href='{_e(r['url'])}'>"
+            f"<tr class='run' data-dag='{_e(r['dag_id'])}'><td><a data-ui='1' target='_top' href='{_e(r['url'])}'>"
             f"{_e(r['dag_id'])}</a></td><td>{_e(r['run_id'])}</td><td>{_e(r['state'])}</td>"
             f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td></tr>"
         )
