@@ -60,6 +60,7 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
             # the metadata-error sweep runs only when a test triggers it (its runs build on each other)
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
+            "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
             # a second user allowed to edit runs, and gates that only admin may answer
             # (test_gate_approvers.py); the other tests answer as admin
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,kafka-observer:user",
