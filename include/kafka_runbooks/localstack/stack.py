@@ -217,7 +217,8 @@ class LocalStack:
             for n in self.topology.nodes
         ]
 
-    def metrics(self, ref: str | int, timeout: float = 2.0) -> str | None:
+    def metrics(self, ref: str | int, timeout: float = 10.0) -> str | None:
+        """The node's exporter page; a scrape takes 4-6 s at load 30 on 2 cores, so 2 s read a ready node as down."""
         status, body = _http_get(self.node(ref).metrics_url, timeout)
         return body if status == 200 else None
 
