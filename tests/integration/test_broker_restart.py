@@ -4,13 +4,14 @@ a throttled reassignment."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 
-from kafka_runbooks.probes import PrometheusProbe
+from kafka_runbooks.probes import RECOVERY, STARTING, PrometheusProbe
 from kafka_runbooks.restart.backends import LocalStackBackend
-from kafka_runbooks.restart.roller import Roller, RollFailed, RollOptions
+from kafka_runbooks.restart.roller import WAIT_READY, Roller, RollFailed, RollOptions
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 
@@ -42,8 +43,14 @@ def _roll(roller, state, timeout_s=300.0, interval_s=0.3):
         time.sleep(interval_s)
 
 
-def _fill_and_crash(stack, broker: int, seconds: float = 15.0) -> str:
-    """Unflushed data on many small segments, then kill -9 and start: real log recovery."""
+def _fill_and_crash(stack, admin, broker: int, seconds: float = 15.0) -> str:
+    """Unflushed data on many small segments, then kill -9: its logs need real recovery
+    at its next start (which the caller makes, see :func:`_frozen_quorum`).
+
+    Returns once the controller has fenced the dead broker (its session timed out), as it
+    would be by the time a crashed broker is started again: a quorum frozen before that
+    would leave every broker's metadata saying it is registered and unfenced, and a roll
+    whose probe read fails (the new JVM's exporter not up yet) would take that for ready."""
     from confluent_kafka import Producer
 
     topic = unique_topic("recovery")
@@ -73,19 +80,50 @@ def _fill_and_crash(stack, broker: int, seconds: float = 15.0) -> str:
         producer.poll(0)
     producer.flush(120)
     stack.kill(broker)
-    stack.start_node(broker)
+    wait_until(
+        lambda: not ((b := admin.describe_brokers().get(broker)) and b.available),
+        120,
+        0.5,
+        f"broker {broker} fenced after its kill -9",
+    )
     return topic
 
 
-def _wait_recovering(probe, broker, min_logs: int = 0):
-    """Until the broker reads as recovering (state 2, or logs still to recover: at least
-    ``min_logs``). Log loading is short here and rarely sampled; state 2 is more often."""
-    return wait_until(
-        lambda: (r := probe.read(broker)).recovering and (r.remaining_logs or 0) >= min_logs and r,
-        60,
-        0.05,
-        f"broker {broker} in log recovery with at least {min_logs} logs to go",
+@contextlib.contextmanager
+def _frozen_quorum(stack):
+    """A majority of the controllers frozen (SIGSTOP), thawed on the way out whatever happens.
+
+    With no active controller a KRaft broker cannot register nor catch up with the metadata
+    log, and Kafka 4.x loads (and recovers) its logs only after that first catch-up: a broker
+    started now stays STARTING for as long as the quorum is frozen. Log loading itself takes
+    well under a second here, so this is how a test holds a broker in its start phase
+    without racing it. The running brokers keep answering metadata from their cache.
+    """
+    frozen = [n.name for n in stack.topology.controller_nodes][
+        : len(stack.topology.controller_nodes) // 2 + 1
+    ]
+    for name in frozen:
+        stack.freeze(name)
+    try:
+        yield frozen
+    finally:
+        for name in frozen:
+            stack.thaw(name)
+
+
+def _starting(broker_state: dict) -> bool:
+    """A recorded reading (``BrokerStateReading.as_dict``) in the table's starting rows."""
+    return broker_state["state"] in (STARTING, RECOVERY) or (
+        broker_state["state"] is None and broker_state["state_not_registered"]
     )
+
+
+def _decisions(caplog, step, decision):
+    return [
+        r.decision_record
+        for r in caplog.records
+        if getattr(r, "decision_record", {}).get("step") == step and r.decision_record["decision"] == decision
+    ]
 
 
 def _delete_topic(stack, topic):
@@ -95,80 +133,112 @@ def _delete_topic(stack, topic):
     client.delete_topics([topic])[topic].result(60)
 
 
+def _step_while_starting(roller, state, caplog, seen_starting: int):
+    """Step the roll until it has recorded ``seen_starting`` readiness waits on a starting
+    reading, failing at once if a step takes the broker for ready. A step whose probe read
+    timed out (a JVM busy starting on a loaded machine) is "unknown": look again."""
+
+    def look() -> bool:
+        node = state.current()
+        assert roller.step(state) is False and node.phase == WAIT_READY, state.to_json()
+        waits = _decisions(caplog, "readiness", "wait")
+        return sum(_starting(w["observed"]["broker_state"]) for w in waits) >= seen_starting
+
+    wait_until(look, 120, 0.2, f"{seen_starting} roll steps that saw the broker starting")
+
+
 def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_counts(
     restore_stack, admin, caplog
 ):
-    """Recovery runs in STARTING on 4.x and its gauges come and go: every reading of a
-    starting broker (counts or none) means wait and never act, even with force allowed;
-    the failure carries the counts seen (CI once saw a STARTING broker without gauges
-    judged "not recovering").
+    """A starting broker (logs still to recover after a kill -9) is never restarted, not
+    even with force allowed, and the failure names its state and the counts, here
+    "recovery counts unknown": the broker is held in STARTING, before its logs load, by a
+    frozen controller quorum (CI once saw a STARTING broker without gauges judged "not
+    recovering").
 
-    The roll is planned before the crash and its clock jumps past the operation timeout,
-    so its one attempt is the first step after the probe saw the recovery (log loading
-    is short on this machine): nothing in the test waits on a duration."""
+    The counts themselves (a reading with the recovery gauges) are not checked on the real
+    stack: the gauges exist only while logs load, which takes well under a second here and
+    cannot be held open from outside; tests/unit/test_roller.py checks them with recorded
+    readings.
+
+    The roll's clock jumps to just past the operation timeout once a step has seen the
+    broker starting: its one attempt then runs out on the next starting reading, while an
+    unreadable probe in between (a loaded machine) is still within a timeout of the last
+    starting reading and means look again. Nothing in the test waits on a duration."""
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
     jumped_ms = [0]
     roller = Roller(admin, backend, probe, clock=lambda: int(time.time() * 1000) + jumped_ms[0])
+    timeout_s = 600
     state = roller.plan(
-        [4], "test: recovery", RollOptions(operation_timeout_s=60, max_attempts=1, allow_force_restart=True)
+        [4],
+        "test: recovery",
+        RollOptions(operation_timeout_s=timeout_s, max_attempts=1, allow_force_restart=True),
     )
-    topic = _fill_and_crash(stack, 4)
+    topic = _fill_and_crash(stack, admin, 4)
     try:
-        _wait_recovering(probe, 4)
-        jumped_ms[0] += 61_000
-        with pytest.raises(
-            RollFailed, match=r"broker 4 is (in log recovery|starting) \(state (STARTING|RECOVERY)\): "
-        ) as failed:
-            roller.step(state)
+        with _frozen_quorum(stack):
+            stack.start_node(4)
+            pid_starting = stack.pid(4)
+            _step_while_starting(roller, state, caplog, 1)
+            # the phase started at the plan, before the fill: just past the timeout since
+            # then is well within one since the last starting reading
+            jumped_ms[0] = state.nodes[4].phase_since_ms + timeout_s * 1000 + 1000 - int(time.time() * 1000)
+            with pytest.raises(
+                RollFailed,
+                match=r"broker 4 is starting \(state (STARTING|BrokerState not registered yet)\): ",
+            ) as failed:
+                wait_until(lambda: roller.step(state) and False, 120, 0.2, "the roll to give up")
+            assert stack.pid(4) == pid_starting  # the same JVM, still frozen in its start
         message = str(failed.value)
+        assert "recovery counts unknown" in message
         assert "after 1 attempts" in message and "not restarting it" in message
-        if "in log recovery" in message:  # the counts it saw, else that none were reported
-            assert "logs and" in message and "segments still to recover" in message
-        else:
-            assert "recovery counts unknown" in message
         assert backend.calls == []  # not even with allow_force_restart
+        [refused] = _decisions(caplog, "broker-state", "do not restart: starting (log recovery possible)")
+        assert "recovery counts unknown" in refused["reason"]
         said = [getattr(r, "decision_record", {}) for r in caplog.records]
         assert not any("not recovering" in d.get("reason", "") for d in said)
+        assert not any("force-restart" in d.get("decision", "") for d in said)
     finally:
+        stack.start_node(4)
         stack.wait_ready([4], 300)
         _delete_topic(stack, topic)
 
 
 def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack, admin, caplog):
-    """Planned before the crash, so the roll's first look comes right after the probe saw
-    the recovery (recovery is short here: a plan made after it often finds the broker
-    ready again and has nothing to wait for)."""
+    """A broker starting after a kill -9 (logs to recover) is waited for, never restarted
+    while starting, then restarted exactly once when RUNNING, counted as restarted only on
+    a process start time newer than the request. It is held in STARTING by a frozen
+    controller quorum while the roll looks at it, then the quorum is thawed and it loads
+    and recovers its logs (the recovery gauges may or may not be sampled: too short here)."""
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
     roller = Roller(admin, backend, probe)
-    state = roller.plan([3], "test: wait then restart", RollOptions(operation_timeout_s=300, max_attempts=3))
-    topic = _fill_and_crash(stack, 3)
+    state = roller.plan([3], "test: wait then restart", RollOptions(operation_timeout_s=600, max_attempts=3))
+    topic = _fill_and_crash(stack, admin, 3)
     try:
-        _wait_recovering(probe, 3)
-        pid_in_recovery = stack.pid(3)
+        with _frozen_quorum(stack):
+            stack.start_node(3)
+            pid_starting = stack.pid(3)
+            _step_while_starting(roller, state, caplog, 3)  # it looked, saw it starting, waited
+            assert backend.calls == [] and state.nodes[3].phase == WAIT_READY, state.to_json()
+            assert stack.pid(3) == pid_starting
         _roll(roller, state, timeout_s=600)
-        waits = [
-            r.decision_record["observed"]["broker_state"] or {}
-            for r in caplog.records
-            if getattr(r, "decision_record", {}).get("step") == "readiness"
-            and r.decision_record["decision"] == "wait"
-        ]
-        # it was seen starting (STARTING/RECOVERY, or counts) and waited for
-        assert any(w.get("state") in (1, 2) or w.get("remaining_logs_to_recover") for w in waits), waits
         # restarted exactly once, and only once the probe saw it RUNNING
         assert backend.calls == [("restart", 3, "RUNNING")]
         # and counted as restarted on the exporter's process start time, newer than the request
         node = state.nodes[3]
         assert node.last_evidence["process_start_ms"] > node.restarted_at_ms > 0
         assert node.evidence_before["process_start_ms"] < node.restarted_at_ms
-        assert stack.pid(3) != pid_in_recovery
+        assert stack.pid(3) != pid_starting
         assert all(3 in p.isr for p in admin.read_state(include_log_dirs=False).hosted_by(3) if p.has_leader)
     finally:
+        stack.start_node(3)
+        stack.wait_ready([3], 300)
         _delete_topic(stack, topic)
 
 

@@ -327,6 +327,15 @@ class LocalStack:
         self._signal(node, signal.SIGKILL)
         self._wait_exit([node], 30.0)
 
+    def freeze(self, ref: str | int) -> None:
+        """SIGSTOP: the node keeps its sockets open and answers nothing (a stalled JVM, a
+        paused VM), which a crash does not reproduce. Always :meth:`thaw` it afterwards."""
+        self._signal(self.node(ref), signal.SIGSTOP)
+
+    def thaw(self, ref: str | int) -> None:
+        """SIGCONT: a frozen node runs on from where it stopped."""
+        self._signal(self.node(ref), signal.SIGCONT)
+
     def restart_node(self, ref: str | int, timeout: float = 120.0) -> None:
         self.stop_node(ref, timeout)
         self.start_node(ref)
