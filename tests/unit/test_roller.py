@@ -373,3 +373,22 @@ def test_listing_reassignments_survives_the_cached_controller_broker_going_away(
     answers[:] = [UnknownBrokerIdError(3)] * 4
     with pytest.raises(ClusterUnreachable, match="after 4 attempts: UnknownBrokerIdError"):
         admin.list_reassignments()
+
+
+def test_a_registered_broker_whose_probe_cannot_answer_is_not_ready_and_not_restarted(rig):
+    """A crashed broker back within the session timeout: the metadata still shows the old
+    process registered and unfenced, while the new JVM's exporter refuses connections (seen
+    on the real stack). Restarting it then would hit a broker about to load its logs: wait
+    until the probe reads RUNNING."""
+    clock, cluster, backend, roller = rig
+    answers = {"reading": BrokerStateReading(2, None, source="prometheus", error="connection refused")}
+    real_read = roller.probe.read
+    roller.probe.read = lambda node_id: answers["reading"] if node_id == 2 else real_read(node_id)
+    state = roller.plan([2], "t", RollOptions(operation_timeout_s=10))
+    for _ in range(3):
+        assert not roller.step(state)
+        clock.now += 1_000
+    assert backend.calls == []
+    answers["reading"] = BrokerStateReading(2, 3, source="prometheus")  # RUNNING
+    assert roller.step(state) is True
+    assert backend.calls == [("restart", 2)]

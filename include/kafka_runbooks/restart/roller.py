@@ -278,7 +278,11 @@ class Roller:
             "registered_unfenced": registered,
             "broker_state": reading.as_dict() if reading else None,
         }
-        state_ok = reading is None or not reading.known or reading.running
+        # With a probe, only a RUNNING reading is ready: a probe that cannot answer may be a
+        # new JVM whose exporter is not up yet, while stale metadata still shows the crashed
+        # process registered and unfenced (seen on the real stack); acting then would restart
+        # a broker that is about to load its logs.
+        state_ok = reading is None or (reading.known and reading.running)
         return bool(registered and state_ok and running is not False), facts, reading
 
     # -- stepping ------------------------------------------------------------------
