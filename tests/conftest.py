@@ -144,3 +144,36 @@ def connect(kafka_stack):
         yield client
         for name in created:
             client.delete_connector(name)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """End the process with pytest's exit status once the summary is out.
+
+    Clients the tests leave behind (librdkafka handles, kafka-python IO loops, py4j
+    gateways) can block the interpreter's shutdown on brokers the session already
+    stopped: CI once saw "482 passed" and then nothing until its time limit. The
+    threads still alive are named first, so the culprit is visible.
+    """
+    import sys
+    import threading
+    import traceback
+
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.stop_global_capturing()
+    frames = sys._current_frames()
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in stuck:
+        stack = "".join(traceback.format_stack(frames.get(thread.ident))) if thread.ident in frames else ""
+        sys.stderr.write(f"non-daemon thread left at exit: {thread.name}\n{stack}\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(config.stash.get(_EXIT_STATUS, 0))
