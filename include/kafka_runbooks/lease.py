@@ -1,0 +1,410 @@
+"""One disruptive runbook per cluster at a time: a lease per cluster, kept in the state store.
+
+A broker restart, an unclean recovery and a failed-broker reassignment each change which
+replicas are in sync, who leads, or where data lives; two of them on the same cluster at
+once can break availability that each one checked on its own (Cruise Control's executor
+and Strimzi's reconciler serialise such work per cluster for the same reason). Runs on
+different clusters never touch each other.
+
+The lease is a small JSON record per cluster (the connection id):
+``$KAFKA_RUNBOOKS_DATA_DIR/state/leases/<cluster>.json``, naming its holder (dag_id,
+run_id), when it was taken (``since``) and until when it holds (``expires_at``). Three
+ways out, so a crashed worker never keeps a cluster locked for good:
+
+- the holder releases it (the run's teardown task, whatever happened to the run);
+- the holder's run is finished (the Airflow adapter reads its state): a new run takes
+  it over, with a DECISION record naming the old holder;
+- nobody renewed it before ``expires_at`` (the holder renews at every step and before
+  its approval gate for as long as the gate may wait): a new run takes it over, with a
+  DECISION record. The holder checks the lease before every disruptive step and stops
+  if it lost it, so a taken-over holder never acts again.
+
+Storage goes through :class:`LeaseStore` (create-if-absent and compare-and-swap, the two
+operations an object store offers as conditional writes), so two runs racing for a free
+lease can never both win. :class:`FileLeaseStore` is the local-path store.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from kafka_runbooks import decisions
+from kafka_runbooks.paths import data_dir, safe_name
+
+log = logging.getLogger("kafka_runbooks.lease")
+
+LEASE_VERSION = 1
+DEFAULT_TTL_S = 15 * 60
+# what the Airflow adapter reports about the holder's run
+HOLDER_ACTIVE = "active"
+HOLDER_FINISHED = "finished"
+HOLDER_UNKNOWN = "unknown"
+
+
+class LeaseStore(Protocol):
+    """Where lease records live. Each method is atomic on its own."""
+
+    def create(self, key: str, text: str) -> bool:
+        """Write ``text`` under ``key`` only if nothing is there; False if something is."""
+
+    def read(self, key: str) -> str | None:
+        """The text under ``key``, or None."""
+
+    def swap(self, key: str, expected: str, text: str | None) -> bool:
+        """Replace (or delete, ``text=None``) only if the current text is ``expected``."""
+
+
+class FileLeaseStore:
+    """Lease records as files in one folder (a local path or a volume every worker mounts).
+
+    ``create`` writes a temporary file and hard-links it to the final name: ``link`` fails
+    with EEXIST when the name exists, atomically, so exactly one of two racing creators
+    wins, and a reader never sees half a record. ``swap`` holds an exclusive ``flock`` on
+    the folder's lock file while it compares and replaces (rename) or deletes.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = Path(directory) if directory else data_dir() / "state" / "leases"
+
+    def path(self, key: str) -> Path:
+        return self.directory / f"{safe_name(key)}.json"
+
+    def create(self, key: str, text: str) -> bool:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self._temp(key, text)
+        try:
+            with self._locked():
+                os.link(tmp, self.path(key))
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                return False
+            raise
+        finally:
+            os.unlink(tmp)
+
+    def read(self, key: str) -> str | None:
+        try:
+            return self.path(key).read_text()
+        except FileNotFoundError:
+            return None
+
+    def swap(self, key: str, expected: str, text: str | None) -> bool:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(key)
+        with self._locked():
+            if self.read(key) != expected:
+                return False
+            if text is None:
+                path.unlink()
+            else:
+                os.replace(self._temp(key, text), path)
+            return True
+
+    def _temp(self, key: str, text: str) -> str:
+        fd, tmp = tempfile.mkstemp(prefix=f".{safe_name(key)}.", dir=self.directory)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return tmp
+
+    def _locked(self):
+        return _Flock(self.directory / ".leases.lock")
+
+
+class _Flock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self._fh = open(self.path, "a")  # noqa: SIM115 - closed in __exit__
+        fcntl.flock(self._fh, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or wants) a lease: one run of one runbook."""
+
+    dag_id: str
+    run_id: str
+
+    def __str__(self) -> str:
+        return f"{self.dag_id}/{self.run_id}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    cluster: str
+    dag_id: str
+    run_id: str
+    since: float  # epoch seconds the holder took it
+    renewed_at: float
+    expires_at: float
+    token: str  # new at every take-over: tells two holders of the same run apart
+    version: int = LEASE_VERSION
+
+    @property
+    def holder(self) -> Holder:
+        return Holder(self.dag_id, self.run_id)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> LeaseRecord:
+        raw = json.loads(text)
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+
+    def describe(self) -> dict[str, Any]:
+        """Who holds it and since when, for messages and decision records."""
+        return {
+            "cluster": self.cluster,
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "since": _iso(self.since),
+            "expires_at": _iso(self.expires_at),
+        }
+
+
+class LeaseHeld(RuntimeError):
+    """Another run holds the cluster's lease; ``record`` says who, since when."""
+
+    def __init__(self, record: LeaseRecord) -> None:
+        d = record.describe()
+        super().__init__(
+            f"cluster {d['cluster']} is held by {d['dag_id']} run {d['run_id']} since {d['since']} "
+            f"(lease valid until {d['expires_at']} unless renewed)"
+        )
+        self.record = record
+
+
+class LeaseLost(RuntimeError):
+    """This run does not hold the cluster's lease (any more): it must not act."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``acquire`` found and did."""
+
+    acquired: bool
+    record: LeaseRecord  # ours when acquired, else the holder's
+    how: str  # "new", "already ours", "taken over", "held"
+    previous: LeaseRecord | None = None
+
+
+class ClusterLease:
+    """The lease of one cluster, for one holder.
+
+    :param holder_state: tells ``HOLDER_ACTIVE``, ``HOLDER_FINISHED`` or ``HOLDER_UNKNOWN``
+        for another holder's run (the Airflow adapter asks Airflow); None: always unknown,
+        so only expiry frees a lease.
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        cluster: str,
+        holder: Holder,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        holder_state: Callable[[Holder], str] | None = None,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if not cluster:
+            raise ValueError("a lease needs the cluster's name (its connection id)")
+        if ttl_s <= 0:
+            raise ValueError(f"the lease TTL must be above zero, not {ttl_s}")
+        self.store = store
+        self.cluster = cluster
+        self.holder = holder
+        self.ttl_s = float(ttl_s)
+        self.holder_state = holder_state or (lambda _h: HOLDER_UNKNOWN)
+        self.clock = clock
+        self.log = logger or log
+
+    # ------------------------------------------------------------------ reading
+
+    def current(self) -> tuple[LeaseRecord | None, str | None]:
+        """The record and the exact text it was read from (for a compare-and-swap)."""
+        text = self.store.read(self.cluster)
+        if text is None:
+            return None, None
+        try:
+            return LeaseRecord.from_json(text), text
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"the lease of cluster {self.cluster} is unreadable ({exc}); see the production guide "
+                "on releasing a stuck lease by hand"
+            ) from exc
+
+    def stale_reason(self, record: LeaseRecord) -> str | None:
+        """Why another holder's lease may be taken over, or None while it holds."""
+        state = self.holder_state(record.holder)
+        if state == HOLDER_FINISHED:
+            return f"its run {record.holder} is finished (the run's teardown did not release it)"
+        now = self.clock()
+        if now >= record.expires_at:
+            return (
+                f"it expired at {_iso(record.expires_at)} ({now - record.expires_at:.0f}s ago): "
+                f"its holder stopped renewing it (run state: {state})"
+            )
+        return None
+
+    # ------------------------------------------------------------------ taking it
+
+    def acquire(self, hold_for_s: float | None = None) -> Outcome:
+        """Take the lease if it is free, ours, or stale; else report who holds it.
+
+        Never raises for a held lease (the caller decides to wait or fail); a lost race is
+        read again, so the answer is always about the record that is there now.
+        """
+        for _ in range(10):
+            record, text = self.current()
+            now = self.clock()
+            if record is None:
+                mine = self._record(now, now, hold_for_s, token=uuid.uuid4().hex)
+                if self.store.create(self.cluster, mine.to_json()):
+                    self._decide("take the lease", "no runbook holds this cluster", mine)
+                    return Outcome(True, mine, "new")
+                continue  # someone was faster: read what they wrote
+            if record.holder == self.holder:  # a retried or cleared task of the same run
+                mine = self._record(record.since, now, hold_for_s, token=record.token)
+                if self.store.swap(self.cluster, text, mine.to_json()):
+                    return Outcome(True, mine, "already ours", record)
+                continue
+            reason = self.stale_reason(record)
+            if reason is None:
+                return Outcome(False, record, "held")
+            mine = self._record(now, now, hold_for_s, token=uuid.uuid4().hex)
+            if self.store.swap(self.cluster, text, mine.to_json()):
+                self._decide(
+                    "take over a stale lease",
+                    f"{record.dag_id} run {record.run_id} held it since {_iso(record.since)}; {reason}",
+                    mine,
+                    previous=record,
+                    level=logging.WARNING,
+                )
+                return Outcome(True, mine, "taken over", record)
+        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while reading it")
+
+    def acquire_or_raise(self, hold_for_s: float | None = None) -> Outcome:
+        outcome = self.acquire(hold_for_s)
+        if not outcome.acquired:
+            raise LeaseHeld(outcome.record)
+        return outcome
+
+    def renew(self, hold_for_s: float | None = None) -> LeaseRecord:
+        """Push the expiry out (``hold_for_s``, default the TTL); LeaseLost unless ours.
+
+        Called before every disruptive step: it is also the check that this run still
+        holds the cluster.
+        """
+        for _ in range(10):
+            record, text = self.current()
+            if record is None or record.holder != self.holder:
+                self._lost(record)
+            now = self.clock()
+            mine = self._record(record.since, now, hold_for_s, token=record.token)
+            if self.store.swap(self.cluster, text, mine.to_json()):
+                return mine
+        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while renewing it")
+
+    def release(self) -> bool:
+        """Give the lease back if ours; True when released, False when it was not ours."""
+        for _ in range(10):
+            record, text = self.current()
+            if record is None or record.holder != self.holder:
+                decisions.record(
+                    "lease",
+                    "nothing to release",
+                    "this run does not hold the lease of this cluster"
+                    + (f" ({record.dag_id} run {record.run_id} does)" if record else " (nobody does)"),
+                    subject=f"cluster {self.cluster}",
+                    observed={"holder": record.describe() if record else None},
+                    logger=self.log,
+                )
+                return False
+            if self.store.swap(self.cluster, text, None):
+                decisions.record(
+                    "lease",
+                    "release the lease",
+                    f"{self.holder} is done with cluster {self.cluster}",
+                    subject=f"cluster {self.cluster}",
+                    observed={"held": record.describe()},
+                    logger=self.log,
+                )
+                return True
+        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while releasing it")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _record(self, since: float, now: float, hold_for_s: float | None, token: str) -> LeaseRecord:
+        hold = self.ttl_s if hold_for_s is None else max(float(hold_for_s), self.ttl_s)
+        return LeaseRecord(
+            cluster=self.cluster,
+            dag_id=self.holder.dag_id,
+            run_id=self.holder.run_id,
+            since=since,
+            renewed_at=now,
+            expires_at=now + hold,
+            token=token,
+        )
+
+    def _lost(self, record: LeaseRecord | None) -> None:
+        who = (
+            f"{record.dag_id} run {record.run_id} holds it since {_iso(record.since)}"
+            if record
+            else "nobody holds it"
+        )
+        reason = f"{self.holder} does not hold the lease of cluster {self.cluster}: {who}"
+        decisions.record(
+            "lease",
+            "stop: lease lost",
+            reason + "; nothing more is done on the cluster by this run",
+            subject=f"cluster {self.cluster}",
+            observed={"holder": record.describe() if record else None},
+            logger=self.log,
+            level=logging.ERROR,
+        )
+        raise LeaseLost(reason)
+
+    def _decide(
+        self,
+        decision: str,
+        reason: str,
+        mine: LeaseRecord,
+        previous: LeaseRecord | None = None,
+        level: int = logging.INFO,
+    ) -> None:
+        decisions.record(
+            "lease",
+            decision,
+            reason,
+            subject=f"cluster {self.cluster}",
+            observed={"lease": mine.describe(), "previous": previous.describe() if previous else None},
+            logger=self.log,
+            level=level,
+        )
+
+
+def _iso(epoch_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
