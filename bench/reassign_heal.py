@@ -55,13 +55,12 @@ def main() -> None:
     parser.add_argument("--throttle", type=int, default=300_000, help="bytes/s per broker")
     parser.add_argument("--max-partitions-per-chunk", type=int, default=6)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
 
     from kafka_runbooks.admin import ClusterAdmin
-    from kafka_runbooks.localstack import LocalStack, Topology
     from kafka_runbooks.reassign.execute import ChunkExecutor, ExecState, chunks_from_plan_dir
     from kafka_runbooks.snapshot import write_snapshot
-    from tests.helpers import create_topic, unique_topic, wait_until
+    from kafka_runbooks_dev.helpers import create_topic, unique_topic, wait_until
+    from kafka_runbooks_dev.localstack import LocalStack, Topology
 
     work = Path(tempfile.mkdtemp(prefix="reassign-heal-"))
     if args.stack_home:

@@ -134,7 +134,7 @@ def _rss_kib(pid: int) -> int:
 
 def run_job(snapshot: Path, out: Path, failed: list[int], driver_memory: str) -> tuple[float, int, str]:
     """(wall seconds, peak RSS of the process tree in KiB, stdout) of one spark-submit."""
-    from kafka_runbooks.local_spark import spark_submit_command
+    from kafka_runbooks_dev.local_spark import spark_submit_command
 
     cmd, env = spark_submit_command(
         JOB,

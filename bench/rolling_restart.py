@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from kafka_runbooks.admin import ClusterAdmin
-from kafka_runbooks.localstack import LocalStack, Topology
 from kafka_runbooks.probes import PrometheusProbe
-from kafka_runbooks.restart.backends import LocalStackBackend
 from kafka_runbooks.restart.roller import Roller, RollOptions
+from kafka_runbooks_dev.localstack import LocalStack, Topology
+from kafka_runbooks_dev.restart_backend import LocalStackBackend
 
 
 class TimedBackend(LocalStackBackend):

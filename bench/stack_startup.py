@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from kafka_runbooks.localstack import LocalStack, Topology
+from kafka_runbooks_dev.localstack import LocalStack, Topology
 
 
 def rss_mib(pid: int) -> float:

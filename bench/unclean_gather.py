@@ -19,19 +19,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable  # noqa: E402
-from kafka_runbooks.localstack import LocalStack  # noqa: E402
-from kafka_runbooks.unclean.choose import choose  # noqa: E402
-from kafka_runbooks.unclean.loginfo import gather  # noqa: E402
-from tests.helpers import create_topic, unique_topic, wait_until  # noqa: E402
-from tests.unclean_scenario import restore  # noqa: E402
+from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.unclean.choose import choose
+from kafka_runbooks.unclean.loginfo import gather
+from kafka_runbooks_dev.helpers import create_topic, restore_cluster, unique_topic, wait_until
+from kafka_runbooks_dev.localstack import LocalStack
 
 FOLLOWERS = [(2, 3), (3, 4), (4, 2)]
 
@@ -115,7 +110,7 @@ def main() -> None:
     finally:
         admin.close()
         with ClusterAdmin(config, timeout_s=30) as fresh:
-            restore(stack, fresh, topics, timeout=900)
+            restore_cluster(stack, fresh, topics, timeout=900)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
-.venv/bin/python -c "from kafka_runbooks.localstack.stack import ensure_jars; ensure_jars()"
+.venv/bin/python -c "from kafka_runbooks_dev.localstack.stack import ensure_jars; ensure_jars()"
 
 if [ "${1:-}" = "--browser" ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
   SUDO=""

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from kafka_runbooks.localstack import LocalStack
-from kafka_runbooks.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack import LocalStack
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW_HOME = ROOT / ".stack" / "airflow-demo"

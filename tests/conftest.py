@@ -23,7 +23,7 @@ os.environ.setdefault("AIRFLOW_HOME", str(ROOT / ".stack" / "airflow-unit"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
-from kafka_runbooks.localstack import LocalStack, Topology  # noqa: E402
+from kafka_runbooks_dev.localstack import LocalStack, Topology  # noqa: E402
 
 # ~20 s idle; 4 minutes were not enough with several stacks and stress-ng on 2 cores
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))

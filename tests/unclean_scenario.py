@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks_dev.helpers import cluster_healthy, restore_cluster
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 ASSIGNMENT = [1, 3, 2]
@@ -30,18 +31,11 @@ class OfflineScenario:
     partitions: int
 
 
-def _healthy(admin: ClusterAdmin) -> bool:
-    state = admin.read_state(include_log_dirs=False)
-    return (
-        not state.offline()
-        and not state.under_replicated()
-        and all(b.available for b in state.brokers.values())
-    )
-
-
 def build(stack, admin: ClusterAdmin, prefix: str, partitions: int) -> OfflineScenario:
     bootstrap = stack.bootstrap_servers
-    wait_until(lambda: _healthy(admin), 180, 1, "a fully replicated cluster before building the scenario")
+    wait_until(
+        lambda: cluster_healthy(admin), 180, 1, "a fully replicated cluster before building the scenario"
+    )
     topic = unique_topic(prefix)
     create_topic(
         bootstrap,
@@ -82,25 +76,8 @@ def build(stack, admin: ClusterAdmin, prefix: str, partitions: int) -> OfflineSc
 
 
 def restore(stack, admin: ClusterAdmin, topics: list[str], timeout: float = 180) -> None:
-    """Delete the scenario topics, restart whatever is down, wait for a healthy cluster.
-
-    Topics go first: a broker that was killed with thousands of their partitions would
-    otherwise have to recover all of those logs (in the stack's 512 MiB heap) on restart.
-    """
-    from confluent_kafka.admin import AdminClient
-
-    if topics:
-        client = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
-        for future in client.delete_topics(topics, operation_timeout=60).values():
-            try:
-                future.result(90)
-            except Exception:  # already gone
-                pass
-    for status in stack.status():
-        if not status.running:
-            stack.start_node(status.name)
-    stack.wait_ready([s.name for s in stack.status()], timeout)
-    wait_until(lambda: _healthy(admin), timeout, 1, "a fully replicated cluster after the scenario")
+    """Delete the scenario topics, restart whatever is down, wait for a healthy cluster."""
+    restore_cluster(stack, admin, topics, timeout)
 
 
 def count_messages(bootstrap: str, topic: str, partition: int) -> int:
@@ -166,7 +143,9 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
     from kafka_runbooks.kafka_python_gaps import elect_unclean
 
     bootstrap = stack.bootstrap_servers
-    wait_until(lambda: _healthy(admin), 180, 1, "a fully replicated cluster before building the scenario")
+    wait_until(
+        lambda: cluster_healthy(admin), 180, 1, "a fully replicated cluster before building the scenario"
+    )
     topic = unique_topic(prefix)
     create_topic(
         bootstrap,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from kafka_runbooks.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 
 DAG_ID = "e2e_gated_approval_check"
 GATE = "approval_gate"

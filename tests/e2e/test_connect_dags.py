@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kafka_runbooks.localstack.airflow import AirflowError
+from kafka_runbooks_dev.localstack.airflow import AirflowError
 from tests.connect_helpers import all_running, file_sink, status_records, task_failed, unique_name
 from tests.helpers import create_topic, unique_topic, wait_until
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

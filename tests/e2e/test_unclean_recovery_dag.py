@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack.airflow import AirflowLocal
 from kafka_runbooks.paths import safe_name
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests import unclean_scenario as sc
 from tests.e2e.conftest import AIRFLOW_TEST_HOME
 from tests.helpers import wait_until

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kafka_runbooks.probes import RECOVERY, STARTING, PrometheusProbe
-from kafka_runbooks.restart.backends import LocalStackBackend
 from kafka_runbooks.restart.roller import WAIT_READY, Roller, RollFailed, RollOptions
+from kafka_runbooks_dev.restart_backend import LocalStackBackend
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 

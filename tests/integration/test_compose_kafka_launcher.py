@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack.stack import STACK_ASSETS, ensure_jars
+from kafka_runbooks_dev.localstack.stack import STACK_ASSETS, ensure_jars
 from tests.helpers import wait_until
 from tests.unit.test_docker_compose import load_compose
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 
-from kafka_runbooks.localstack.stack import read_gauge
+from kafka_runbooks_dev.localstack.stack import read_gauge
 from tests.helpers import wait_until
 
 

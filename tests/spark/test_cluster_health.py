@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_runbooks.local_spark import spark_submit_command
+from kafka_runbooks_dev.local_spark import spark_submit_command
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "cluster_health.py"
 FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")

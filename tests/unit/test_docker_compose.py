@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafka_runbooks.localstack.stack import LocalStack, ensure_jars
-from kafka_runbooks.localstack.topology import BROKER, CONNECT, CONTROLLER, Topology
 from kafka_runbooks.probes import probe_from_config
 from kafka_runbooks.restart.backends import backend_from_config
 from kafka_runbooks.restart.docker import DockerBackend
+from kafka_runbooks_dev.localstack.stack import LocalStack, ensure_jars
+from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, CONTROLLER, Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_TAG = re.compile(r"^[^:@\s]+:(?!latest$)[^:\s]*\d[^:\s]*$")

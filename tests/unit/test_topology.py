@@ -1,6 +1,6 @@
 import pytest
 
-from kafka_runbooks.localstack.topology import Topology
+from kafka_runbooks_dev.localstack.topology import Topology
 
 
 def test_default_topology_is_four_brokers_over_two_racks_and_three_voters():
@@ -52,7 +52,7 @@ def test_new_cluster_ids_never_start_with_a_dash(monkeypatch):
     """kafka-storage's argument parser reads '-abc...' as an option (1 start in 64 failed)."""
     import uuid
 
-    from kafka_runbooks.localstack import stack
+    from kafka_runbooks_dev.localstack import stack
 
     dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # urlsafe base64 of 0xfb... starts with '-'
     fresh = iter([dash_first, uuid.UUID(int=1)])

@@ -1,5 +1,6 @@
-"""How a node is actually restarted: the local stack's processes, Kubernetes pods, or
-Docker containers (docker-compose.yaml; see ``docker.py``).
+"""How a node is actually restarted: Kubernetes pods, Docker containers
+(docker-compose.yaml; see ``docker.py``), or a back end another package registers by
+name (the local stack's processes: ``kafka_runbooks_dev.restart_backend``).
 
 A back end only acts; every decision to act is the roller's. ``restart`` is the clean
 path (SIGTERM: a broker moves leadership away and shuts down in order);
@@ -15,9 +16,7 @@ until the operator rolls it, a stop can time out, an engine can answer and do no
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 #: evidence keys that are start times (epoch ms): newer than the request means restarted
@@ -83,65 +82,6 @@ def parse_rfc3339_ms(value: Any) -> int | None:
         return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:
         return None
-
-
-def _proc_start_ms(pid: int) -> int | None:
-    """When process ``pid`` started (epoch ms), from /proc; None if it cannot be read."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[19])  # field 22 (starttime), counted after the ")"
-        # btime is whole seconds, rounded down: the start time can read early, never late
-        btime = next(
-            int(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return int((btime + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
-class LocalStackBackend:
-    """The local stack's process control (tests, demo, benchmarks)."""
-
-    name = "localstack"
-
-    def __init__(self, stack_home: str, stop_timeout_s: float = 120.0) -> None:
-        from kafka_runbooks.localstack import LocalStack
-
-        self.stack = LocalStack(home=stack_home)
-        self.stop_timeout_s = stop_timeout_s
-
-    def _check(self, node_id: int) -> None:
-        self.stack.node(node_id)  # KeyError names the known nodes
-
-    def is_running(self, node_id: int) -> bool | None:
-        self._check(node_id)
-        return self.stack.is_running(node_id)
-
-    def restart(self, node_id: int) -> str:
-        self._check(node_id)
-        old = self.stack.pid(node_id)
-        self.stack.stop_node(node_id, timeout=self.stop_timeout_s)
-        self.stack.start_node(node_id)
-        return f"stopped pid {old} with SIGTERM, started pid {self.stack.pid(node_id)}"
-
-    def force_restart(self, node_id: int) -> str:
-        self._check(node_id)
-        old = self.stack.pid(node_id)
-        self.stack.kill(node_id)
-        self.stack.start_node(node_id)
-        return f"killed pid {old} (SIGKILL), started pid {self.stack.pid(node_id)}"
-
-    def evidence(self, node_id: int) -> dict[str, Any]:
-        """The node's pid and its start time (/proc); the start time is second-accurate at worst."""
-        try:
-            pid = self.stack.pid(node_id)
-        except Exception as exc:
-            return {"source": self.name, "error": f"{type(exc).__name__}: {exc}"}
-        if pid is None:
-            return {"source": self.name, "error": "no process running"}
-        return {"source": self.name, "identity": f"pid {pid}", "started_at_ms": _proc_start_ms(pid)}
 
 
 STRIMZI_MANUAL_ROLL = "strimzi.io/manual-rolling-update"
@@ -240,12 +180,31 @@ class KubernetesBackend:
         return out
 
 
+#: entry-point group through which other packages add restart back ends by name (the
+#: local stack's own, ``localstack``, lives in the dev package ``kafka_runbooks_dev``)
+BACKEND_ENTRY_POINTS = "kafka_runbooks.restart_backends"
+
+
+def _registered_backend(kind: str, extra: dict) -> RestartBackend | None:
+    """A back end another installed package registered under ``kind``, or None.
+
+    The product never imports its dev tooling: the local stack's back end is found here,
+    by name, only where the dev package is installed (tests, demo, benchmarks).
+    """
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=BACKEND_ENTRY_POINTS):
+        if entry.name == kind:
+            try:
+                factory = entry.load()
+            except ImportError:  # registered by the metadata, its package not shipped here
+                return None
+            return factory(extra)
+    return None
+
+
 def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
     kind = extra.get("backend", "localstack")
-    if kind == "localstack":
-        if not extra.get("stack_home"):
-            raise ValueError("a localstack restart back end needs 'stack_home' in the connection extras")
-        return LocalStackBackend(extra["stack_home"], float(extra.get("stop_timeout_s", 120)))
     if kind == "kubernetes":
         missing = [k for k in ("namespace", "pod_name_template") if not extra.get(k)]
         if missing:
@@ -270,5 +229,13 @@ def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
             container_name_template=extra.get("container_name_template"),
             docker_host=extra.get("docker_host", DEFAULT_DOCKER_HOST),
             stop_timeout_s=int(extra.get("stop_timeout_s", 120)),
+        )
+    registered = _registered_backend(kind, extra)
+    if registered is not None:
+        return registered
+    if kind == "localstack":
+        raise ValueError(
+            "the localstack restart back end is dev tooling (package kafka_runbooks_dev), "
+            "not installed here; use kubernetes or docker"
         )
     raise ValueError(f"unknown restart back end {kind!r}")

@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 
-from kafka_runbooks.localstack.stack import LocalStack, StackError
+from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@ Approval gates cannot be exercised with ``dag.test()`` (it waits forever at the 
 runbooks are tested against a running Airflow: ``airflow standalone`` (SQLite metadata DB,
 LocalExecutor) started as a subprocess, driven and answered through the public REST API.
 
-This module must not import Airflow: it belongs to the Airflow-free domain library. It starts
+This module must not import Airflow: it drives Airflow from outside, as a user would. It starts
 the ``airflow`` command of a given virtualenv and talks HTTP with ``requests``.
 """
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_runbooks.localstack.topology import BROKER, CONNECT, CONTROLLER, LOOPBACK, Node, Topology
+from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, CONTROLLER, LOOPBACK, Node, Topology
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,0 @@
-import sys
-
-from kafka_runbooks.localstack.cli import main
-
-sys.exit(main())
