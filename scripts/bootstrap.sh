@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine, idempotently:
 # a venv in .venv with requirements.txt and this project (editable), and the pinned
-# Kafka jars from Maven Central under .stack/lib. Needs python3 (3.10+), Java 17, Maven.
+# Kafka jars from Maven Central under .stack/lib, S3Proxy's under .stack/s3proxy-lib. Needs python3 (3.10+), Java 17, Maven.
 # With --browser (what `make test` runs) also Debian's chromium and chromium-driver for
 # the browser end-to-end test, through apt-get when they are missing (as root, or sudo).
 set -euo pipefail
@@ -27,6 +27,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 .venv/bin/python -c "from kafka_runbooks_dev.localstack.stack import ensure_jars; ensure_jars()"
+# S3Proxy, the local object store (its jars and dependencies, from Maven Central like Kafka)
+.venv/bin/python -c "from kafka_runbooks_dev.localstack.s3proxy import ensure_jars; ensure_jars()"
 
 if [ "${1:-}" = "--browser" ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
   SUDO=""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,21 @@ def pytest_unconfigure(config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(config.stash.get(_EXIT_STATUS, 0))
+
+
+@pytest.fixture(scope="session")
+def s3proxy():
+    """A real S3Proxy (from Maven Central jars) on the test port base + 70, filesystem back end."""
+    from kafka_runbooks_dev.localstack.s3proxy import PORT_OFFSET, S3Proxy
+
+    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + PORT_OFFSET
+    home = ROOT / ".stack" / "test-s3proxy"
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
+    proxy = S3Proxy(home, port)
+    try:
+        proxy.start(timeout_s=START_TIMEOUT_S)
+        yield proxy
+    finally:
+        proxy.stop()

@@ -6,16 +6,23 @@ reads to show the last decisions across runs without opening logs. One ``write``
 record on a file opened in append mode, so concurrent tasks do not interleave lines; the
 file is rotated once it passes a few MiB (one old generation kept). Writing it never
 fails a runbook: an unwritable journal only costs the page its list.
+
+On an object store (``KAFKA_RUNBOOKS_DATA_URL``) nothing can be appended to: each record
+is one object, ``decisions/<UTC day>/<time ns>-<random>.json``, so concurrent tasks on
+different workers never overwrite each other; ``last`` reads the newest days' objects.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any
 
+from kafka_runbooks import storage
 from kafka_runbooks.paths import data_dir
 
 MAX_BYTES = 4 << 20
@@ -35,12 +42,21 @@ def append(record: dict[str, Any]) -> bool:
     context = {k: os.environ.get(v) for k, v in CONTEXT.items()}
     if not context["dag_id"]:
         return False  # not in a task (tests, CLI): nothing to attribute the record to
+    line = json.dumps({**context, **record}, sort_keys=True, default=str) + "\n"
+    store = storage.store()
+    if not store.is_local:
+        now_ns = time.time_ns()
+        day = time.strftime("%Y-%m-%d", time.gmtime(now_ns / 1e9))
+        try:
+            store.write_text(f"decisions/{day}/{now_ns:020d}-{uuid.uuid4().hex[:8]}.json", line)
+        except OSError:
+            return False
+        return True
     path = journal_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size > MAX_BYTES:
             os.replace(path, path.with_suffix(".1.jsonl"))
-        line = json.dumps({**context, **record}, sort_keys=True, default=str) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
@@ -53,6 +69,8 @@ def append(record: dict[str, Any]) -> bool:
 
 def last(n: int = 50, path: Path | None = None) -> list[dict[str, Any]]:
     """The newest ``n`` records, newest first (unparsable lines skipped)."""
+    if path is None and not storage.store().is_local:
+        return _last_objects(n)
     path = path or journal_path()
     lines: deque[str] = deque(maxlen=n)
     for candidate in (path.with_suffix(".1.jsonl"), path):
@@ -67,4 +85,21 @@ def last(n: int = 50, path: Path | None = None) -> list[dict[str, Any]]:
             out.append(json.loads(line))
         except ValueError:
             continue
+    return out
+
+
+def _last_objects(n: int, days: int = 7) -> list[dict[str, Any]]:
+    """The newest ``n`` record objects of the last ``days`` UTC days, newest first."""
+    store = storage.store()
+    out: list[dict[str, Any]] = []
+    now = time.time()
+    for back in range(days):
+        day = time.strftime("%Y-%m-%d", time.gmtime(now - back * 86400))
+        for key in sorted(store.list(f"decisions/{day}"), reverse=True):
+            try:
+                out.append(json.loads(store.read_text(key) or ""))
+            except (ValueError, OSError):
+                continue
+            if len(out) >= n:
+                return out
     return out

@@ -1,4 +1,10 @@
-"""Where runbooks write their artifacts (snapshots, reports, plans)."""
+"""Where runbooks write their artifacts (snapshots, reports, plans).
+
+The data location is one setting (:mod:`kafka_runbooks.storage`): ``KAFKA_RUNBOOKS_DATA_URL``
+(a path or an object store URL), else ``KAFKA_RUNBOOKS_DATA_DIR``. State, reports and the
+decision journal go through the store; ``data_dir`` is the local folder for what is still
+written as plain files (the location itself when it is local).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,13 @@ from pathlib import Path
 
 
 def data_dir() -> Path:
-    """``$KAFKA_RUNBOOKS_DATA_DIR``, else ``$AIRFLOW_HOME/kafka_runbooks``, else ``~/kafka_runbooks``."""
+    """The local data folder: ``$KAFKA_RUNBOOKS_DATA_URL`` when it is a path, else
+    ``$KAFKA_RUNBOOKS_DATA_DIR``, else ``$AIRFLOW_HOME/kafka_runbooks``, else ``~/kafka_runbooks``."""
+    url = (os.environ.get("KAFKA_RUNBOOKS_DATA_URL") or "").strip()
+    if url and "://" not in url:
+        return Path(url)
+    if url.startswith("file://"):
+        return Path(url[len("file://") :])
     explicit = os.environ.get("KAFKA_RUNBOOKS_DATA_DIR")
     if explicit:
         return Path(explicit)

@@ -1,49 +1,39 @@
 """JSON state that sweeps keep between runs, outside Airflow's metadata DB.
 
-One file per cluster under ``$KAFKA_RUNBOOKS_DATA_DIR/state/<kind>/<cluster>.json`` (cluster =
-the connection id), so it survives an Airflow restart or a rebuilt metadata DB, and an
-operator can read it with ``jq`` or delete one entry to forget it. Writes are atomic
-(temp file + rename, fsynced); a sweep holds an exclusive ``flock`` for the whole of
-load, decide, save. With a distributed executor the data dir must be a volume every
-worker mounts, as for the runbooks' reports.
+One object per cluster at ``state/<kind>/<cluster>.json`` in the data store (cluster = the
+connection id; :mod:`kafka_runbooks.storage`: a local folder by default, an object store
+such as ``s3://…`` with distributed workers), so it survives an Airflow restart or a
+rebuilt metadata DB, and an operator can read it with ``jq`` (or ``aws s3 cp … -``) or
+delete one entry to forget it. Every write replaces the whole object (locally temp file +
+rename, fsynced; on an object store one PUT), so a reader never sees half of one. A sweep
+holds the cluster's lock for the whole of load, decide, save (:meth:`Store.locked`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks.paths import data_dir, safe_name
+from kafka_runbooks import storage
+from kafka_runbooks.paths import safe_name
 
 STATE_VERSION = 1
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so a reader never sees half a file, even after a crash."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace the local file ``path`` with ``text`` so a reader never sees half a file, even after a crash."""
+    storage._write_local_atomic(Path(path), text.encode("utf-8"))
 
 
 class ClusterStateFile:
-    """The entries of one kind of state (``section``) for one cluster, in one JSON file.
+    """The entries of one kind of state (``section``) for one cluster, in one JSON object.
 
     Subclasses name the ``kind`` (the folder under ``state/``) and the ``section`` key,
-    and turn entries into their own records in ``load``/``save``.
+    and turn entries into their own records in ``load``/``save``. ``directory`` (a local
+    folder) replaces the data store, for tests and for state kept next to a run's files.
     """
 
     kind: str = ""
@@ -53,30 +43,35 @@ class ClusterStateFile:
         if not cluster:
             raise ValueError(f"a {self.kind} state file needs the cluster's name (its connection id)")
         self.cluster = cluster
-        self.directory = Path(directory) if directory else data_dir() / "state" / self.kind
-        self.path = self.directory / f"{safe_name(cluster)}.json"
+        if directory:
+            self.store, prefix = storage.Store(str(Path(directory).resolve())), ""
+        else:
+            self.store, prefix = storage.store(), f"state/{self.kind}"
+        name = f"{safe_name(cluster)}.json"
+        self.key = f"{prefix}/{name}" if prefix else name
+        self.lock_key = f"{prefix}/.{name}.lock" if prefix else f".{name}.lock"
+        # where it is, for messages (and a local Path, for tools and tests)
+        self.path: Path | str = (
+            self.store.local_path(self.key) if self.store.is_local else self.store.url_of(self.key)
+        )
+        self.directory = self.store.local_path(prefix) if self.store.is_local else self.store.url_of(prefix)
 
     def read_entries(self) -> dict[str, Any]:
-        try:
-            raw = json.loads(self.path.read_text())
-        except FileNotFoundError:
+        text = self.store.read_text(self.key)
+        if text is None:
             return {}
+        try:
+            raw = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
         return dict(raw.get(self.section) or {})
 
     def write_entries(self, entries: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
         body = {"version": STATE_VERSION, "cluster": self.cluster, self.section: entries}
-        write_atomic(self.path, json.dumps(body, indent=1, sort_keys=True))
+        self.store.write_text(self.key, json.dumps(body, indent=1, sort_keys=True))
 
     @contextmanager
     def locked(self) -> Iterator[ClusterStateFile]:
         """Hold the cluster's lock for a whole sweep (load, decide, act, save)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f".{self.path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with self.store.locked(self.lock_key):
+            yield self

@@ -1,0 +1,213 @@
+"""The data store on a real S3-compatible server (S3Proxy 2.6.0 from Maven Central) and on a
+local folder: state written through it lands in the bucket and nowhere on the worker's disk,
+no write leaves half a file, and compare-and-set is only offered where the store honours it.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks import journal, storage
+from kafka_runbooks.connect.policy import RestartState
+from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks.lease import ClusterLease, Holder
+from kafka_runbooks.reassign.failures import FailureStore
+
+
+@pytest.fixture
+def s3_env(s3proxy, monkeypatch, tmp_path, request):
+    """The data location is a fresh prefix of the S3Proxy bucket; the local dirs are empty folders."""
+    prefix = f"t-{request.node.name[:40]}-{os.getpid()}"
+    for key, value in s3proxy.env(prefix).items():
+        monkeypatch.setenv(key, value)
+    local = tmp_path / "worker-local"
+    local.mkdir()
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(local))
+    monkeypatch.setenv("HOME", str(local))
+    storage._STORES.clear()
+    yield prefix, local
+    storage._STORES.clear()
+
+
+def _objects(s3proxy, prefix: str) -> list[str]:
+    """What the S3Proxy filesystem back end holds under ``prefix``: real files on its side."""
+    root = s3proxy.data_dir / s3proxy.bucket / prefix
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_sweep_state_lives_in_the_bucket_and_not_on_the_worker(s3proxy, s3_env):
+    prefix, local = s3_env
+    connect = JsonStateStore("connect_default")
+    with connect.locked():
+        connect.save({"sink-a": RestartState(count=2, last_restart_at=1_800_000_000.0)})
+    failures = FailureStore("kafka_default")
+    failures.write_entries({"4": {"first_seen_down_ms": 1}})
+
+    assert _objects(s3proxy, prefix) == [
+        "state/connect_autorestart/connect_default.json",
+        "state/failed_brokers/kafka_default.json",
+    ]
+    assert list(local.rglob("*")) == []
+    # read back by a second process's view of the store (a fresh Store, no cache)
+    storage._STORES.clear()
+    assert JsonStateStore("connect_default").load()["sink-a"].count == 2
+    assert str(connect.path).startswith(f"s3://{s3proxy.bucket}/{prefix}/state/")
+
+
+def test_an_object_is_replaced_whole_or_not_at_all(s3proxy, s3_env):
+    prefix, _ = s3_env
+    s3 = storage.store()
+    s3.write_text("state/x/a.json", json.dumps({"v": 1}))
+    big = json.dumps({"v": 2, "pad": "x" * 3_000_000})
+    s3.write_text("state/x/a.json", big)
+    assert json.loads(s3.read_text("state/x/a.json"))["v"] == 2
+    assert s3.list("state/x") == ["state/x/a.json"]
+    assert s3.read_text("state/x/missing.json") is None
+    assert s3.delete("state/x/a.json") and not s3.exists("state/x/a.json")
+
+
+def test_s3proxy_ignores_conditional_writes_so_compare_and_set_is_refused(s3proxy, s3_env):
+    """S3Proxy 2.6.0 accepts If-None-Match: * on an existing object and overwrites it; the store
+    finds that out and refuses to hand out a lease it could not keep."""
+    s3 = storage.store()
+    bucket, key = s3._bucket_key("probe/raw")
+    s3.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"first")
+    s3.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"second", IfNoneMatch="*")  # not refused
+    assert s3.read_text("probe/raw") == "second"
+
+    assert s3.supports_conditional_writes() is False
+    with pytest.raises(storage.ConditionalWritesUnsupported, match="ignores conditional writes"):
+        s3.create("state/leases/kafka_a.json", "{}")
+    lease = ClusterLease(storage.Records(s3, "state/leases"), "kafka_a", Holder("kafka_broker_restart", "r1"))
+    with pytest.raises(storage.ConditionalWritesUnsupported):
+        lease.acquire()
+    assert not s3.exists("state/leases/kafka_a.json")
+
+
+def test_the_decision_journal_is_one_object_per_record_in_the_bucket(s3proxy, s3_env, monkeypatch):
+    prefix, local = s3_env
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failed_broker_reassignment")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "manual__1")
+    monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "validate")
+    for i in range(3):
+        assert journal.append({"decision": f"step {i}"})
+    newest = journal.last(2)
+    assert [r["decision"] for r in newest] == ["step 2", "step 1"]
+    assert len([o for o in _objects(s3proxy, prefix) if o.startswith("decisions/")]) == 3
+    assert list(local.rglob("*")) == []
+
+
+def test_folders_go_up_and_come_back_whole(s3proxy, s3_env, tmp_path):
+    s3 = storage.store()
+    src = tmp_path / "plan"
+    (src / "chunks").mkdir(parents=True)
+    (src / "summary.json").write_text('{"chunks": 1}')
+    (src / "chunks" / "chunk-001.json").write_text('{"partitions": []}')
+    (src / "._SUCCESS.crc").write_text("")
+    assert s3.upload_dir(src, "reassign/run1/plan") == [
+        "reassign/run1/plan/chunks/chunk-001.json",
+        "reassign/run1/plan/summary.json",
+    ]
+    back = s3.download_dir("reassign/run1/plan", tmp_path / "back")
+    assert (back / "chunks" / "chunk-001.json").read_text() == '{"partitions": []}'
+
+
+# ---------------------------------------------------------------- the local store
+
+
+def test_a_failed_local_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
+    local = storage.Store(str(tmp_path))
+    local.write_text("state/k/a.json", "old")
+
+    def crash(_fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(storage.os, "fsync", crash)
+    with pytest.raises(OSError, match="disk full"):
+        local.write_text("state/k/a.json", "new and longer")
+    assert (tmp_path / "state/k/a.json").read_text() == "old"
+    assert sorted(p.name for p in (tmp_path / "state/k").iterdir()) == ["a.json"]
+
+
+def _race_create(folder: str, barrier, wins, i: int) -> None:
+    barrier.wait()
+    if storage.Store(folder).create("state/leases/kafka_a.json", f"racer {i}"):
+        wins.put(i)
+
+
+def test_local_create_lets_exactly_one_racing_process_win(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, wins = ctx.Barrier(6), ctx.Queue()
+    procs = [ctx.Process(target=_race_create, args=(str(tmp_path), barrier, wins, i)) for i in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    winners = []
+    while not wins.empty():
+        winners.append(wins.get())
+    assert len(winners) == 1
+    assert (tmp_path / "state/leases/kafka_a.json").read_text() == f"racer {winners[0]}"
+
+
+def test_local_swap_only_replaces_what_was_read(tmp_path):
+    local = storage.Store(str(tmp_path))
+    assert local.create("l/a.json", "one") and not local.create("l/a.json", "two")
+    assert not local.swap("l/a.json", "stale", "three")
+    assert local.swap("l/a.json", "one", "three") and local.read_text("l/a.json") == "three"
+    assert local.swap("l/a.json", "three", None) and not local.exists("l/a.json")
+
+
+def test_a_key_may_not_leave_the_data_location(tmp_path):
+    with pytest.raises(ValueError, match="climb out"):
+        storage.Store(str(tmp_path)).write_text("../outside.json", "x")
+    assert not (tmp_path.parent / "outside.json").exists()
+
+
+def test_one_setting_picks_the_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("KAFKA_RUNBOOKS_DATA_URL", raising=False)
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path / "dir"))
+    assert storage.data_url() == str(tmp_path / "dir")
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_URL", "s3://bucket/prefix/")
+    assert storage.data_url() == "s3://bucket/prefix"
+    assert storage.Store(storage.data_url()).url_of("state/a.json") == "s3://bucket/prefix/state/a.json"
+    assert storage.protocol_of("s3a://bucket/p") == "s3"
+    assert Path(storage.Store(str(tmp_path)).url_of("a")) == tmp_path / "a"
+
+
+def test_credentials_come_from_the_named_connection(s3proxy, s3_env, monkeypatch):
+    """With only KAFKA_RUNBOOKS_DATA_CONN_ID naming an aws connection (no AWS_* variables),
+    the store reaches S3Proxy with the connection's keys."""
+    from kafka_runbooks_airflow.data_store import connection_options, options_from_connection
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.delenv("KAFKA_RUNBOOKS_DATA_STORAGE_OPTIONS")
+    extra = {"endpoint_url": s3proxy.endpoint, "region_name": "us-east-1"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KR_DATA",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "kafka-runbooks",
+                "password": "kafka-runbooks-secret",
+                "extra": extra,
+            }
+        ),
+    )
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_CONN_ID", "kr_data")
+    storage.set_options_provider(connection_options)
+    try:
+        s3 = storage.store()
+        s3.write_text("state/x/a.json", "{}")
+        assert s3.read_text("state/x/a.json") == "{}"
+        assert "kafka-runbooks-secret" not in repr(s3)
+    finally:
+        storage.set_options_provider(connection_options)  # as the package registered it
+    assert options_from_connection("abfs", "acct", "k", {}) == {"account_name": "acct", "account_key": "k"}
+    assert options_from_connection("gs", None, None, {"token": "/k.json"}) == {"token": "/k.json"}
