@@ -4,7 +4,7 @@ CDN: the people who open it often have no internet either).
 
 What Airflow knows (runs in progress, gates waiting) is passed in by the plugin
 (``kafka_runbooks_airflow.console_app``) as plain dicts; everything else comes from
-``$KAFKA_RUNBOOKS_DATA_DIR``: the latest health report per Kafka connection, the
+the data store (:mod:`kafka_runbooks.storage`): the latest health report per Kafka connection, the
 progress files of running reassignments and restarts, and the decision journal.
 Nothing here imports Airflow, so the page is tested without a web server.
 """
@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks import journal
-from kafka_runbooks.paths import data_dir, safe_name
+from kafka_runbooks import journal, storage
+from kafka_runbooks.paths import safe_name
 from kafka_runbooks.units import format_size
 
 COUNTS = (
@@ -34,15 +34,17 @@ COUNTS = (
 
 def health_reports(root: Path | None = None) -> list[dict[str, Any]]:
     """The latest health report of each Kafka connection (the newest single report if none is per connection)."""
-    base = (root or data_dir()) / "reports" / "cluster_health"
+    store = _store(root)
     reports = []
-    for path in sorted((base / "by_connection").glob("*.json")):
-        report = _read_json(path)
+    for key in store.list("reports/cluster_health/by_connection"):
+        if not key.endswith(".json"):
+            continue
+        report = _read_json(store, key)
         if report is not None:
-            report.setdefault("kafka_conn_id", path.stem)
+            report.setdefault("kafka_conn_id", key.rsplit("/", 1)[-1][: -len(".json")])
             reports.append(report)
     if not reports:
-        latest = _read_json(base / "latest.json")
+        latest = _read_json(store, "reports/cluster_health/latest.json")
         if latest is not None:
             latest.setdefault("kafka_conn_id", "(latest report)")
             reports.append(latest)
@@ -51,15 +53,17 @@ def health_reports(root: Path | None = None) -> list[dict[str, Any]]:
 
 def run_progress(dag_id: str, run_id: str, root: Path | None = None) -> dict[str, Any] | None:
     """What a running runbook has done so far, from its own state files (None if it wrote none)."""
-    base = root or data_dir()
+    store = _store(root)
     if dag_id == "kafka_failed_broker_reassignment":
-        folder = base / "reassign" / safe_name(dag_id) / safe_name(run_id)
-        progress = _read_json(folder / "progress.json") or _read_json(folder / "adopt-progress.json")
+        folder = f"reassign/{safe_name(dag_id)}/{safe_name(run_id)}"
+        progress = _read_json(store, f"{folder}/progress.json") or _read_json(
+            store, f"{folder}/adopt-progress.json"
+        )
         if progress:
             return {"kind": "reassignment", **progress}
         return None
     if dag_id == "kafka_broker_restart":
-        state = _read_json(base / "restart" / safe_name(dag_id) / safe_name(run_id) / "roll-state.json")
+        state = _read_json(store, f"restart/{safe_name(dag_id)}/{safe_name(run_id)}/roll-state.json")
         if not state:
             return None
         nodes = state.get("nodes", {})
@@ -75,9 +79,14 @@ def run_progress(dag_id: str, run_id: str, root: Path | None = None) -> dict[str
     return None
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _store(root: Path | None) -> storage.Store:
+    """A given local folder (tests), else the configured data store."""
+    return storage.Store(str(root)) if root else storage.store()
+
+
+def _read_json(store: storage.Store, key: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(Path(path).read_text())
+        value = json.loads(store.read_text(key) or "null")
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -7,15 +7,17 @@ import logging
 import time
 from typing import Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.connect.autorestart import sweep_cluster, validate_patterns
 from kafka_runbooks.connect.manual import manual_restart, validate_request
 from kafka_runbooks.connect.policy import RestartPolicy
 from kafka_runbooks.connect.state import JsonStateStore
-from kafka_runbooks.paths import artifact_dir
 
 log = logging.getLogger(__name__)
 EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
+
+
+LATEST_REPORT = "reports/connect_autorestart/latest.json"
 
 
 def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
@@ -94,11 +96,9 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
         "http_calls": sum(c.get("http_calls", 0) for c in clusters),
         "wall_s": round(time.monotonic() - started, 3),
     }
-    latest = artifact_dir("reports", "connect_autorestart") / "latest.json"
-    tmp = latest.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
-    tmp.replace(latest)
-    report["report_path"] = str(latest)
+    store = storage.store()
+    store.write_text(LATEST_REPORT, json.dumps(report, indent=1, sort_keys=True))
+    report["report_path"] = store.url_of(LATEST_REPORT)
     for c in clusters:
         logger.info(
             "cluster %s: reachable=%s connectors=%d restarted=%d alerts=%d http_calls=%s",

@@ -1,15 +1,14 @@
-"""Publishing reports: a stable copy on disk, findings in the log, metadata on the Asset event."""
+"""Publishing reports: a stable copy in the data store, findings in the log, metadata on the Asset event."""
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
+from kafka_runbooks import storage
 from kafka_runbooks.health import log_findings
-from kafka_runbooks.paths import artifact_dir, safe_name
-from kafka_runbooks.state_file import write_atomic
+from kafka_runbooks.paths import safe_name
 
 log = logging.getLogger(__name__)
 
@@ -18,19 +17,19 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
     report_file = Path(snapshot_path) / "health" / "report.json"
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
-    report = json.loads(report_file.read_text())
+    text = report_file.read_text()
+    report = json.loads(text)
     log_findings(report, logger=log)
-    latest = artifact_dir("reports", "cluster_health") / "latest.json"
-    shutil.copyfile(report_file, latest)
+    store = storage.store()
+    store.write_text("reports/cluster_health/latest.json", text)
     if conn_id:  # the Kafka page shows the latest report of every connection
         report["kafka_conn_id"] = conn_id
-        write_atomic(
-            artifact_dir("reports", "cluster_health", "by_connection") / f"{safe_name(conn_id)}.json",
-            json.dumps(report),
+        store.write_text(
+            f"reports/cluster_health/by_connection/{safe_name(conn_id)}.json", json.dumps(report)
         )
     summary = {
         "report": str(report_file),
-        "latest": str(latest),
+        "latest": store.url_of("reports/cluster_health/latest.json"),
         "cluster_id": report.get("cluster_id"),
         "partitions": report.get("partitions"),
         "counts": report.get("counts", {}),

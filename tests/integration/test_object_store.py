@@ -211,3 +211,28 @@ def test_credentials_come_from_the_named_connection(s3proxy, s3_env, monkeypatch
         storage.set_options_provider(connection_options)  # as the package registered it
     assert options_from_connection("abfs", "acct", "k", {}) == {"account_name": "acct", "account_key": "k"}
     assert options_from_connection("gs", None, None, {"token": "/k.json"}) == {"token": "/k.json"}
+
+
+def test_reports_are_published_to_the_bucket_and_the_kafka_page_reads_them_there(s3proxy, s3_env, tmp_path):
+    from kafka_runbooks import console
+    from kafka_runbooks.metadata_errors.sweep import write_report
+    from kafka_runbooks_airflow.reports import publish_health_report
+
+    prefix, local = s3_env
+    spark_out = tmp_path / "snapshot" / "health"  # the Spark job's own output folder
+    spark_out.mkdir(parents=True)
+    (spark_out / "report.json").write_text(json.dumps({"cluster_id": "c1", "counts": {"offline": 2}}))
+    summary = publish_health_report(str(spark_out.parent), conn_id="kafka_b")
+    assert summary["latest"] == f"s3://{s3proxy.bucket}/{prefix}/reports/cluster_health/latest.json"
+    where = write_report({"nodes": []})
+    assert where.endswith("/reports/metadata_errors/latest.json") and where.startswith("s3://")
+
+    assert set(_objects(s3proxy, prefix)) == {
+        "reports/cluster_health/latest.json",
+        "reports/cluster_health/by_connection/kafka_b.json",
+        "reports/metadata_errors/latest.json",
+    }
+    assert list(local.rglob("*")) == []
+    storage._STORES.clear()  # the API server's own process
+    reports = console.health_reports()
+    assert [(r["kafka_conn_id"], r["counts"]["offline"]) for r in reports] == [("kafka_b", 2)]

@@ -386,13 +386,13 @@ def _record_node(row: dict[str, Any], logger: logging.Logger) -> None:
 
 
 def write_report(report: dict[str, Any]) -> str:
-    """``$KAFKA_RUNBOOKS_DATA_DIR/reports/metadata_errors/latest.json`` (atomic); returns its path."""
+    """``reports/metadata_errors/latest.json`` in the data store (whole); returns where it is."""
     import json
 
-    from kafka_runbooks.paths import artifact_dir
+    from kafka_runbooks import storage
 
-    latest = artifact_dir("reports", "metadata_errors") / "latest.json"
-    tmp = latest.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
-    tmp.replace(latest)
-    return str(latest)
+    store = storage.store()
+    store.write_text(
+        "reports/metadata_errors/latest.json", json.dumps(report, indent=1, sort_keys=True, default=str)
+    )
+    return store.url_of("reports/metadata_errors/latest.json")
