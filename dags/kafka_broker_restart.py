@@ -24,6 +24,13 @@ asks again. `require_approval=false` is refused unless the deployment allows ung
 (Variable `kafka_runbooks_allow_ungated`). A cleared run resumes where it stopped, after
 a new approval.
 
+One disruptive runbook per cluster: the run first takes the cluster's **lease**
+(`acquire_lease`; restart, unclean recovery and failed-broker reassignment share it), so
+the plan is made on a cluster no other runbook is changing; it holds it through the gate
+and the roll (renewed before every step) and gives it back in `release_lease`, whatever
+happened. Held by another run: `on_lease_held=wait` waits (reschedule mode), `fail` fails
+naming the holder. Runs on other clusters run in parallel; a dry run takes no lease.
+
 It will never restart two nodes at once, never restart a broker in log recovery, and
 never force-restart anything unless the run allows it.
 """
@@ -38,6 +45,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
@@ -49,7 +57,6 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
     tags=["kafka", "runbook", "restart", "destructive"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
@@ -115,6 +122,7 @@ with DAG(
             description="Connection of the broker-state probe (JMX exporter or Strimzi agent) that tells log "
             "recovery apart from a stuck node; empty: no probe (log recovery then cannot be seen: keep allow_force_restart off).",
         ),
+        "on_lease_held": on_lease_held_param(),
         "restart_conn_id": Param(
             "kafka_restart_default",
             type="string",
@@ -160,4 +168,5 @@ with DAG(
         timeout=timedelta(hours=24).total_seconds(),
     )
 
-    plan_restart() >> approval >> roll
+    acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
+    acquire_lease >> plan_restart() >> approval >> roll >> release_lease.as_teardown(setups=acquire_lease)

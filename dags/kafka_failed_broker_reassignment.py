@@ -30,6 +30,12 @@ engineer:
 6. **remove_throttles** (always runs) and **verify_result**: no partition names a failed
    broker, full RF and ISR everywhere, no throttle config left.
 
+One disruptive runbook per cluster: before **validate** the run takes the cluster's
+**lease** (shared with the broker restart and the unclean recovery), holds it through the
+gate and every chunk (renewed at each poke) and gives it back in `release_lease` after
+the cleanup, whatever happened. `on_lease_held`: `wait` (reschedule mode) or `fail`
+naming the holder. Runs on other clusters proceed in parallel; a dry run takes no lease.
+
 It never moves a replica that is not on a failed broker, never runs two chunks at once,
 and never starts while another reassignment is in flight.
 """
@@ -46,6 +52,7 @@ from airflow.sdk import DAG, Param, task
 from kafka_runbooks.forms import broker_list_schema, size_schema
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
@@ -60,7 +67,6 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
     tags=["kafka", "runbook", "reassignment", "destructive"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
@@ -116,6 +122,7 @@ with DAG(
             minLength=1,
             description="Airflow connection id of the Kafka cluster (Admin > Connections).",
         ),
+        "on_lease_held": on_lease_held_param(),
         "elect_preferred_leaders": Param(
             True,
             type="boolean",
@@ -228,8 +235,13 @@ with DAG(
 
         return verify(dict(params), checked, dag_run.dag_id, run_id)
 
+    acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     checked = validate()
+    acquire_lease >> checked
     reviewed = review_plan(checked, snapshot.output)
     anything_to_move(checked) >> finish_earlier >> snapshot >> plan >> reviewed
     gate_or_go(reviewed) >> approval >> execute
-    execute >> [remove_throttles(), verify_result(checked)]
+    cleanup = remove_throttles()
+    verified = verify_result(checked)
+    execute >> [cleanup, verified]
+    [cleanup, verified] >> release_lease.as_teardown(setups=acquire_lease)

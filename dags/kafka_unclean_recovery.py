@@ -19,6 +19,12 @@ and bound to the digest of the elections shown; `run_elections` refuses without 
 approval of exactly its elections. Reject, or no answer within `approval_timeout_s`,
 fails the run; a cleared run asks again.
 
+In `automated_recovery` the run first takes the cluster's **lease** (shared with the broker
+restart and the failed-broker reassignment: one disruptive runbook per cluster), holds it
+through the gate and the elections, and gives it back in `release_lease` whatever
+happened; `on_lease_held` says whether to wait for it or fail naming the holder. The
+read-only modes take no lease.
+
 Which partitions: `partitions_json` in the proposal's format
 `{"partitions": [{"topic": "foo", "partitions": [0, 3]}]}`, or
 `all_offline_partitions: true` (exactly one). Unknown topics or partitions fail before
@@ -28,6 +34,7 @@ runbook is safe to run again. Artifacts: `$KAFKA_RUNBOOKS_DATA_DIR/unclean_recov
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -35,8 +42,10 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 
 with DAG(
     dag_id="kafka_unclean_recovery",
@@ -45,7 +54,6 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
     tags=["kafka", "remediation", "unclean-election", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
@@ -104,6 +112,7 @@ with DAG(
             description="On: after each election put the partition's original replica order back (so the "
             "preferred leader is unchanged). Off: the elected replica stays first.",
         ),
+        "on_lease_held": on_lease_held_param(),
         "approval_timeout_s": Param(
             7200, type="integer", minimum=1, description="No answer at the gate within this: the run fails"
         ),
@@ -180,7 +189,16 @@ with DAG(
         from kafka_runbooks_airflow.gate import require_approval
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-        require_approval(get_current_context(), "unclean", "approve_elections")
+        context = get_current_context()
+        require_approval(context, "unclean", "approve_elections")
+        from kafka_runbooks_airflow.lease import renew_lease
+
+        # the elections and their settle periods run in this task: hold the lease for all of them
+        renew_lease(
+            context,
+            params["kafka_conn_id"],
+            hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
+        )
 
         admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
         try:
@@ -197,5 +215,9 @@ with DAG(
             admin.close()
         return report.as_dict()
 
+    acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()
-    automated_recovery_requested(planned) >> approve >> run_elections(planned)
+    acquire_lease >> planned
+    elections = run_elections(planned)
+    automated_recovery_requested(planned) >> approve >> elections
+    elections >> release_lease.as_teardown(setups=acquire_lease)

@@ -21,6 +21,7 @@ REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 EXEC_STATE = "exec-state.json"
 ADOPT_STATE = "adopt-state.json"
+CLUSTER_MARK = "cluster.json"  # which cluster (connection id) a run's state files belong to
 
 log = logging.getLogger("kafka_runbooks.reassign")
 
@@ -41,9 +42,54 @@ def run_dir(dag_id: str, run_id: str) -> Path:
     return artifact_dir("reassign", dag_id, run_id)
 
 
-def state_files(dag_id: str) -> list[Path]:
+def mark_cluster(folder: Path, cluster: str) -> None:
+    """Name the run's cluster in its folder: runs on several clusters share the runbook's folder."""
+    from kafka_runbooks.state_file import write_atomic
+
+    write_atomic(folder / CLUSTER_MARK, json.dumps({"kafka_conn_id": cluster}))
+
+
+def run_cluster(folder: Path) -> str | None:
+    """The cluster a run folder belongs to; None for a folder written before clusters were named."""
+    try:
+        return json.loads((folder / CLUSTER_MARK).read_text())["kafka_conn_id"]
+    except FileNotFoundError:
+        return None
+
+
+def state_files(dag_id: str, cluster: str | None = None) -> list[Path]:
+    """The runbook's state files, of ``cluster`` only when given (unmarked old runs count for any:
+    before clusters were named, one run at a time was the rule)."""
     root = data_dir() / "reassign" / safe_name(dag_id)
-    return sorted(root.glob(f"*/{EXEC_STATE}")) + sorted(root.glob(f"*/{ADOPT_STATE}"))
+    paths = sorted(root.glob(f"*/{EXEC_STATE}")) + sorted(root.glob(f"*/{ADOPT_STATE}"))
+    if cluster is None:
+        return paths
+    return [p for p in paths if run_cluster(p.parent) in (None, cluster)]
+
+
+def reassignment_active_on(ti, cluster: str) -> list[str]:
+    """Reassignment runs going on for ``cluster``: the lease's holder, and the runs the sweep
+    started for it that are still queued or running (they may be waiting for the lease)."""
+    from kafka_runbooks.lease import LeaseRecord
+    from kafka_runbooks.reassign.failures import FailureStore
+    from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_store
+
+    runs = {e.triggered_run_id for e in FailureStore(cluster).load().values() if e.triggered_run_id}
+    text = lease_store().read(cluster)
+    if text:
+        holder = LeaseRecord.from_json(text)
+        if holder.dag_id == REASSIGN_DAG_ID:
+            runs.add(holder.run_id)
+    active = []
+    for run_id in sorted(runs):
+        try:
+            raw = ti.get_dagrun_state(REASSIGN_DAG_ID, run_id)
+        except Exception as exc:  # never created, or deleted
+            log.info("run %s/%s not found (%s): not active", REASSIGN_DAG_ID, run_id, exc)
+            continue
+        if str(getattr(raw, "value", raw)) in ACTIVE_RUN_STATES:
+            active.append(run_id)
+    return active
 
 
 # ------------------------------------------------------------------ settings of the sweep
@@ -102,9 +148,9 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     try:
         state = admin.read_state(include_log_dirs=False)
         assessment = tracker.observe(state)
-        active = ti.get_dr_count(dag_id=REASSIGN_DAG_ID, states=["queued", "running"])
+        active = reassignment_active_on(ti, conn_id)
         if not active:
-            clean_leftover_throttles(admin, REASSIGN_DAG_ID)
+            clean_leftover_throttles(admin, REASSIGN_DAG_ID, cluster=conn_id)
     finally:
         admin.close()
     out: dict[str, Any] = {
@@ -113,14 +159,16 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
         "trigger": False,
         "conf": {},
     }
-    out["run_id"] = f"sweep__{safe_name(run_id)}"
+    # one sweep run covers every cluster: the cluster is in the started run's id
+    out["run_id"] = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
     if not assessment.due:
         return out
     if active:
         decisions.record(
             "sweep",
             "do not start another reassignment",
-            f"{active} run(s) of {REASSIGN_DAG_ID} are already active; it runs one at a time",
+            f"run(s) {active} of {REASSIGN_DAG_ID} are already active on cluster {conn_id}; "
+            "one reassignment per cluster at a time",
             subject=f"brokers {assessment.due}",
             logger=log,
         )
@@ -158,12 +206,12 @@ def _seconds(minutes: Any) -> float:
 # ------------------------------------------------------------------ the reassignment run
 
 
-def owned_in_flight(dag_id: str) -> dict[str, tuple[list[int], Path]]:
-    """Partitions some run of this runbook submitted and has not seen finish."""
+def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[list[int], Path]]:
+    """Partitions some run of this runbook submitted on ``cluster`` and has not seen finish."""
     from kafka_runbooks.reassign.execute import load_state
 
     owned: dict[str, tuple[list[int], Path]] = {}
-    for path in state_files(dag_id):
+    for path in state_files(dag_id, cluster):
         try:
             state = load_state(path)
         except (ValueError, KeyError, TypeError) as exc:
@@ -174,16 +222,18 @@ def owned_in_flight(dag_id: str) -> dict[str, tuple[list[int], Path]]:
     return owned
 
 
-def clean_leftover_throttles(admin, dag_id: str, only: list[Path] | None = None) -> dict[str, Any]:
+def clean_leftover_throttles(
+    admin, dag_id: str, only: list[Path] | None = None, cluster: str | None = None
+) -> dict[str, Any]:
     """Take off throttles that runs recorded and did not remove (a killed task, a dead worker).
 
-    Called when no run of the runbook is active (or for this run's own files), so every
-    recorded throttle is a leftover.
+    Called when no run of the runbook is active on ``cluster`` (the lease says so), or for
+    this run's own files, so every recorded throttle is a leftover.
     """
     from kafka_runbooks.reassign.execute import ChunkExecutor, load_state, save_state
 
     left: dict[str, Any] = {}
-    for path in only if only is not None else state_files(dag_id):
+    for path in only if only is not None else state_files(dag_id, cluster):
         if not path.exists():
             continue
         state = load_state(path)
@@ -248,8 +298,10 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     try:
         state = admin.read_state(include_log_dirs=False)
         failed, receivers = refuse_bad_input(lambda _: resolve(request, state), {}, log.name)
-        # max_active_runs=1: no other run is executing, so recorded throttles are leftovers
-        clean_leftover_throttles(admin, dag_id)
+        if not request.dry_run:
+            # this run holds the cluster's lease: no other run executes here, recorded throttles are
+            # leftovers (a dry run holds no lease: another run may be moving data right now)
+            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_conn_id"])
         inflight = {
             key(t, p): v
             for (t, p), v in admin._gap_call(
@@ -258,7 +310,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         }
     finally:
         admin.close()
-    owned = owned_in_flight(dag_id)
+    owned = owned_in_flight(dag_id, params["kafka_conn_id"])
     foreign = foreign_reassignments(inflight, {k: v[0] for k, v in owned.items()})
     adopt = {k: owned[k][0] for k in inflight}
     with refused_as_decision():
@@ -273,6 +325,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
                 "plan from a half-moved cluster: run again when they are done, or without dry_run to finish them"
             )
     folder = run_dir(dag_id, run_id)
+    mark_cluster(folder, params["kafka_conn_id"])
     save_state(
         folder / ADOPT_STATE,
         ExecState(

@@ -64,6 +64,9 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             from kafka_runbooks_airflow.gate import require_approval
 
             require_approval(context, "reassign", self.approval_gate_task_id, self.log)
+        from kafka_runbooks_airflow.lease import renew_lease
+
+        renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
         state = load_state(path)
         if state.finished:
             self.log.info("every chunk of %s is already done", path.name)

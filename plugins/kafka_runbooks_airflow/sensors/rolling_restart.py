@@ -71,6 +71,9 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
             from kafka_runbooks_airflow.gate import require_approval
 
             require_approval(context, "restart", self.approval_gate_task_id, self.log)
+        from kafka_runbooks_airflow.lease import renew_lease
+
+        renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
         state = RollState.from_json(path.read_text())
         if state.finished:
             self.log.info("every node of this roll is already done: %s", state.order)

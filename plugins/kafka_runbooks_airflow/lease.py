@@ -1,0 +1,206 @@
+"""The per-cluster lease in Airflow: a reschedule sensor takes it, every disruptive step renews
+it, a teardown task gives it back.
+
+Domain rules live in :mod:`kafka_runbooks.lease`; this module adds what only Airflow knows:
+which run holds a lease is still going (``ti.get_dagrun_state``), the run's params (does
+this run act at all? how long may its gate wait?), and the task states (wait in
+reschedule mode, or fail naming the holder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+
+from kafka_runbooks import decisions
+from kafka_runbooks.lease import (
+    DEFAULT_TTL_S,
+    HOLDER_ACTIVE,
+    HOLDER_FINISHED,
+    HOLDER_UNKNOWN,
+    ClusterLease,
+    FileLeaseStore,
+    Holder,
+    LeaseLost,
+)
+
+log = logging.getLogger("kafka_runbooks.lease")
+
+ON_HELD = ("wait", "fail")
+ACTIVE_RUN_STATES = frozenset({"queued", "running"})
+FINISHED_RUN_STATES = frozenset({"success", "failed"})
+
+
+def lease_ttl_s() -> float:
+    """``KAFKA_RUNBOOKS_LEASE_TTL_S`` (default 15 minutes): how long a lease holds unrenewed."""
+    return float(os.environ.get("KAFKA_RUNBOOKS_LEASE_TTL_S") or DEFAULT_TTL_S)
+
+
+def lease_store() -> FileLeaseStore:
+    """Where leases live: the state folder every worker shares (see the production guide)."""
+    return FileLeaseStore()
+
+
+def lease_needed(dag_id: str, params: dict[str, Any]) -> bool:
+    """Only a run that can change the cluster takes the lease: dry runs and read-only modes never wait."""
+    if dag_id == "kafka_unclean_recovery":
+        return params.get("mode") == "automated_recovery"
+    return not bool(params.get("dry_run"))
+
+
+def holder_state_from(ti) -> Any:
+    """Ask Airflow (through the task's own API client) whether a holder's run still goes on."""
+
+    def state(holder: Holder) -> str:
+        try:
+            raw = ti.get_dagrun_state(holder.dag_id, holder.run_id)
+        except Exception as exc:  # deleted run, rebuilt DB, another Airflow: only expiry frees it
+            log.info("state of %s unknown (%s)", holder, exc)
+            return HOLDER_UNKNOWN
+        value = str(getattr(raw, "value", raw))  # an enum: str() would give "DagRunState.RUNNING"
+        if value in FINISHED_RUN_STATES:
+            return HOLDER_FINISHED
+        return HOLDER_ACTIVE if value in ACTIVE_RUN_STATES else HOLDER_UNKNOWN
+
+    return state
+
+
+def cluster_lease(context, cluster: str) -> ClusterLease:
+    """The lease of ``cluster`` for the run of ``context``."""
+    return ClusterLease(
+        lease_store(),
+        cluster,
+        Holder(context["dag"].dag_id, context["run_id"]),
+        ttl_s=lease_ttl_s(),
+        holder_state=holder_state_from(context["ti"]),
+        logger=log,
+    )
+
+
+def renew_lease(context, cluster: str, hold_for_s: float | None = None) -> None:
+    """Before every disruptive step: still ours? (renewed) Else fail the task, nothing is done."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    if not lease_needed(context["dag"].dag_id, dict(context["params"])):
+        return
+    try:
+        cluster_lease(context, cluster).renew(hold_for_s)
+    except LeaseLost as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+def release_lease(context, cluster: str) -> dict[str, Any]:
+    """The teardown: give the cluster back, whatever happened to the run."""
+    released = cluster_lease(context, cluster).release()
+    return {"cluster": cluster, "released": released}
+
+
+class ClusterLeaseSensor(BaseSensorOperator):
+    """Take the cluster's lease before the run plans anything; wait for it, or fail, by param.
+
+    :param kafka_conn_id: the cluster (its connection id), templated.
+    :param on_held: ``wait`` (reschedule until free) or ``fail`` (name the holder), templated.
+    :param hold_for_s: how long the lease must hold without renewal after this task (the
+        approval gate's timeout: nothing renews while a gate waits), templated.
+    """
+
+    template_fields: Sequence[str] = ("kafka_conn_id", "on_held", "hold_for_s")
+
+    def __init__(
+        self, *, kafka_conn_id: str, on_held: str = "wait", hold_for_s: Any = 0, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.kafka_conn_id = kafka_conn_id
+        self.on_held = on_held
+        self.hold_for_s = hold_for_s
+
+    def poke(self, context) -> bool:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kafka_runbooks.lease import LeaseHeld
+
+        params = dict(context["params"])
+        if not lease_needed(self.dag_id, params):
+            decisions.record(
+                "lease",
+                "no lease needed",
+                "this run only reads the cluster (dry run or a read-only mode); it never waits for one",
+                subject=f"cluster {self.kafka_conn_id}",
+                logger=log,
+            )
+            return True
+        if self.on_held not in ON_HELD:
+            raise AirflowFailException(f"on_lease_held must be one of {ON_HELD}, not {self.on_held!r}")
+        lease = cluster_lease(context, self.kafka_conn_id)
+        outcome = lease.acquire(hold_for_s=float(self.hold_for_s or 0) + lease.ttl_s)
+        if outcome.acquired:
+            return True
+        held = LeaseHeld(outcome.record)
+        if self.on_held == "fail":
+            decisions.record(
+                "lease",
+                "refuse the run: nothing was done",
+                f"{held}; on_lease_held=fail",
+                subject=f"cluster {self.kafka_conn_id}",
+                observed={"holder": outcome.record.describe()},
+                logger=log,
+                level=logging.ERROR,
+            )
+            raise AirflowFailException(str(held))
+        decisions.record(
+            "lease",
+            "wait for the lease",
+            f"{held}; on_lease_held=wait: asked again every {self.poke_interval:.0f}s (no worker slot held)",
+            subject=f"cluster {self.kafka_conn_id}",
+            observed={"holder": outcome.record.describe()},
+            logger=log,
+        )
+        return False
+
+
+def on_lease_held_param():
+    """The manual runbooks' choice when another runbook holds the cluster."""
+    from airflow.sdk import Param
+
+    return Param(
+        "wait",
+        type="string",
+        enum=list(ON_HELD),
+        description="When another disruptive runbook (restart, unclean recovery, reassignment) holds this "
+        "cluster's lease: 'wait' until it is released (in reschedule mode, no worker slot held), or 'fail' "
+        "at once naming the run that holds it. Runs on other clusters never wait.",
+    )
+
+
+def lease_tasks(poke_interval_s: float, wait_timeout_s: float = 72 * 3600):
+    """``acquire_lease`` (first task of the run) and ``release_lease`` (its teardown).
+
+    The lease is taken before the run reads the cluster for its plan, so the plan is made on
+    a cluster no other runbook is changing; it is held through the approval gate (for as
+    long as the gate may wait) and given back by the teardown, which runs whatever happened
+    to the run (approved, rejected, failed, timed out). Clearing any task of the run clears
+    both, so a cleared run takes the lease again (its own lease: it gets it back at once).
+    """
+    from airflow.sdk import get_current_context, task
+
+    acquire = ClusterLeaseSensor(
+        task_id="acquire_lease",
+        kafka_conn_id="{{ params.kafka_conn_id }}",
+        on_held="{{ params.on_lease_held }}",
+        hold_for_s="{{ params.approval_timeout_s }}",
+        poke_interval=poke_interval_s,
+        timeout=wait_timeout_s,
+    )
+
+    @task(task_id="release_lease")
+    def release() -> dict:
+        """Give the cluster's lease back (teardown: runs whatever happened to the run)."""
+        context = get_current_context()
+        return release_lease(context, context["params"]["kafka_conn_id"])
+
+    return acquire, release()

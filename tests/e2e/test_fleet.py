@@ -1,0 +1,141 @@
+"""Two real clusters, one real Airflow: the per-cluster lease and the fleet sweeps.
+
+Cluster A is the session's stack (``kafka_default``); cluster B is a second, smaller local
+stack started here (``KR_TEST_SECOND_PORT_BASE``, default 32000) and added to the running
+Airflow as connections over REST, the way an operator adds a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.localstack import LocalStack, Topology
+from tests.helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+RESTART = "kafka_broker_restart"
+CLUSTER_B = "kafka_fleet_b"
+pytestmark = pytest.mark.timeout(1500)
+
+
+@pytest.fixture(scope="module")
+def cluster_b(airflow_local, kafka_stack):
+    """A second stack (2 brokers, 1 controller, no Connect), known to Airflow as ``kafka_fleet_b``."""
+    home = ROOT / ".stack" / "fleet-b"
+    stack = LocalStack(
+        home=home,
+        topology=Topology(
+            brokers=2,
+            controllers=1,
+            connect=False,
+            port_base=int(os.environ.get("KR_TEST_SECOND_PORT_BASE", "32000")),
+        ),
+    )
+    stack.destroy()
+    names = {
+        CLUSTER_B: "kafka_default",
+        f"{CLUSTER_B}_probe": "kafka_broker_probe_default",
+        f"{CLUSTER_B}_restart": "kafka_restart_default",
+    }
+    try:
+        stack.start(timeout=float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900")))
+        conns = stack.airflow_connections()
+        for ours, theirs in names.items():
+            conn = conns[theirs]
+            airflow_local.api(
+                "POST",
+                "/connections",
+                json={
+                    "connection_id": ours,
+                    "conn_type": conn["conn_type"],
+                    "extra": json.dumps(conn["extra"]),
+                },
+            )
+        yield stack
+    finally:
+        for ours in names:
+            try:
+                airflow_local.request("DELETE", f"/api/v2/connections/{ours}")
+            except Exception:  # never created (the stack did not start)
+                pass
+        stack.stop()
+
+
+def _restart(airflow_local, cluster: str, suffix: str = "", **conf) -> str:
+    return airflow_local.trigger(
+        RESTART,
+        {
+            "node_ids": "1",
+            "reason": "lease test: never approved",
+            "kafka_conn_id": cluster,
+            "probe_conn_id": f"{cluster}_probe" if cluster == CLUSTER_B else "kafka_broker_probe_default",
+            "restart_conn_id": f"{cluster}_restart" if cluster == CLUSTER_B else "kafka_restart_default",
+            **conf,
+        },
+    )
+
+
+def _lease_file(airflow_local, cluster: str) -> Path:
+    return airflow_local.home / "kafka_runbooks" / "state" / "leases" / f"{cluster}.json"
+
+
+def _log(airflow_local, run_id: str, task_id: str, try_number: int = 1) -> str:
+    return airflow_local.task_log_text(RESTART, run_id, task_id, try_number)
+
+
+def test_a_restart_waits_for_the_lease_of_its_cluster_and_not_for_another_cluster(airflow_local, cluster_b):
+    """A holds A's lease at its gate; a second restart on A fails (``fail``) or waits
+    (``wait``, reschedule mode) naming the holder; a restart on B proceeds to its gate at
+    once; rejecting A's gate releases A (the teardown) and the waiting run goes on."""
+    holder = _restart(airflow_local, "kafka_default")
+    airflow_local.wait_for_approval(RESTART, holder, "approval_gate", timeout=600)
+    lease = json.loads(_lease_file(airflow_local, "kafka_default").read_text())
+    assert (lease["dag_id"], lease["run_id"]) == (RESTART, holder)
+
+    refused = _restart(airflow_local, "kafka_default", on_lease_held="fail")
+    assert airflow_local.wait_for_run(RESTART, refused, timeout=600) == "failed"
+    states = {t["task_id"]: t["state"] for t in airflow_local.task_instances(RESTART, refused)}
+    assert states["acquire_lease"] == "failed" and states["plan_restart"] in ("upstream_failed", None)
+    assert f"held by {RESTART} run {holder} since" in _log(airflow_local, refused, "acquire_lease")
+
+    waiting = _restart(airflow_local, "kafka_default", on_lease_held="wait")
+    airflow_local.wait_for_task_state(RESTART, waiting, "acquire_lease", "up_for_reschedule", timeout=600)
+    assert f"wait for the lease because cluster kafka_default is held by {RESTART} run {holder}" in _log(
+        airflow_local, waiting, "acquire_lease"
+    )
+
+    other = _restart(airflow_local, CLUSTER_B)
+    airflow_local.wait_for_approval(RESTART, other, "approval_gate", timeout=600)
+    assert json.loads(_lease_file(airflow_local, CLUSTER_B).read_text())["run_id"] == other
+    # still waiting: B's run did not free A
+    assert airflow_local.task_instance(RESTART, waiting, "acquire_lease")["state"] in (
+        "up_for_reschedule",
+        "queued",
+        "scheduled",
+        "running",
+    )
+
+    airflow_local.answer(RESTART, holder, "approval_gate", ["Reject"])
+    assert airflow_local.wait_for_run(RESTART, holder, timeout=600) == "failed"
+    airflow_local.wait_for_task_state(RESTART, holder, "release_lease", "success", timeout=600)
+    airflow_local.wait_for_approval(RESTART, waiting, "approval_gate", timeout=900)
+    lease = json.loads(_lease_file(airflow_local, "kafka_default").read_text())
+    assert lease["run_id"] == waiting
+
+    for run_id in (waiting, other):
+        airflow_local.answer(RESTART, run_id, "approval_gate", ["Reject"])
+    for run_id in (waiting, other):
+        assert airflow_local.wait_for_run(RESTART, run_id, timeout=600) == "failed"
+        airflow_local.wait_for_task_state(RESTART, run_id, "release_lease", "success", timeout=600)
+    wait_until(
+        lambda: (
+            not _lease_file(airflow_local, "kafka_default").exists()
+            and not _lease_file(airflow_local, CLUSTER_B).exists()
+        ),
+        60,
+        what="both leases released by the teardowns",
+    )

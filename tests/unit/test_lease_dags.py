@@ -1,0 +1,98 @@
+"""The three disruptive runbooks share the per-cluster lease instead of ``max_active_runs=1``:
+taken first (before the plan reads the cluster), held through the gate, given back by a
+teardown whatever happened; the steps that act renew it (and stop if it was lost)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DISRUPTIVE = {
+    "kafka_broker_restart": ("plan_restart", "rolling_restart"),
+    "kafka_unclean_recovery": ("plan_recovery", "run_elections"),
+    "kafka_failed_broker_reassignment": ("validate", "execute_chunks"),
+}
+
+
+@pytest.fixture(scope="module")
+def dags():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=False)
+    assert bag.import_errors == {}
+    return bag.dags
+
+
+@pytest.mark.parametrize("dag_id", sorted(DISRUPTIVE))
+def test_one_run_per_cluster_by_lease_not_one_run_per_dag(dags, dag_id):
+    from kafka_runbooks_airflow.lease import ClusterLeaseSensor
+
+    dag = dags[dag_id]
+    plan, act = DISRUPTIVE[dag_id]
+    # runs on other clusters must not queue behind this one (Airflow's default is 16)
+    assert dag.max_active_runs > 1
+    acquire, release = dag.get_task("acquire_lease"), dag.get_task("release_lease")
+    assert isinstance(acquire, ClusterLeaseSensor) and acquire.mode == "reschedule"
+    assert acquire.is_setup and release.is_teardown
+    assert acquire.kafka_conn_id == "{{ params.kafka_conn_id }}"
+    assert acquire.on_held == "{{ params.on_lease_held }}"
+    # before the plan reads the cluster, and released only after the acting step
+    assert "acquire_lease" in dag.get_task(plan).get_flat_relative_ids(upstream=True)
+    assert act in release.get_flat_relative_ids(upstream=True)
+    assert dag.params["on_lease_held"] == "wait"
+    assert dag.params.get_param("on_lease_held").schema["enum"] == ["wait", "fail"]
+
+
+def test_who_needs_the_lease():
+    from kafka_runbooks_airflow.lease import lease_needed
+
+    assert lease_needed("kafka_broker_restart", {"dry_run": False})
+    assert not lease_needed("kafka_broker_restart", {"dry_run": True})
+    assert not lease_needed("kafka_failed_broker_reassignment", {"dry_run": True})
+    assert lease_needed("kafka_unclean_recovery", {"mode": "automated_recovery"})
+    assert not lease_needed("kafka_unclean_recovery", {"mode": "manual_recovery_file"})
+    assert not lease_needed("kafka_unclean_recovery", {"mode": "show_replica_info"})
+
+
+class FakeTI:
+    """The task instance's run-state look-up, as the Task SDK answers it."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states = states
+
+    def get_dagrun_state(self, dag_id, run_id):
+        if run_id not in self.states:
+            raise RuntimeError("DagRun not found")
+        return self.states[run_id]
+
+
+def test_holder_state_from_airflow_run_states():
+    from kafka_runbooks.lease import HOLDER_ACTIVE, HOLDER_FINISHED, HOLDER_UNKNOWN, Holder
+    from kafka_runbooks_airflow.lease import holder_state_from
+
+    state = holder_state_from(FakeTI({"a": "running", "b": "failed", "c": "success", "d": "queued"}))
+    assert [state(Holder("x", r)) for r in "abcde"] == [
+        HOLDER_ACTIVE,
+        HOLDER_FINISHED,
+        HOLDER_FINISHED,
+        HOLDER_ACTIVE,
+        HOLDER_UNKNOWN,
+    ]
+
+
+def test_reassignment_state_files_are_kept_per_cluster(tmp_path, monkeypatch):
+    """Two clusters' reassignment runs now run at once: one run's leftover-throttle cleanup and
+    in-flight adoption must only see its own cluster's runs (before, every run of the DAG)."""
+    from kafka_runbooks_airflow import reassign
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    for run_id, cluster in (("run_a", "kafka_a"), ("run_b", "kafka_b"), ("old", None)):
+        folder = reassign.run_dir(reassign.REASSIGN_DAG_ID, run_id)
+        (folder / reassign.EXEC_STATE).write_text("{}")
+        if cluster:
+            reassign.mark_cluster(folder, cluster)
+    names = {p.parent.name for p in reassign.state_files(reassign.REASSIGN_DAG_ID, "kafka_a")}
+    assert names == {"run_a", "old"}  # an unmarked folder predates clusters: it counts for any
+    assert len(reassign.state_files(reassign.REASSIGN_DAG_ID)) == 3
