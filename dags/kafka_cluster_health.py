@@ -1,16 +1,22 @@
 """
 ### Kafka cluster health sweep
 
-Every 5 minutes: snapshot the cluster (brokers, KRaft quorum, every partition with its
-leader, ISR, leader epoch and effective `min.insync.replicas`, replica sizes), run the
-Spark health job over the snapshot, and log what it found as decision records:
+Every 5 minutes, for **every cluster of the fleet** (one mapped `cluster` task group per
+Kafka connection: the run's `kafka_conn_ids`, else the Variable `kafka_runbooks_clusters`,
+else the environment `KAFKA_RUNBOOKS_CLUSTERS`, else `kafka_default`; read when the run
+starts, never at parse time): snapshot the cluster (brokers, KRaft quorum, every
+partition with its leader, ISR, leader epoch and effective `min.insync.replicas`, replica
+sizes), run the Spark health job over the snapshot, and log what it found as decision
+records:
 **offline** partitions, partitions **under min ISR**, **at min ISR**, **under-replicated**,
 and per-broker replica and leader counts. The report is published as the Asset
-`kafka_cluster_health_report`.
+`kafka_cluster_health_report` (one event per cluster, naming it) and written per
+cluster to `$KAFKA_RUNBOOKS_DATA_DIR/reports/cluster_health/by_connection/<conn_id>.json`.
+An unreachable cluster fails its own mapped tasks; the other clusters still report.
 
 It never changes the cluster. Created paused; unpause it, or trigger it by hand.
 
-Params: `kafka_conn_id` (Airflow Kafka connection, default `kafka_default`) and
+Params: `kafka_conn_ids` (null = the fleet setting above) and
 `max_listed` (partitions listed per category in the report). The Spark job is submitted
 through the `spark_default` connection (`local[*]` in the local stack; point it at any
 Spark master when one machine is not enough).
@@ -20,8 +26,9 @@ from __future__ import annotations
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Asset, Param, task, task_group
 
+from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.spark import spark_job_path
 
@@ -29,22 +36,17 @@ HEALTH_REPORT = Asset(name="kafka_cluster_health_report", uri="kafka-runbooks://
 
 with DAG(
     dag_id="kafka_cluster_health",
-    description="Snapshot the cluster, analyse every partition with Spark, report; never acts.",
+    description="Snapshot every cluster of the fleet, analyse every partition with Spark, report; never acts.",
     doc_md=__doc__,
     schedule="*/5 * * * *",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
     is_paused_upon_creation=True,
-    tags=["kafka", "sweep", "read-only"],
+    tags=["kafka", "sweep", "read-only", "fleet"],
     default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
     params={
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster to report on (Admin > Connections).",
-        ),
+        "kafka_conn_ids": kafka_conn_ids_param(),
         "max_listed": Param(
             1000,
             type="integer",
@@ -63,35 +65,48 @@ with DAG(
         ),
     },
 ) as dag:
-    snapshot = KafkaClusterSnapshotOperator(
-        task_id="snapshot_cluster",
-        kafka_config_id="{{ params.kafka_conn_id }}",
-    )
 
-    analyse = SparkSubmitOperator(
-        task_id="analyse_health",
-        application=spark_job_path("cluster_health.py"),
-        conn_id="spark_default",
-        name="kafka-cluster-health",
-        application_args=[
+    @task(retries=0)
+    def clusters(params=None) -> list[str]:
+        """The fleet setting, read now (never at parse time)."""
+        from kafka_runbooks_airflow.fleet import fleet_clusters
+
+        return fleet_clusters(dict(params))
+
+    @task
+    def spark_args(snapshot_info: dict, params=None) -> list[str]:
+        """The health job's arguments for this cluster's snapshot."""
+        return [
             "--snapshot",
-            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
+            snapshot_info["path"],
             "--output",
-            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}/health",
+            f"{snapshot_info['path']}/health",
             "--max-listed",
-            "{{ params.max_listed }}",
+            str(params["max_listed"]),
             "--imbalance-threshold-pct",
-            "{{ params.imbalance_threshold_pct }}",
-        ],
-    )
+            str(params["imbalance_threshold_pct"]),
+        ]
 
     @task(outlets=[HEALTH_REPORT])
-    def publish_report(snapshot_info: dict, *, outlet_events=None, params=None) -> dict:
+    def publish_report(snapshot_info: dict, kafka_conn_id: str, *, outlet_events=None) -> dict:
         """Log the findings as decision records and publish the report (also per connection, for the UI)."""
         from kafka_runbooks_airflow.reports import publish_health_report
 
         return publish_health_report(
-            snapshot_info["path"], outlet_events[HEALTH_REPORT], conn_id=params["kafka_conn_id"]
+            snapshot_info["path"], outlet_events[HEALTH_REPORT], conn_id=kafka_conn_id
         )
 
-    snapshot >> analyse >> publish_report(snapshot.output)
+    @task_group
+    def cluster(kafka_conn_id: str):
+        """One cluster: its failure fails only this mapped group, the other clusters still report."""
+        snapshot = KafkaClusterSnapshotOperator(task_id="snapshot_cluster", kafka_config_id=kafka_conn_id)
+        analyse = SparkSubmitOperator(
+            task_id="analyse_health",
+            application=spark_job_path("cluster_health.py"),
+            conn_id="spark_default",
+            name="kafka-cluster-health",
+            application_args=spark_args(snapshot.output),
+        )
+        analyse >> publish_report(snapshot.output, kafka_conn_id)
+
+    cluster.expand(kafka_conn_id=clusters())

@@ -2,7 +2,11 @@
 ### Failed-broker sweep (scheduled)
 
 Every 5 minutes (created paused; `KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE` changes
-that, `none` = manual runs only): read the cluster and track **failed brokers**: brokers
+that, `none` = manual runs only), for **every cluster of the fleet** (one mapped `cluster`
+task group per Kafka connection: the run's `kafka_conn_ids`, else the Variable
+`kafka_runbooks_clusters`, else the environment `KAFKA_RUNBOOKS_CLUSTERS`, else
+`kafka_default`; an unreachable cluster fails only its own tasks): read the cluster and
+track **failed brokers**: brokers
 the assignments still name that are down or fenced. The time each was first seen failed
 is kept in `$KAFKA_RUNBOOKS_DATA_DIR/state/failed_brokers/<kafka_conn_id>.json` (it
 survives a scheduler restart, an Airflow upgrade and a cleared run) and forgotten as
@@ -15,7 +19,8 @@ soon as the broker is back: **a bounce never starts a reassignment**.
 - more than `max_failed_fraction` of the brokers failed at once (default a third): an
   **outage, not a broker failure**; it refuses, and says so.
 
-It never starts a second reassignment while one is active, starts another for the same
+It never starts a second reassignment on a cluster while one is active there (runs on
+other clusters do not count; the started run's id names the cluster), starts another for the same
 broker only after `retrigger_after_minutes` (default: the failure threshold), and
 removes throttles a dead reassignment run left behind.
 
@@ -31,7 +36,9 @@ import os
 
 import pendulum
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk import DAG, Param, get_current_context, task, task_group
+
+from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
 
 NULLABLE_NUMBER = ["null", "number"]
 # cron or preset; "none" = manual runs only (the e2e tests sweep by hand: a scheduled sweep
@@ -48,10 +55,10 @@ with DAG(
     max_active_runs=1,
     dagrun_timeout=pendulum.duration(minutes=10),
     is_paused_upon_creation=True,
-    tags=["kafka", "sweep", "reassignment"],
+    tags=["kafka", "sweep", "reassignment", "fleet"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": Param("kafka_default", type="string", minLength=1, description="Kafka connection"),
+        "kafka_conn_ids": kafka_conn_ids_param(),
         "alert_after_minutes": Param(None, type=NULLABLE_NUMBER, description="Alert after (minutes; -1 off)"),
         "failure_threshold_minutes": Param(
             None,
@@ -81,27 +88,39 @@ with DAG(
     },
 ) as dag:
 
+    @task(retries=0)
+    def clusters(params=None) -> list[str]:
+        """The fleet setting, read now (never at parse time)."""
+        from kafka_runbooks_airflow.fleet import fleet_clusters
+
+        return fleet_clusters(dict(params))
+
     @task(multiple_outputs=True)
-    def sweep() -> dict:
-        """Read, track, decide; the decision records are the sweep's report."""
+    def sweep(kafka_conn_id: str) -> dict:
+        """Read, track, decide for one cluster; the decision records are the sweep's report."""
         from kafka_runbooks_airflow.reassign import run_sweep
 
         context = get_current_context()
-        return run_sweep(dict(context["params"]), context["run_id"], context["ti"])
+        params = {**context["params"], "kafka_conn_id": kafka_conn_id}
+        return run_sweep(params, context["run_id"], context["ti"])
 
     @task.short_circuit
     def reassignment_due(trigger: bool) -> bool:
         """Go on only when some broker is past the threshold and nothing else stands in the way."""
         return bool(trigger)
 
-    start = TriggerDagRunOperator(
-        task_id="start_reassignment",
-        trigger_dag_id="kafka_failed_broker_reassignment",
-        trigger_run_id="{{ ti.xcom_pull(task_ids='sweep', key='run_id') }}",
-        conf="{{ ti.xcom_pull(task_ids='sweep', key='conf') | tojson }}",
-        wait_for_completion=False,
-        skip_when_already_exists=True,
-    )
+    @task_group
+    def cluster(kafka_conn_id: str):
+        """One cluster: its failure fails only this mapped group, the other clusters still report."""
+        result = sweep(kafka_conn_id)
+        start = TriggerDagRunOperator(
+            task_id="start_reassignment",
+            trigger_dag_id="kafka_failed_broker_reassignment",
+            trigger_run_id=result["run_id"],
+            conf=result["conf"],
+            wait_for_completion=False,
+            skip_when_already_exists=True,
+        )
+        reassignment_due(result["trigger"]) >> start
 
-    result = sweep()
-    reassignment_due(result["trigger"]) >> start
+    cluster.expand(kafka_conn_id=clusters())

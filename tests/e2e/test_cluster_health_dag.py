@@ -19,8 +19,9 @@ def _run_health(airflow_local) -> tuple[str, dict, str]:
     state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=400)
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(DAG_ID, run_id)}
     assert state == "success", f"run {run_id} ended {state}: {states}"
-    snapshot_log = airflow_local.task_log_text(DAG_ID, run_id, "snapshot_cluster")
-    publish_log = airflow_local.task_log_text(DAG_ID, run_id, "publish_report")
+    # one mapped 'cluster' group per cluster of the fleet; the default fleet is kafka_default alone
+    snapshot_log = airflow_local.task_log_text(DAG_ID, run_id, "cluster.snapshot_cluster", map_index=0)
+    publish_log = airflow_local.task_log_text(DAG_ID, run_id, "cluster.publish_report", map_index=0)
     snapshot_dir = _logged_snapshot_dir(snapshot_log)
     report = json.loads((snapshot_dir / "health" / "report.json").read_text())
     return run_id, report, publish_log

@@ -42,7 +42,8 @@ def reassign_runs(airflow: AirflowLocal) -> list[dict]:
 def sweep(airflow: AirflowLocal, conf: dict) -> tuple[str, str]:
     run_id = airflow.trigger(SWEEP, conf)
     state = airflow.wait_for_run(SWEEP, run_id, timeout=300)
-    log = airflow.task_log_text(SWEEP, run_id, "sweep")
+    # one mapped 'cluster' group per cluster of the fleet; the default fleet is kafka_default alone
+    log = airflow.task_log_text(SWEEP, run_id, "cluster.sweep", map_index=0)
     assert state == "success", f"{airflow.task_instances(SWEEP, run_id)}\n{log[-4000:]}"
     return run_id, log
 
@@ -51,7 +52,9 @@ def sweep_logs(airflow: AirflowLocal) -> str:
     """Every sweep run's log: scheduled sweeps (the DAG is unpaused) may see a change first."""
     runs = airflow.api("GET", f"/dags/{SWEEP}/dagRuns", params={"limit": 100})["dag_runs"]
     return "\n".join(
-        airflow.task_log_text(SWEEP, r["dag_run_id"], "sweep") for r in runs if r["state"] == "success"
+        airflow.task_log_text(SWEEP, r["dag_run_id"], "cluster.sweep", map_index=0)
+        for r in runs
+        if r["state"] == "success"
     )
 
 
@@ -178,7 +181,10 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     time.sleep(16)  # the failure threshold (15 s) passes
     sweep_run, log = sweep(airflow_local, conf)
     assert "DECISION sweep [brokers [4]]: start the reassignment" in log
-    assert airflow_local.task_instance(SWEEP, sweep_run, "start_reassignment")["state"] == "success"
+    assert (
+        airflow_local.task_instance(SWEEP, sweep_run, "cluster.start_reassignment", map_index=0)["state"]
+        == "success"
+    )
     started = wait_until(
         lambda: [r for r in reassign_runs(airflow_local) if r["dag_run_id"] not in runs_before],
         60,

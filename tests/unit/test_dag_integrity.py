@@ -89,9 +89,11 @@ def test_every_param_is_typed_and_its_default_validates(dagbags):
 def test_kafka_cluster_health_never_acts(dagbags):
     dag = next(d for d in _dags(dagbags) if d.dag_id == "kafka_cluster_health")
     assert [t.task_id for t in dag.topological_sort()] == [
-        "snapshot_cluster",
-        "analyse_health",
-        "publish_report",
+        "clusters",
+        "cluster.snapshot_cluster",
+        "cluster.spark_args",
+        "cluster.analyse_health",
+        "cluster.publish_report",
     ]
     assert "read-only" in dag.tags
     assert dag.max_active_runs == 1

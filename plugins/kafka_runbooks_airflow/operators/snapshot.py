@@ -48,7 +48,9 @@ class KafkaClusterSnapshotOperator(BaseOperator):
             state = admin.read_state(include_log_dirs=self.include_log_dirs)
         finally:
             admin.close()
-        parts = (self.output_subdir,) if self.output_subdir else ("snapshots", self.dag_id, context["run_id"])
+        # one folder per cluster: a fleet sweep snapshots several clusters in one run
+        default = ("snapshots", self.dag_id, context["run_id"], self.kafka_config_id)
+        parts = (self.output_subdir,) if self.output_subdir else default
         path = write_snapshot(state, artifact_dir(*parts), bootstrap_servers=admin.bootstrap_servers)
         dead = [b.broker_id for b in state.brokers.values() if not b.available]
         decisions.record(

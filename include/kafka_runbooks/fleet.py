@@ -1,0 +1,84 @@
+"""Which Kafka clusters the sweeps cover: one setting for the whole deployment.
+
+A platform team runs many clusters from one Airflow. The sweeps (health, failed brokers,
+metadata errors) run one mapped task per cluster named here, so one cluster's failure
+fails only its own task instance and never hides another's result.
+
+The list is read when a sweep runs, never when a DAG file is parsed (no network or
+metadata DB at parse time), first found wins:
+
+1. the run's ``kafka_conn_ids`` param (a list; null = not set);
+2. the Airflow Variable ``kafka_runbooks_clusters``;
+3. the environment variable ``KAFKA_RUNBOOKS_CLUSTERS``;
+4. ``kafka_default``, the one local cluster.
+
+Variable and environment take a comma list of Airflow connection ids
+(``kafka_eu1,kafka_us1``) or a JSON list. Each cluster's companion connections follow its
+id: ``kafka_default`` keeps ``kafka_broker_probe_default`` (metrics), every other cluster
+``X`` uses ``X_probe``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+CLUSTERS_VARIABLE = "kafka_runbooks_clusters"
+CLUSTERS_ENV = "KAFKA_RUNBOOKS_CLUSTERS"
+DEFAULT_CLUSTER = "kafka_default"
+DEFAULT_PROBE = "kafka_broker_probe_default"
+# Airflow connection ids: letters, digits, '_', '-', '.'
+_CONN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
+
+
+class FleetSettingError(ValueError):
+    """The cluster list is unusable; the message names where it came from."""
+
+
+def parse_clusters(raw: Any, source: str) -> list[str]:
+    """A comma list or JSON list of connection ids, in order, each once; refuse anything else."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                raw = json.loads(text)
+            except ValueError as exc:
+                raise FleetSettingError(f"{source} is not a valid JSON list: {exc}") from exc
+        else:
+            raw = text.split(",")
+    if not isinstance(raw, Iterable) or isinstance(raw, dict):
+        raise FleetSettingError(f"{source} must be a comma list or a JSON list of connection ids, not {raw!r}")
+    ids: list[str] = []
+    for item in raw:
+        if not isinstance(item, str):
+            raise FleetSettingError(f"{source}: {item!r} is not a connection id")
+        item = item.strip()
+        if not item:
+            continue
+        if not _CONN_ID.match(item):
+            raise FleetSettingError(
+                f"{source}: {item!r} is not an Airflow connection id (letters, digits, '_', '-', '.')"
+            )
+        if item not in ids:
+            ids.append(item)
+    if not ids:
+        raise FleetSettingError(f"{source} names no cluster")
+    return ids
+
+
+def resolve_clusters(param: Any, variable: str | None, env: str | None) -> tuple[list[str], str]:
+    """The clusters to sweep and which setting named them (first found wins)."""
+    if param not in (None, "", []):
+        return parse_clusters(param, "the run's kafka_conn_ids param"), "param kafka_conn_ids"
+    if variable not in (None, ""):
+        return parse_clusters(variable, f"Variable {CLUSTERS_VARIABLE}"), f"Variable {CLUSTERS_VARIABLE}"
+    if env not in (None, ""):
+        return parse_clusters(env, f"environment {CLUSTERS_ENV}"), f"environment {CLUSTERS_ENV}"
+    return [DEFAULT_CLUSTER], "default"
+
+
+def probe_conn_id(kafka_conn_id: str, default: str = DEFAULT_PROBE) -> str:
+    """The metrics (probe) connection of a cluster: the default one for ``kafka_default``, else ``<id>_probe``."""
+    return default if kafka_conn_id == DEFAULT_CLUSTER else f"{kafka_conn_id}_probe"
