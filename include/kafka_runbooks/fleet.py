@@ -49,7 +49,9 @@ def parse_clusters(raw: Any, source: str) -> list[str]:
         else:
             raw = text.split(",")
     if not isinstance(raw, Iterable) or isinstance(raw, dict):
-        raise FleetSettingError(f"{source} must be a comma list or a JSON list of connection ids, not {raw!r}")
+        raise FleetSettingError(
+            f"{source} must be a comma list or a JSON list of connection ids, not {raw!r}"
+        )
     ids: list[str] = []
     for item in raw:
         if not isinstance(item, str):

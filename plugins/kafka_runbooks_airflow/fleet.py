@@ -32,7 +32,9 @@ def fleet_clusters(params: dict[str, Any]) -> list[str]:
 
     variable = Variable.get(CLUSTERS_VARIABLE, default=None)
     try:
-        clusters, source = resolve_clusters(params.get("kafka_conn_ids"), variable, os.environ.get(CLUSTERS_ENV))
+        clusters, source = resolve_clusters(
+            params.get("kafka_conn_ids"), variable, os.environ.get(CLUSTERS_ENV)
+        )
     except FleetSettingError as exc:
         decisions.record(
             "fleet", "refuse the sweep: nothing was read", str(exc), logger=log, level=logging.ERROR

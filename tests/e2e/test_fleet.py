@@ -139,3 +139,62 @@ def test_a_restart_waits_for_the_lease_of_its_cluster_and_not_for_another_cluste
         60,
         what="both leases released by the teardowns",
     )
+
+
+HEALTH = "kafka_cluster_health"
+FAILED_SWEEP = "kafka_failed_broker_sweep"
+FLEET = ["kafka_default", CLUSTER_B]
+
+
+@pytest.fixture
+def fleet_variable(airflow_local):
+    """The deployment names both clusters (Variable kafka_runbooks_clusters), as an operator would."""
+    body = {"key": "kafka_runbooks_clusters", "value": ",".join(FLEET)}
+    airflow_local.api("POST", "/variables", json=body)
+    yield
+    airflow_local.request("DELETE", "/api/v2/variables/kafka_runbooks_clusters")
+
+
+def _instances(airflow_local, dag_id: str, run_id: str, task_id: str) -> dict[int, str]:
+    return {
+        ti["map_index"]: ti["state"]
+        for ti in airflow_local.task_instances(dag_id, run_id)
+        if ti["task_id"] == task_id
+    }
+
+
+def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
+    airflow_local, cluster_b, fleet_variable
+):
+    """Both clusters' mapped groups report (each report names its cluster); with cluster B
+    stopped, B's instance fails and A's still succeeds and publishes its report."""
+    reports = airflow_local.home / "kafka_runbooks" / "reports" / "cluster_health" / "by_connection"
+    run = airflow_local.trigger(HEALTH, {"max_listed": 50})
+    assert airflow_local.wait_for_run(HEALTH, run, timeout=900) == "success"
+    assert _instances(airflow_local, HEALTH, run, "cluster.publish_report") == {0: "success", 1: "success"}
+    for index, cluster in enumerate(FLEET):
+        report = json.loads((reports / f"{cluster}.json").read_text())
+        assert report["kafka_conn_id"] == cluster
+        log = airflow_local.task_log_text(HEALTH, run, "cluster.snapshot_cluster", map_index=index)
+        assert f"/{cluster}" in log  # the snapshot folder names its cluster
+    b_brokers = {b["broker_id"] for b in json.loads((reports / f"{CLUSTER_B}.json").read_text())["brokers"]}
+    assert b_brokers == {1, 2}  # B's own brokers, not A's four
+
+    sweep = airflow_local.trigger(FAILED_SWEEP, {})
+    assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "success"
+    for index, cluster in enumerate(FLEET):
+        log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=index)
+        assert "DECISION" in log
+        state_file = airflow_local.home / "kafka_runbooks" / "state" / "failed_brokers" / f"{cluster}.json"
+        assert json.loads(state_file.read_text())["cluster"] == cluster
+
+    cluster_b.stop()
+    run = airflow_local.trigger(HEALTH, {"max_listed": 50})
+    assert airflow_local.wait_for_run(HEALTH, run, timeout=900) == "failed"
+    snapshots = _instances(airflow_local, HEALTH, run, "cluster.snapshot_cluster")
+    published = _instances(airflow_local, HEALTH, run, "cluster.publish_report")
+    assert snapshots[0] == "success" and published[0] == "success", (snapshots, published)
+    assert snapshots[1] == "failed" and published[1] in ("upstream_failed", "skipped"), (snapshots, published)
+    sweep = airflow_local.trigger(FAILED_SWEEP, {})
+    assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "failed"
+    assert _instances(airflow_local, FAILED_SWEEP, sweep, "cluster.sweep") == {0: "success", 1: "failed"}
