@@ -96,3 +96,82 @@ def test_reassignment_state_files_are_kept_per_cluster(tmp_path, monkeypatch):
     names = {p.parent.name for p in reassign.state_files(reassign.REASSIGN_DAG_ID, "kafka_a")}
     assert names == {"run_a", "old"}  # an unmarked folder predates clusters: it counts for any
     assert len(reassign.state_files(reassign.REASSIGN_DAG_ID)) == 3
+
+
+def test_a_reassignment_on_one_cluster_does_not_count_as_active_on_another(tmp_path, monkeypatch):
+    """The sweep used to count every active run of the runbook, whichever cluster it was on:
+    a reassignment on A held back the one B needed. Now: the lease holder of that cluster,
+    and the runs the sweep started for that cluster's brokers."""
+    from kafka_runbooks.lease import ClusterLease, Holder
+    from kafka_runbooks.reassign.failures import FailedBroker, FailureStore
+    from kafka_runbooks_airflow.lease import lease_store
+    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, reassignment_active_on
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    ClusterLease(lease_store(), "kafka_a", Holder(REASSIGN_DAG_ID, "manual__a")).acquire()
+    FailureStore("kafka_b").save(
+        {4: FailedBroker(4, 0, triggered_ms=1, triggered_run_id="sweep__kafka_b__1")}
+    )
+    ti = FakeTI({"manual__a": "running", "sweep__kafka_b__1": "success"})
+    assert reassignment_active_on(ti, "kafka_a") == ["manual__a"]
+    assert reassignment_active_on(ti, "kafka_b") == []  # its own run is finished
+    ti.states["sweep__kafka_b__1"] = "queued"  # e.g. waiting for B's lease
+    assert reassignment_active_on(ti, "kafka_b") == ["sweep__kafka_b__1"]
+
+
+def _sensor_and_context(run_id: str, params: dict, states: dict):
+    from types import SimpleNamespace
+
+    import pendulum
+    from airflow.sdk import DAG
+
+    from kafka_runbooks_airflow.lease import ClusterLeaseSensor
+
+    with DAG("kafka_broker_restart", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        sensor = ClusterLeaseSensor(
+            task_id="acquire_lease", kafka_conn_id="kafka_a", on_held=params["on_lease_held"]
+        )
+    context = {
+        "dag": SimpleNamespace(dag_id="kafka_broker_restart"),
+        "run_id": run_id,
+        "ti": FakeTI(states),
+        "params": params,
+    }
+    return sensor, context
+
+
+def _decided() -> str:
+    from kafka_runbooks import decisions
+
+    return "\n".join(r.summary() for r in decisions.made())
+
+
+def test_the_sensor_waits_or_fails_naming_the_holder(tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.lease import renew_lease
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    states = {"first": "running", "second": "running", "third": "running"}
+    first, ctx1 = _sensor_and_context("first", {"on_lease_held": "wait", "dry_run": False}, states)
+    assert first.poke(ctx1) is True
+    second, ctx2 = _sensor_and_context("second", {"on_lease_held": "wait", "dry_run": False}, states)
+    assert second.poke(ctx2) is False
+    assert (
+        "wait for the lease because cluster kafka_a is held by kafka_broker_restart run first" in _decided()
+    )
+    third, ctx3 = _sensor_and_context("third", {"on_lease_held": "fail", "dry_run": False}, states)
+    with pytest.raises(AirflowFailException, match="held by kafka_broker_restart run first since"):
+        third.poke(ctx3)
+    # a dry run neither waits nor takes it
+    dry, ctx4 = _sensor_and_context("dry", {"on_lease_held": "fail", "dry_run": True}, states)
+    assert dry.poke(ctx4) is True
+    renew_lease(ctx1, "kafka_a")  # the holder's step goes on
+    with pytest.raises(AirflowFailException, match="does not hold the lease"):
+        renew_lease(ctx2, "kafka_a")  # a run without the lease never acts
+    # the holder's run ended without its teardown: the waiting run takes it over at its next poke
+    states["first"] = "failed"
+    assert second.poke(ctx2) is True
+    assert "take over a stale lease" in _decided()
+    with pytest.raises(AirflowFailException, match="does not hold the lease"):
+        renew_lease(ctx1, "kafka_a")
