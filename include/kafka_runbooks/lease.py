@@ -7,7 +7,7 @@ and Strimzi's reconciler serialise such work per cluster for the same reason). R
 different clusters never touch each other.
 
 The lease is a small JSON record per cluster (the connection id):
-``$KAFKA_RUNBOOKS_DATA_DIR/state/leases/<cluster>.json``, naming its holder (dag_id,
+``state/leases/<cluster>.json`` in the data store, naming its holder (dag_id,
 run_id), when it was taken (``since``) and until when it holds (``expires_at``). Three
 ways out, so a crashed worker never keeps a cluster locked for good:
 
@@ -21,26 +21,22 @@ ways out, so a crashed worker never keeps a cluster locked for good:
 
 Storage goes through :class:`LeaseStore` (create-if-absent and compare-and-swap, the two
 operations an object store offers as conditional writes), so two runs racing for a free
-lease can never both win. :class:`FileLeaseStore` is the local-path store.
+lease can never both win. ``kafka_runbooks.storage.Records(store(), "state/leases")`` is
+the store of the configured data location (a local path: link + flock; S3: If-None-Match
+and If-Match).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import logging
-import os
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_runbooks import decisions
-from kafka_runbooks.paths import data_dir, safe_name
 
 log = logging.getLogger("kafka_runbooks.lease")
 
@@ -63,80 +59,6 @@ class LeaseStore(Protocol):
 
     def swap(self, key: str, expected: str, text: str | None) -> bool:
         """Replace (or delete, ``text=None``) only if the current text is ``expected``."""
-
-
-class FileLeaseStore:
-    """Lease records as files in one folder (a local path or a volume every worker mounts).
-
-    ``create`` writes a temporary file and hard-links it to the final name: ``link`` fails
-    with EEXIST when the name exists, atomically, so exactly one of two racing creators
-    wins, and a reader never sees half a record. ``swap`` holds an exclusive ``flock`` on
-    the folder's lock file while it compares and replaces (rename) or deletes.
-    """
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = Path(directory) if directory else data_dir() / "state" / "leases"
-
-    def path(self, key: str) -> Path:
-        return self.directory / f"{safe_name(key)}.json"
-
-    def create(self, key: str, text: str) -> bool:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self._temp(key, text)
-        try:
-            with self._locked():
-                os.link(tmp, self.path(key))
-            return True
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno == errno.EEXIST:
-                return False
-            raise
-        finally:
-            os.unlink(tmp)
-
-    def read(self, key: str) -> str | None:
-        try:
-            return self.path(key).read_text()
-        except FileNotFoundError:
-            return None
-
-    def swap(self, key: str, expected: str, text: str | None) -> bool:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(key)
-        with self._locked():
-            if self.read(key) != expected:
-                return False
-            if text is None:
-                path.unlink()
-            else:
-                os.replace(self._temp(key, text), path)
-            return True
-
-    def _temp(self, key: str, text: str) -> str:
-        fd, tmp = tempfile.mkstemp(prefix=f".{safe_name(key)}.", dir=self.directory)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        return tmp
-
-    def _locked(self):
-        return _Flock(self.directory / ".leases.lock")
-
-
-class _Flock:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        self._fh = open(self.path, "a")  # noqa: SIM115 - closed in __exit__
-        fcntl.flock(self._fh, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from kafka_runbooks.lease import (
     HOLDER_FINISHED,
     HOLDER_UNKNOWN,
     ClusterLease,
-    FileLeaseStore,
     Holder,
     LeaseLost,
 )
@@ -40,9 +39,12 @@ def lease_ttl_s() -> float:
     return float(os.environ.get("KAFKA_RUNBOOKS_LEASE_TTL_S") or DEFAULT_TTL_S)
 
 
-def lease_store() -> FileLeaseStore:
-    """Where leases live: the state folder every worker shares (see the production guide)."""
-    return FileLeaseStore()
+def lease_store():
+    """Where leases live: ``state/leases/`` of the configured data store (a local path, or
+    ``s3://``, ``gs://``, ``abfs://`` with conditional writes: see the production guide)."""
+    from kafka_runbooks.storage import Records, store
+
+    return Records(store(), "state/leases")
 
 
 def lease_needed(dag_id: str, params: dict[str, Any]) -> bool:

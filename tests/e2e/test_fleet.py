@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.localstack import LocalStack, Topology
+from kafka_runbooks_dev.localstack import LocalStack, Topology
 from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,12 +20,18 @@ from kafka_runbooks.lease import (
     HOLDER_FINISHED,
     HOLDER_UNKNOWN,
     ClusterLease,
-    FileLeaseStore,
     Holder,
     LeaseHeld,
     LeaseLost,
     LeaseRecord,
 )
+from kafka_runbooks.storage import Records, Store
+
+
+def FileLeaseStore(directory: Path) -> Records:  # noqa: N802 - reads like the store it builds
+    """The data store's lease records on a local folder (what a deployment without S3 uses)."""
+    return Records(Store(str(directory)), "leases")
+
 
 RESTART = Holder("kafka_broker_restart", "manual__1")
 REASSIGN = Holder("kafka_failed_broker_reassignment", "manual__2")
@@ -67,7 +73,7 @@ def test_other_clusters_are_free(tmp_path):
     store = FileLeaseStore(tmp_path)
     assert lease(store, REASSIGN, cluster="kafka_a").acquire().acquired
     assert lease(store, RESTART, cluster="kafka_b").acquire().acquired
-    assert {p.name for p in tmp_path.glob("*.json")} == {"kafka_a.json", "kafka_b.json"}
+    assert {p.name for p in (tmp_path / "leases").glob("*.json")} == {"kafka_a.json", "kafka_b.json"}
 
 
 def test_the_same_run_gets_it_again_and_keeps_since(tmp_path):
@@ -131,8 +137,8 @@ def test_renewal_keeps_it_and_hold_for_covers_the_gate(tmp_path):
 
 def test_an_unreadable_lease_is_an_error_naming_the_file(tmp_path):
     store = FileLeaseStore(tmp_path)
-    store.path("kafka_a").parent.mkdir(parents=True, exist_ok=True)
-    store.path("kafka_a").write_text("{half")
+    (tmp_path / "leases").mkdir()
+    (tmp_path / "leases" / "kafka_a.json").write_text("{half")
     with pytest.raises(ValueError, match="unreadable"):
         lease(store, RESTART).acquire()
 
@@ -140,7 +146,7 @@ def test_an_unreadable_lease_is_an_error_naming_the_file(tmp_path):
 def test_the_record_says_who_and_since(tmp_path):
     store = FileLeaseStore(tmp_path)
     lease(store, RESTART, cluster="prod/eu").acquire()
-    raw = json.loads(next(tmp_path.glob("*.json")).read_text())
+    raw = json.loads(next((tmp_path / "leases").glob("*.json")).read_text())
     assert raw["dag_id"] == "kafka_broker_restart" and raw["run_id"] == "manual__1"
     assert raw["cluster"] == "prod/eu" and raw["since"] <= raw["renewed_at"] < raw["expires_at"]
     assert LeaseRecord.from_json(json.dumps(raw)).holder == RESTART
@@ -149,15 +155,18 @@ def test_the_record_says_who_and_since(tmp_path):
 # ------------------------------------------------------------------ races between processes
 
 
-class CheckThenWriteStore(FileLeaseStore):
+class CheckThenWriteStore:
     """The mistake the real store avoids: look, then write, with a gap in between."""
+
+    def __init__(self, directory: Path) -> None:
+        self.real = FileLeaseStore(directory)
+        self.read, self.swap = self.real.read, self.real.swap
 
     def create(self, key: str, text: str) -> bool:
         if self.read(key) is not None:
             return False
         time.sleep(0.2)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.path(key).write_text(text)
+        self.real.store.write_text(self.real.key(key), text)
         return True
 
 
