@@ -130,8 +130,8 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from kafka_runbooks_dev.localstack import LocalStack, Topology
     from kafka_runbooks_dev.helpers import create_topic
+    from kafka_runbooks_dev.localstack import LocalStack, Topology
 
     instrument()
     stacks: list[LocalStack] = []
