@@ -78,12 +78,11 @@ def _xcom(context, task_id: str, key: str = "return_value") -> Any:
 
 def restart_action(context) -> dict[str, Any]:
     """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads)."""
-    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+    from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state
 
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     plan = _xcom(context, "plan_restart") or {}
-    path = roll_state_file(dag_id, run_id)
-    state = json.loads(path.read_text()) if path.exists() else {}
+    state = json.loads(read_roll_state(dag_id, run_id) or "{}")
     return {
         "runbook": dag_id,
         "run_id": run_id,

@@ -7,7 +7,7 @@ import logging
 from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
 from kafka_runbooks.restart.safety import gate_markdown
-from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state, roll_state_file, write_roll_state
 
 log = logging.getLogger(__name__)
 
@@ -16,10 +16,10 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
-    path = roll_state_file(dag_id, run_id)
-    if path.exists():  # a cleared run: keep the plan and the progress made
-        state = RollState.from_json(path.read_text())
-        log.info("resuming the roll planned earlier for this run: %s", path)
+    earlier = read_roll_state(dag_id, run_id)
+    if earlier is not None:  # a cleared run: keep the plan and the progress made
+        state = RollState.from_json(earlier)
+        log.info("resuming the roll planned earlier for this run: %s", roll_state_file(dag_id, run_id))
         return _summary(state, resumed=True)
     reason = (params.get("reason") or "").strip()
     if len(reason) < 3:
@@ -43,7 +43,7 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
         _refuse(str(exc))
     finally:
         admin.close()
-    path.write_text(state.to_json())
+    write_roll_state(dag_id, run_id, state.to_json())
     summary = _summary(state, resumed=False)
     summary["require_approval"] = bool(params["require_approval"])
     return summary

@@ -236,3 +236,22 @@ def test_reports_are_published_to_the_bucket_and_the_kafka_page_reads_them_there
     storage._STORES.clear()  # the API server's own process
     reports = console.health_reports()
     assert [(r["kafka_conn_id"], r["counts"]["offline"]) for r in reports] == [("kafka_b", 2)]
+
+
+def test_a_rolls_state_is_in_the_bucket_for_the_next_poke_on_any_worker(s3proxy, s3_env):
+    from kafka_runbooks import console
+    from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state, roll_state_file, write_roll_state
+
+    prefix, local = s3_env
+    state = {"order": [1, 2], "nodes": {"1": {"phase": "done"}, "2": {"phase": "restarting"}}}
+    write_roll_state("kafka_broker_restart", "manual__2026-11-23T20:00:00+00:00", json.dumps(state))
+    assert _objects(s3proxy, prefix) == [
+        "restart/kafka_broker_restart/manual__2026-11-23T20_00_00_00_00/roll-state.json"
+    ]
+    assert list(local.rglob("*")) == []
+    storage._STORES.clear()  # another worker
+    run_id = "manual__2026-11-23T20:00:00+00:00"
+    assert json.loads(read_roll_state("kafka_broker_restart", run_id)) == state
+    assert str(roll_state_file("kafka_broker_restart", run_id)).startswith("s3://")
+    progress = console.run_progress("kafka_broker_restart", run_id)
+    assert progress["line"] == "1 of 2 node(s) done | node 2: restarting"

@@ -18,11 +18,32 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from kafka_runbooks.paths import artifact_dir
+from kafka_runbooks import storage
+from kafka_runbooks.paths import safe_name
 
 
-def roll_state_file(dag_id: str, run_id: str) -> Path:
-    return artifact_dir("restart", dag_id, run_id) / "roll-state.json"
+def roll_state_key(dag_id: str, run_id: str) -> str:
+    """The run's roll state in the data store: the plan and every node's phase."""
+    return f"restart/{safe_name(dag_id)}/{safe_name(run_id)}/roll-state.json"
+
+
+def roll_state_file(dag_id: str, run_id: str) -> Path | str:
+    """Where the roll state is: a local path, or the object's URL."""
+    store = storage.store()
+    key = roll_state_key(dag_id, run_id)
+    if store.is_local:
+        store.local_path(key).parent.mkdir(parents=True, exist_ok=True)
+        return store.local_path(key)
+    return store.url_of(key)
+
+
+def read_roll_state(dag_id: str, run_id: str) -> str | None:
+    return storage.store().read_text(roll_state_key(dag_id, run_id))
+
+
+def write_roll_state(dag_id: str, run_id: str, text: str) -> None:
+    """Replace it whole (a worker killed mid-write leaves the previous version)."""
+    storage.store().write_text(roll_state_key(dag_id, run_id), text)
 
 
 class KafkaRollingRestartSensor(BaseSensorOperator):
@@ -64,9 +85,11 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
         from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
-        path = roll_state_file(self.dag_id, context["run_id"])
-        if not path.exists():
-            raise AirflowFailException(f"no roll planned for this run ({path} is missing)")
+        run_id = context["run_id"]
+        text = read_roll_state(self.dag_id, run_id)
+        if text is None:
+            where = roll_state_file(self.dag_id, run_id)
+            raise AirflowFailException(f"no roll planned for this run ({where} is missing)")
         if self.approval_gate_task_id:  # every poke: the plan must still be the approved one
             from kafka_runbooks_airflow.gate import require_approval
 
@@ -74,15 +97,13 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.lease import renew_lease
 
         renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
-        state = RollState.from_json(path.read_text())
+        state = RollState.from_json(text)
         if state.finished:
             self.log.info("every node of this roll is already done: %s", state.order)
             return True
 
         def save(s: RollState) -> None:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(s.to_json())
-            tmp.replace(path)
+            write_roll_state(self.dag_id, run_id, s.to_json())
 
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
         probe = BrokerProbeHook(self.probe_conn_id).get_probe() if self.probe_conn_id else None
