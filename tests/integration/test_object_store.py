@@ -240,7 +240,11 @@ def test_reports_are_published_to_the_bucket_and_the_kafka_page_reads_them_there
 
 def test_a_rolls_state_is_in_the_bucket_for_the_next_poke_on_any_worker(s3proxy, s3_env):
     from kafka_runbooks import console
-    from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state, roll_state_file, write_roll_state
+    from kafka_runbooks_airflow.sensors.rolling_restart import (
+        read_roll_state,
+        roll_state_file,
+        write_roll_state,
+    )
 
     prefix, local = s3_env
     state = {"order": [1, 2], "nodes": {"1": {"phase": "done"}, "2": {"phase": "restarting"}}}

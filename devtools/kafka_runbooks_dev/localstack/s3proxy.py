@@ -149,7 +149,10 @@ class S3Proxy:
         return pid if f"-Dkr.s3proxy.home={self.home}" in cmdline else None
 
     def start(self, timeout_s: float = 300.0) -> S3Proxy:
-        """Start (or find running) and wait until it answers S3 requests; create the bucket."""
+        """Start (or find running) and wait until it answers S3 requests; create the bucket.
+
+        A start that fails or times out stops the process it started."""
+        proc = None
         if self.pid() is None:
             ensure_jars(self.lib_dir)
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -181,14 +184,23 @@ class S3Proxy:
             with open(self.log_file, "ab") as out:
                 proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             self.pid_file.write_text(str(proc.pid))
-        self._wait_ready(timeout_s)
-        self._ensure_bucket()
+        try:
+            self._wait_ready(timeout_s, proc)
+            self._ensure_bucket()
+        except BaseException:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+            raise
         return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _wait_ready(self, timeout_s: float, proc: subprocess.Popen | None) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.pid() is None:
+            # the process we just started (its command line may not show the marker until
+            # exec), or the one found running
+            alive = proc.poll() is None if proc is not None else self.pid() is not None
+            if not alive:
                 raise StackError(f"S3Proxy exited while starting; see {self.log_file}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=2):
