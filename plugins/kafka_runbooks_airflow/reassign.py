@@ -1,8 +1,9 @@
 """Task bodies of the failed-broker DAGs (sweep and reassignment): thin glue over the library.
 
-Everything that decides lives in ``kafka_runbooks.reassign``; here the params become a
-request, the state files get their Airflow paths (one folder per run under the data
-dir), and results become XCom-sized dicts.
+Everything that decides lives in ``kafka_runbooks.reassign`` (the run's decisions in
+``kafka_runbooks.reassign.runbook``); here the params become a request, the state files
+get their Airflow paths (one folder per run under the data dir), and results become
+XCom-sized dicts.
 """
 
 from __future__ import annotations
@@ -287,9 +288,9 @@ def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
 
 def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the params against the cluster before anything moves; prepare adoption."""
-    from kafka_runbooks.kafka_python_gaps import list_reassignments
-    from kafka_runbooks.reassign.execute import ChunkState, ExecState, key, save_state
-    from kafka_runbooks.reassign.request import RequestError, build_request, foreign_reassignments, resolve
+    from kafka_runbooks.reassign import runbook
+    from kafka_runbooks.reassign.execute import ChunkState, ExecState, save_state
+    from kafka_runbooks.reassign.request import build_request, resolve
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
@@ -302,28 +303,12 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
             # this run holds the cluster's lease: no other run executes here, recorded throttles are
             # leftovers (a dry run holds no lease: another run may be moving data right now)
             clean_leftover_throttles(admin, dag_id, cluster=params["kafka_conn_id"])
-        inflight = {
-            key(t, p): v
-            for (t, p), v in admin._gap_call(
-                "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
-            ).items()
-        }
+        inflight = runbook.in_flight(admin)
     finally:
         admin.close()
     owned = owned_in_flight(dag_id, params["kafka_conn_id"])
-    foreign = foreign_reassignments(inflight, {k: v[0] for k, v in owned.items()})
-    adopt = {k: owned[k][0] for k in inflight}
     with refused_as_decision():
-        if foreign:
-            raise RequestError(
-                f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
-                f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
-            )
-        if adopt and request.dry_run:
-            raise RequestError(
-                f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would "
-                "plan from a half-moved cluster: run again when they are done, or without dry_run to finish them"
-            )
+        checked = runbook.validate(request, state, failed, receivers, inflight, owned, log)
     folder = run_dir(dag_id, run_id)
     mark_cluster(folder, params["kafka_conn_id"])
     save_state(
@@ -332,36 +317,17 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
             run_id=run_id,
             failed_brokers=failed,
             throttle_bytes_per_sec=request.throttle_bytes_per_sec,
-            chunks=[ChunkState(index=0, targets=adopt)] if adopt else [],
+            chunks=[ChunkState(index=0, targets=checked.adopt)] if checked.adopt else [],
         ),
-    )
-    nothing = not failed or not any(b in p.replicas for p in state.partitions for b in failed)
-    decisions.record(
-        "validate",
-        "nothing to do" if nothing else "go on to the plan",
-        "no broker hosting replicas is failed"
-        if nothing
-        else "the failed brokers are known and not available; "
-        "the receivers are available; no foreign reassignment is in flight",
-        observed={
-            "failed_brokers": failed,
-            "receivers": receivers,
-            "partitions_on_failed": sum(1 for p in state.partitions if set(p.replicas) & set(failed)),
-            "adopted_in_flight": {
-                k: {"target": v, "from": str(owned[k][1].parent.name)} for k, v in adopt.items()
-            },
-            "request": request.as_dict(),
-        },
-        logger=log,
     )
     return {
         **request.as_dict(),
-        "nothing_to_do": nothing,
+        "nothing_to_do": checked.nothing_to_do,
         "failed": failed,
         "failed_csv": ",".join(str(b) for b in failed),
         "receivers": receivers,
         "receivers_csv": ",".join(str(b) for b in receivers),
-        "adopted": len(adopt),
+        "adopted": len(checked.adopt),
         "plan_dir": str(folder / "plan"),
     }
 
@@ -370,8 +336,9 @@ def review_plan(
     checked: dict[str, Any] | None, snapshot_info: dict[str, Any] | None, dag_id: str, run_id: str
 ) -> dict[str, Any]:
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
+    from kafka_runbooks.reassign import runbook
     from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
-    from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+    from kafka_runbooks.reassign.plan import PlanImpossible, load_plan, read_snapshot_rows
     from kafka_runbooks.reassign.report import plan_markdown
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
@@ -386,8 +353,6 @@ def review_plan(
         raise RuntimeError(
             f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
         ) from exc
-    replicas, brokers = read_snapshot_rows(snapshot_path)
-    violations = check_plan(plan, replicas, brokers)
     summary = json.loads((plan_dir / "summary.json").read_text())
     markdown = plan_markdown(
         summary,
@@ -395,30 +360,7 @@ def review_plan(
         str(plan_dir),
         bool(checked.get("elect_preferred_leaders", True)),
     )
-    if violations:
-        decisions.record(
-            "plan",
-            "refuse",
-            f"the plan breaks {len(violations)} rule(s): {violations[:10]}",
-            logger=log,
-            level=logging.ERROR,
-        )
-        raise RuntimeError(f"the plan breaks the rules: {violations[:20]}")
-    decisions.record(
-        "plan",
-        "plan checked",
-        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
-        "preferred leader kept, preferred leaders balanced where the failed one led)",
-        observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
-        | {
-            "chunks": len(summary["chunks"]),
-            "preferred_leaders": {
-                b: f"{v['leaders_before']} -> {v['leaders_after']}" for b, v in summary["per_broker"].items()
-            },
-            "per_broker": summary["per_broker"],
-        },
-        logger=log,
-    )
+    runbook.review(plan, *read_snapshot_rows(snapshot_path), summary, log)
     log.info("reassignment plan:\n%s", markdown)
     path = run_dir(dag_id, run_id) / EXEC_STATE
     if not checked["dry_run"]:
@@ -443,12 +385,12 @@ def review_plan(
 
 
 def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """After the last chunk: no partition names a failed broker, full RF and ISR, no throttle left."""
+    """After the last chunk: read the cluster back and apply the runbook's "healed" rule."""
+    from kafka_runbooks.reassign import runbook
     from kafka_runbooks.reassign.execute import load_state
     from kafka_runbooks.reassign.throttle import leftover_throttles
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    failed = set(checked["failed"])
     state_path = run_dir(dag_id, run_id) / EXEC_STATE
     planned: dict[str, list[int]] = {}
     if state_path.exists():
@@ -461,38 +403,8 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         left = leftover_throttles(admin.gaps, live, sorted({p.topic for p in state.partitions}))
     finally:
         admin.close()
-    naming = [p.name for p in state.partitions if set(p.replicas) & failed]
-    short = [p.name for p in state.partitions if len(set(p.isr)) < len(p.replicas)]
-    wrong = [
-        p.name
-        for p in state.partitions
-        if f"{p.topic}:{p.partition}" in planned
-        and set(p.replicas) != set(planned[f"{p.topic}:{p.partition}"])
-    ]
-    ok = not naming and not short and not wrong and not left
-    decisions.record(
-        "verify",
-        "healed" if ok else "NOT healed",
-        "no partition names a failed broker, every partition has its full replication factor in the ISR, "
-        "no throttle config remains"
-        if ok
-        else "see observed",
-        observed={
-            "partitions_naming_failed": naming[:50],
-            "isr_short": short[:50],
-            "not_on_plan_target": wrong[:50],
-            "throttles_left": left,
-            "partitions": len(state.partitions),
-        },
-        logger=log,
-        level=logging.INFO if ok else logging.ERROR,
-    )
-    if not ok:
-        raise RuntimeError(
-            f"not healed: naming failed brokers {naming[:10]}, ISR short {short[:10]}, "
-            f"off the plan {wrong[:10]}, throttles left {left}"
-        )
-    out: dict[str, Any] = {"healed": True, "partitions": len(state.partitions)}
+    healed = runbook.verify(state, set(checked["failed"]), planned, left, log)
+    out: dict[str, Any] = {"healed": True, "partitions": healed.partitions}
     if checked.get("elect_preferred_leaders", True) and planned:
         out["election"] = elect_moved_partitions(params, set(planned))
     elif planned:

@@ -1,0 +1,231 @@
+"""The failed-broker reassignment's decisions, Airflow-free: the runbook's one home for them.
+
+``validate`` decides, from the cluster and what runs of this runbook recorded, whether the
+run adopts reassignments an earlier run left in flight, refuses because someone else's are
+in flight, or has nothing to do. ``review`` checks the Spark job's plan independently of
+it. ``verify`` holds the rule for "healed". The plugin
+(``kafka_runbooks_airflow.reassign``) turns params into a request, gives the state files
+their Airflow paths and turns these results into XCom.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.model import ClusterState
+from kafka_runbooks.reassign.plan import Plan, check_plan
+from kafka_runbooks.reassign.request import ReassignRequest, RequestError, foreign_reassignments
+
+log = logging.getLogger("kafka_runbooks.reassign")
+
+
+class NotHealed(RuntimeError):
+    """After the last chunk the cluster does not read back as healed."""
+
+
+def in_flight(admin) -> dict[str, dict[str, list[int]]]:
+    """The partition reassignments the controller has in flight, keyed ``topic:partition``."""
+    from kafka_runbooks.kafka_python_gaps import list_reassignments
+    from kafka_runbooks.reassign.execute import key
+
+    return {
+        key(t, p): v
+        for (t, p), v in admin._gap_call(
+            "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
+        ).items()
+    }
+
+
+def adopt_or_refuse(
+    inflight: dict[str, dict[str, list[int]]], owned: dict[str, list[int]], dry_run: bool
+) -> dict[str, list[int]]:
+    """The in-flight reassignments this run takes over (each one a run of this runbook submitted).
+
+    Refuses (RequestError) when any reassignment in flight is not exactly one of ours: moving
+    partitions under someone else's reassignment would fight it. A dry run refuses to plan
+    from a half-moved cluster.
+    """
+    foreign = foreign_reassignments(inflight, owned)
+    adopt = {k: owned[k] for k in inflight}
+    if foreign:
+        raise RequestError(
+            f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
+            f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
+        )
+    if adopt and dry_run:
+        raise RequestError(
+            f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would "
+            "plan from a half-moved cluster: run again when they are done, or without dry_run to finish them"
+        )
+    return adopt
+
+
+def nothing_to_do(state: ClusterState, failed: list[int]) -> bool:
+    """True when no failed broker hosts a replica: there is nothing to move."""
+    return not failed or not any(b in p.replicas for p in state.partitions for b in failed)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What ``validate`` decided: the brokers, the adopted partitions, whether anything is to do."""
+
+    failed: list[int]
+    receivers: list[int]
+    adopt: dict[str, list[int]]
+    nothing_to_do: bool
+
+
+def validate(
+    request: ReassignRequest,
+    state: ClusterState,
+    failed: list[int],
+    receivers: list[int],
+    inflight: dict[str, dict[str, list[int]]],
+    owned: dict[str, tuple[list[int], Path]],
+    logger: logging.Logger | None = None,
+) -> Validation:
+    """Adopt our own in-flight reassignments or refuse foreign ones; record what the run goes on to do.
+
+    ``owned`` maps each partition some run of this runbook submitted and has not seen finish
+    to its target and the state file that recorded it.
+    """
+    logger = logger or log
+    adopt = adopt_or_refuse(inflight, {k: v[0] for k, v in owned.items()}, request.dry_run)
+    nothing = nothing_to_do(state, failed)
+    decisions.record(
+        "validate",
+        "nothing to do" if nothing else "go on to the plan",
+        "no broker hosting replicas is failed"
+        if nothing
+        else "the failed brokers are known and not available; "
+        "the receivers are available; no foreign reassignment is in flight",
+        observed={
+            "failed_brokers": failed,
+            "receivers": receivers,
+            "partitions_on_failed": sum(1 for p in state.partitions if set(p.replicas) & set(failed)),
+            "adopted_in_flight": {
+                k: {"target": v, "from": str(owned[k][1].parent.name)} for k, v in adopt.items()
+            },
+            "request": request.as_dict(),
+        },
+        logger=logger,
+    )
+    return Validation(failed=failed, receivers=receivers, adopt=adopt, nothing_to_do=nothing)
+
+
+@dataclass(frozen=True)
+class Healing:
+    """What the cluster read back after the last chunk, against the "healed" rule."""
+
+    partitions: int
+    naming_failed: list[str] = field(default_factory=list)
+    isr_short: list[str] = field(default_factory=list)
+    off_plan: list[str] = field(default_factory=list)
+    throttles_left: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healed(self) -> bool:
+        return not self.naming_failed and not self.isr_short and not self.off_plan and not self.throttles_left
+
+
+def healing(
+    state: ClusterState, failed: set[int], planned: dict[str, list[int]], throttles_left: dict[str, Any]
+) -> Healing:
+    """Healed: no partition names a failed broker, every partition has its full RF in the ISR,
+    every planned partition is on its plan's target, and no throttle config remains."""
+    return Healing(
+        partitions=len(state.partitions),
+        naming_failed=[p.name for p in state.partitions if set(p.replicas) & failed],
+        isr_short=[p.name for p in state.partitions if len(set(p.isr)) < len(p.replicas)],
+        off_plan=[
+            p.name
+            for p in state.partitions
+            if f"{p.topic}:{p.partition}" in planned
+            and set(p.replicas) != set(planned[f"{p.topic}:{p.partition}"])
+        ],
+        throttles_left=throttles_left,
+    )
+
+
+def verify(
+    state: ClusterState,
+    failed: set[int],
+    planned: dict[str, list[int]],
+    throttles_left: dict[str, Any],
+    logger: logging.Logger | None = None,
+) -> Healing:
+    """Record whether the cluster read back healed; raise NotHealed with what was seen if not."""
+    logger = logger or log
+    seen = healing(state, failed, planned, throttles_left)
+    ok = seen.healed
+    decisions.record(
+        "verify",
+        "healed" if ok else "NOT healed",
+        "no partition names a failed broker, every partition has its full replication factor in the ISR, "
+        "no throttle config remains"
+        if ok
+        else "see observed",
+        observed={
+            "partitions_naming_failed": seen.naming_failed[:50],
+            "isr_short": seen.isr_short[:50],
+            "not_on_plan_target": seen.off_plan[:50],
+            "throttles_left": seen.throttles_left,
+            "partitions": seen.partitions,
+        },
+        logger=logger,
+        level=logging.INFO if ok else logging.ERROR,
+    )
+    if not ok:
+        raise NotHealed(
+            f"not healed: naming failed brokers {seen.naming_failed[:10]}, ISR short {seen.isr_short[:10]}, "
+            f"off the plan {seen.off_plan[:10]}, throttles left {seen.throttles_left}"
+        )
+    return seen
+
+
+class PlanRefused(RuntimeError):
+    """The planning job's plan breaks a rule the runbook checks independently of it."""
+
+
+def review(
+    plan: Plan,
+    replica_rows: Iterable[Mapping],
+    broker_rows: Iterable[Mapping],
+    summary: dict[str, Any],
+    logger: logging.Logger | None = None,
+) -> None:
+    """Check the plan against the snapshot it was made from; refuse it (PlanRefused) if a rule breaks.
+
+    The plan comes from a Spark job: the runbook trusts it only after its own check.
+    """
+    logger = logger or log
+    violations = check_plan(plan, replica_rows, broker_rows)
+    if violations:
+        decisions.record(
+            "plan",
+            "refuse",
+            f"the plan breaks {len(violations)} rule(s): {violations[:10]}",
+            logger=logger,
+            level=logging.ERROR,
+        )
+        raise PlanRefused(f"the plan breaks the rules: {violations[:20]}")
+    decisions.record(
+        "plan",
+        "plan checked",
+        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
+        "preferred leader kept, preferred leaders balanced where the failed one led)",
+        observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
+        | {
+            "chunks": len(summary["chunks"]),
+            "preferred_leaders": {
+                b: f"{v['leaders_before']} -> {v['leaders_after']}" for b, v in summary["per_broker"].items()
+            },
+            "per_broker": summary["per_broker"],
+        },
+        logger=logger,
+    )

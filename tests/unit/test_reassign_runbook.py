@@ -1,0 +1,95 @@
+"""The reassignment's decisions in ``kafka_runbooks.reassign.runbook``, each tried alone."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.model import Broker, ClusterState, PartitionState
+from kafka_runbooks.reassign import runbook
+from kafka_runbooks.reassign.request import RequestError, build_request
+
+
+def state(*parts: PartitionState) -> ClusterState:
+    """Brokers 1-3 up, 4 fenced."""
+    brokers = {b: Broker(broker_id=b) for b in (1, 2, 3)}
+    brokers[4] = Broker(broker_id=4, fenced=True)
+    return ClusterState(cluster_id="c", brokers=brokers, quorum=None, partitions=list(parts))
+
+
+ON_4 = PartitionState("t", 0, 1, 1, (1, 4), (1,))
+HEALED = PartitionState("t", 0, 1, 2, (1, 2), (1, 2))
+MOVING = {"replicas": [1, 4, 2], "adding": [2], "removing": [4]}
+
+
+def test_our_own_reassignment_in_flight_is_adopted():
+    assert runbook.adopt_or_refuse({"t:0": MOVING}, {"t:0": [1, 2]}, dry_run=False) == {"t:0": [1, 2]}
+    assert runbook.adopt_or_refuse({}, {"t:0": [1, 2]}, dry_run=False) == {}
+
+
+def test_a_dry_run_refuses_to_plan_from_a_half_moved_cluster():
+    with pytest.raises(RequestError, match="a dry run would plan from a half-moved cluster"):
+        runbook.adopt_or_refuse({"t:0": MOVING}, {"t:0": [1, 2]}, dry_run=True)
+
+
+def test_a_reassignment_to_another_target_than_ours_is_foreign():
+    with pytest.raises(RequestError, match="1 partition reassignment"):
+        runbook.adopt_or_refuse({"t:0": MOVING}, {"t:0": [1, 3]}, dry_run=False)
+
+
+def test_nothing_to_do_when_no_failed_broker_hosts_a_replica():
+    assert runbook.nothing_to_do(state(ON_4), [])
+    assert runbook.nothing_to_do(state(HEALED), [4])
+    assert not runbook.nothing_to_do(state(ON_4), [4])
+
+
+def test_validate_records_the_adoption_and_where_it_came_from(caplog):
+    caplog.set_level(logging.INFO)
+    checked = runbook.validate(
+        build_request({}),
+        state(ON_4),
+        [4],
+        [1, 2, 3],
+        {"t:0": MOVING},
+        {"t:0": ([1, 2], Path("/data/run-a/adopt-state.json"))},
+    )
+    assert checked == runbook.Validation([4], [1, 2, 3], {"t:0": [1, 2]}, nothing_to_do=False)
+    record = next(r.getMessage() for r in caplog.records if "DECISION validate" in r.getMessage())
+    assert "go on to the plan" in record and "run-a" in record
+
+
+@pytest.mark.parametrize(
+    ("part", "planned", "left", "what"),
+    [
+        (PartitionState("t", 0, 1, 1, (1, 4), (1, 4)), {}, {}, "naming_failed"),
+        (PartitionState("t", 0, 1, 2, (1, 2), (1,)), {}, {}, "isr_short"),
+        (HEALED, {"t:0": [1, 3]}, {}, "off_plan"),
+        (
+            HEALED,
+            {"t:0": [2, 1]},
+            {"broker-1": {"leader.replication.throttled.rate": "10"}},
+            "throttles_left",
+        ),
+    ],
+)
+def test_each_part_of_the_healed_rule_can_fail_alone(caplog, part, planned, left, what):
+    seen = runbook.healing(state(part), {4}, planned, left)
+    assert not seen.healed and getattr(seen, what)
+    assert [f for f in ("naming_failed", "isr_short", "off_plan", "throttles_left") if getattr(seen, f)] == [
+        what
+    ]
+    caplog.set_level(logging.INFO)
+    with pytest.raises(runbook.NotHealed, match="not healed"):
+        runbook.verify(state(part), {4}, planned, left)
+    assert any(
+        "DECISION verify: NOT healed" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records
+    )
+
+
+def test_healed_when_every_part_holds(caplog):
+    caplog.set_level(logging.INFO)
+    seen = runbook.verify(state(HEALED), {4}, {"t:0": [2, 1]}, {})
+    assert seen.healed and seen.partitions == 1
+    assert any("DECISION verify: healed" in r.getMessage() for r in caplog.records)
