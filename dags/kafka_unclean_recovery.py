@@ -122,40 +122,16 @@ with DAG(
     @task
     def plan_recovery(params=None, run_id=None) -> dict:
         """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
-        import logging
+        from kafka_runbooks_airflow.unclean import plan_recovery as plan
 
-        from kafka_runbooks.paths import artifact_dir
-        from kafka_runbooks.unclean.request import build_request
-        from kafka_runbooks.unclean.runbook import plan
-        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-        from kafka_runbooks_airflow.inputs import refuse_bad_input
-
-        request = refuse_bad_input(build_request, params, "kafka_runbooks.unclean")  # before any cluster call
-        admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
-        try:
-            return plan(
-                admin,
-                request,
-                artifact_dir("unclean_recovery", run_id),
-                logger=logging.getLogger("kafka_runbooks.unclean"),
-            )
-        finally:
-            admin.close()
+        return plan(params, run_id)
 
     @task.short_circuit
     def automated_recovery_requested(document: dict) -> bool:
         """Go on to the approval gate only in automated mode and when something can be elected."""
-        from kafka_runbooks import decisions
+        from kafka_runbooks_airflow.unclean import automated_recovery_requested as requested
 
-        electable = [c for c in document["choices"] if c["chosen"] is not None]
-        go = document["mode"] == "automated_recovery" and bool(electable)
-        decisions.record(
-            "gate",
-            "ask for approval" if go else "stop: nothing will be elected",
-            f"mode {document['mode']}, {len(electable)} partition(s) with a chosen replica",
-            observed={"artifacts": document["artifacts"]},
-        )
-        return go
+        return requested(document)
 
     approve = PlanApprovalOperator(
         task_id="approve_elections",
@@ -179,41 +155,11 @@ with DAG(
 
         Refuses first unless the gate approved exactly these elections for this run.
         """
-        import logging
-
         from airflow.sdk import get_current_context
 
-        from kafka_runbooks.paths import artifact_dir
-        from kafka_runbooks.unclean.elect import ReorderState
-        from kafka_runbooks.unclean.runbook import recover
-        from kafka_runbooks_airflow.gate import require_approval
-        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.unclean import run_elections as elect
 
-        context = get_current_context()
-        require_approval(context, "unclean", "approve_elections")
-        from kafka_runbooks_airflow.lease import renew_lease
-
-        # the elections and their settle periods run in this task: hold the lease for all of them
-        renew_lease(
-            context,
-            params["kafka_conn_id"],
-            hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
-        )
-
-        admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
-        try:
-            report = recover(
-                admin,
-                document,
-                artifact_dir("unclean_recovery", run_id),
-                restore_order=params["restore_replica_order"],
-                settle_s=params.get("settle_period_s", 30),
-                state_file=ReorderState(params["kafka_conn_id"]),
-                logger=logging.getLogger("kafka_runbooks.unclean"),
-            )
-        finally:
-            admin.close()
-        return report.as_dict()
+        return elect(get_current_context(), document, params, run_id)
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()

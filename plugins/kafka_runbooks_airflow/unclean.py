@@ -1,0 +1,82 @@
+"""Task bodies of ``kafka_unclean_recovery``: thin glue over ``kafka_runbooks.unclean.runbook``.
+
+The params become a request (bad input is refused before any cluster call), the
+artifacts get their folder under the data dir, the hook supplies the admin client, and
+the runbook's results go back as XCom.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_runbooks import decisions
+from kafka_runbooks.paths import artifact_dir
+
+ARTIFACTS = "unclean_recovery"
+
+log = logging.getLogger("kafka_runbooks.unclean")
+
+
+def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
+    from kafka_runbooks.unclean.request import build_request
+    from kafka_runbooks.unclean.runbook import plan
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        return plan(admin, request, artifact_dir(ARTIFACTS, run_id), logger=log)
+    finally:
+        admin.close()
+
+
+def automated_recovery_requested(document: dict[str, Any]) -> bool:
+    """Go on to the approval gate only in automated mode and when something can be elected."""
+    electable = [c for c in document["choices"] if c["chosen"] is not None]
+    go = document["mode"] == "automated_recovery" and bool(electable)
+    decisions.record(
+        "gate",
+        "ask for approval" if go else "stop: nothing will be elected",
+        f"mode {document['mode']}, {len(electable)} partition(s) with a chosen replica",
+        observed={"artifacts": document["artifacts"]},
+    )
+    return go
+
+
+def run_elections(context, document: dict[str, Any], params: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Elect each chosen replica (reorder + UNCLEAN election), verify it holds, fail unless all held.
+
+    Refuses first unless the gate approved exactly these elections for this run, then renews
+    the cluster's lease for as long as the elections and their settle periods can take.
+    """
+    from kafka_runbooks.unclean.elect import ReorderState
+    from kafka_runbooks.unclean.runbook import recover
+    from kafka_runbooks_airflow.gate import require_approval
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.lease import renew_lease
+
+    require_approval(context, "unclean", "approve_elections")
+    # the elections and their settle periods run in this task: hold the lease for all of them
+    renew_lease(
+        context,
+        params["kafka_conn_id"],
+        hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
+    )
+
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        report = recover(
+            admin,
+            document,
+            artifact_dir(ARTIFACTS, run_id),
+            restore_order=params["restore_replica_order"],
+            settle_s=params.get("settle_period_s", 30),
+            state_file=ReorderState(params["kafka_conn_id"]),
+            logger=log,
+        )
+    finally:
+        admin.close()
+    return report.as_dict()
