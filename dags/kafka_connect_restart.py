@@ -24,7 +24,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task
 
-from kafka_runbooks.forms import id_list_schema
+from kafka_runbooks_airflow.inputs import id_list_schema
 
 with DAG(
     dag_id="kafka_connect_restart",

@@ -4,6 +4,9 @@ Without this, a value the schema let through but the runbook rejects (an unknown
 "4;5" as a broker list, an unparsable JSON partition list) shows up as a Python
 traceback; the person who filled in the form needs one line: which param, what was
 wrong, and that nothing was done.
+
+The form fields' schemas (``kafka_runbooks.forms``) are re-exported here, so the DAGs
+import only the plugin layer.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
+from kafka_runbooks.forms import broker_list_schema, id_list_schema, size_schema
+
+__all__ = ["broker_list_schema", "id_list_schema", "refuse_bad_input", "size_schema"]
 
 T = TypeVar("T")
 
