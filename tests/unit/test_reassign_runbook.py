@@ -93,3 +93,9 @@ def test_healed_when_every_part_holds(caplog):
     seen = runbook.verify(state(HEALED), {4}, {"t:0": [2, 1]}, {})
     assert seen.healed and seen.partitions == 1
     assert any("DECISION verify: healed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reassignment_no_run_of_ours_recorded_is_refused_not_a_key_error():
+    """Someone else's reassignment of a partition we never touched: the clear refusal, nothing adopted."""
+    with pytest.raises(RequestError, match="1 partition reassignment.*not started by this runbook"):
+        runbook.adopt_or_refuse({"t:0": MOVING, "u:0": MOVING}, {"t:0": [1, 2]}, dry_run=False)

@@ -51,12 +51,12 @@ def adopt_or_refuse(
     from a half-moved cluster.
     """
     foreign = foreign_reassignments(inflight, owned)
-    adopt = {k: owned[k] for k in inflight}
     if foreign:
         raise RequestError(
             f"{len(foreign)} partition reassignment(s) not started by this runbook are in flight "
             f"({dict(list(foreign.items())[:10])}); let them finish or cancel them, then run again"
         )
+    adopt = {k: owned[k] for k in inflight}  # after the refusal: every key is one of ours now
     if adopt and dry_run:
         raise RequestError(
             f"{len(adopt)} partition(s) of an earlier run are still being reassigned; a dry run would "
