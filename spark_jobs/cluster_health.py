@@ -89,6 +89,74 @@ BROKER_FIELDS = (
 )
 
 
+# --- snapshot contract: begin (copied verbatim from include/kafka_runbooks/snapshot_contract.py) ---
+REPLICAS_FILE = "replicas.parquet"  # one row per replica
+BROKERS_FILE = "brokers.parquet"  # one row per broker the cluster knows of, dead ones included
+META_FILE = "meta.json"  # when and from where the snapshot was taken (optional for the jobs)
+REPLICA_COLUMNS = (
+    ("taken_at_ms", "int64"),
+    ("topic", "string"),
+    ("partition", "int32"),
+    ("replica", "int32"),
+    ("replica_index", "int32"),
+    ("replication_factor", "int32"),
+    ("leader", "int32"),
+    ("leader_epoch", "int32"),
+    ("is_leader", "bool"),
+    ("in_isr", "bool"),
+    ("in_elr", "bool"),
+    ("isr_size", "int32"),
+    ("min_insync_replicas", "int32"),
+    ("broker_alive", "bool"),
+    ("broker_rack", "string"),
+    ("size_bytes", "int64"),
+    ("log_dir", "string"),
+)
+BROKER_COLUMNS = (
+    ("broker_id", "int32"),
+    ("host", "string"),
+    ("port", "int32"),
+    ("rack", "string"),
+    ("alive", "bool"),
+    ("fenced", "bool"),
+)
+PLAN_FILE = "plan.json"  # every moved partition's target, kafka-reassign-partitions' format
+CHUNKS_DIR = "chunks"  # chunks/0001.json ...: the same format, one file per chunk
+SUMMARY_FILE = "summary.json"  # written last: its presence means the planning job finished
+ERROR_FILE = "error.json"  # {"error": reason} instead of a plan, when no plan keeps the rules
+
+
+class PlanImpossible(Exception):
+    """No plan keeps the rules; the reason goes to (and comes back from) error.json."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+
+    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
+    driver from its local filesystem.
+    """
+    replicas = spark.read.parquet(_join(snapshot, REPLICAS_FILE))
+    brokers = spark.read.parquet(_join(snapshot, BROKERS_FILE))
+    meta: dict[str, Any] = {}
+    meta_path = _join(snapshot, META_FILE)
+    if os.path.isfile(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    return replicas, brokers, meta
+
+
+# --- snapshot contract: end ---
+
+
 def _ordered_ids(condition: Column | None = None) -> Column:
     """Broker ids of the group's replicas in assignment order (replica_index), optionally filtered.
 
@@ -277,22 +345,6 @@ def imbalance(brokers: list[dict[str, Any]], field: str, threshold_pct: float) -
     }
 
 
-def load_snapshot(spark: SparkSession, snapshot: str) -> tuple[DataFrame, DataFrame, dict[str, Any]]:
-    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
-
-    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
-    driver from its local filesystem.
-    """
-    replicas = spark.read.parquet(_join(snapshot, "replicas.parquet"))
-    brokers = spark.read.parquet(_join(snapshot, "brokers.parquet"))
-    meta: dict[str, Any] = {}
-    meta_path = _join(snapshot, "meta.json")
-    if os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    return replicas, brokers, meta
-
-
 def write_report(report: dict[str, Any], output: str) -> str:
     """Write report.json atomically (temp file + rename): readers never see a half-written file."""
     os.makedirs(output, exist_ok=True)
@@ -303,10 +355,6 @@ def write_report(report: dict[str, Any], output: str) -> str:
         f.write("\n")
     os.replace(tmp, path)
     return path
-
-
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -73,12 +73,76 @@ DEFAULT_MAX_PARTITIONS = 50
 DEFAULT_MAX_BYTES = 1 << 30
 EXIT_IMPOSSIBLE = 2
 NOT_MOVED_LISTED = 1000
-OUTPUT_FILES = ("plan.json", "summary.json", "error.json")
 BROADCAST_KEYS_MAX = 500_000
+
+# --- snapshot contract: begin (copied verbatim from include/kafka_runbooks/snapshot_contract.py) ---
+REPLICAS_FILE = "replicas.parquet"  # one row per replica
+BROKERS_FILE = "brokers.parquet"  # one row per broker the cluster knows of, dead ones included
+META_FILE = "meta.json"  # when and from where the snapshot was taken (optional for the jobs)
+REPLICA_COLUMNS = (
+    ("taken_at_ms", "int64"),
+    ("topic", "string"),
+    ("partition", "int32"),
+    ("replica", "int32"),
+    ("replica_index", "int32"),
+    ("replication_factor", "int32"),
+    ("leader", "int32"),
+    ("leader_epoch", "int32"),
+    ("is_leader", "bool"),
+    ("in_isr", "bool"),
+    ("in_elr", "bool"),
+    ("isr_size", "int32"),
+    ("min_insync_replicas", "int32"),
+    ("broker_alive", "bool"),
+    ("broker_rack", "string"),
+    ("size_bytes", "int64"),
+    ("log_dir", "string"),
+)
+BROKER_COLUMNS = (
+    ("broker_id", "int32"),
+    ("host", "string"),
+    ("port", "int32"),
+    ("rack", "string"),
+    ("alive", "bool"),
+    ("fenced", "bool"),
+)
+PLAN_FILE = "plan.json"  # every moved partition's target, kafka-reassign-partitions' format
+CHUNKS_DIR = "chunks"  # chunks/0001.json ...: the same format, one file per chunk
+SUMMARY_FILE = "summary.json"  # written last: its presence means the planning job finished
+ERROR_FILE = "error.json"  # {"error": reason} instead of a plan, when no plan keeps the rules
 
 
 class PlanImpossible(Exception):
-    """The plan cannot be made as asked; the message says why (it goes to error.json)."""
+    """No plan keeps the rules; the reason goes to (and comes back from) error.json."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+
+    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
+    driver from its local filesystem.
+    """
+    replicas = spark.read.parquet(_join(snapshot, REPLICAS_FILE))
+    brokers = spark.read.parquet(_join(snapshot, BROKERS_FILE))
+    meta: dict[str, Any] = {}
+    meta_path = _join(snapshot, META_FILE)
+    if os.path.isfile(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    return replicas, brokers, meta
+
+
+# --- snapshot contract: end ---
+
+OUTPUT_FILES = (PLAN_FILE, SUMMARY_FILE, ERROR_FILE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,10 +184,6 @@ class Inputs:
 # Spark part.
 
 
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
-
-
 def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
     """Broker table with per-broker counts and bytes, and the partitions touched by ``failed``.
 
@@ -134,13 +194,7 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
     """
     from pyspark.sql import functions as F
 
-    replicas = spark.read.parquet(_join(snapshot, "replicas.parquet"))
-    brokers_df = spark.read.parquet(_join(snapshot, "brokers.parquet"))
-    meta: dict[str, Any] = {}
-    meta_path = _join(snapshot, "meta.json")
-    if os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    replicas, brokers_df, meta = load_snapshot(spark, snapshot)
 
     brokers: dict[int, BrokerInfo] = {}
     for row in brokers_df.select("broker_id", "rack", "alive", "fenced").collect():
@@ -554,7 +608,7 @@ def clear_output(out: str) -> None:
         path = os.path.join(out, name)
         if os.path.exists(path):
             os.remove(path)
-    shutil.rmtree(os.path.join(out, "chunks"), ignore_errors=True)
+    shutil.rmtree(os.path.join(out, CHUNKS_DIR), ignore_errors=True)
 
 
 def write_plan(
@@ -571,15 +625,15 @@ def write_plan(
 ) -> dict:
     """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
     ordered = [m for chunk in chunks for m in chunk]
-    os.makedirs(os.path.join(out, "chunks"), exist_ok=True)
+    os.makedirs(os.path.join(out, CHUNKS_DIR), exist_ok=True)
     chunk_entries = []
     for index, chunk in enumerate(chunks, start=1):
-        name = f"chunks/{index:04d}.json"
+        name = f"{CHUNKS_DIR}/{index:04d}.json"
         _write_json(os.path.join(out, name), _reassignment(chunk))
         chunk_entries.append(
             {"index": index, "file": name, "partitions": len(chunk), "bytes": sum(m.size for m in chunk)}
         )
-    _write_json(os.path.join(out, "plan.json"), _reassignment(ordered))
+    _write_json(os.path.join(out, PLAN_FILE), _reassignment(ordered))
     brokers = inputs.brokers
     per_broker = {}
     for b in sorted(brokers):
@@ -631,7 +685,7 @@ def write_plan(
             for m in ordered
         ],
     }
-    _write_json(os.path.join(out, "summary.json"), summary)
+    _write_json(os.path.join(out, SUMMARY_FILE), summary)
     return summary
 
 
@@ -717,7 +771,7 @@ def run(spark, argv: list[str] | None = None) -> int:
             out, inputs, failed, chosen, chunks, not_moved, before, balancer.moved, limits, args.snapshot
         )
     except PlanImpossible as exc:
-        _write_json(os.path.join(out, "error.json"), {"error": str(exc)})
+        _write_json(os.path.join(out, ERROR_FILE), {"error": str(exc)})
         print(f"plan impossible: {exc}", file=sys.stderr)
         return EXIT_IMPOSSIBLE
     finished = time.monotonic()

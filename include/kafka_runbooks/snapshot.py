@@ -2,7 +2,8 @@
 
 ``replicas.parquet`` has one row per replica (the unit every cluster-wide analysis
 groups by), ``brokers.parquet`` one row per broker the cluster knows of, dead ones
-included, and ``meta.json`` says when and from where the snapshot was taken.
+included, and ``meta.json`` says when and from where the snapshot was taken. The names,
+columns and types are the Spark jobs' contract, in ``kafka_runbooks.snapshot_contract``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,23 @@ import json
 from pathlib import Path
 
 from kafka_runbooks.model import ClusterState
+from kafka_runbooks.snapshot_contract import (
+    BROKER_COLUMNS,
+    BROKERS_FILE,
+    META_FILE,
+    REPLICA_COLUMNS,
+    REPLICAS_FILE,
+)
 
-REPLICAS_FILE = "replicas.parquet"
-BROKERS_FILE = "brokers.parquet"
-META_FILE = "meta.json"
+__all__ = [
+    "BROKERS_FILE",
+    "META_FILE",
+    "REPLICAS_FILE",
+    "broker_rows",
+    "replica_rows",
+    "schemas",
+    "write_snapshot",
+]
 
 
 def replica_rows(state: ClusterState) -> list[dict]:
@@ -66,37 +80,8 @@ def schemas():
     """The Parquet schemas of ``replicas.parquet`` and ``brokers.parquet`` (the Spark jobs' contract)."""
     import pyarrow as pa
 
-    replicas = pa.schema(
-        [
-            ("taken_at_ms", pa.int64()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("replica", pa.int32()),
-            ("replica_index", pa.int32()),
-            ("replication_factor", pa.int32()),
-            ("leader", pa.int32()),
-            ("leader_epoch", pa.int32()),
-            ("is_leader", pa.bool_()),
-            ("in_isr", pa.bool_()),
-            ("in_elr", pa.bool_()),
-            ("isr_size", pa.int32()),
-            ("min_insync_replicas", pa.int32()),
-            ("broker_alive", pa.bool_()),
-            ("broker_rack", pa.string()),
-            ("size_bytes", pa.int64()),
-            ("log_dir", pa.string()),
-        ]
-    )
-    brokers = pa.schema(
-        [
-            ("broker_id", pa.int32()),
-            ("host", pa.string()),
-            ("port", pa.int32()),
-            ("rack", pa.string()),
-            ("alive", pa.bool_()),
-            ("fenced", pa.bool_()),
-        ]
-    )
+    replicas = pa.schema([(name, pa.type_for_alias(kind)) for name, kind in REPLICA_COLUMNS])
+    brokers = pa.schema([(name, pa.type_for_alias(kind)) for name, kind in BROKER_COLUMNS])
     return replicas, brokers
 
 

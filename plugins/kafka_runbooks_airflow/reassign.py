@@ -340,6 +340,7 @@ def review_plan(
     from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
     from kafka_runbooks.reassign.plan import PlanImpossible, load_plan, read_snapshot_rows
     from kafka_runbooks.reassign.report import plan_markdown
+    from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
     snapshot_path = upstream_result_or_skip(snapshot_info, "snapshot_cluster", "the snapshot")["path"]
@@ -353,7 +354,7 @@ def review_plan(
         raise RuntimeError(
             f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
         ) from exc
-    summary = json.loads((plan_dir / "summary.json").read_text())
+    summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
     markdown = plan_markdown(
         summary,
         int(checked["throttle_bytes_per_sec"]),

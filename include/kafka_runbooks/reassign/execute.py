@@ -27,6 +27,7 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.reassign import progress, throttle
+from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.state_file import write_atomic
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
@@ -104,7 +105,7 @@ def save_state(path: Path, state: ExecState) -> None:
 def chunks_from_plan_dir(plan_dir: Path) -> list[ChunkState]:
     """The plan's ordered chunks (kafka-reassign-partitions' JSON) with each move's bytes."""
     plan_dir = Path(plan_dir)
-    summary = json.loads((plan_dir / "summary.json").read_text())
+    summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
     sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in summary.get("moves", [])}
     out = []
     for entry in sorted(summary["chunks"], key=lambda c: c["index"]):

@@ -16,15 +16,18 @@ from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
+from kafka_runbooks.snapshot_contract import (
+    BROKERS_FILE,
+    ERROR_FILE,
+    PLAN_FILE,
+    REPLICAS_FILE,
+    SUMMARY_FILE,
+    PlanImpossible,
+)
+
+__all__ = ["PlanImpossible", "Plan", "PartitionTarget", "check_plan", "load_plan", "read_snapshot_rows"]
+
 MAX_LISTED_VIOLATIONS = 50
-
-
-class PlanImpossible(Exception):
-    """The planner refused: no plan keeps the rules (its reason is in error.json)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -110,14 +113,14 @@ def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
 def load_plan(out_dir: Path | str) -> Plan:
     """Read a planning job's output; PlanImpossible when it wrote error.json instead."""
     out = Path(out_dir)
-    error = out / "error.json"
+    error = out / ERROR_FILE
     if error.exists():
         raise PlanImpossible(str(_read_json(error).get("error", "the planner gave no reason")))
-    summary_path = out / "summary.json"
+    summary_path = out / SUMMARY_FILE
     if not summary_path.exists():
         raise FileNotFoundError(f"{summary_path} missing: the planning job did not finish")
     summary = _read_json(summary_path)
-    partitions = _targets(_read_json(out / "plan.json"), out / "plan.json")
+    partitions = _targets(_read_json(out / PLAN_FILE), out / PLAN_FILE)
     chunks = []
     for position, entry in enumerate(summary.get("chunks", []), start=1):
         if int(entry["index"]) != position:
@@ -147,7 +150,7 @@ class SnapshotRows:
             yield from batch.to_pylist()
 
 
-REPLICA_COLUMNS = [
+CHECKED_COLUMNS = [  # the replica columns check_plan reads
     "topic",
     "partition",
     "replica",
@@ -164,8 +167,8 @@ def read_snapshot_rows(snapshot_dir: Path | str) -> tuple[SnapshotRows, list[dic
     import pyarrow.parquet as pq
 
     snapshot = Path(snapshot_dir)
-    brokers = pq.read_table(snapshot / "brokers.parquet").to_pylist()
-    return SnapshotRows(snapshot / "replicas.parquet", REPLICA_COLUMNS), brokers
+    brokers = pq.read_table(snapshot / BROKERS_FILE).to_pylist()
+    return SnapshotRows(snapshot / REPLICAS_FILE, CHECKED_COLUMNS), brokers
 
 
 def _rack(racks: Mapping[int, str | None], broker: int) -> tuple:
