@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import takewhile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kafka_runbooks.snapshot_contract import (
     BROKERS_FILE,
@@ -25,7 +25,18 @@ from kafka_runbooks.snapshot_contract import (
     PlanImpossible,
 )
 
-__all__ = ["PlanImpossible", "Plan", "PartitionTarget", "check_plan", "load_plan", "read_snapshot_rows"]
+__all__ = [
+    "RULES",
+    "PartitionTarget",
+    "Plan",
+    "PlanImpossible",
+    "PlanModel",
+    "PlanRule",
+    "check_plan",
+    "load_plan",
+    "plan_model",
+    "read_snapshot_rows",
+]
 
 MAX_LISTED_VIOLATIONS = 50
 
@@ -201,21 +212,59 @@ def _undo_leader_choice(old: tuple[int, ...], new: tuple[int, ...], failed: set[
     return new
 
 
-def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterable[Mapping]) -> list[str]:
-    """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
+Key = tuple[str, int]
+Violation = str  # one broken rule, said in a sentence that names the partition or broker
 
-    Two passes over ``replica_rows`` (re-iterable; a one-shot iterator is materialised): the first
-    counts per broker and finds the partitions that matter (planned, with a failed replica, or
-    with an unreported size); the second keeps only those partitions' rows.
+
+@dataclass
+class PlanModel:
+    """What the rules check a plan against: the snapshot as the plan's brokers see it.
+
+    Built once per check from two passes over the replica rows: the first counts per broker
+    and finds the partitions that matter (planned, with a failed replica, or with an
+    unreported size); the second keeps only those partitions' rows.
     """
+
+    failed: set[int]
+    receivers: set[int]
+    planned: dict[Key, PartitionTarget]
+    alive: dict[int, bool]
+    racks: dict[int, str | None]
+    count: Counter  # replicas per broker
+    leaders: Counter  # preferred leaderships (first replica of a partition) per broker
+    reported: Counter  # bytes per broker as its log dirs reported them
+    rows_of: dict[Key, list[Mapping]]
+    current: dict[Key, tuple[int, ...]]
+    size: dict[Key, int]
+
+    def replaced(self) -> list[tuple[Key, int, int]]:
+        """(partition, position in the target, receiver) of every failed replica a receiver replaces."""
+        slots = []
+        for key, target in self.planned.items():
+            old, new = self.current.get(key), target.replicas
+            if old is None or len(new) != len(old):
+                continue
+            for was, now in zip(old, _undo_leader_choice(old, new, self.failed)):
+                if was in self.failed and now in self.receivers:
+                    slots.append((key, new.index(now), now))
+        return slots
+
+    def leaders_after(self) -> Counter:
+        """Preferred leaderships per broker once the plan is done."""
+        after = Counter(self.leaders)
+        for key, target in self.planned.items():
+            if key in self.current and self.current[key] and target.replicas:
+                after[self.current[key][0]] -= 1
+                after[target.replicas[0]] += 1
+        return after
+
+
+def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterable[Mapping]) -> PlanModel:
+    """The snapshot read for checking ``plan`` (``replica_rows`` is iterated twice)."""
     if iter(replica_rows) is replica_rows:
         replica_rows = list(replica_rows)
-    violations: list[str] = []
     failed = set(plan.failed_brokers)
-    receivers = set(plan.receivers)
     planned = {t.key: t for t in plan.partitions}
-    summary = plan.summary
-
     alive: dict[int, bool] = {}
     racks: dict[int, str | None] = {}
     for row in broker_rows:
@@ -224,9 +273,9 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         racks[b] = row.get("rack")
 
     count: Counter = Counter()
-    leaders: Counter = Counter()  # preferred leaderships: first replica of a partition
+    leaders: Counter = Counter()
     reported: Counter = Counter()
-    interesting: set[tuple[str, int]] = set(planned)
+    interesting: set[Key] = set(planned)
     for row in replica_rows:
         b = int(row["replica"])
         count[b] += 1
@@ -238,67 +287,117 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
             racks.setdefault(b, row.get("broker_rack"))
         if b in failed or row["size_bytes"] is None:
             interesting.add((row["topic"], int(row["partition"])))
-    rows_of: dict[tuple[str, int], list[Mapping]] = defaultdict(list)
+    rows_of: dict[Key, list[Mapping]] = defaultdict(list)
     for row in replica_rows:
         key = (row["topic"], int(row["partition"]))
         if key in interesting:
             rows_of[key].append(row)
 
-    current: dict[tuple[str, int], tuple[int, ...]] = {}
-    size: dict[tuple[str, int], int] = {}
+    current: dict[Key, tuple[int, ...]] = {}
+    size: dict[Key, int] = {}
     for key, rows in rows_of.items():
         rows.sort(key=lambda r: int(r["replica_index"]))
         current[key] = tuple(int(r["replica"]) for r in rows)
         size[key] = max((r["size_bytes"] for r in rows if r["size_bytes"] is not None), default=0)
+    return PlanModel(
+        failed=failed,
+        receivers=set(plan.receivers),
+        planned=planned,
+        alive=alive,
+        racks=racks,
+        count=count,
+        leaders=leaders,
+        reported=reported,
+        rows_of=rows_of,
+        current=current,
+        size=size,
+    )
 
-    def report(text: str) -> None:
-        violations.append(text)
 
-    # Brokers named by the plan.
-    unknown_failed = sorted(failed - set(alive))
-    if unknown_failed:
-        report(f"failed broker(s) {unknown_failed} unknown to the snapshot")
-    if receivers & failed:
-        report(f"receivers include failed broker(s) {sorted(receivers & failed)}")
-    bad_receivers = sorted(b for b in receivers if not alive.get(b, False))
-    if bad_receivers:
-        report(f"receiver(s) {bad_receivers} not live brokers")
+class PlanRule(Protocol):
+    """One family of rules a plan must keep (one class each, like Cruise Control's goals)."""
 
-    # Which partitions must move: those with a failed replica and a live one left to copy from.
-    must_move = set()
-    for key, replicas in current.items():
-        if failed & set(replicas) and any(alive.get(b, False) for b in replicas if b not in failed):
-            must_move.add(key)
-    for key in sorted(must_move - set(planned)):
-        report(f"{key[0]}-{key[1]} {list(current[key])} has a replica on a failed broker but is not planned")
-    for key in sorted(set(planned) - must_move):
-        if key not in current:
-            report(f"{key[0]}-{key[1]} is planned but not in the snapshot")
-        else:
-            report(f"{key[0]}-{key[1]} {list(current[key])} is planned but has no failed replica to replace")
+    name: str
 
-    # Per partition: RF, duplicates, positions, receivers, racks.
-    slots: list[tuple[tuple[str, int], int, int]] = []  # (partition, position, receiver)
-    for key, target in planned.items():
-        if key not in current:
-            continue
-        name = f"{key[0]}-{key[1]}"
-        old, new = current[key], target.replicas
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]: ...
+
+
+class NamedBrokers:
+    """The failed brokers are known to the snapshot; the receivers are live and not failed."""
+
+    name = "brokers named by the plan"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        unknown_failed = sorted(model.failed - set(model.alive))
+        if unknown_failed:
+            out.append(f"failed broker(s) {unknown_failed} unknown to the snapshot")
+        if model.receivers & model.failed:
+            out.append(f"receivers include failed broker(s) {sorted(model.receivers & model.failed)}")
+        bad_receivers = sorted(b for b in model.receivers if not model.alive.get(b, False))
+        if bad_receivers:
+            out.append(f"receiver(s) {bad_receivers} not live brokers")
+        return out
+
+
+class PlannedPartitions:
+    """Exactly the partitions with a failed replica and a live one left to copy from are planned."""
+
+    name = "which partitions move"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        must_move = {
+            key
+            for key, replicas in model.current.items()
+            if model.failed & set(replicas)
+            and any(model.alive.get(b, False) for b in replicas if b not in model.failed)
+        }
+        for key in sorted(must_move - set(model.planned)):
+            out.append(
+                f"{key[0]}-{key[1]} {list(model.current[key])} has a replica on a failed broker but is not planned"
+            )
+        for key in sorted(set(model.planned) - must_move):
+            if key not in model.current:
+                out.append(f"{key[0]}-{key[1]} is planned but not in the snapshot")
+            else:
+                out.append(
+                    f"{key[0]}-{key[1]} {list(model.current[key])} is planned but has no failed replica to replace"
+                )
+        return out
+
+
+class PartitionTargets:
+    """Per partition: RF kept, no broker twice, only failed replicas move, to receivers, racks kept."""
+
+    name = "each partition's target"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out: list[Violation] = []
+        for key, target in model.planned.items():
+            if key in model.current:
+                out += self._partition(model, f"{key[0]}-{key[1]}", model.current[key], target.replicas)
+        return out
+
+    @staticmethod
+    def _partition(
+        model: PlanModel, name: str, old: tuple[int, ...], new: tuple[int, ...]
+    ) -> list[Violation]:
+        failed, racks = model.failed, model.racks
         if len(new) != len(old):
-            report(f"{name}: replication factor {len(old)} becomes {len(new)}")
-            continue
+            return [f"{name}: replication factor {len(old)} becomes {len(new)}"]
+        out = []
         if len(set(new)) != len(new):
-            report(f"{name}: target {list(new)} names a broker twice")
-        laid_out = _undo_leader_choice(old, new, failed)
-        for i, (was, now) in enumerate(zip(old, laid_out)):
+            out.append(f"{name}: target {list(new)} names a broker twice")
+        for i, (was, now) in enumerate(zip(old, _undo_leader_choice(old, new, failed))):
             if was not in failed:
                 if now != was:
                     what = "preferred leader" if i == 0 else "replica"
-                    report(f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)")
-            elif now not in receivers:
-                report(f"{name}: failed replica {was} replaced by {now}, not a receiver")
-            else:
-                slots.append((key, new.index(now), now))
+                    out.append(
+                        f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)"
+                    )
+            elif now not in model.receivers:
+                out.append(f"{name}: failed replica {was} replaced by {now}, not a receiver")
         before_racks, after_racks = _distinct_racks(racks, old), _distinct_racks(racks, new)
         if after_racks < before_racks:
             rack_counts = Counter(_rack(racks, b) for b in new)
@@ -306,17 +405,28 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
                 old[i] in failed and rack_counts[_rack(racks, new[i])] > 1 for i in range(len(new))
             )
             used = set(rack_counts)
-            spare = [s for s in receivers if s not in new and _rack(racks, s) not in used]
+            spare = [s for s in model.receivers if s not in new and _rack(racks, s) not in used]
             if duplicated_new and spare:
-                report(
+                out.append(
                     f"{name}: racks go from {before_racks} to {after_racks} although receiver {min(spare)} "
                     f"would keep them"
                 )
+        return out
 
-    # Balance: no replica could go to a receiver with at least two fewer moved replicas.
-    moved = Counter({b: 0 for b in receivers})
-    moved.update(r for _, _, r in slots)
-    if moved:
+
+class ReceiverBalance:
+    """No replica could go to a receiver with at least two fewer moved replicas (racks kept)."""
+
+    name = "moved replicas balanced over the receivers"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        racks = model.racks
+        slots = model.replaced()
+        moved = Counter({b: 0 for b in model.receivers})
+        moved.update(r for _, _, r in slots)
+        if not moved:
+            return []
+        out = []
         low = min(moved.values())
         by_rack: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         for b, n in moved.items():
@@ -327,7 +437,7 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         for key, i, r in slots:
             if moved[r] < low + 2 or r in flagged:
                 continue
-            target = planned[key].replicas
+            target = model.planned[key].replicas
             keep = _distinct_racks(racks, target)
             others = {_rack(racks, b) for j, b in enumerate(target) if j != i}
             for group, members in by_rack.items():
@@ -343,127 +453,188 @@ def check_plan(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
                     None,
                 )
                 if s is not None:
-                    report(
+                    out.append(
                         f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
                         f"to receiver {s} with {moved[s]}"
                     )
                     flagged.add(r)
                     break
+        return out
 
-    # Preferred leaders: where the failed replica led, the chosen first replica leaves no other
-    # replica of that partition with at least two fewer preferred leaderships (live brokers).
-    leaders_after = Counter(leaders)
-    for key, target in planned.items():
-        if key in current and current[key] and target.replicas:
-            leaders_after[current[key][0]] -= 1
-            leaders_after[target.replicas[0]] += 1
-    for key, target in sorted(planned.items()):
-        old = current.get(key)
-        if not old or old[0] not in failed or len(target.replicas) != len(old):
-            continue
-        first = target.replicas[0]
-        fewer = [b for b in target.replicas[1:] if leaders_after[b] <= leaders_after[first] - 2]
-        if fewer:
-            other = min(fewer, key=lambda b: (leaders_after[b], b))
-            report(
-                f"preferred leaders unbalanced: {key[0]}-{key[1]} gets preferred leader {first} with "
-                f"{leaders_after[first]} preferred leaderships, its replica {other} has {leaders_after[other]}"
+
+class PreferredLeaderBalance:
+    """Where the failed replica led, the chosen first replica leaves no other replica of that
+    partition with at least two fewer preferred leaderships (live brokers)."""
+
+    name = "preferred leaders balanced"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        leaders_after = model.leaders_after()
+        for key, target in sorted(model.planned.items()):
+            old = model.current.get(key)
+            if not old or old[0] not in model.failed or len(target.replicas) != len(old):
+                continue
+            first = target.replicas[0]
+            fewer = [b for b in target.replicas[1:] if leaders_after[b] <= leaders_after[first] - 2]
+            if fewer:
+                other = min(fewer, key=lambda b: (leaders_after[b], b))
+                out.append(
+                    f"preferred leaders unbalanced: {key[0]}-{key[1]} gets preferred leader {first} with "
+                    f"{leaders_after[first]} preferred leaderships, its replica {other} has {leaders_after[other]}"
+                )
+        return out
+
+
+class Chunks:
+    """Each planned partition in exactly one chunk, within the limits, as the summary says."""
+
+    name = "chunks"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        summary, planned, size = plan.summary, model.planned, model.size
+        max_partitions = summary.get("max_partitions_per_chunk")
+        max_bytes = summary.get("max_bytes_per_chunk")
+        seen: Counter = Counter()
+        entries = summary.get("chunks", [])
+        if len(entries) != len(plan.chunks):
+            out.append(f"summary lists {len(entries)} chunks, {len(plan.chunks)} read")
+        for index, chunk in enumerate(plan.chunks, start=1):
+            keys = [t.key for t in chunk]
+            seen.update(keys)
+            chunk_bytes = sum(size.get(k, 0) for k in keys)
+            if not chunk:
+                out.append(f"chunk {index} is empty")
+            if max_partitions is not None and len(chunk) > max_partitions:
+                out.append(f"chunk {index} has {len(chunk)} partitions, more than {max_partitions}")
+            if max_bytes is not None and chunk_bytes > max_bytes and len(chunk) > 1:
+                out.append(f"chunk {index} holds {chunk_bytes} bytes, more than {max_bytes}")
+            for t in chunk:
+                if t.key in planned and planned[t.key].replicas != t.replicas:
+                    out.append(
+                        f"chunk {index}: {t.topic}-{t.partition} target {list(t.replicas)} differs from plan.json"
+                    )
+            if index <= len(entries):
+                entry = entries[index - 1]
+                if entry.get("partitions") != len(chunk) or entry.get("bytes") != chunk_bytes:
+                    out.append(
+                        f"summary chunk {index}: {entry.get('partitions')} partitions / {entry.get('bytes')} bytes, "
+                        f"files hold {len(chunk)} / {chunk_bytes}"
+                    )
+        for key in sorted(set(planned) - set(seen)):
+            out.append(f"{key[0]}-{key[1]} is in no chunk")
+        for key, n in sorted(seen.items()):
+            if n > 1:
+                out.append(f"{key[0]}-{key[1]} is in {n} chunks")
+            if key not in planned:
+                out.append(f"{key[0]}-{key[1]} is in a chunk but not in plan.json")
+        return out
+
+
+class SummaryFigures:
+    """The summary's totals and moves agree with plan.json and the snapshot's sizes."""
+
+    name = "summary figures"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        summary, planned, size = plan.summary, model.planned, model.size
+        if summary.get("partitions") != len(planned):
+            out.append(f"summary says {summary.get('partitions')} partitions, plan.json has {len(planned)}")
+        total = sum(size.get(k, 0) for k in planned)
+        if summary.get("bytes") != total:
+            out.append(f"summary says {summary.get('bytes')} bytes, the snapshot's sizes add up to {total}")
+        if not summary.get("replication_factor_kept"):
+            out.append("summary does not say the replication factor is kept")
+        for m in summary.get("moves", []):
+            key = (m["topic"], m["partition"])
+            if key in planned and (
+                tuple(m["to"]) != planned[key].replicas
+                or tuple(m["from"]) != model.current.get(key)
+                or m["bytes"] != size.get(key)
+            ):
+                out.append(f"summary move of {key[0]}-{key[1]} disagrees with plan.json or the snapshot")
+        if len(summary.get("moves", [])) != len(planned):
+            out.append(
+                f"summary lists {len(summary.get('moves', []))} moves for {len(planned)} planned partitions"
             )
+        return out
 
-    # Chunks: each planned partition exactly once, within the limits, in the summary's figures.
-    max_partitions = summary.get("max_partitions_per_chunk")
-    max_bytes = summary.get("max_bytes_per_chunk")
-    seen: Counter = Counter()
-    entries = summary.get("chunks", [])
-    if len(entries) != len(plan.chunks):
-        report(f"summary lists {len(entries)} chunks, {len(plan.chunks)} read")
-    for index, chunk in enumerate(plan.chunks, start=1):
-        keys = [t.key for t in chunk]
-        seen.update(keys)
-        chunk_bytes = sum(size.get(k, 0) for k in keys)
-        if not chunk:
-            report(f"chunk {index} is empty")
-        if max_partitions is not None and len(chunk) > max_partitions:
-            report(f"chunk {index} has {len(chunk)} partitions, more than {max_partitions}")
-        if max_bytes is not None and chunk_bytes > max_bytes and len(chunk) > 1:
-            report(f"chunk {index} holds {chunk_bytes} bytes, more than {max_bytes}")
-        for t in chunk:
-            if t.key in planned and planned[t.key].replicas != t.replicas:
-                report(
-                    f"chunk {index}: {t.topic}-{t.partition} target {list(t.replicas)} differs from plan.json"
-                )
-        if index <= len(entries):
-            entry = entries[index - 1]
-            if entry.get("partitions") != len(chunk) or entry.get("bytes") != chunk_bytes:
-                report(
-                    f"summary chunk {index}: {entry.get('partitions')} partitions / {entry.get('bytes')} bytes, "
-                    f"files hold {len(chunk)} / {chunk_bytes}"
-                )
-    for key in sorted(set(planned) - set(seen)):
-        report(f"{key[0]}-{key[1]} is in no chunk")
-    for key, n in sorted(seen.items()):
-        if n > 1:
-            report(f"{key[0]}-{key[1]} is in {n} chunks")
-        if key not in planned:
-            report(f"{key[0]}-{key[1]} is in a chunk but not in plan.json")
 
-    # Summary figures.
-    if summary.get("partitions") != len(planned):
-        report(f"summary says {summary.get('partitions')} partitions, plan.json has {len(planned)}")
-    total = sum(size.get(k, 0) for k in planned)
-    if summary.get("bytes") != total:
-        report(f"summary says {summary.get('bytes')} bytes, the snapshot's sizes add up to {total}")
-    if not summary.get("replication_factor_kept"):
-        report("summary does not say the replication factor is kept")
-    for m in summary.get("moves", []):
-        key = (m["topic"], m["partition"])
-        if key in planned and (
-            tuple(m["to"]) != planned[key].replicas
-            or tuple(m["from"]) != current.get(key)
-            or m["bytes"] != size.get(key)
-        ):
-            report(f"summary move of {key[0]}-{key[1]} disagrees with plan.json or the snapshot")
-    if len(summary.get("moves", [])) != len(planned):
-        report(f"summary lists {len(summary.get('moves', []))} moves for {len(planned)} planned partitions")
+class PerBrokerFigures:
+    """The summary's per-broker counts before and after: bytes are what the broker reported, the
+    partition's size where it reported none."""
 
-    # Per broker: bytes are what the broker reported, the partition size where it reported none.
-    bytes_before = Counter(reported)
-    for key, rows in rows_of.items():
-        for r in rows:
-            if r["size_bytes"] is None:
-                bytes_before[int(r["replica"])] += size[key]
-    bytes_after = Counter(bytes_before)
-    replicas_after = Counter(count)
-    for key, target in planned.items():
-        if key not in current:
-            continue
-        # by membership, not position: a reordered list moves no data
-        for r in rows_of[key]:
-            was = int(r["replica"])
-            if was not in target.replicas:
-                replicas_after[was] -= 1
-                bytes_after[was] -= size[key] if r["size_bytes"] is None else r["size_bytes"]
-        for now in set(target.replicas) - set(current[key]):
-            replicas_after[now] += 1
-            bytes_after[now] += size[key]
-    per_broker = summary.get("per_broker", {})
-    for b in sorted(set(count) | set(alive)):
-        got = per_broker.get(str(b))
-        want = {
-            "replicas_before": count[b],
-            "replicas_after": replicas_after[b],
-            "bytes_before": bytes_before[b],
-            "bytes_after": bytes_after[b],
-            "leaders_before": leaders[b],
-            "leaders_after": leaders_after[b],
-        }
-        if got is None:
-            report(f"summary has no per-broker entry for broker {b}")
-            continue
-        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
-        if wrong:
-            report(f"summary per-broker figures of broker {b} wrong (summary, snapshot): {wrong}")
+    name = "per-broker figures"
 
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out = []
+        size = model.size
+        bytes_before = Counter(model.reported)
+        for key, rows in model.rows_of.items():
+            for r in rows:
+                if r["size_bytes"] is None:
+                    bytes_before[int(r["replica"])] += size[key]
+        bytes_after = Counter(bytes_before)
+        replicas_after = Counter(model.count)
+        for key, target in model.planned.items():
+            if key not in model.current:
+                continue
+            # by membership, not position: a reordered list moves no data
+            for r in model.rows_of[key]:
+                was = int(r["replica"])
+                if was not in target.replicas:
+                    replicas_after[was] -= 1
+                    bytes_after[was] -= size[key] if r["size_bytes"] is None else r["size_bytes"]
+            for now in set(target.replicas) - set(model.current[key]):
+                replicas_after[now] += 1
+                bytes_after[now] += size[key]
+        leaders_after = model.leaders_after()
+        per_broker = plan.summary.get("per_broker", {})
+        for b in sorted(set(model.count) | set(model.alive)):
+            got = per_broker.get(str(b))
+            want = {
+                "replicas_before": model.count[b],
+                "replicas_after": replicas_after[b],
+                "bytes_before": bytes_before[b],
+                "bytes_after": bytes_after[b],
+                "leaders_before": model.leaders[b],
+                "leaders_after": leaders_after[b],
+            }
+            if got is None:
+                out.append(f"summary has no per-broker entry for broker {b}")
+                continue
+            wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+            if wrong:
+                out.append(f"summary per-broker figures of broker {b} wrong (summary, snapshot): {wrong}")
+        return out
+
+
+RULES: tuple[PlanRule, ...] = (
+    NamedBrokers(),
+    PlannedPartitions(),
+    PartitionTargets(),
+    ReceiverBalance(),
+    PreferredLeaderBalance(),
+    Chunks(),
+    SummaryFigures(),
+    PerBrokerFigures(),
+)
+
+
+def check_plan(
+    plan: Plan,
+    replica_rows: Iterable[Mapping],
+    broker_rows: Iterable[Mapping],
+    rules: Iterable[PlanRule] = RULES,
+) -> list[Violation]:
+    """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
+
+    ``replica_rows`` is read twice (re-iterable; a one-shot iterator is materialised).
+    """
+    model = plan_model(plan, replica_rows, broker_rows)
+    violations = [v for rule in rules for v in rule.check(plan, model)]
     if len(violations) > MAX_LISTED_VIOLATIONS:
         violations = violations[:MAX_LISTED_VIOLATIONS] + [
             f"... and {len(violations) - MAX_LISTED_VIOLATIONS} more violations"
