@@ -77,7 +77,7 @@ def test_only_reassignments_to_exactly_our_target_are_ours():
 def test_throttle_covers_live_sources_and_new_replicas_only():
     plan = throttle_plan(
         [("t", 0, (1, 4), (1, 2)), ("t", 1, (4, 3), (2, 3)), ("u", 0, (1, 2), (1, 2))], {1, 2, 3}, 1000
-    )
+    ).as_dict()
     assert plan["rate"] == 1000
     assert sorted(plan["brokers"]) == ["1", "2", "3"]
     assert plan["topics"] == {"t": {"leader": ["0:1", "1:3"], "follower": ["0:2", "1:2"]}}

@@ -17,13 +17,13 @@ run or a new run picks up where the last one stopped and nothing moves twice:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.reassign import progress, throttle
@@ -76,17 +76,21 @@ class ExecState:
     failed_brokers: list[int]
     throttle_bytes_per_sec: int
     chunks: list[ChunkState]
-    throttle: dict[str, Any] | None = None
+    throttle: throttle.ThrottleRecord | None = None
     finished: bool = False
     stopped: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        raw = asdict(self)
+        raw["throttle"] = None if self.throttle is None else self.throttle.as_dict()
+        return json.dumps(raw, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ExecState:
         raw = json.loads(text)
         raw["chunks"] = [ChunkState(**c) for c in raw["chunks"]]
+        if raw.get("throttle") is not None:
+            raw["throttle"] = throttle.ThrottleRecord.from_dict(raw["throttle"])
         return cls(**raw)
 
     def in_flight_targets(self) -> dict[str, list[int]]:
@@ -324,7 +328,7 @@ class ChunkExecutor:
         if state.throttle is None:
             return {}
         left = throttle.remove(self.admin.gaps, state.throttle, live=live, logger=self.log)
-        state.throttle = None if not left else {**state.throttle, "left": left}
+        state.throttle = None if not left else dataclasses.replace(state.throttle, left=left)
         self.checkpoint(state)
         return left
 

@@ -16,6 +16,7 @@ killed task's ``on_kill`` or the next run can always take it off again.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -28,16 +29,66 @@ BROKER_KEYS = [LEADER_RATE, FOLLOWER_RATE]
 TOPIC_KEYS = [LEADER_REPLICAS, FOLLOWER_REPLICAS]
 
 
+@dataclass
+class TopicThrottle:
+    """The ``partition:broker`` items one topic's throttled-replicas lists get."""
+
+    leader: list[str] = field(default_factory=list)  # the existing replicas that send
+    follower: list[str] = field(default_factory=list)  # the new replicas that fetch
+
+
+@dataclass
+class ThrottleRecord:
+    """What one chunk's throttle sets, written to the state file before it is set.
+
+    ``previous`` holds each broker's rates as they were (None: not read yet; a value
+    None: not set), put back on removal. ``left`` names what removal could not take off.
+    """
+
+    rate: int
+    brokers: dict[str, dict[str, dict[str, str | None]]] = field(default_factory=dict)
+    topics: dict[str, TopicThrottle] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
+
+    def previous(self, broker: str) -> dict[str, str | None] | None:
+        return self.brokers[broker].get("previous")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The state file's JSON shape (the same as when the record was a plain dict)."""
+        out: dict[str, Any] = {
+            "rate": self.rate,
+            "brokers": {b: dict(e) for b, e in self.brokers.items()},
+            "topics": {
+                t: {"leader": list(e.leader), "follower": list(e.follower)} for t, e in self.topics.items()
+            },
+        }
+        if self.left:
+            out["left"] = dict(self.left)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ThrottleRecord:
+        return cls(
+            rate=int(raw["rate"]),
+            brokers={str(b): dict(e) for b, e in raw.get("brokers", {}).items()},
+            topics={
+                t: TopicThrottle(list(e.get("leader", [])), list(e.get("follower", [])))
+                for t, e in raw.get("topics", {}).items()
+            },
+            left=dict(raw.get("left") or {}),
+        )
+
+
 def throttle_plan(
     moves: list[tuple[str, int, tuple[int, ...], tuple[int, ...]]], live: set[int], rate: int
-) -> dict[str, Any]:
+) -> ThrottleRecord:
     """The configs one chunk needs: ``moves`` = (topic, partition, current replicas, target).
 
     Leaders: every live current replica (any of them may lead and serve the new one);
     followers: the replicas being added. Rates on every live broker involved.
     """
     brokers: set[int] = set()
-    topics: dict[str, dict[str, list[str]]] = {}
+    topics: dict[str, TopicThrottle] = {}
     for topic, partition, current, target in moves:
         adding = [b for b in target if b not in current]
         if not adding:
@@ -45,44 +96,47 @@ def throttle_plan(
         sources = [b for b in current if b in live]
         brokers.update(sources)
         brokers.update(b for b in adding if b in live)
-        entry = topics.setdefault(topic, {"leader": [], "follower": []})
-        entry["leader"].extend(f"{partition}:{b}" for b in sources)
-        entry["follower"].extend(f"{partition}:{b}" for b in adding)
-    return {
-        "rate": int(rate),
-        "brokers": {str(b): {} for b in sorted(brokers)},
-        "topics": {t: {k: sorted(set(v)) for k, v in e.items()} for t, e in sorted(topics.items())},
-    }
+        entry = topics.setdefault(topic, TopicThrottle())
+        entry.leader.extend(f"{partition}:{b}" for b in sources)
+        entry.follower.extend(f"{partition}:{b}" for b in adding)
+    return ThrottleRecord(
+        rate=int(rate),
+        brokers={str(b): {} for b in sorted(brokers)},
+        topics={
+            t: TopicThrottle(sorted(set(e.leader)), sorted(set(e.follower)))
+            for t, e in sorted(topics.items())
+        },
+    )
 
 
 class ThrottleError(RuntimeError):
     """A throttle config could not be set or removed; the message names the resource."""
 
 
-def read_previous_rates(gaps, record: dict[str, Any]) -> None:
+def read_previous_rates(gaps, record: ThrottleRecord) -> None:
     """Fill each broker's ``previous`` rates (None = not set) before they are overwritten."""
     from kafka_runbooks.kafka_python_gaps import describe_config_values
 
-    for broker, entry in record["brokers"].items():
+    for broker, entry in record.brokers.items():
         if "previous" in entry:
             continue
         values = describe_config_values(gaps, "broker", [broker], BROKER_KEYS)[broker]
         entry["previous"] = {k: values.get(k) for k in BROKER_KEYS}
 
 
-def apply(gaps, record: dict[str, Any], logger: logging.Logger | None = None) -> None:
+def apply(gaps, record: ThrottleRecord, logger: logging.Logger | None = None) -> None:
     """Set the rates on the brokers and append the throttled replicas on the topics."""
     from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
 
-    rate = str(record["rate"])
-    broker_changes = {b: {k: ("SET", rate) for k in BROKER_KEYS} for b in record["brokers"]}
+    rate = str(record.rate)
+    broker_changes = {b: {k: ("SET", rate) for k in BROKER_KEYS} for b in record.brokers}
     topic_changes = {
         t: {
             key: ("APPEND", ",".join(items))
-            for key, items in ((LEADER_REPLICAS, e["leader"]), (FOLLOWER_REPLICAS, e["follower"]))
+            for key, items in ((LEADER_REPLICAS, e.leader), (FOLLOWER_REPLICAS, e.follower))
             if items
         }
-        for t, e in record["topics"].items()
+        for t, e in record.topics.items()
     }
     failures = {
         f"broker {n}": r
@@ -103,17 +157,17 @@ def apply(gaps, record: dict[str, Any], logger: logging.Logger | None = None) ->
         "set the replication throttle",
         "so the copy does not saturate the network (the rate is per broker, for the replicas that move)",
         observed={
-            "rate_bytes_per_sec": record["rate"],
-            "brokers": list(record["brokers"]),
-            "topics": record["topics"],
+            "rate_bytes_per_sec": record.rate,
+            "brokers": list(record.brokers),
+            "topics": record.as_dict()["topics"],
         },
-        action=f"{LEADER_RATE}/{FOLLOWER_RATE}={rate} on brokers {list(record['brokers'])}; "
-        f"{LEADER_REPLICAS}/{FOLLOWER_REPLICAS} appended on {len(record['topics'])} topic(s)",
+        action=f"{LEADER_RATE}/{FOLLOWER_RATE}={rate} on brokers {list(record.brokers)}; "
+        f"{LEADER_REPLICAS}/{FOLLOWER_REPLICAS} appended on {len(record.topics)} topic(s)",
         logger=logger,
     )
 
 
-def remove(gaps, record: dict[str, Any], live: set[int] | None = None, logger=None) -> dict[str, str]:
+def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=None) -> dict[str, str]:
     """Take off what ``record`` set; returns what could not be removed (resource -> why).
 
     Broker rates go back to their previous value (deleted when there was none). Topic
@@ -125,7 +179,7 @@ def remove(gaps, record: dict[str, Any], live: set[int] | None = None, logger=No
 
     left: dict[str, str] = {}
     broker_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
-    for broker, entry in record.get("brokers", {}).items():
+    for broker, entry in record.brokers.items():
         if live is not None and int(broker) not in live:
             left[f"broker {broker}"] = "not available"
             continue
@@ -137,17 +191,14 @@ def remove(gaps, record: dict[str, Any], live: set[int] | None = None, logger=No
     for name, result in incremental_alter_configs(gaps, "broker", broker_changes).items():
         if result != "OK":
             left[f"broker {name}"] = result
-    topics = list(record.get("topics", {}))
+    topics = list(record.topics)
     current = describe_config_values(gaps, "topic", topics, TOPIC_KEYS) if topics else {}
     topic_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
     for topic in topics:
-        ours = record["topics"][topic]
+        ours = record.topics[topic]
         now = current.get(topic, {})
         changes = {}
-        for key, items in (
-            (LEADER_REPLICAS, ours.get("leader", [])),
-            (FOLLOWER_REPLICAS, ours.get("follower", [])),
-        ):
+        for key, items in ((LEADER_REPLICAS, ours.leader), (FOLLOWER_REPLICAS, ours.follower)):
             value = now.get(key)
             if value is None:
                 continue
@@ -162,7 +213,7 @@ def remove(gaps, record: dict[str, Any], live: set[int] | None = None, logger=No
         "remove the replication throttle" if not left else "remove the replication throttle (partly)",
         "the chunk is over (done, failed or stopped): a throttle left behind would slow every later "
         "replica catch-up on these brokers",
-        observed={"brokers": list(record.get("brokers", {})), "topics": topics, "left": left},
+        observed={"brokers": list(record.brokers), "topics": topics, "left": left},
         action="rates restored or deleted; throttled replicas taken out",
         logger=logger,
         level=logging.INFO if not left else logging.WARNING,
