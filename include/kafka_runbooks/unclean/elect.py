@@ -347,6 +347,9 @@ def _write_report(path: Path | None, report: ElectionReport, outcomes, choices) 
     write_atomic(path, json.dumps(report.as_dict(), indent=2) + "\n")
 
 
+Key = tuple[str, int]
+
+
 def elect_chosen(
     admin,
     choices: list[Choice],
@@ -362,47 +365,21 @@ def elect_chosen(
 ) -> ElectionReport:
     """Elect every choice's chosen replica (see the module docstring for the steps).
 
-    ``between_steps(step, partitions)`` is called after "reordered" and after "elected":
-    the seam through which the tests inject faults between the runbook's steps.
+    Attempts until nothing is pending or ``attempts`` are used, verifies the elections that
+    happened over the settle period, and whatever happens puts the replica orders back
+    (``_finish``). ``between_steps(step, partitions)`` is called after "reordered" and after
+    "elected": the seam through which the tests inject faults between the runbook's steps.
     """
     from kafka_runbooks.kafka_python_gaps import elect_unclean, reorder_replicas
 
     logger = logger or log
     state_file = state_file or ReorderState("default")
     report = ElectionReport(settle_s=settle_s)
-    outcomes: dict[tuple[str, int], Outcome] = {}
-    pending: dict[tuple[str, int], Choice] = {}
-    for c in choices:
-        key = (c.topic, c.partition)
-        if c.chosen is None:
-            outcomes[key] = Outcome(c.name, NO_CANDIDATE, None, detail=c.reason)
-        else:
-            outcomes[key] = Outcome(c.name, PENDING, c.chosen)
-            pending[key] = c
-    # Orders a run before this one changed and could not put back: restore them too.
-    original_order: dict[tuple[str, int], tuple[int, ...]] = {
-        (e["topic"], e["partition"]): tuple(e["original"]) for e in state_file.read_entries().values()
-    }
-    if original_order:
-        decisions.record(
-            "restore-order",
-            "restore replica orders left changed by an earlier run",
-            f"{len(original_order)} partition(s) recorded in {state_file.path}",
-            observed={"partitions": sorted(f"{t}-{p}" for t, p in original_order)},
-            logger=logger,
-            level=logging.WARNING,
-        )
+    outcomes, pending = _start_outcomes(choices)
+    original_order = _orders_left_changed(state_file, logger)
     try:
-        designated, why = designated_election_support(admin)
-        report.method = "reorder replicas (chosen first) + UNCLEAN election"
-        decisions.record(
-            "elect",
-            "reach the chosen leader by reordering the replicas, then an UNCLEAN election",
-            why + ("; this client does not send DesignatedLeaders yet" if designated else ""),
-            observed={"designated_election_advertised": designated, "settle_s": settle_s},
-            logger=logger,
-        )
-        elected: dict[tuple[str, int], Choice] = {}
+        _record_method(admin, report, settle_s, logger)
+        elected: dict[Key, Choice] = {}
         for attempt in range(1, attempts + 1):
             if not pending:
                 break
@@ -426,21 +403,89 @@ def elect_chosen(
         if elected:
             _verify_settled(admin, elected, outcomes, settle_s, logger)
     finally:
-        for o in outcomes.values():
-            if o.status == PENDING:
-                o.status = FAILED
-                o.detail = o.detail or "not elected within the attempts"
-        if restore_order:
-            _restore(admin, original_order, state_file, report, settle_timeout_s, logger)
-        elif original_order:  # asked to keep the new order: nothing for a later run to put back
-            _forget(state_file, [f"{t}-{p}" for t, p in original_order])
-            report.restores = {
-                f"{t}-{p}": "left chosen-first (restore_replica_order=false)" for t, p in original_order
-            }
-        report.finished = True
-        report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
+        _finish(
+            admin,
+            report,
+            outcomes,
+            choices,
+            original_order,
+            state_file,
+            restore_order,
+            settle_timeout_s,
+            logger,
+        )
         _write_report(report_path, report, outcomes, choices)
     return report
+
+
+def _start_outcomes(choices: list[Choice]) -> tuple[dict[Key, Outcome], dict[Key, Choice]]:
+    """Every choice's outcome, and the choices to elect: those with a chosen replica.
+
+    A partition without a candidate is an outcome from the start, so the report names it.
+    """
+    outcomes: dict[Key, Outcome] = {}
+    pending: dict[Key, Choice] = {}
+    for c in choices:
+        key = (c.topic, c.partition)
+        if c.chosen is None:
+            outcomes[key] = Outcome(c.name, NO_CANDIDATE, None, detail=c.reason)
+        else:
+            outcomes[key] = Outcome(c.name, PENDING, c.chosen)
+            pending[key] = c
+    return outcomes, pending
+
+
+def _orders_left_changed(state_file: ReorderState, logger) -> dict[Key, tuple[int, ...]]:
+    """Orders a run before this one changed and could not put back: this run restores them too."""
+    original_order: dict[Key, tuple[int, ...]] = {
+        (e["topic"], e["partition"]): tuple(e["original"]) for e in state_file.read_entries().values()
+    }
+    if original_order:
+        decisions.record(
+            "restore-order",
+            "restore replica orders left changed by an earlier run",
+            f"{len(original_order)} partition(s) recorded in {state_file.path}",
+            observed={"partitions": sorted(f"{t}-{p}" for t, p in original_order)},
+            logger=logger,
+            level=logging.WARNING,
+        )
+    return original_order
+
+
+def _record_method(admin, report: ElectionReport, settle_s: float, logger) -> None:
+    """Say how the chosen leader is reached on these brokers (no designated election in Kafka yet)."""
+    designated, why = designated_election_support(admin)
+    report.method = "reorder replicas (chosen first) + UNCLEAN election"
+    decisions.record(
+        "elect",
+        "reach the chosen leader by reordering the replicas, then an UNCLEAN election",
+        why + ("; this client does not send DesignatedLeaders yet" if designated else ""),
+        observed={"designated_election_advertised": designated, "settle_s": settle_s},
+        logger=logger,
+    )
+
+
+def _finish(
+    admin, report, outcomes, choices, original_order, state_file, restore_order, settle_timeout_s, logger
+) -> None:
+    """Whatever happened: what is still pending failed, and the replica orders go back (step 6).
+
+    With ``restore_order`` off the new orders stay, and nothing is left for a later run to
+    put back.
+    """
+    for o in outcomes.values():
+        if o.status == PENDING:
+            o.status = FAILED
+            o.detail = o.detail or "not elected within the attempts"
+    if restore_order:
+        _restore(admin, original_order, state_file, report, settle_timeout_s, logger)
+    elif original_order:
+        _forget(state_file, [f"{t}-{p}" for t, p in original_order])
+        report.restores = {
+            f"{t}-{p}": "left chosen-first (restore_replica_order=false)" for t, p in original_order
+        }
+    report.finished = True
+    report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
 
 
 def _attempt(
@@ -457,7 +502,7 @@ def _attempt(
     reorder_replicas,
     between_steps,
 ) -> None:
-    """One attempt at every pending partition; what is settled leaves ``pending``."""
+    """One attempt at every pending partition, steps 1-4; what is settled leaves ``pending``."""
     for key in pending:
         outcomes[key].attempts = attempt
     try:
@@ -467,7 +512,42 @@ def _attempt(
         for key in pending:
             outcomes[key].detail = f"describe failed: {exc}"
         return
-    to_elect: dict[tuple[str, int], Choice] = {}
+    to_elect = _still_to_elect(pending, outcomes, states, live, logger)
+    if not to_elect:
+        return
+    _reorder_chosen_first(
+        admin,
+        to_elect,
+        states,
+        outcomes,
+        original_order,
+        state_file,
+        settle_timeout_s,
+        reorder_replicas,
+        between_steps,
+    )
+    if to_elect:
+        _drop_unready_chosen(admin, to_elect, pending, outcomes, logger)
+    if not to_elect:
+        return
+    not_needed = _elect_unclean(admin, to_elect, outcomes, elect_unclean, between_steps)
+    _read_back(admin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger)
+
+
+def _still_to_elect(
+    pending: dict[Key, Choice],
+    outcomes: dict[Key, Outcome],
+    states: dict[Key, PartitionState],
+    live: set[int],
+    logger,
+) -> dict[Key, Choice]:
+    """The pending partitions to elect now, from a fresh read of the cluster.
+
+    A partition that is gone or whose replica set changed since planning fails (the approval
+    was for another layout); one that got a leader meanwhile is left alone; one whose chosen
+    broker is away now waits for the next attempt.
+    """
+    to_elect: dict[Key, Choice] = {}
     for key, c in list(pending.items()):
         state = states.get(key)
         if state is None:
@@ -492,65 +572,93 @@ def _attempt(
             outcomes[key].detail = f"chosen broker {c.chosen} is not available now"
         else:
             to_elect[key] = c
-    if not to_elect:
-        return
-    # 1. chosen replica first, the others in their current order; the original order is
-    #    on disk before the request leaves
+    return to_elect
+
+
+def _reorder_chosen_first(
+    admin,
+    to_elect,
+    states,
+    outcomes,
+    original_order,
+    state_file,
+    settle_timeout_s,
+    reorder_replicas,
+    between_steps,
+) -> None:
+    """Step 1: the chosen replica first, the others in their current order.
+
+    The original order is on disk before the request leaves, so a crash at any point leaves
+    it for the next run to put back. A partition whose order did not change in time is not
+    elected this attempt (an UNCLEAN election would take another replica).
+    """
     reorder = {}
     for key, c in to_elect.items():
         current = states[key].replicas
         if current[0] != c.chosen:
             reorder[key] = [c.chosen] + [b for b in current if b != c.chosen]
             original_order.setdefault(key, current)
-    if reorder:
-        _remember(
-            state_file,
-            {
-                f"{t}-{p}": {"topic": t, "partition": p, "original": list(original_order[(t, p)])}
-                for (t, p) in reorder
-            },
-        )
-        try:
-            errors = reorder_replicas(admin.gaps, reorder)
-        except Exception as exc:
-            errors = {k: f"{type(exc).__name__}: {exc}" for k in reorder}
-        for key, err in errors.items():
-            if err:
-                outcomes[key].detail = f"reorder refused: {err}"
-                to_elect.pop(key, None)
-        if between_steps:
-            between_steps("reordered", list(to_elect))
-        ordered = _poll(
-            admin,
-            list(to_elect),
-            lambda s, te=to_elect: s.replicas[:1] == (te[(s.topic, s.partition)].chosen,),
-            settle_timeout_s,
-        )
-        for key in list(to_elect):
-            if key not in ordered or ordered[key].replicas[0] != to_elect[key].chosen:
-                outcomes[key].detail = "replica order did not change in time"
-                to_elect.pop(key)
-    # 2. the chosen broker must answer, with at least the log it had when planned
-    if to_elect:
-        try:
-            problems = _probe_chosen(admin, to_elect, timeout_ms=5000)
-        except Exception as exc:
-            problems = {k: f"could not ask the chosen broker ({exc})" for k in to_elect}
-        for key, why in problems.items():
-            outcomes[key].detail = why
-            to_elect.pop(key)
-            decisions.record(
-                "elect",
-                "do not elect now",
-                why,
-                observed={"chosen": pending[key].chosen},
-                subject=outcomes[key].partition,
-                logger=logger,
-                level=logging.WARNING,
-            )
-    if not to_elect:
+    if not reorder:
         return
-    # 3. UNCLEAN election
+    _remember(
+        state_file,
+        {
+            f"{t}-{p}": {"topic": t, "partition": p, "original": list(original_order[(t, p)])}
+            for (t, p) in reorder
+        },
+    )
+    try:
+        errors = reorder_replicas(admin.gaps, reorder)
+    except Exception as exc:
+        errors = {k: f"{type(exc).__name__}: {exc}" for k in reorder}
+    for key, err in errors.items():
+        if err:
+            outcomes[key].detail = f"reorder refused: {err}"
+            to_elect.pop(key, None)
+    if between_steps:
+        between_steps("reordered", list(to_elect))
+    ordered = _poll(
+        admin,
+        list(to_elect),
+        lambda s, te=to_elect: s.replicas[:1] == (te[(s.topic, s.partition)].chosen,),
+        settle_timeout_s,
+    )
+    for key in list(to_elect):
+        if key not in ordered or ordered[key].replicas[0] != to_elect[key].chosen:
+            outcomes[key].detail = "replica order did not change in time"
+            to_elect.pop(key)
+
+
+def _drop_unready_chosen(admin, to_elect, pending, outcomes, logger) -> None:
+    """Step 2: the chosen broker must answer, with at least the log it had when planned.
+
+    A broker that died since the plan still looks unfenced until its session times out; an
+    UNCLEAN election would elect it and lose it, or take the next replica: neither was approved.
+    """
+    try:
+        problems = _probe_chosen(admin, to_elect, timeout_ms=5000)
+    except Exception as exc:
+        problems = {k: f"could not ask the chosen broker ({exc})" for k in to_elect}
+    for key, why in problems.items():
+        outcomes[key].detail = why
+        to_elect.pop(key)
+        decisions.record(
+            "elect",
+            "do not elect now",
+            why,
+            observed={"chosen": pending[key].chosen},
+            subject=outcomes[key].partition,
+            logger=logger,
+            level=logging.WARNING,
+        )
+
+
+def _elect_unclean(admin, to_elect, outcomes, elect_unclean, between_steps) -> set[Key]:
+    """Step 3: ElectLeaders(UNCLEAN); returns the partitions that needed no election.
+
+    ElectionNotNeeded means the partition got a leader between the check and the election;
+    the read-back decides what that leader means.
+    """
     try:
         results = elect_unclean(admin.gaps, list(to_elect))
     except Exception as exc:
@@ -560,49 +668,67 @@ def _attempt(
     not_needed = set()
     for key, err in results.items():
         if err and err.startswith("ElectionNotNeeded"):
-            not_needed.add(key)  # it got a leader between our check and the election
+            not_needed.add(key)
         elif err and key in to_elect:
             outcomes[key].detail = f"election refused: {err}"
-    # 4. read back until a leader shows
+    return not_needed
+
+
+def _read_back(admin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger) -> None:
+    """Step 4: read the partitions back until a leader shows; judge each leader found.
+
+    Without a leader yet the partition stays pending for the next attempt.
+    """
     after = _poll(admin, list(to_elect), lambda s: s.has_leader, settle_timeout_s)
     for key, c in to_elect.items():
         state = after.get(key)
         if state is None or not state.has_leader:
             outcomes[key].detail = outcomes[key].detail or "no leader after the election"
             continue
-        outcomes[key].leader = state.leader
         del pending[key]
-        if state.leader == c.chosen:
+        if _judge_leader(outcomes[key], c, state, key in not_needed, logger):
             elected[key] = c
-            outcomes[key].detail = f"broker {c.chosen} leads at epoch {state.leader_epoch}; settling"
-        elif key in not_needed:
-            _already_online(
-                outcomes[key],
-                c,
-                state.leader,
-                f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone",
-                logger,
-            )
-        else:
-            outcomes[key].status = ELECTED_OTHER
-            row = c.row(state.leader)
-            lost = row.truncated_if_chosen_stands if row else None
-            ours = c.row(c.chosen)
-            theirs = row.log_end_offset if row else None
-            outcomes[key].detail = (
-                f"DATA LOSS: broker {state.leader} was elected, not the chosen broker {c.chosen}; "
-                f"it ends at offset {theirs if theirs is not None else 'unknown'}, the chosen one at "
-                f"{ours.log_end_offset if ours else 'unknown'}"
-            )
-            decisions.record(
-                "elect",
-                "WRONG LEADER ELECTED",
-                outcomes[key].detail,
-                observed={"leader": state.leader, "chosen": c.chosen, "truncated_row": lost},
-                subject=c.name,
-                logger=logger,
-                level=logging.ERROR,
-            )
+
+
+def _judge_leader(outcome: Outcome, c: Choice, state: PartitionState, not_needed: bool, logger) -> bool:
+    """What the leader read back means; True when it is the chosen replica (it settles next).
+
+    A leader that came without our election is left alone; any other leader after our
+    election is reported loudly as data loss.
+    """
+    outcome.leader = state.leader
+    if state.leader == c.chosen:
+        outcome.detail = f"broker {c.chosen} leads at epoch {state.leader_epoch}; settling"
+        return True
+    if not_needed:
+        _already_online(
+            outcome,
+            c,
+            state.leader,
+            f"came online before the election (ElectionNotNeeded), led by broker {state.leader}: left alone",
+            logger,
+        )
+        return False
+    outcome.status = ELECTED_OTHER
+    row = c.row(state.leader)
+    lost = row.truncated_if_chosen_stands if row else None
+    ours = c.row(c.chosen)
+    theirs = row.log_end_offset if row else None
+    outcome.detail = (
+        f"DATA LOSS: broker {state.leader} was elected, not the chosen broker {c.chosen}; "
+        f"it ends at offset {theirs if theirs is not None else 'unknown'}, the chosen one at "
+        f"{ours.log_end_offset if ours else 'unknown'}"
+    )
+    decisions.record(
+        "elect",
+        "WRONG LEADER ELECTED",
+        outcome.detail,
+        observed={"leader": state.leader, "chosen": c.chosen, "truncated_row": lost},
+        subject=c.name,
+        logger=logger,
+        level=logging.ERROR,
+    )
+    return False
 
 
 def _verify_settled(admin, elected, outcomes, settle_s, logger) -> None:
