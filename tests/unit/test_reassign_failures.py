@@ -197,3 +197,69 @@ def test_an_old_state_file_without_a_baseline_only_records_one(tmp_path):
     )
     assert a.bounced == [] and a.failed[3].first_seen_ms == 990_000_000
     assert (a.failed[3].quorum_epoch, a.failed[3].last_fetch_ms) == (5, 999_000_000)
+
+
+# ------------------------------------------------------------------ the steps of observe, alone
+
+
+def decide(tmp_path, entry, *, outage=False, now_s=1_000_000.0, **kw):
+    """``_decide`` on one failed broker, from a fresh assessment."""
+    from kafka_runbooks.reassign.failures import Assessment
+
+    a = Assessment(now_ms=int(now_s * 1000), brokers=6, failed={entry.broker_id: entry}, outage=outage)
+    tracker(tmp_path, Clock(now_s), **kw)._decide(a, entry.broker_id, entry)
+    return a
+
+
+@pytest.mark.parametrize(
+    ("failed_for_s", "kw", "outage", "alerts", "due", "decision"),
+    [
+        (30, {}, False, [], [], "wait"),
+        (120, {}, False, [3], [], "wait"),  # alert after 60 s, reassign after 300 s
+        (400, {}, False, [3], [3], "alert"),
+        (400, {}, True, [3], [], "alert"),  # an outage holds every reassignment back
+        (400, {"retrigger_after_s": None}, False, [3], [3], "alert"),
+    ],
+)
+def test_decide_one_failed_broker(tmp_path, failed_for_s, kw, outage, alerts, due, decision):
+    from kafka_runbooks.reassign.failures import FailedBroker
+
+    entry = FailedBroker(broker_id=3, first_seen_ms=int((1_000_000.0 - failed_for_s) * 1000))
+    a = decide(tmp_path, entry, outage=outage, **kw)
+    assert (a.alerts, a.due) == (alerts, due)
+    assert a.records[-1].decision == decision
+    assert (entry.alerted_ms is not None) == bool(alerts)
+
+
+def test_decide_holds_back_a_broker_given_a_run_within_retrigger_after(tmp_path):
+    from kafka_runbooks.reassign.failures import FailedBroker
+
+    entry = FailedBroker(
+        broker_id=3, first_seen_ms=0, triggered_ms=1_000_000_000 - 10_000, triggered_run_id="r1"
+    )
+    a = decide(tmp_path, entry, retrigger_after_s=3600)
+    assert a.due == [] and a.records[-1].decision == "do not start another reassignment"
+    assert "run r1" in a.records[-1].reason
+
+
+def test_decide_with_automation_off_only_alerts(tmp_path):
+    from kafka_runbooks.reassign.failures import FailedBroker, Thresholds
+
+    entry = FailedBroker(broker_id=3, first_seen_ms=0)
+    t = FailureTracker(FailureStore("kafka_default", tmp_path), Thresholds(60, -1), clock=Clock())
+    from kafka_runbooks.reassign.failures import Assessment
+
+    a = Assessment(now_ms=1_000_000_000, brokers=6, failed={3: entry})
+    t._decide(a, 3, entry)
+    assert a.alerts == [3] and a.due == [] and a.records[-1].decision == "do not reassign"
+
+
+def test_check_outage_counts_failed_against_all_brokers(tmp_path):
+    from kafka_runbooks.reassign.failures import Assessment
+
+    t = tracker(tmp_path, Clock())
+    a = Assessment(now_ms=0, brokers=6, failed={})
+    t._check_outage(a, [1, 2])
+    assert not a.outage and a.records == []
+    t._check_outage(a, [1, 2, 3])
+    assert a.outage and a.records[-1].decision == "refuse to move replicas"

@@ -206,115 +206,136 @@ class FailureTracker:
         reassignment and then calls :meth:`mark_triggered`.
         """
         now_ms = int(self.clock() * 1000)
-        th = self.thresholds
         with self.store.locked():
             known = self.store.load()
             now_failed = failed_brokers(state)
-            total = len(state.brokers)
-            a = Assessment(now_ms=now_ms, brokers=total, failed={})
-            for broker_id, entry in sorted(known.items()):
-                if broker_id in now_failed:
-                    continue
-                a.recovered.append(broker_id)
-                gone_s = (now_ms - entry.first_seen_ms) / 1000
-                back = state.is_available(broker_id)
-                a.records.append(
-                    self._record(
-                        "failure tracking",
-                        "forget the failure",
-                        (
-                            f"broker {broker_id} is available again after {gone_s:.0f}s: a bounce, "
-                            "not a failure; nothing is started for it"
-                            if back
-                            else f"broker {broker_id} no longer hosts any replica (reassigned)"
-                        ),
-                        subject=f"broker {broker_id}",
-                        observed={"first_seen_ms": entry.first_seen_ms, "available": back},
-                    )
-                )
-            for broker_id in now_failed:
-                entry = known.get(broker_id)
-                fetch = metadata_fetch(state, broker_id)
-                if entry is not None and fetch is not None and fetch.ran_since(entry):
-                    a.records.append(self._bounced(broker_id, entry, fetch, now_ms))
-                    a.bounced.append(broker_id)
-                    entry = None
-                if entry is None:
-                    entry = FailedBroker(broker_id=broker_id, first_seen_ms=now_ms)
-                    if broker_id not in a.bounced:
-                        a.records.append(self._countdown(state, broker_id, now_ms))
-                if fetch is not None:
-                    entry.quorum_epoch, entry.last_fetch_ms = fetch.quorum_epoch, fetch.last_fetch_ms
-                a.failed[broker_id] = entry
-            a.outage = total > 0 and len(now_failed) > th.max_failed_fraction * total
-            if a.outage:
-                a.records.append(
-                    self._record(
-                        "failure tracking",
-                        "refuse to move replicas",
-                        f"{len(now_failed)} of {total} brokers are failed (more than "
-                        f"{th.max_failed_fraction:.0%}): this is an outage, not a broker failure; moving "
-                        "replicas would add load to a cluster in trouble. Fix the outage; no reassignment "
-                        "is started",
-                        subject="cluster",
-                        observed={"failed": now_failed, "brokers": total},
-                        level=logging.WARNING,
-                    )
-                )
+            a = Assessment(now_ms=now_ms, brokers=len(state.brokers), failed={})
+            self._forget_recovered(a, state, known, now_failed)
+            self._track_failed(a, state, known, now_failed)
+            self._check_outage(a, now_failed)
             for broker_id, entry in sorted(a.failed.items()):
-                failed_s = (now_ms - entry.first_seen_ms) / 1000
-                if th.alert_after_s >= 0 and failed_s >= th.alert_after_s:
-                    a.alerts.append(broker_id)
-                    if entry.alerted_ms is None:
-                        entry.alerted_ms = now_ms
-                    a.records.append(
-                        self._record(
-                            "failure tracking",
-                            "alert",
-                            f"broker {broker_id} failed {failed_s:.0f}s ago (alert after {th.alert_after_s:.0f}s)",
-                            subject=f"broker {broker_id}",
-                            observed={"first_seen_ms": entry.first_seen_ms},
-                            level=logging.WARNING,
-                        )
-                    )
-                if not th.automation_on:
-                    a.records.append(
-                        self._record(
-                            "failure tracking",
-                            "do not reassign",
-                            "the failure threshold is -1: automatic reassignment is off",
-                            subject=f"broker {broker_id}",
-                        )
-                    )
-                    continue
-                if failed_s < th.failure_threshold_s:
-                    a.records.append(
-                        self._record(
-                            "failure tracking",
-                            "wait",
-                            f"broker {broker_id} failed {failed_s:.0f}s ago; reassignment after "
-                            f"{th.failure_threshold_s:.0f}s if it does not come back",
-                            subject=f"broker {broker_id}",
-                        )
-                    )
-                    continue
-                if a.outage:
-                    continue
-                if entry.triggered_ms is not None and now_ms - entry.triggered_ms < th.retrigger_s * 1000:
-                    a.records.append(
-                        self._record(
-                            "failure tracking",
-                            "do not start another reassignment",
-                            f"one was started for broker {broker_id} "
-                            f"{(now_ms - entry.triggered_ms) / 1000:.0f}s ago (run {entry.triggered_run_id}); "
-                            f"the next may start {th.retrigger_s:.0f}s after it",
-                            subject=f"broker {broker_id}",
-                        )
-                    )
-                    continue
-                a.due.append(broker_id)
+                self._decide(a, broker_id, entry)
             self.store.save(a.failed)
         return a
+
+    def _forget_recovered(
+        self, a: Assessment, state: ClusterState, known: dict[int, FailedBroker], now_failed: list[int]
+    ) -> None:
+        """A remembered broker that is no longer failed is forgotten: back (a bounce) or reassigned."""
+        for broker_id, entry in sorted(known.items()):
+            if broker_id in now_failed:
+                continue
+            a.recovered.append(broker_id)
+            gone_s = (a.now_ms - entry.first_seen_ms) / 1000
+            back = state.is_available(broker_id)
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "forget the failure",
+                    (
+                        f"broker {broker_id} is available again after {gone_s:.0f}s: a bounce, "
+                        "not a failure; nothing is started for it"
+                        if back
+                        else f"broker {broker_id} no longer hosts any replica (reassigned)"
+                    ),
+                    subject=f"broker {broker_id}",
+                    observed={"first_seen_ms": entry.first_seen_ms, "available": back},
+                )
+            )
+
+    def _track_failed(
+        self, a: Assessment, state: ClusterState, known: dict[int, FailedBroker], now_failed: list[int]
+    ) -> None:
+        """Each failed broker's entry: the remembered one, or a new countdown when it is new or it
+        bounced between two sweeps (its controller fetches ran since: the clock starts again)."""
+        for broker_id in now_failed:
+            entry = known.get(broker_id)
+            fetch = metadata_fetch(state, broker_id)
+            if entry is not None and fetch is not None and fetch.ran_since(entry):
+                a.records.append(self._bounced(broker_id, entry, fetch, a.now_ms))
+                a.bounced.append(broker_id)
+                entry = None
+            if entry is None:
+                entry = FailedBroker(broker_id=broker_id, first_seen_ms=a.now_ms)
+                if broker_id not in a.bounced:
+                    a.records.append(self._countdown(state, broker_id, a.now_ms))
+            if fetch is not None:
+                entry.quorum_epoch, entry.last_fetch_ms = fetch.quorum_epoch, fetch.last_fetch_ms
+            a.failed[broker_id] = entry
+
+    def _check_outage(self, a: Assessment, now_failed: list[int]) -> None:
+        """More than ``max_failed_fraction`` of the brokers failed is an outage: nothing moves."""
+        th, total = self.thresholds, a.brokers
+        a.outage = total > 0 and len(now_failed) > th.max_failed_fraction * total
+        if a.outage:
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "refuse to move replicas",
+                    f"{len(now_failed)} of {total} brokers are failed (more than "
+                    f"{th.max_failed_fraction:.0%}): this is an outage, not a broker failure; moving "
+                    "replicas would add load to a cluster in trouble. Fix the outage; no reassignment "
+                    "is started",
+                    subject="cluster",
+                    observed={"failed": now_failed, "brokers": total},
+                    level=logging.WARNING,
+                )
+            )
+
+    def _decide(self, a: Assessment, broker_id: int, entry: FailedBroker) -> None:
+        """One failed broker: alert when due, then wait, hold back, or add it to ``a.due``."""
+        th, now_ms = self.thresholds, a.now_ms
+        failed_s = (now_ms - entry.first_seen_ms) / 1000
+        if th.alert_after_s >= 0 and failed_s >= th.alert_after_s:
+            a.alerts.append(broker_id)
+            if entry.alerted_ms is None:
+                entry.alerted_ms = now_ms
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "alert",
+                    f"broker {broker_id} failed {failed_s:.0f}s ago (alert after {th.alert_after_s:.0f}s)",
+                    subject=f"broker {broker_id}",
+                    observed={"first_seen_ms": entry.first_seen_ms},
+                    level=logging.WARNING,
+                )
+            )
+        if not th.automation_on:
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "do not reassign",
+                    "the failure threshold is -1: automatic reassignment is off",
+                    subject=f"broker {broker_id}",
+                )
+            )
+            return
+        if failed_s < th.failure_threshold_s:
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "wait",
+                    f"broker {broker_id} failed {failed_s:.0f}s ago; reassignment after "
+                    f"{th.failure_threshold_s:.0f}s if it does not come back",
+                    subject=f"broker {broker_id}",
+                )
+            )
+            return
+        if a.outage:
+            return
+        if entry.triggered_ms is not None and now_ms - entry.triggered_ms < th.retrigger_s * 1000:
+            a.records.append(
+                self._record(
+                    "failure tracking",
+                    "do not start another reassignment",
+                    f"one was started for broker {broker_id} "
+                    f"{(now_ms - entry.triggered_ms) / 1000:.0f}s ago (run {entry.triggered_run_id}); "
+                    f"the next may start {th.retrigger_s:.0f}s after it",
+                    subject=f"broker {broker_id}",
+                )
+            )
+            return
+        a.due.append(broker_id)
 
     def _countdown(self, state: ClusterState, broker_id: int, now_ms: int) -> decisions.DecisionRecord:
         broker = state.brokers.get(broker_id)
