@@ -198,137 +198,32 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Sweep every node; return the report (restart requests and an escalation included).
 
-    ``is_run_active(dag_id, run_id)`` says whether an Airflow run is queued or running
-    (None: nothing is known to be active).
+    Discover the nodes, read their metrics, then under the state lock: assess each node,
+    find the active controller, decide the broker restarts and the controller escalation,
+    and persist. ``is_run_active(dag_id, run_id)`` says whether an Airflow run is queued or
+    running (None: nothing is known to be active).
     """
     logger = logger or log
     active = is_run_active or (lambda _dag, _run: False)
     started = time.monotonic()
     now_ms = int(time.time() * 1000)
     found = discover(admin, endpoints.configured_ids)
-    for error in found.errors:
-        decisions.record(
-            "discover",
-            "partial view",
-            error,
-            observed={"configured": endpoints.configured_ids},
-            logger=logger,
-            level=logging.ERROR,
-        )
+    _record_discovery_errors(found.errors, endpoints, logger)
     readings = endpoints.read_all([(n.node_id, n.is_controller, n.host) for n in found.nodes.values()])
-    rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = [{"node_id": None, "alert": e} for e in found.errors]
     with store.locked():
         states = store.load()
+        rows = []
         for node_id, ref in found.nodes.items():
             row, states[node_id] = assess(ref, readings[node_id], states.get(node_id), now_ms)
             rows.append(row)
-        active_by_metrics = sorted(r["node_id"] for r in rows if (r["active_controller_count"] or 0) >= 1)
-        active_controller = found.quorum_leader
-        if active_controller is None and len(active_by_metrics) == 1:
-            active_controller = active_by_metrics[0]
-        for row in rows:
-            row["active_controller"] = row["node_id"] == active_controller
-        flagged_brokers = [r for r in rows if r["status"] == FLAGGED and BROKER in r["roles"]]
-        flagged_controllers = [r for r in rows if r["status"] == FLAGGED and CONTROLLER in r["roles"]]
-        restart_requests: list[dict[str, Any]] = []
-        escalation: dict[str, Any] | None = None
-
+        active_controller, active_by_metrics = _active_controller(found.quorum_leader, rows)
         for row in rows:
             _record_node(row, logger)
-
-        too_many = len(flagged_brokers) > options.max_flagged_brokers
-        for row in flagged_brokers:
-            node_id = row["node_id"]
-            state = states[node_id]
-            counters = _counter_text(row)
-            if not options.restart_brokers:
-                row["action"] = "reported (restart_brokers is off)"
-            elif too_many:
-                row["action"] = "reported: too many brokers flagged at once for an automatic restart"
-            elif state.restart_run_id and active(options.restart_dag_id, state.restart_run_id):
-                row["action"] = f"none: restart run {state.restart_run_id} for it is still active"
-            else:
-                restart_run = f"metadata_errors__broker_{node_id}__{safe_name(run_id)}"
-                reason = (
-                    f"KIP-859 metadata errors increasing on broker {node_id}: {counters} "
-                    f"(kafka_metadata_error_sweep run {run_id})"
-                )
-                restart_requests.append(
-                    {
-                        "trigger_run_id": restart_run,
-                        "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
-                    }
-                )
-                state.restart_run_id = restart_run
-                row["action"] = (
-                    f"start {options.restart_dag_id} run {restart_run} (its approval gate applies)"
-                )
-            decisions.record(
-                "broker-restart",
-                row["action"],
-                f"metadata load/apply errors increased since the last sweep: {counters}",
-                observed={
-                    "increased": row["increased"],
-                    "flagged_brokers": [r["node_id"] for r in flagged_brokers],
-                },
-                subject=f"broker {node_id}",
-                logger=logger,
-                level=logging.WARNING,
-            )
-        if too_many:
-            alerts.append(
-                {
-                    "node_id": None,
-                    "alert": f"{len(flagged_brokers)} brokers flagged at once (more than max_flagged_brokers="
-                    f"{options.max_flagged_brokers}): a bad record in the metadata log would do this, and "
-                    "restarting brokers would not fix it; no restart started",
-                    "nodes": [r["node_id"] for r in flagged_brokers],
-                }
-            )
-
-        for row in flagged_controllers:
-            node_id = row["node_id"]
-            state = states[node_id]
-            counters = _counter_text(row)
-            is_active = node_id == active_controller
-            if not is_active:
-                action = "reported (not the active controller)"
-            elif state.increase_streak < options.controller_escalate_after:
-                action = (
-                    f"reported (active controller; increased in {state.increase_streak} consecutive sweep(s), "
-                    f"a person is asked after {options.controller_escalate_after})"
-                )
-            elif state.decision_run_id and active(options.sweep_dag_id, state.decision_run_id):
-                action = f"none: sweep run {state.decision_run_id} is still waiting for a decision about it"
-            else:
-                reason = (
-                    f"KIP-859 metadata errors increasing on the active controller {node_id} in "
-                    f"{state.increase_streak} consecutive sweeps: {counters} (kafka_metadata_error_sweep run {run_id})"
-                )
-                escalation = {
-                    "node_id": node_id,
-                    "counters": row["counters"],
-                    "increased": row["increased"],
-                    "streak": state.increase_streak,
-                    "reason": reason,
-                    "trigger_run_id": f"metadata_errors__controller_{node_id}__{safe_name(run_id)}",
-                    "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
-                }
-                state.decision_run_id = run_id
-                state.increase_streak = 0  # ask again only after another run of increases
-                action = "ask a person: restart it (last) or leave it"
-            row["action"] = action
-            alerts.append({"node_id": node_id, "alert": f"controller metadata errors increasing: {counters}"})
-            decisions.record(
-                "controller",
-                action,
-                f"controller metadata errors increased since the last sweep: {counters}",
-                observed={"increased": row["increased"], "active_controller": active_controller},
-                subject=f"controller {node_id}",
-                logger=logger,
-                level=logging.WARNING,
-            )
+        restart_requests = _broker_restarts(rows, states, options, run_id, active, alerts, logger)
+        escalation = _controller_escalation(
+            rows, states, active_controller, options, run_id, active, alerts, logger
+        )
         store.save(states)
 
     for row in rows:
@@ -359,6 +254,157 @@ def run_sweep(
         "alerts": alerts,
         "wall_s": round(time.monotonic() - started, 3),
     }
+
+
+def _record_discovery_errors(errors: list[str], endpoints: MetricsEndpoints, logger: logging.Logger) -> None:
+    """A node discovery could not reach leaves the sweep with a partial view: say so first."""
+    for error in errors:
+        decisions.record(
+            "discover",
+            "partial view",
+            error,
+            observed={"configured": endpoints.configured_ids},
+            logger=logger,
+            level=logging.ERROR,
+        )
+
+
+def _active_controller(quorum_leader: int | None, rows: list[dict[str, Any]]) -> tuple[int | None, list[int]]:
+    """(the active controller, the nodes whose ActiveControllerCount says they are it); marks the rows.
+
+    DescribeQuorum's leader wins; without it, a single node counting itself active.
+    """
+    by_metrics = sorted(r["node_id"] for r in rows if (r["active_controller_count"] or 0) >= 1)
+    active_controller = quorum_leader
+    if active_controller is None and len(by_metrics) == 1:
+        active_controller = by_metrics[0]
+    for row in rows:
+        row["active_controller"] = row["node_id"] == active_controller
+    return active_controller, by_metrics
+
+
+def _broker_restarts(
+    rows: list[dict[str, Any]],
+    states: dict,
+    options: SweepOptions,
+    run_id: str,
+    active: Callable[[str, str], bool],
+    alerts: list[dict[str, Any]],
+    logger: logging.Logger,
+) -> list[dict[str, Any]]:
+    """The restart runs to start for flagged brokers; each flagged broker's action on its row.
+
+    Too many flagged at once looks like a bad record in the metadata log, which a restart
+    does not fix: then nothing is restarted and an alert says why. A broker whose restart
+    run is still active gets no second one.
+    """
+    flagged = [r for r in rows if r["status"] == FLAGGED and BROKER in r["roles"]]
+    too_many = len(flagged) > options.max_flagged_brokers
+    requests: list[dict[str, Any]] = []
+    for row in flagged:
+        node_id = row["node_id"]
+        state = states[node_id]
+        counters = _counter_text(row)
+        if not options.restart_brokers:
+            row["action"] = "reported (restart_brokers is off)"
+        elif too_many:
+            row["action"] = "reported: too many brokers flagged at once for an automatic restart"
+        elif state.restart_run_id and active(options.restart_dag_id, state.restart_run_id):
+            row["action"] = f"none: restart run {state.restart_run_id} for it is still active"
+        else:
+            restart_run = f"metadata_errors__broker_{node_id}__{safe_name(run_id)}"
+            reason = (
+                f"KIP-859 metadata errors increasing on broker {node_id}: {counters} "
+                f"(kafka_metadata_error_sweep run {run_id})"
+            )
+            requests.append(
+                {
+                    "trigger_run_id": restart_run,
+                    "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+                }
+            )
+            state.restart_run_id = restart_run
+            row["action"] = f"start {options.restart_dag_id} run {restart_run} (its approval gate applies)"
+        decisions.record(
+            "broker-restart",
+            row["action"],
+            f"metadata load/apply errors increased since the last sweep: {counters}",
+            observed={"increased": row["increased"], "flagged_brokers": [r["node_id"] for r in flagged]},
+            subject=f"broker {node_id}",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    if too_many:
+        alerts.append(
+            {
+                "node_id": None,
+                "alert": f"{len(flagged)} brokers flagged at once (more than max_flagged_brokers="
+                f"{options.max_flagged_brokers}): a bad record in the metadata log would do this, and "
+                "restarting brokers would not fix it; no restart started",
+                "nodes": [r["node_id"] for r in flagged],
+            }
+        )
+    return requests
+
+
+def _controller_escalation(
+    rows: list[dict[str, Any]],
+    states: dict,
+    active_controller: int | None,
+    options: SweepOptions,
+    run_id: str,
+    active: Callable[[str, str], bool],
+    alerts: list[dict[str, Any]],
+    logger: logging.Logger,
+) -> dict[str, Any] | None:
+    """Whether to ask a person about the active controller; each flagged controller's action.
+
+    Only the active controller is escalated, after ``controller_escalate_after`` consecutive
+    sweeps of increases, and not while an earlier sweep run still waits for a decision.
+    """
+    escalation: dict[str, Any] | None = None
+    for row in (r for r in rows if r["status"] == FLAGGED and CONTROLLER in r["roles"]):
+        node_id = row["node_id"]
+        state = states[node_id]
+        counters = _counter_text(row)
+        if node_id != active_controller:
+            action = "reported (not the active controller)"
+        elif state.increase_streak < options.controller_escalate_after:
+            action = (
+                f"reported (active controller; increased in {state.increase_streak} consecutive sweep(s), "
+                f"a person is asked after {options.controller_escalate_after})"
+            )
+        elif state.decision_run_id and active(options.sweep_dag_id, state.decision_run_id):
+            action = f"none: sweep run {state.decision_run_id} is still waiting for a decision about it"
+        else:
+            reason = (
+                f"KIP-859 metadata errors increasing on the active controller {node_id} in "
+                f"{state.increase_streak} consecutive sweeps: {counters} (kafka_metadata_error_sweep run {run_id})"
+            )
+            escalation = {
+                "node_id": node_id,
+                "counters": row["counters"],
+                "increased": row["increased"],
+                "streak": state.increase_streak,
+                "reason": reason,
+                "trigger_run_id": f"metadata_errors__controller_{node_id}__{safe_name(run_id)}",
+                "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+            }
+            state.decision_run_id = run_id
+            state.increase_streak = 0  # ask again only after another run of increases
+            action = "ask a person: restart it (last) or leave it"
+        row["action"] = action
+        alerts.append({"node_id": node_id, "alert": f"controller metadata errors increasing: {counters}"})
+        decisions.record(
+            "controller",
+            action,
+            f"controller metadata errors increased since the last sweep: {counters}",
+            observed={"increased": row["increased"], "active_controller": active_controller},
+            subject=f"controller {node_id}",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    return escalation
 
 
 def _record_node(row: dict[str, Any], logger: logging.Logger) -> None:
