@@ -392,3 +392,37 @@ def test_a_registered_broker_whose_probe_cannot_answer_is_not_ready_and_not_rest
     answers["reading"] = BrokerStateReading(2, 3, source="prometheus")  # RUNNING
     assert roller.step(state) is True
     assert backend.calls == [("restart", 2)]
+
+
+# ------------------------------------------------------------------ one phase step at a time
+
+
+def test_the_availability_check_alone_waits_then_gives_up_without_restarting(rig):
+    """_check_availability on broker 1 while broker 2 is out of the ISR (min ISR 2 of t-0)."""
+    from kafka_runbooks.restart.roller import CHECK, RESTART
+
+    clock, cluster, backend, roller = rig
+    state = roller.plan([1], "t", RollOptions(operation_timeout_s=10))
+    node = state.nodes[1]
+    roller._enter(node, CHECK)
+    cluster.stuck.add(2)
+    roller._check_availability(state, node)
+    assert node.phase == CHECK and backend.calls == []
+    clock.now += 11_000
+    with pytest.raises(RollFailed, match="restarting it would hurt availability"):
+        roller._check_availability(state, node)
+    cluster.stuck.clear()
+    roller._enter(node, CHECK)
+    roller._check_availability(state, node)
+    assert node.phase == RESTART and node.isr_before == ["t-0"] and backend.calls == []
+
+
+def test_the_restart_step_alone_in_a_dry_run_only_records(rig):
+    from kafka_runbooks.restart.roller import RESTART
+
+    _, _, backend, roller = rig
+    state = roller.plan([1], "t", RollOptions(dry_run=True))
+    node = state.nodes[1]
+    roller._enter(node, RESTART)
+    roller._restart(state, node)
+    assert node.phase == DONE and backend.calls == []

@@ -317,160 +317,182 @@ class Roller:
         decisions.record(step, decision, reason, subject=f"{node.role} {node.node_id}", logger=self.log, **kw)
 
     def _advance(self, state: RollState, node: NodeProgress) -> None:
+        """One step of the node's phase: each phase is a method of its own."""
+        step = {
+            WAIT_READY: self._wait_ready,
+            CHECK: self._check_availability,
+            RESTART: self._restart,
+            WAIT_BACK: self._wait_back,
+            WAIT_ISR: self._wait_isr,
+        }.get(node.phase)
+        if step is not None:
+            step(state, node)
+
+    def _wait_ready(self, state: RollState, node: NodeProgress) -> None:
+        """Wait until the node is ready to be checked (never restart one that is starting)."""
         opts = state.options
-        if node.phase == WAIT_READY:
-            ready, facts, reading = self.observe(node.node_id, node.role, 0, opts.quorum_max_lag_ms)
-            self._remember_counts(node, reading)
-            if ready:
-                self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
-                self._enter(node, CHECK)
-                return
-            if assess(reading).kind == WAIT_STARTING:
-                node.last_starting_ms = self.clock()
-            if self._elapsed_s(node) < opts.operation_timeout_s:
-                self._record(
-                    "readiness",
-                    node,
-                    "wait",
-                    "not ready yet; waiting up to the operation timeout",
-                    observed=facts,
-                )
-                return
-            self._not_ready_after_timeout(state, node, facts, reading)
-        elif node.phase == CHECK:
-            if node.role == BROKER:
-                cluster = self._read_state()
-                verdict = broker_verdict(cluster, node.node_id)
-                node.isr_before = sorted(
-                    p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr
-                )
-            else:
-                verdict = controller_verdict(
-                    self.admin.describe_quorum(), node.node_id, self.clock(), opts.quorum_max_lag_ms
-                )
-            if verdict.safe:
-                self._record(
-                    "availability",
-                    node,
-                    "safe to restart",
-                    "no partition it hosts would drop below min.insync.replicas"
-                    if node.role == BROKER
-                    else "a majority of the other voters is caught up",
-                    observed=verdict.observed,
-                )
-                self._enter(node, RESTART)
-                return
-            if self._elapsed_s(node) < opts.operation_timeout_s:
-                self._record(
-                    "availability",
-                    node,
-                    "wait",
-                    "; ".join(verdict.reasons),
-                    observed=verdict.observed,
-                    level=logging.WARNING,
-                )
-                return
+        ready, facts, reading = self.observe(node.node_id, node.role, 0, opts.quorum_max_lag_ms)
+        self._remember_counts(node, reading)
+        if ready:
+            self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
+            self._enter(node, CHECK)
+            return
+        if assess(reading).kind == WAIT_STARTING:
+            node.last_starting_ms = self.clock()
+        if self._elapsed_s(node) < opts.operation_timeout_s:
+            self._record(
+                "readiness",
+                node,
+                "wait",
+                "not ready yet; waiting up to the operation timeout",
+                observed=facts,
+            )
+            return
+        self._not_ready_after_timeout(state, node, facts, reading)
+
+    def _check_availability(self, state: RollState, node: NodeProgress) -> None:
+        """Restart only when availability holds without the node; wait, then give up, otherwise."""
+        opts = state.options
+        if node.role == BROKER:
+            cluster = self._read_state()
+            verdict = broker_verdict(cluster, node.node_id)
+            node.isr_before = sorted(p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr)
+        else:
+            verdict = controller_verdict(
+                self.admin.describe_quorum(), node.node_id, self.clock(), opts.quorum_max_lag_ms
+            )
+        if verdict.safe:
             self._record(
                 "availability",
                 node,
-                "give up",
+                "safe to restart",
+                "no partition it hosts would drop below min.insync.replicas"
+                if node.role == BROKER
+                else "a majority of the other voters is caught up",
+                observed=verdict.observed,
+            )
+            self._enter(node, RESTART)
+            return
+        if self._elapsed_s(node) < opts.operation_timeout_s:
+            self._record(
+                "availability",
+                node,
+                "wait",
                 "; ".join(verdict.reasons),
                 observed=verdict.observed,
-                level=logging.ERROR,
+                level=logging.WARNING,
             )
-            raise RollFailed(
-                f"{node.role} {node.node_id} was not restarted: restarting it would hurt availability "
-                f"for {opts.operation_timeout_s:.0f}s: " + "; ".join(verdict.reasons)
-            )
-        elif node.phase == RESTART:
-            if opts.dry_run:
-                self._record("restart", node, "would restart (dry run)", "the run is a dry run")
-                self._enter(node, DONE)
-                return
-            self._request_restart(state, node)
-            action = self.backend.restart(node.node_id)
+            return
+        self._record(
+            "availability",
+            node,
+            "give up",
+            "; ".join(verdict.reasons),
+            observed=verdict.observed,
+            level=logging.ERROR,
+        )
+        raise RollFailed(
+            f"{node.role} {node.node_id} was not restarted: restarting it would hurt availability "
+            f"for {opts.operation_timeout_s:.0f}s: " + "; ".join(verdict.reasons)
+        )
+
+    def _restart(self, state: RollState, node: NodeProgress) -> None:
+        """Ask the backend to restart the node, with the evidence it must beat recorded first."""
+        opts = state.options
+        if opts.dry_run:
+            self._record("restart", node, "would restart (dry run)", "the run is a dry run")
+            self._enter(node, DONE)
+            return
+        self._request_restart(state, node)
+        action = self.backend.restart(node.node_id)
+        self._record(
+            "restart",
+            node,
+            "restart requested",
+            f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
+            observed={"evidence_before": node.evidence_before},
+            action=action,
+        )
+
+    def _wait_back(self, state: RollState, node: NodeProgress) -> None:
+        """Wait for evidence of the restart newer than the request, then for the node to be ready."""
+        opts = state.options
+        ready, facts, reading = self.observe(
+            node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms
+        )
+        self._remember_counts(node, reading)
+        evidence = self._evidence(node.node_id, reading)
+        node.last_evidence = evidence
+        restarted, why = restart_observed(node.evidence_before, evidence, node.restarted_at_ms)
+        facts["restart_evidence"] = evidence
+        facts["restart_observed"] = why
+        if restarted and not node.restart_observed:
+            node.restart_observed = why
             self._record(
                 "restart",
                 node,
-                "restart requested",
-                f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
-                observed={"evidence_before": node.evidence_before},
-                action=action,
+                "restarted",
+                f"observed: {why}",
+                observed={"evidence_before": node.evidence_before, "evidence_now": evidence},
             )
-        elif node.phase == WAIT_BACK:
-            ready, facts, reading = self.observe(
-                node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms
+        if restarted and ready:
+            self._record("readiness", node, "back", f"restarted ({why}) and ready again", observed=facts)
+            self._enter(node, WAIT_ISR)
+            return
+        if not restarted:
+            self._record("readiness", node, "wait", f"restart not observed yet: {why}", observed=facts)
+        elif assess(reading).kind == WAIT_STARTING:
+            node.last_reading = reading.as_dict()
+            self._record(
+                "broker-state",
+                node,
+                "starting: waiting, never restarting it again",
+                f"restarted ({why}), state {assess(reading).state_name}, {self._counts_text(node, reading)}; "
+                "a restart now would send it back to the start of its log recovery",
+                observed=facts,
             )
-            self._remember_counts(node, reading)
-            evidence = self._evidence(node.node_id, reading)
-            node.last_evidence = evidence
-            restarted, why = restart_observed(node.evidence_before, evidence, node.restarted_at_ms)
-            facts["restart_evidence"] = evidence
-            facts["restart_observed"] = why
-            if restarted and not node.restart_observed:
-                node.restart_observed = why
-                self._record(
-                    "restart",
-                    node,
-                    "restarted",
-                    f"observed: {why}",
-                    observed={"evidence_before": node.evidence_before, "evidence_now": evidence},
-                )
-            if restarted and ready:
-                self._record("readiness", node, "back", f"restarted ({why}) and ready again", observed=facts)
-                self._enter(node, WAIT_ISR)
-                return
-            if not restarted:
-                self._record("readiness", node, "wait", f"restart not observed yet: {why}", observed=facts)
-            elif assess(reading).kind == WAIT_STARTING:
-                node.last_reading = reading.as_dict()
-                self._record(
-                    "broker-state",
-                    node,
-                    "starting: waiting, never restarting it again",
-                    f"restarted ({why}), state {assess(reading).state_name}, {self._counts_text(node, reading)}; "
-                    "a restart now would send it back to the start of its log recovery",
-                    observed=facts,
-                )
-            else:
-                self._record("readiness", node, "wait", f"restarted ({why}), not ready yet", observed=facts)
-            if self._elapsed_s(node) >= opts.operation_timeout_s:
-                node.attempts += 1
-                node.phase_since_ms = self.clock()
-                if node.attempts >= opts.max_attempts:
-                    raise RollFailed(self._not_back_reason(node, reading, restarted, why))
-        elif node.phase == WAIT_ISR:
-            missing, following = self._missing_from_isr(node, opts)
-            if not missing:
-                self._record(
-                    "isr",
-                    node,
-                    "done",
-                    "back in the ISR of every partition it was in the ISR of before its restart"
-                    + (
-                        f"; adding replica of {following['adding']} partition(s) being reassigned: "
-                        f"{following['caught_up']} caught up, {len(following['catching_up'])} still catching up"
-                        if following.get("adding")
-                        else ""
-                    )
-                    if node.role == BROKER
-                    else "caught up with the metadata quorum",
-                    observed=following or None,
-                )
-                self._enter(node, DONE)
-                return
-            if self._elapsed_s(node) >= opts.operation_timeout_s * max(1, opts.max_attempts):
-                raise RollFailed(
-                    f"{node.role} {node.node_id} is not back in the ISR of {len(missing)} partition(s) "
-                    f"it was in before its restart: {missing[:20]}"
-                )
+        else:
+            self._record("readiness", node, "wait", f"restarted ({why}), not ready yet", observed=facts)
+        if self._elapsed_s(node) >= opts.operation_timeout_s:
+            node.attempts += 1
+            node.phase_since_ms = self.clock()
+            if node.attempts >= opts.max_attempts:
+                raise RollFailed(self._not_back_reason(node, reading, restarted, why))
+
+    def _wait_isr(self, state: RollState, node: NodeProgress) -> None:
+        """Done when the node is back in every ISR it was in (a controller: caught up with the quorum)."""
+        opts = state.options
+        missing, following = self._missing_from_isr(node, opts)
+        if not missing:
             self._record(
                 "isr",
                 node,
-                "wait",
-                f"not yet back in the ISR of {len(missing)} partition(s) it was in before its restart",
-                observed={"partitions": missing[:20], **following},
+                "done",
+                "back in the ISR of every partition it was in the ISR of before its restart"
+                + (
+                    f"; adding replica of {following['adding']} partition(s) being reassigned: "
+                    f"{following['caught_up']} caught up, {len(following['catching_up'])} still catching up"
+                    if following.get("adding")
+                    else ""
+                )
+                if node.role == BROKER
+                else "caught up with the metadata quorum",
+                observed=following or None,
             )
+            self._enter(node, DONE)
+            return
+        if self._elapsed_s(node) >= opts.operation_timeout_s * max(1, opts.max_attempts):
+            raise RollFailed(
+                f"{node.role} {node.node_id} is not back in the ISR of {len(missing)} partition(s) "
+                f"it was in before its restart: {missing[:20]}"
+            )
+        self._record(
+            "isr",
+            node,
+            "wait",
+            f"not yet back in the ISR of {len(missing)} partition(s) it was in before its restart",
+            observed={"partitions": missing[:20], **following},
+        )
 
     def _not_ready_after_timeout(self, state, node, facts, reading) -> None:
         """The table in ``restart.states``: starting -> wait (never force); stuck or
