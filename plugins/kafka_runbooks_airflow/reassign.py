@@ -308,7 +308,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         admin.close()
     owned = owned_in_flight(dag_id, params["kafka_conn_id"])
     with refused_as_decision():
-        checked = runbook.validate(request, state, failed, receivers, inflight, owned, log)
+        checked = runbook.validate(request, state, failed, receivers, inflight, owned)
     folder = run_dir(dag_id, run_id)
     mark_cluster(folder, params["kafka_conn_id"])
     save_state(
@@ -320,6 +320,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
             chunks=[ChunkState(index=0, targets=checked.adopt)] if checked.adopt else [],
         ),
     )
+    checked.record(request, log)
     return {
         **request.as_dict(),
         "nothing_to_do": checked.nothing_to_do,

@@ -55,7 +55,16 @@ def test_validate_records_the_adoption_and_where_it_came_from(caplog):
         {"t:0": MOVING},
         {"t:0": ([1, 2], Path("/data/run-a/adopt-state.json"))},
     )
-    assert checked == runbook.Validation([4], [1, 2, 3], {"t:0": [1, 2]}, nothing_to_do=False)
+    assert checked == runbook.Validation(
+        [4],
+        [1, 2, 3],
+        {"t:0": [1, 2]},
+        nothing_to_do=False,
+        partitions_on_failed=1,
+        adopted_from={"t:0": "run-a"},
+    )
+    assert not [r for r in caplog.records if "DECISION validate" in r.getMessage()]
+    checked.record(build_request({}))
     record = next(r.getMessage() for r in caplog.records if "DECISION validate" in r.getMessage())
     assert "go on to the plan" in record and "run-a" in record
 

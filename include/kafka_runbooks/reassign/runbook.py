@@ -78,6 +78,29 @@ class Validation:
     receivers: list[int]
     adopt: dict[str, list[int]]
     nothing_to_do: bool
+    partitions_on_failed: int = 0
+    adopted_from: dict[str, str] = field(default_factory=dict)  # partition -> run folder that submitted it
+
+    def record(self, request: ReassignRequest, logger: logging.Logger | None = None) -> None:
+        """The ``validate`` DECISION: nothing to do, or go on to the plan (after adoption is saved)."""
+        decisions.record(
+            "validate",
+            "nothing to do" if self.nothing_to_do else "go on to the plan",
+            "no broker hosting replicas is failed"
+            if self.nothing_to_do
+            else "the failed brokers are known and not available; "
+            "the receivers are available; no foreign reassignment is in flight",
+            observed={
+                "failed_brokers": self.failed,
+                "receivers": self.receivers,
+                "partitions_on_failed": self.partitions_on_failed,
+                "adopted_in_flight": {
+                    k: {"target": v, "from": self.adopted_from[k]} for k, v in self.adopt.items()
+                },
+                "request": request.as_dict(),
+            },
+            logger=logger or log,
+        )
 
 
 def validate(
@@ -87,35 +110,22 @@ def validate(
     receivers: list[int],
     inflight: dict[str, dict[str, list[int]]],
     owned: dict[str, tuple[list[int], Path]],
-    logger: logging.Logger | None = None,
 ) -> Validation:
-    """Adopt our own in-flight reassignments or refuse foreign ones; record what the run goes on to do.
+    """Adopt our own in-flight reassignments or refuse foreign ones (RequestError); nothing to do?
 
     ``owned`` maps each partition some run of this runbook submitted and has not seen finish
-    to its target and the state file that recorded it.
+    to its target and the state file that recorded it. The caller saves the adoption, then
+    records the outcome (``Validation.record``).
     """
-    logger = logger or log
     adopt = adopt_or_refuse(inflight, {k: v[0] for k, v in owned.items()}, request.dry_run)
-    nothing = nothing_to_do(state, failed)
-    decisions.record(
-        "validate",
-        "nothing to do" if nothing else "go on to the plan",
-        "no broker hosting replicas is failed"
-        if nothing
-        else "the failed brokers are known and not available; "
-        "the receivers are available; no foreign reassignment is in flight",
-        observed={
-            "failed_brokers": failed,
-            "receivers": receivers,
-            "partitions_on_failed": sum(1 for p in state.partitions if set(p.replicas) & set(failed)),
-            "adopted_in_flight": {
-                k: {"target": v, "from": str(owned[k][1].parent.name)} for k, v in adopt.items()
-            },
-            "request": request.as_dict(),
-        },
-        logger=logger,
+    return Validation(
+        failed=failed,
+        receivers=receivers,
+        adopt=adopt,
+        nothing_to_do=nothing_to_do(state, failed),
+        partitions_on_failed=sum(1 for p in state.partitions if set(p.replicas) & set(failed)),
+        adopted_from={k: str(owned[k][1].parent.name) for k in adopt},
     )
-    return Validation(failed=failed, receivers=receivers, adopt=adopt, nothing_to_do=nothing)
 
 
 @dataclass(frozen=True)
