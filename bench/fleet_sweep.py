@@ -10,8 +10,11 @@ at the two real stacks in turn, as a fleet sweep would see them.
 One cluster's sweep is what a mapped ``cluster`` group of the failed-broker sweep does:
 read the cluster (brokers, quorum, every partition, min ISR) and update that cluster's
 failure-tracking state file; the clusters run in parallel, one thread each (one mapped
-task instance each, with enough worker slots). Counted per cluster: the Kafka requests
-kafka-python sends on the wire, plus the calls made through librdkafka's AdminClient.
+task instance each, with enough worker slots). Counted per cluster: the requests the
+sweep sends through kafka-python's connection manager (DescribeCluster,
+DescribeTopicPartitions, DescribeConfigs, ...) plus the calls it makes through
+librdkafka's AdminClient (list_topics); client-internal traffic (ApiVersions, metadata
+refreshes) is not counted.
 
 Printed per N: total wall time, the slowest cluster's wall time, requests per cluster
 (min/max), and the floor each is compared to: the N=1 figures. Requests per cluster must
@@ -36,8 +39,8 @@ _counts: dict[str, Counter] = {}
 _lock = threading.Lock()
 
 
-def _count(kind: str) -> None:
-    cluster = getattr(_local, "cluster", None)
+def _count(kind: str, cluster: str | None = None) -> None:
+    cluster = cluster or getattr(_local, "cluster", None)
     if cluster is None:
         return
     with _lock:
@@ -46,17 +49,22 @@ def _count(kind: str) -> None:
 
 def instrument() -> None:
     """Count every kafka-python request and every librdkafka admin call, per current cluster."""
-    from kafka.client_async import KafkaClient
+    from kafka.net.manager import KafkaConnectionManager
 
     from kafka_runbooks.admin import ClusterAdmin
 
-    send = KafkaClient.send
+    init, send = KafkaConnectionManager.__init__, KafkaConnectionManager.send
 
-    def counted_send(self, node_id, request, *args, **kwargs):
-        _count(f"kp:{type(request).__name__}")
-        return send(self, node_id, request, *args, **kwargs)
+    def counted_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._bench_cluster = getattr(_local, "cluster", None)  # built lazily in the sweep's thread
 
-    KafkaClient.send = counted_send
+    def counted_send(self, request, *args, **kwargs):
+        _count(f"kp:{type(request).__name__}", getattr(self, "_bench_cluster", None))
+        return send(self, request, *args, **kwargs)
+
+    KafkaConnectionManager.__init__ = counted_init
+    KafkaConnectionManager.send = counted_send
 
     class CountingAdmin:
         def __init__(self, inner) -> None:
