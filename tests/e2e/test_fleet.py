@@ -19,7 +19,7 @@ from tests.helpers import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 RESTART = "kafka_broker_restart"
 CLUSTER_B = "kafka_fleet_b"
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = pytest.mark.timeout(3600)
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     stopped, B's instance fails and A's still succeeds and publishes its report."""
     reports = airflow_local.home / "kafka_runbooks" / "reports" / "cluster_health" / "by_connection"
     run = airflow_local.trigger(HEALTH, {"max_listed": 50})
-    assert airflow_local.wait_for_run(HEALTH, run, timeout=900) == "success"
+    assert airflow_local.wait_for_run(HEALTH, run, timeout=1800) == "success"
     assert _instances(airflow_local, HEALTH, run, "cluster.publish_report") == {0: "success", 1: "success"}
     for index, cluster in enumerate(FLEET):
         report = json.loads((reports / f"{cluster}.json").read_text())
@@ -190,7 +190,7 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
 
     cluster_b.stop()
     run = airflow_local.trigger(HEALTH, {"max_listed": 50})
-    assert airflow_local.wait_for_run(HEALTH, run, timeout=900) == "failed"
+    assert airflow_local.wait_for_run(HEALTH, run, timeout=1800) == "failed"
     snapshots = _instances(airflow_local, HEALTH, run, "cluster.snapshot_cluster")
     published = _instances(airflow_local, HEALTH, run, "cluster.publish_report")
     assert snapshots[0] == "success" and published[0] == "success", (snapshots, published)
