@@ -69,3 +69,27 @@ def test_sweeps_map_one_group_per_cluster(dags, dag_id):
     assert outside == {"clusters"}
     assert "kafka_conn_ids" in dag.params and "kafka_conn_id" not in dag.params
     assert dag.params["kafka_conn_ids"] is None  # null = the deployment's setting
+
+
+def test_metadata_error_reports_are_kept_per_cluster(tmp_path, monkeypatch):
+    """Runs for two clusters each leave their own latest report (before: one latest.json,
+    the last cluster's, overwrote the other's)."""
+    import json
+
+    from kafka_runbooks import storage
+    from kafka_runbooks.metadata_errors.sweep import write_report
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("KAFKA_RUNBOOKS_DATA_URL", raising=False)
+    storage._STORES.clear()
+    try:
+        for cluster in ("kafka_a", "kafka_b"):
+            where = write_report({"kafka_conn_id": cluster, "nodes": []})
+            assert where.endswith(f"/reports/metadata_errors/by_connection/{cluster}.json")
+        folder = tmp_path / "reports" / "metadata_errors" / "by_connection"
+        assert {json.loads(p.read_text())["kafka_conn_id"] for p in folder.glob("*.json")} == {
+            "kafka_a",
+            "kafka_b",
+        }
+    finally:
+        storage._STORES.clear()

@@ -432,13 +432,19 @@ def _record_node(row: dict[str, Any], logger: logging.Logger) -> None:
 
 
 def write_report(report: dict[str, Any]) -> str:
-    """``reports/metadata_errors/latest.json`` in the data store (whole); returns where it is."""
+    """``reports/metadata_errors/latest.json`` and, per cluster, ``by_connection/<conn id>.json``
+    in the data store (whole); returns where this cluster's report is."""
     import json
 
     from kafka_runbooks import storage
 
+    from kafka_runbooks.paths import safe_name
+
     store = storage.store()
-    store.write_text(
-        "reports/metadata_errors/latest.json", json.dumps(report, indent=1, sort_keys=True, default=str)
-    )
+    text = json.dumps(report, indent=1, sort_keys=True, default=str)
+    store.write_text("reports/metadata_errors/latest.json", text)
+    if report.get("kafka_conn_id"):  # several clusters: each keeps its own latest report
+        key = f"reports/metadata_errors/by_connection/{safe_name(report['kafka_conn_id'])}.json"
+        store.write_text(key, text)
+        return store.url_of(key)
     return store.url_of("reports/metadata_errors/latest.json")
