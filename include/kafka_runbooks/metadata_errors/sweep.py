@@ -437,7 +437,6 @@ def write_report(report: dict[str, Any]) -> str:
     import json
 
     from kafka_runbooks import storage
-
     from kafka_runbooks.paths import safe_name
 
     store = storage.store()
