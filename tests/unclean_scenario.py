@@ -140,8 +140,6 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
       120 in e1. Their logs diverged at offset 100: whichever is elected, the other is
       truncated to 100. Kafka's own unclean election takes broker 2 (first live replica).
     """
-    from kafka_runbooks.kafka_python_gaps import elect_unclean
-
     bootstrap = stack.bootstrap_servers
     wait_until(
         lambda: cluster_healthy(admin), 180, 1, "a fully replicated cluster before building the scenario"
@@ -177,7 +175,7 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
     )
     keys = [(topic, p) for p in range(partitions)]
     wait_until(
-        lambda: not any(elect_unclean(admin.gaps, keys).values()) and all(p.leader == 3 for p in parts()),
+        lambda: not any(admin.elect_unclean(keys).values()) and all(p.leader == 3 for p in parts()),
         60,
         1,
         "broker 3 elected unclean",

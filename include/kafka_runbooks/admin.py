@@ -1,10 +1,21 @@
-"""Read-side admin facade: one object that answers "what does the cluster look like now".
+"""The admin facade: every RPC the runbooks send to a cluster goes through ``ClusterAdmin``.
 
-confluent-kafka does the work it can (topic listing, configs); the RPCs it lacks go
-through :mod:`kafka_runbooks.kafka_python_gaps`. Clients are built on first use, so
-constructing a facade never touches the network. Calls on many resources follow the
-futures-per-resource pattern: one failed topic or broker is reported by name, and does
-not hide the answers for the others.
+It answers "what does the cluster look like now" and carries out the writes the
+runbooks decide (reassignments, replica reorders, leader elections, throttle configs).
+confluent-kafka does the work it can (topic listing); the RPCs it lacks go through
+kafka-python, in the private :mod:`kafka_runbooks._kafka_python`, which nothing else
+imports. The retry and fail-over rules live here, in two methods:
+
+- ``_retry``: a read that failed with a retriable error (connection lost, node not
+  ready, request timed out) is tried again, on another broker when it can; after the
+  last attempt it is ``ClusterUnreachable``.
+- ``_to_controller``: a request kafka-python sends to the broker it cached as "the
+  controller" (under KRaft any broker from metadata) forgets that broker after any
+  failure, so a retry goes to a live one.
+
+Clients are built on first use, so constructing a facade never touches the network.
+Calls on many resources follow the futures-per-resource pattern: one failed topic or
+broker is reported by name, and does not hide the answers for the others.
 """
 
 from __future__ import annotations
@@ -51,14 +62,15 @@ class ClusterAdmin:
         return AdminClient(conf)
 
     @cached_property
-    def gaps(self):
+    def _kafka_python(self):
+        """kafka-python's client, for the RPCs confluent-kafka lacks (private to the facade)."""
         from kafka.errors import KafkaError
 
-        from kafka_runbooks.kafka_python_gaps import KafkaPythonGaps
+        from kafka_runbooks._kafka_python import KafkaPythonClient
 
         timeout_ms = int(self.timeout_s * 1000)
         try:
-            return KafkaPythonGaps(self.config, request_timeout_ms=timeout_ms)
+            return KafkaPythonClient(self.config, request_timeout_ms=timeout_ms)
         except KafkaError as exc:
             first_error = exc
         # kafka-python can stay stuck on a bootstrap server that accepts connections but
@@ -66,7 +78,7 @@ class ClusterAdmin:
         servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
         for server in servers if len(servers) > 1 else []:
             try:
-                return KafkaPythonGaps(
+                return KafkaPythonClient(
                     {**self.config, "bootstrap.servers": server}, request_timeout_ms=min(timeout_ms, 5000)
                 )
             except KafkaError as exc:
@@ -76,8 +88,8 @@ class ClusterAdmin:
         ) from first_error
 
     def close(self) -> None:
-        if "gaps" in self.__dict__:
-            self.gaps.close()
+        if "_kafka_python" in self.__dict__:
+            self._kafka_python.close()
 
     def __enter__(self) -> ClusterAdmin:
         return self
@@ -97,11 +109,11 @@ class ClusterAdmin:
         return md.cluster_id
 
     def describe_brokers(self) -> dict[int, Broker]:
-        _, brokers = self._gap_call("DescribeCluster", lambda: self.gaps.describe_cluster())
+        _, brokers = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
         return {b.broker_id: b for b in brokers}
 
     def describe_quorum(self) -> Quorum:
-        return self._gap_call("DescribeQuorum", lambda: self.gaps.describe_quorum())
+        return self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
 
     def list_topics(self, include_internal: bool = True) -> list[str]:
         from confluent_kafka import KafkaException
@@ -118,8 +130,9 @@ class ClusterAdmin:
         out: dict[str, int] = {}
         for i in range(0, len(topics), batch):
             chunk = topics[i : i + batch]
-            configs = self._gap_call(
-                "DescribeConfigs", lambda chunk=chunk: self.gaps.topic_configs(chunk, ["min.insync.replicas"])
+            configs = self._retry(
+                "DescribeConfigs",
+                lambda chunk=chunk: self._kafka_python.topic_configs(chunk, ["min.insync.replicas"]),
             )
             for topic in chunk:
                 value = configs.get(topic, {}).get("min.insync.replicas")
@@ -131,7 +144,7 @@ class ClusterAdmin:
     def describe_partitions(self, topics: list[str] | None = None) -> list[PartitionState]:
         """Every partition of ``topics`` (all when None) with its effective min ISR."""
         topics = self.list_topics() if topics is None else list(topics)
-        parts = self._gap_call("DescribeTopicPartitions", lambda: self.gaps.describe_partitions(topics))
+        parts = self.describe_topic_partitions(topics)
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
         return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
@@ -145,11 +158,14 @@ class ClusterAdmin:
         """
         from kafka.errors import KafkaError
 
-        from kafka_runbooks.kafka_python_gaps import list_reassignments
+        from kafka_runbooks._kafka_python import list_reassignments
 
+        send = self._once_to_controller
         for attempt in range(1, attempts + 1):
             try:
-                return self._gap_call("ListPartitionReassignments", lambda: list_reassignments(self.gaps))
+                return self._retry(
+                    "ListPartitionReassignments", lambda: list_reassignments(self._kafka_python, send)
+                )
             except KafkaError as exc:
                 if attempt == attempts:
                     raise ClusterUnreachable(
@@ -166,12 +182,91 @@ class ClusterAdmin:
         errors: dict[int, str] = {}
         for broker_id in broker_ids:
             try:
-                replicas.extend(self.gaps.describe_log_dirs(broker_id))
+                replicas.extend(self._kafka_python.describe_log_dirs(broker_id))
             except Exception as exc:  # one broker's failure must not hide the others'
                 errors[broker_id] = f"{type(exc).__name__}: {exc}"
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
         return replicas, errors
 
+    def describe_topic_partitions(self, topics: list[str]) -> list[PartitionState]:
+        """Leader, epoch, replicas, ISR and ELR of every partition of ``topics``, as the
+        metadata has them (``min_insync_replicas`` not read: see ``describe_partitions``)."""
+        return self._retry(
+            "DescribeTopicPartitions", lambda: self._kafka_python.describe_partitions(list(topics))
+        )
+
+    def elect_leaders_versions(self) -> tuple[int, int] | None:
+        """(min, max) ElectLeaders versions the connected broker advertises, None if absent
+        (v3+ carries a designated leader, KIP-966)."""
+        from kafka_runbooks._kafka_python import ELECT_LEADERS_API_KEY
+
+        return self._retry(
+            "ApiVersions", lambda: self._kafka_python.advertised_api_versions(ELECT_LEADERS_API_KEY)
+        )
+
+    def list_replica_log_ends(
+        self, by_broker: dict[int, list[tuple[str, int]]], timeout_ms: int, batch: int | None = None
+    ) -> tuple[dict[int, list[tuple[str, int, int, int, int | None]] | Exception], int]:
+        """Each broker's own log end offset and newest epoch for its replicas (ListOffsets
+        with replica id -2): per broker rows or the exception its requests failed with, and
+        the number of requests sent (``_kafka_python.list_replica_log_ends`` says how)."""
+        from kafka_runbooks._kafka_python import list_replica_log_ends
+
+        return self._retry(
+            "ListOffsets",
+            lambda: list_replica_log_ends(self._kafka_python, by_broker, timeout_ms=timeout_ms, batch=batch),
+        )
+
+    def describe_config_values(
+        self, resource_type: str, names: list[str], keys: list[str]
+    ) -> dict[str, dict[str, str | None]]:
+        """Values of ``keys`` set on each resource itself (``resource_type`` "broker" or
+        "topic"); defaults and static settings read as absent."""
+        from kafka_runbooks._kafka_python import describe_config_values
+
+        return describe_config_values(self._kafka_python, resource_type, names, keys)
+
+    # Writes --------------------------------------------------------------------
+    def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        """Start (target replicas) or cancel (None) reassignments; per partition None
+        (accepted) or the error's name. One attempt: the caller reads back what happened."""
+        from kafka_runbooks._kafka_python import alter_reassignments
+
+        return alter_reassignments(self._kafka_python, targets, self._once_to_controller)
+
+    def reorder_replicas(self, orders: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int], str | None]:
+        """The same replica sets in a new order (AlterPartitionReassignments); per partition
+        None (accepted) or the error's name. Fails over to a live broker."""
+        from kafka_runbooks._kafka_python import reorder_replicas
+
+        return reorder_replicas(self._kafka_python, orders, self._to_controller)
+
+    def elect_unclean(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error.
+        Fails over to a live broker."""
+        from kafka_runbooks._kafka_python import elect_unclean
+
+        return elect_unclean(self._kafka_python, list(partitions), self._to_controller)
+
+    def elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders(PREFERRED); per partition None (elected) or the error's name
+        (``ElectionNotNeededError`` when the preferred replica already leads)."""
+        from kafka_runbooks._kafka_python import elect_preferred
+
+        return self._retry("ElectLeaders", lambda: elect_preferred(self._kafka_python, list(partitions)))
+
+    def incremental_alter_configs(
+        self, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
+    ) -> dict[str, str]:
+        """IncrementalAlterConfigs: ``changes`` = {resource name: {key: (op, value)}}, op SET,
+        DELETE, APPEND or SUBTRACT; per resource "OK" or the error."""
+        from kafka_runbooks._kafka_python import incremental_alter_configs
+
+        return incremental_alter_configs(self._kafka_python, resource_type, changes)
+
+    # State ---------------------------------------------------------------------
     def read_state(self, topics: list[str] | None = None, include_log_dirs: bool = True) -> ClusterState:
         """One consistent-enough read of brokers, quorum, partitions and (optionally) sizes."""
         cluster_id = self.ping()
@@ -198,7 +293,8 @@ class ClusterAdmin:
             taken_at_ms=taken_at_ms,
         )
 
-    def _gap_call(self, what: str, fn, attempts: int = 4):
+    # The retry and fail-over rules ----------------------------------------------
+    def _retry(self, what: str, fn, attempts: int = 4):
         """Run a kafka-python call, retrying retriable errors (on another broker when it can).
 
         kafka-python sends to one node it picked earlier and fails at once when that
@@ -218,3 +314,37 @@ class ClusterAdmin:
                 log.info("%s failed (%s); retrying on another broker", what, exc)
                 time.sleep(0.5 * attempt)
         raise AssertionError("unreachable")
+
+    def _to_controller(self, what: str, fn, attempts: int = 4, sleep=None):
+        """Run a request kafka-python sends to "the controller", failing over to a live broker.
+
+        Under KRaft kafka-python's "controller" is a broker id it picked from metadata and
+        cached; once that broker dies every call fails (``UnknownBrokerIdError``, not marked
+        retriable, or a connection error). After any failure forget the cached id so the
+        next attempt asks the metadata for a live one, and wait (0.5 s, 1 s, 2 s...) first:
+        the cluster needs a moment to stop naming a broker that has just died. The last
+        failure is raised as it came: the callers report it per partition.
+        """
+        sleep = sleep or time.sleep
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except Exception as exc:
+                self._kafka_python.forget_controller()
+                if attempt == attempts:
+                    raise
+                wait = min(0.5 * 2 ** (attempt - 1), 5.0)
+                log.info(
+                    "%s failed (%s: %s); retrying on another broker in %.1f s",
+                    what,
+                    type(exc).__name__,
+                    exc,
+                    wait,
+                )
+                sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _once_to_controller(self, what: str, fn):
+        """One attempt at a controller request; a failure forgets the cached controller, so
+        whoever tries again (the caller, or ``list_reassignments``' loop) reaches a live one."""
+        return self._to_controller(what, fn, attempts=1)

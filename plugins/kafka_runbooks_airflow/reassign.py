@@ -13,10 +13,13 @@ import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.paths import artifact_dir, data_dir, safe_name
+
+if TYPE_CHECKING:
+    from kafka_runbooks.admin import ClusterAdmin
 
 REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
@@ -224,7 +227,7 @@ def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[
 
 
 def clean_leftover_throttles(
-    admin, dag_id: str, only: list[Path] | None = None, cluster: str | None = None
+    admin: ClusterAdmin, dag_id: str, only: list[Path] | None = None, cluster: str | None = None
 ) -> dict[str, Any]:
     """Take off throttles that runs recorded and did not remove (a killed task, a dead worker).
 
@@ -402,7 +405,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     try:
         state = admin.read_state(include_log_dirs=False)
         live = state.alive_broker_ids()
-        left = leftover_throttles(admin.gaps, live, sorted({p.topic for p in state.partitions}))
+        left = leftover_throttles(admin, live, sorted({p.topic for p in state.partitions}))
     finally:
         admin.close()
     healed = runbook.verify(state, set(checked["failed"]), planned, left, log)
@@ -422,7 +425,6 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
 def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     """The approved preferred-leader election on the moved partitions, read back until settled."""
-    from kafka_runbooks.kafka_python_gaps import elect_preferred
     from kafka_runbooks.reassign.leaders import elect_preferred_leaders
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
@@ -430,10 +432,8 @@ def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, 
     try:
         topics = sorted({k.rsplit(":", 1)[0] for k in keys})
         result = elect_preferred_leaders(
-            read=lambda: admin._gap_call(
-                "DescribeTopicPartitions", lambda: admin.gaps.describe_partitions(topics)
-            ),
-            elect=lambda parts: admin._gap_call("ElectLeaders", lambda: elect_preferred(admin.gaps, parts)),
+            read=lambda: admin.describe_topic_partitions(topics),
+            elect=admin.elect_preferred,
             keys=keys,
             logger=log,
         )

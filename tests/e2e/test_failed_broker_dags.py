@@ -101,12 +101,10 @@ def add_balanceable_topics(admin, bs: str) -> list[str]:
 @pytest.fixture
 def clean_throttles(admin):
     yield
-    from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
-
     live = [b.broker_id for b in admin.describe_brokers().values() if b.available]
-    for name, keys in leftover_throttles(admin.gaps, live, admin.list_topics()).items():
+    for name, keys in leftover_throttles(admin, live, admin.list_topics()).items():
         kind, resource = name.split(" ", 1)
-        incremental_alter_configs(admin.gaps, kind, {resource: {k: ("DELETE", None) for k in keys}})
+        admin.incremental_alter_configs(kind, {resource: {k: ("DELETE", None) for k in keys}})
 
 
 def test_bad_input_ends_in_a_refuse_record_and_the_review_skips_cleanly(airflow_local: AirflowLocal):
@@ -236,7 +234,7 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     ) + airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")
     assert "remove a leftover throttle" in killed_and_cleanup
     assert json.loads(state_file(run1).read_text())["throttle"] is None
-    assert leftover_throttles(admin.gaps, [1, 2, 3], ours) == {}
+    assert leftover_throttles(admin, [1, 2, 3], ours) == {}
 
     # re-run: clear the killed task (and what follows); it resumes from its state file
     airflow_local.api(
@@ -279,7 +277,7 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert [p.name for p in parts if set(p.isr) != set(p.replicas)] == []
     after = {(p.topic, p.partition): list(p.replicas) for p in parts}
     assert all(len(after[k]) == len(v) for k, v in on_dead_before.items() if k in after)
-    assert leftover_throttles(admin.gaps, [1, 2, 3], sorted({p.topic for p in parts})) == {}
+    assert leftover_throttles(admin, [1, 2, 3], sorted({p.topic for p in parts})) == {}
     new = Counter(b for k, v in on_dead_before.items() if k in after for b in set(after[k]) - set(v))
     assert set(new) <= {1, 2, 3} and max(new.values()) - min(new.values()) <= 1, new
     # the moved partitions are led by their (planned) preferred replicas

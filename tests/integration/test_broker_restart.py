@@ -318,7 +318,6 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
     """Broker 3 is an adding replica that cannot catch up (throttled): after its restart
     the roll waits for the ISRs it was in, and reports the copy as still catching up
     (today's main waited for it to join an ISR it was never in, then failed)."""
-    from kafka_runbooks.kafka_python_gaps import alter_reassignments
     from kafka_runbooks.reassign import throttle
 
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
@@ -328,10 +327,10 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
     create_topic(bs, topic, assignment={0: [1, 2]}, config={"min.insync.replicas": "1"})
     assert produce(bs, topic, 3000, partition=0, size=1000) == 3000
     record = throttle.throttle_plan([(topic, 0, (1, 2), (1, 2, 3))], live={1, 2, 3, 4}, rate=10_000)
-    throttle.read_previous_rates(admin.gaps, record)
-    throttle.apply(admin.gaps, record)
+    throttle.read_previous_rates(admin, record)
+    throttle.apply(admin, record)
     try:
-        assert alter_reassignments(admin.gaps, {(topic, 0): [1, 2, 3]}) == {(topic, 0): None}
+        assert admin.alter_partition_reassignments({(topic, 0): [1, 2, 3]}) == {(topic, 0): None}
         wait_until(
             lambda: (
                 admin.list_reassignments().get((topic, 0), {}).get("adding") == [3]
@@ -359,7 +358,7 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
         ]
         assert f"{topic}-0" in done["observed"]["catching_up"] and "still catching up" in done["reason"]
     finally:
-        alter_reassignments(admin.gaps, {(topic, 0): None})
+        admin.alter_partition_reassignments({(topic, 0): None})
         wait_until(lambda: (topic, 0) not in admin.list_reassignments(), 60, 1, "the reassignment cancelled")
-        throttle.remove(admin.gaps, record)
+        throttle.remove(admin, record)
         _delete_topic(stack, topic)

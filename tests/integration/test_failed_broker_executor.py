@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.kafka_python_gaps import alter_reassignments, list_reassignments
 from kafka_runbooks.reassign.execute import (
     MOVING,
     ChunkExecutor,
@@ -95,12 +94,10 @@ def moves_off(admin, topics: list[str], dead: int) -> list[dict]:
 
 def clear_throttles(admin) -> None:
     """After a failed test: no throttle may leak into later tests (they would read it as someone else's)."""
-    from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
-
     live = [b.broker_id for b in admin.describe_brokers().values() if b.available]
-    for name, keys in leftover_throttles(admin.gaps, live, admin.list_topics()).items():
+    for name, keys in leftover_throttles(admin, live, admin.list_topics()).items():
         kind, resource = name.split(" ", 1)
-        incremental_alter_configs(admin.gaps, kind, {resource: {k: ("DELETE", None) for k in keys}})
+        admin.incremental_alter_configs(kind, {resource: {k: ("DELETE", None) for k in keys}})
 
 
 @pytest.fixture
@@ -141,7 +138,9 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     # 1. a reassignment nobody in this run started (to the dead broker: it never finishes) is refused
     foreign_topic = unique_topic("foreign")
     create_topic(bs, foreign_topic, assignment={0: [1, 2]})
-    assert alter_reassignments(admin.gaps, {(foreign_topic, 0): [1, 2, DEAD]}) == {(foreign_topic, 0): None}
+    assert admin.alter_partition_reassignments({(foreign_topic, 0): [1, 2, DEAD]}) == {
+        (foreign_topic, 0): None
+    }
     plan_ab = write_plan(
         tmp_path / "plan-ab", [moves_off(admin, [topics[0]], DEAD), moves_off(admin, [topics[1]], DEAD)]
     )
@@ -157,9 +156,9 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     with pytest.raises(ReassignError, match="not started by this run"):
         executor.step(state)
     assert state.throttle is None and all(c.status != MOVING for c in state.chunks)
-    alter_reassignments(admin.gaps, {(foreign_topic, 0): None})
+    admin.alter_partition_reassignments({(foreign_topic, 0): None})
     wait_until(
-        lambda: (foreign_topic, 0) not in list_reassignments(admin.gaps), 30, 1, "the foreign one cancelled"
+        lambda: (foreign_topic, 0) not in admin.list_reassignments(), 30, 1, "the foreign one cancelled"
     )
 
     # 2. the first chunk starts under a low throttle; the "task" is killed mid-chunk
@@ -169,12 +168,12 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     assert state.chunks[0].copied_at_start == 0 and state.chunks[0].started_ms is not None
     submitted = set(state.chunks[0].moving)
     assert len(submitted) == 3
-    throttled = leftover_throttles(admin.gaps, [1, 2, 3], topics)
+    throttled = leftover_throttles(admin, [1, 2, 3], topics)
     assert throttled, "the throttle is set while the chunk moves"
     # the cleanup task of the killed run takes the throttle off (recorded in the state file)
     resumed = load_state(path)
     ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).remove_throttle(resumed)
-    assert leftover_throttles(admin.gaps, [1, 2, 3], topics) == {}
+    assert leftover_throttles(admin, [1, 2, 3], topics) == {}
     # a NEW run with the same targets adopts the partitions in flight instead of submitting them again
     caplog.clear()
     other = ExecState(
@@ -191,7 +190,7 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
         progress_file=tmp_path / "progress.json",
     )
     second.step(other)
-    inflight_now = {f"{t}:{p}" for t, p in list_reassignments(admin.gaps)}
+    inflight_now = {f"{t}:{p}" for t, p in admin.list_reassignments()}
     adopted = [
         r
         for r in caplog.records
@@ -217,7 +216,7 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     parts = admin.describe_partitions(topics[:2])
     assert all(DEAD not in p.replicas for p in parts), [(p.name, p.replicas) for p in parts]
     assert all(set(p.isr) == set(p.replicas) for p in parts)
-    assert leftover_throttles(admin.gaps, [1, 2, 3], topics) == {}
+    assert leftover_throttles(admin, [1, 2, 3], topics) == {}
     # the killed run's state, resumed, finds everything in place: nothing moves twice
     caplog.clear()
     resumed = load_state(path)
@@ -247,4 +246,4 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
     with pytest.raises(ReassignStopped, match="came back before chunk 2"):
         exec_c.step(state_c)
     assert load_state(path_c).stopped and state_c.throttle is None
-    assert leftover_throttles(admin.gaps, [1, 2, 3, 4], topics) == {}
+    assert leftover_throttles(admin, [1, 2, 3, 4], topics) == {}

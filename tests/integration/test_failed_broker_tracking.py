@@ -70,17 +70,16 @@ def test_a_bounce_between_two_sweeps_restarts_the_countdown(restore_stack, admin
 def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stack, admin):
     """The election after healing: the replica order changes (as a plan with a chosen first
     replica leaves it), leadership stays where it was until the election, then follows."""
-    from kafka_runbooks.kafka_python_gaps import elect_preferred, reorder_replicas
     from kafka_runbooks.reassign.leaders import elect_preferred_leaders
 
     topic = unique_topic("elect")
     create_topic(kafka_stack.bootstrap_servers, topic, assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
 
     def parts():
-        return admin.gaps.describe_partitions([topic])
+        return admin.describe_topic_partitions([topic])
 
     wait_until(lambda: [p.leader for p in parts()] == [1, 2, 3], 60, 0.5, "leaders on the first replicas")
-    assert reorder_replicas(admin.gaps, {(topic, 0): [2, 1], (topic, 1): [3, 2]}) == {
+    assert admin.reorder_replicas({(topic, 0): [2, 1], (topic, 1): [3, 2]}) == {
         (topic, 0): None,
         (topic, 1): None,
     }
@@ -88,7 +87,7 @@ def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stac
     assert [p.leader for p in parts()] == [1, 2, 3]  # reordering alone does not move leadership
 
     keys = {f"{topic}:0", f"{topic}:1", f"{topic}:2"}
-    result = elect_preferred_leaders(parts, lambda ps: elect_preferred(admin.gaps, ps), keys, settle_s=3)
+    result = elect_preferred_leaders(parts, admin.elect_preferred, keys, settle_s=3)
     assert result.ok and sorted(result.asked) == [f"{topic}:0", f"{topic}:1"], result
     assert result.errors == {}
     assert [p.leader for p in parts()] == [2, 3, 3]

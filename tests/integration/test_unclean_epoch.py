@@ -86,7 +86,7 @@ def test_one_list_offsets_request_per_broker_and_kind(kafka_stack, admin):
             "broker 4 answering for all 1001 partitions",
         )
         sent = []
-        manager = admin.gaps._client._manager
+        manager = admin._kafka_python._client._manager
         real_send = manager.send
 
         def counting_send(request, node_id=None, **kw):

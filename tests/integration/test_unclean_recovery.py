@@ -224,7 +224,7 @@ def _bring_back(local_stack, admin, broker: int) -> None:
 def _pin_controller_to(admin, broker: int) -> None:
     """kafka-python caches the broker it sends controller-bound requests to; make it the one
     about to die, as happens when the cached broker is the one that fails."""
-    admin.gaps._client._controller_id = broker
+    admin._kafka_python._client._controller_id = broker
 
 
 def _elections(tmp_path: Path) -> dict:
@@ -403,8 +403,6 @@ def test_the_manual_steps_do_what_they_say_with_kafkas_own_tools(scenario, local
     """Each generated command, run with the real tools: the reorder is refused while broker 1
     is down (STEPS.md says so); the election file, read by kafka-leader-election 4.3.1,
     elects the chosen replica once it is first; the describe shows what the checks name."""
-    from kafka_runbooks.kafka_python_gaps import reorder_replicas
-
     topic, partition = scenario.topic, 7
     key = (topic, partition)
     _brokers_up(admin)
@@ -429,7 +427,7 @@ def test_the_manual_steps_do_what_they_say_with_kafkas_own_tools(scenario, local
     assert _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT)
     # the same reorder file through the Admin API (what automated_recovery sends)
     wanted = json.loads(Path(doc["artifacts"]["reorder.json"]).read_text())["partitions"][0]["replicas"]
-    assert wanted == [2, 1, 3] and reorder_replicas(admin.gaps, {key: wanted}) == {key: None}
+    assert wanted == [2, 1, 3] and admin.reorder_replicas({key: wanted}) == {key: None}
     wait_until(lambda: _leader(admin, topic, partition).replicas == (2, 1, 3), 60, 0.5, "reordered")
     try:
         # 2. the check: still offline, chosen first
@@ -450,7 +448,7 @@ def test_the_manual_steps_do_what_they_say_with_kafkas_own_tools(scenario, local
         # 5. the restore with today's tool is refused the same way while broker 1 is down
         assert "Unknown broker id 1" in "".join((p := _tool(steps[4]["command"])).stdout + p.stderr)
     finally:
-        reorder_replicas(admin.gaps, {key: list(sc.ASSIGNMENT)})
+        admin.reorder_replicas({key: list(sc.ASSIGNMENT)})
         wait_until(
             lambda: _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT), 60, 0.5, "restored"
         )

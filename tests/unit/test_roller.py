@@ -354,22 +354,28 @@ def test_listing_reassignments_survives_the_cached_controller_broker_going_away(
     the roll had just restarted and raised UnknownBrokerIdError, which crashed the roll."""
     from kafka.errors import UnknownBrokerIdError
 
-    import kafka_runbooks.kafka_python_gaps as gaps_module
+    import kafka_runbooks._kafka_python as kafka_python
     from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
 
     answers = [UnknownBrokerIdError(3), {("t", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}]
 
-    def fake_list(gaps):
+    def fake_list(client, send):
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    monkeypatch.setattr(gaps_module, "list_reassignments", fake_list)
+    forgotten = []
+    monkeypatch.setattr(
+        kafka_python, "list_reassignments", lambda client, send: send("List", lambda: fake_list(client, send))
+    )
     monkeypatch.setattr("time.sleep", lambda s: None)
     admin = ClusterAdmin({"bootstrap.servers": "127.0.0.1:1"})
-    admin.__dict__["gaps"] = object()  # never used by the fake
+    admin.__dict__["_kafka_python"] = type(
+        "Client", (), {"forget_controller": lambda self: forgotten.append(1)}
+    )()
     assert admin.list_reassignments() == {("t", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}
+    assert forgotten == [1]  # the failed request forgot the cached controller: the retry asks a live one
     answers[:] = [UnknownBrokerIdError(3)] * 4
     with pytest.raises(ClusterUnreachable, match="after 4 attempts: UnknownBrokerIdError"):
         admin.list_reassignments()

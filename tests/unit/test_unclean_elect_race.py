@@ -6,51 +6,42 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_runbooks import kafka_python_gaps
 from kafka_runbooks.model import Broker, PartitionState
 from kafka_runbooks.unclean import elect
 from kafka_runbooks.unclean.choose import Choice
 
 
 class Admin:
-    gaps = object()
+    """Stands in for the ClusterAdmin methods the election uses."""
 
     def __init__(self):
         self.leader = -1  # offline when the runbook looks
 
-    def _gap_call(self, what, fn):
-        return fn()
-
     def describe_brokers(self):
         return {b: Broker(b) for b in (1, 2, 3)}
 
+    def describe_topic_partitions(self, topics):
+        return [
+            PartitionState("t", 0, self.leader, 5, (2, 1, 3), (self.leader,) if self.leader > 0 else (1,))
+        ]
 
-@pytest.fixture
-def admin(monkeypatch):
-    a = Admin()
-
-    def describe(_gaps, topics):
-        return [PartitionState("t", 0, a.leader, 5, (2, 1, 3), (a.leader,) if a.leader > 0 else (1,))]
-
-    def elect_unclean(_gaps, keys):
-        a.leader = 3  # an ELR replica came back just before: Kafka elected it itself
+    def elect_unclean(self, keys):
+        self.leader = 3  # an ELR replica came back just before: Kafka elected it itself
         return {k: "ElectionNotNeededError" for k in keys}
 
-    monkeypatch.setattr(
-        a, "gaps", type("G", (), {"describe_partitions": staticmethod(lambda t: describe(None, t))})()
-    )
-    monkeypatch.setattr(kafka_python_gaps, "elect_unclean", elect_unclean)
-    monkeypatch.setattr(kafka_python_gaps, "reorder_replicas", lambda gaps, reorder: dict.fromkeys(reorder))
-    monkeypatch.setattr(kafka_python_gaps, "advertised_api_versions", lambda gaps, key: (0, 2))
-    monkeypatch.setattr(
-        kafka_python_gaps,
-        "list_replica_log_ends",
-        lambda gaps, by_broker, timeout_ms: (
-            {b: [(t, p, 0, 200, 4) for t, p in keys] for b, keys in by_broker.items()},
-            len(by_broker),
-        ),
-    )
-    return a
+    def reorder_replicas(self, reorder):
+        return dict.fromkeys(reorder)
+
+    def elect_leaders_versions(self):
+        return (0, 2)
+
+    def list_replica_log_ends(self, by_broker, timeout_ms):
+        return {b: [(t, p, 0, 200, 4) for t, p in keys] for b, keys in by_broker.items()}, len(by_broker)
+
+
+@pytest.fixture
+def admin():
+    return Admin()
 
 
 def test_election_not_needed_means_already_online(admin, tmp_path):

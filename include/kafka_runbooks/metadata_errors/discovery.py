@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafka_runbooks.admin import ClusterAdmin
+
 BROKER = "broker"
 CONTROLLER = "controller"
 
@@ -34,7 +36,7 @@ class Discovery:
     errors: list[str]
 
 
-def discover(admin, configured_ids: list[int]) -> Discovery:
+def discover(admin: ClusterAdmin, configured_ids: list[int]) -> Discovery:
     """Nodes from the cluster (``admin``: the ClusterAdmin facade, may be None) and the config."""
     nodes: dict[int, NodeRef] = {}
     errors: list[str] = []

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef, discover
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
 from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS
@@ -188,7 +189,7 @@ def _counter_text(row: dict[str, Any]) -> str:
 
 
 def run_sweep(
-    admin,
+    admin: ClusterAdmin,
     endpoints: MetricsEndpoints,
     store: MetadataErrorStateStore,
     options: SweepOptions,

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.reassign import progress, throttle
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.state_file import write_atomic
@@ -133,7 +134,7 @@ class ChunkExecutor:
 
     def __init__(
         self,
-        admin,
+        admin: ClusterAdmin,
         logger: logging.Logger | None = None,
         checkpoint: Callable[[ExecState], None] | None = None,
         clock: Callable[[], float] = time.time,
@@ -150,19 +151,12 @@ class ChunkExecutor:
 
     # -- reads -----------------------------------------------------------------------
     def _cluster(self, keys: list[str]):
-        from kafka_runbooks.kafka_python_gaps import list_reassignments
-
         brokers = self.admin.describe_brokers()
         topics = sorted({split(k)[0] for k in keys})
         existing = set(self.admin.list_topics())
         parts = self.admin.describe_partitions([t for t in topics if t in existing])
         partitions = {key(p.topic, p.partition): p for p in parts}
-        inflight = {
-            key(t, p): v
-            for (t, p), v in self.admin._gap_call(
-                "ListPartitionReassignments", lambda: list_reassignments(self.admin.gaps)
-            ).items()
-        }
+        inflight = {key(t, p): v for (t, p), v in self.admin.list_reassignments().items()}
         live = {b.broker_id for b in brokers.values() if b.available}
         return live, partitions, inflight
 
@@ -282,8 +276,6 @@ class ChunkExecutor:
         self.checkpoint(state)
 
     def _submit(self, state, chunk, submit, partitions) -> None:
-        from kafka_runbooks.kafka_python_gaps import alter_reassignments
-
         pairs = {split(k): v for k, v in submit.items()}
         # Record the intent first: if the task dies mid-request, the next step adopts what got in.
         adopted = bool(chunk.moving)
@@ -292,7 +284,7 @@ class ChunkExecutor:
             chunk.copied_at_start = 0
             chunk.started_ms = int(self.clock() * 1000)
         self.checkpoint(state)
-        errors = {key(*tp): e for tp, e in alter_reassignments(self.admin.gaps, pairs).items() if e}
+        errors = {key(*tp): e for tp, e in self.admin.alter_partition_reassignments(pairs).items() if e}
         self._record(
             "submit" if not errors else "submit (partly refused)",
             "every partition checked: the failed broker is still named, the receivers are available, "
@@ -319,15 +311,15 @@ class ChunkExecutor:
             for k in chunk.moving + [k for k in chunk.targets if k in chunk.origin and k not in chunk.moving]
         ]
         record = throttle.throttle_plan(moves, live, state.throttle_bytes_per_sec)
-        throttle.read_previous_rates(self.admin.gaps, record)
+        throttle.read_previous_rates(self.admin, record)
         state.throttle = record
         self.checkpoint(state)  # written before it is set: whoever cleans up knows what to take off
-        throttle.apply(self.admin.gaps, record, logger=self.log)
+        throttle.apply(self.admin, record, logger=self.log)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
         if state.throttle is None:
             return {}
-        left = throttle.remove(self.admin.gaps, state.throttle, live=live, logger=self.log)
+        left = throttle.remove(self.admin, state.throttle, live=live, logger=self.log)
         state.throttle = None if not left else dataclasses.replace(state.throttle, left=left)
         self.checkpoint(state)
         return left

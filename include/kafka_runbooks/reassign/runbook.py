@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.model import ClusterState
 from kafka_runbooks.reassign.plan import Plan, check_plan
 from kafka_runbooks.reassign.request import ReassignRequest, RequestError, foreign_reassignments
@@ -28,17 +29,11 @@ class NotHealed(RuntimeError):
     """After the last chunk the cluster does not read back as healed."""
 
 
-def in_flight(admin) -> dict[str, dict[str, list[int]]]:
+def in_flight(admin: ClusterAdmin) -> dict[str, dict[str, list[int]]]:
     """The partition reassignments the controller has in flight, keyed ``topic:partition``."""
-    from kafka_runbooks.kafka_python_gaps import list_reassignments
     from kafka_runbooks.reassign.execute import key
 
-    return {
-        key(t, p): v
-        for (t, p), v in admin._gap_call(
-            "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
-        ).items()
-    }
+    return {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
 
 
 def adopt_or_refuse(

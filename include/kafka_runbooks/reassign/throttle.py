@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -113,21 +114,17 @@ class ThrottleError(RuntimeError):
     """A throttle config could not be set or removed; the message names the resource."""
 
 
-def read_previous_rates(gaps, record: ThrottleRecord) -> None:
+def read_previous_rates(admin: ClusterAdmin, record: ThrottleRecord) -> None:
     """Fill each broker's ``previous`` rates (None = not set) before they are overwritten."""
-    from kafka_runbooks.kafka_python_gaps import describe_config_values
-
     for broker, entry in record.brokers.items():
         if "previous" in entry:
             continue
-        values = describe_config_values(gaps, "broker", [broker], BROKER_KEYS)[broker]
+        values = admin.describe_config_values("broker", [broker], BROKER_KEYS)[broker]
         entry["previous"] = {k: values.get(k) for k in BROKER_KEYS}
 
 
-def apply(gaps, record: ThrottleRecord, logger: logging.Logger | None = None) -> None:
+def apply(admin: ClusterAdmin, record: ThrottleRecord, logger: logging.Logger | None = None) -> None:
     """Set the rates on the brokers and append the throttled replicas on the topics."""
-    from kafka_runbooks.kafka_python_gaps import incremental_alter_configs
-
     rate = str(record.rate)
     broker_changes = {b: {k: ("SET", rate) for k in BROKER_KEYS} for b in record.brokers}
     topic_changes = {
@@ -140,13 +137,13 @@ def apply(gaps, record: ThrottleRecord, logger: logging.Logger | None = None) ->
     }
     failures = {
         f"broker {n}": r
-        for n, r in incremental_alter_configs(gaps, "broker", broker_changes).items()
+        for n, r in admin.incremental_alter_configs("broker", broker_changes).items()
         if r != "OK"
     }
     failures.update(
         {
             f"topic {n}": r
-            for n, r in incremental_alter_configs(gaps, "topic", topic_changes).items()
+            for n, r in admin.incremental_alter_configs("topic", topic_changes).items()
             if r != "OK"
         }
     )
@@ -167,7 +164,9 @@ def apply(gaps, record: ThrottleRecord, logger: logging.Logger | None = None) ->
     )
 
 
-def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=None) -> dict[str, str]:
+def remove(
+    admin: ClusterAdmin, record: ThrottleRecord, live: set[int] | None = None, logger=None
+) -> dict[str, str]:
     """Take off what ``record`` set; returns what could not be removed (resource -> why).
 
     Broker rates go back to their previous value (deleted when there was none). Topic
@@ -175,8 +174,6 @@ def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=No
     that is not live keeps its entry in the returned dict (its dynamic config lives in
     the controller's metadata and is removed when it can be reached again).
     """
-    from kafka_runbooks.kafka_python_gaps import describe_config_values, incremental_alter_configs
-
     left: dict[str, str] = {}
     broker_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
     for broker, entry in record.brokers.items():
@@ -188,11 +185,11 @@ def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=No
             k: (("SET", previous[k]) if previous.get(k) is not None else ("DELETE", None))
             for k in BROKER_KEYS
         }
-    for name, result in incremental_alter_configs(gaps, "broker", broker_changes).items():
+    for name, result in admin.incremental_alter_configs("broker", broker_changes).items():
         if result != "OK":
             left[f"broker {name}"] = result
     topics = list(record.topics)
-    current = describe_config_values(gaps, "topic", topics, TOPIC_KEYS) if topics else {}
+    current = admin.describe_config_values("topic", topics, TOPIC_KEYS) if topics else {}
     topic_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
     for topic in topics:
         ours = record.topics[topic]
@@ -205,7 +202,7 @@ def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=No
             remaining = [i for i in value.split(",") if i.strip() and i.strip() not in set(items)]
             changes[key] = ("SET", ",".join(remaining)) if remaining else ("DELETE", None)
         topic_changes[topic] = changes
-    for name, result in incremental_alter_configs(gaps, "topic", topic_changes).items():
+    for name, result in admin.incremental_alter_configs("topic", topic_changes).items():
         if result != "OK" and "UnknownTopicOrPartition" not in result:
             left[f"topic {name}"] = result
     decisions.record(
@@ -221,17 +218,17 @@ def remove(gaps, record: ThrottleRecord, live: set[int] | None = None, logger=No
     return left
 
 
-def leftover_throttles(gaps, broker_ids: list[int], topics: list[str]) -> dict[str, dict[str, str | None]]:
+def leftover_throttles(
+    admin: ClusterAdmin, broker_ids: list[int], topics: list[str]
+) -> dict[str, dict[str, str | None]]:
     """Throttle configs still set on these brokers and topics (the final verification)."""
-    from kafka_runbooks.kafka_python_gaps import describe_config_values
-
     found: dict[str, dict[str, str | None]] = {}
     for broker in broker_ids:
-        values = describe_config_values(gaps, "broker", [str(broker)], BROKER_KEYS)[str(broker)]
+        values = admin.describe_config_values("broker", [str(broker)], BROKER_KEYS)[str(broker)]
         if values:
             found[f"broker {broker}"] = values
     for i in range(0, len(topics), 500):
-        values = describe_config_values(gaps, "topic", topics[i : i + 500], TOPIC_KEYS)
+        values = admin.describe_config_values("topic", topics[i : i + 500], TOPIC_KEYS)
         for topic, v in values.items():
             if v:
                 found[f"topic {topic}"] = v

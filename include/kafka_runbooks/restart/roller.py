@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from kafka_runbooks import decisions
-from kafka_runbooks.admin import AdminError
+from kafka_runbooks.admin import AdminError, ClusterAdmin
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
 from kafka_runbooks.restart.safety import (
@@ -149,7 +149,7 @@ def parse_node_ids(text: str) -> list[int] | None:
 class Roller:
     def __init__(
         self,
-        admin,
+        admin: ClusterAdmin,
         backend,
         probe=None,
         clock: Callable[[], int] | None = None,

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.model import PartitionState
 from kafka_runbooks.state_file import ClusterStateFile, write_atomic
 from kafka_runbooks.unclean.choose import Choice
@@ -110,13 +111,9 @@ def backoff_s(attempt: int) -> float:
     return min(15.0, 2.0 ** (attempt - 1))
 
 
-def designated_election_support(admin) -> tuple[bool, str]:
+def designated_election_support(admin: ClusterAdmin) -> tuple[bool, str]:
     """Does the broker advertise a designated election (ElectLeaders v3+, KIP-966)?"""
-    from kafka_runbooks.kafka_python_gaps import ELECT_LEADERS_API_KEY, advertised_api_versions
-
-    versions = admin._gap_call(
-        "ApiVersions", lambda: advertised_api_versions(admin.gaps, ELECT_LEADERS_API_KEY)
-    )
+    versions = admin.elect_leaders_versions()
     if versions is None:
         return False, "broker does not advertise ElectLeaders"
     low, high = versions
@@ -141,19 +138,19 @@ def _already_online(outcome: Outcome, c: Choice, leader: int, detail: str, logge
     )
 
 
-def _describe(admin, keys: list[tuple[str, int]]) -> dict[tuple[str, int], PartitionState]:
+def _describe(admin: ClusterAdmin, keys: list[tuple[str, int]]) -> dict[tuple[str, int], PartitionState]:
     topics = sorted({t for t, _ in keys})
-    parts = admin._gap_call("DescribeTopicPartitions", lambda: admin.gaps.describe_partitions(topics))
+    parts = admin.describe_topic_partitions(topics)
     wanted = set(keys)
     return {(p.topic, p.partition): p for p in parts if (p.topic, p.partition) in wanted}
 
 
-def _available(admin) -> set[int]:
+def _available(admin: ClusterAdmin) -> set[int]:
     return {b.broker_id for b in admin.describe_brokers().values() if b.available}
 
 
 def _poll(
-    admin, keys, done, timeout_s: float, interval_s: float = 0.3
+    admin: ClusterAdmin, keys, done, timeout_s: float, interval_s: float = 0.3
 ) -> dict[tuple[str, int], PartitionState]:
     """Describe ``keys`` until ``done(state)`` holds for all of them or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
@@ -165,21 +162,17 @@ def _poll(
 
 
 def _probe_chosen(
-    admin, to_elect: dict[tuple[str, int], Choice], timeout_ms: int
+    admin: ClusterAdmin, to_elect: dict[tuple[str, int], Choice], timeout_ms: int
 ) -> dict[tuple[str, int], str]:
     """Ask each chosen broker, right before the election, for its replica's log end offset.
 
     Returns why each partition must not be elected now (its broker did not answer, or
     its log is shorter than planned); partitions not in the answer are fine.
     """
-    from kafka_runbooks.kafka_python_gaps import list_replica_log_ends
-
     by_broker: dict[int, list[tuple[str, int]]] = {}
     for key, c in to_elect.items():
         by_broker.setdefault(c.chosen, []).append(key)
-    answers, _ = admin._gap_call(
-        "ListOffsets", lambda: list_replica_log_ends(admin.gaps, by_broker, timeout_ms=timeout_ms)
-    )
+    answers, _ = admin.list_replica_log_ends(by_broker, timeout_ms=timeout_ms)
     problems: dict[tuple[str, int], str] = {}
     for broker_id, keys in by_broker.items():
         answer = answers.get(broker_id)
@@ -203,7 +196,7 @@ def _probe_chosen(
 
 
 def _settle(
-    admin, elected: dict[tuple[str, int], Choice], settle_s: float, interval_s: float = 1.0
+    admin: ClusterAdmin, elected: dict[tuple[str, int], Choice], settle_s: float, interval_s: float = 1.0
 ) -> dict[tuple[str, int], list[str]]:
     """Watch the elected partitions for ``settle_s`` seconds; per partition, what broke the hold.
 
@@ -248,7 +241,7 @@ def _settle(
 
 
 def _restore(
-    admin,
+    admin: ClusterAdmin,
     original: dict[tuple[str, int], tuple[int, ...]],
     state_file: ReorderState,
     report,
@@ -256,8 +249,6 @@ def _restore(
     logger,
 ) -> None:
     """Put the original replica order back wherever it differs; forget what was restored."""
-    from kafka_runbooks.kafka_python_gaps import reorder_replicas
-
     if not original:
         return
     try:
@@ -288,7 +279,7 @@ def _restore(
     if not back:
         return
     try:
-        errors = reorder_replicas(admin.gaps, back)
+        errors = admin.reorder_replicas(back)
         restored = _poll(
             admin, list(back), lambda s: list(s.replicas) == back[(s.topic, s.partition)], timeout_s
         )
@@ -351,7 +342,7 @@ Key = tuple[str, int]
 
 
 def elect_chosen(
-    admin,
+    admin: ClusterAdmin,
     choices: list[Choice],
     attempts: int = 3,
     restore_order: bool = True,
@@ -370,8 +361,6 @@ def elect_chosen(
     (``_finish``). ``between_steps(step, partitions)`` is called after "reordered" and after
     "elected": the seam through which the tests inject faults between the runbook's steps.
     """
-    from kafka_runbooks.kafka_python_gaps import elect_unclean, reorder_replicas
-
     logger = logger or log
     state_file = state_file or ReorderState("default")
     report = ElectionReport(settle_s=settle_s)
@@ -395,8 +384,6 @@ def elect_chosen(
                 state_file,
                 settle_timeout_s,
                 logger,
-                elect_unclean,
-                reorder_replicas,
                 between_steps,
             )
             _write_report(report_path, report, outcomes, choices)
@@ -452,7 +439,7 @@ def _orders_left_changed(state_file: ReorderState, logger) -> dict[Key, tuple[in
     return original_order
 
 
-def _record_method(admin, report: ElectionReport, settle_s: float, logger) -> None:
+def _record_method(admin: ClusterAdmin, report: ElectionReport, settle_s: float, logger) -> None:
     """Say how the chosen leader is reached on these brokers (no designated election in Kafka yet)."""
     designated, why = designated_election_support(admin)
     report.method = "reorder replicas (chosen first) + UNCLEAN election"
@@ -466,7 +453,15 @@ def _record_method(admin, report: ElectionReport, settle_s: float, logger) -> No
 
 
 def _finish(
-    admin, report, outcomes, choices, original_order, state_file, restore_order, settle_timeout_s, logger
+    admin: ClusterAdmin,
+    report,
+    outcomes,
+    choices,
+    original_order,
+    state_file,
+    restore_order,
+    settle_timeout_s,
+    logger,
 ) -> None:
     """Whatever happened: what is still pending failed, and the replica orders go back (step 6).
 
@@ -489,7 +484,7 @@ def _finish(
 
 
 def _attempt(
-    admin,
+    admin: ClusterAdmin,
     pending,
     outcomes,
     elected,
@@ -498,8 +493,6 @@ def _attempt(
     state_file,
     settle_timeout_s,
     logger,
-    elect_unclean,
-    reorder_replicas,
     between_steps,
 ) -> None:
     """One attempt at every pending partition, steps 1-4; what is settled leaves ``pending``."""
@@ -523,14 +516,13 @@ def _attempt(
         original_order,
         state_file,
         settle_timeout_s,
-        reorder_replicas,
         between_steps,
     )
     if to_elect:
         _drop_unready_chosen(admin, to_elect, pending, outcomes, logger)
     if not to_elect:
         return
-    not_needed = _elect_unclean(admin, to_elect, outcomes, elect_unclean, between_steps)
+    not_needed = _elect_unclean(admin, to_elect, outcomes, between_steps)
     _read_back(admin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger)
 
 
@@ -576,14 +568,13 @@ def _still_to_elect(
 
 
 def _reorder_chosen_first(
-    admin,
+    admin: ClusterAdmin,
     to_elect,
     states,
     outcomes,
     original_order,
     state_file,
     settle_timeout_s,
-    reorder_replicas,
     between_steps,
 ) -> None:
     """Step 1: the chosen replica first, the others in their current order.
@@ -608,7 +599,7 @@ def _reorder_chosen_first(
         },
     )
     try:
-        errors = reorder_replicas(admin.gaps, reorder)
+        errors = admin.reorder_replicas(reorder)
     except Exception as exc:
         errors = {k: f"{type(exc).__name__}: {exc}" for k in reorder}
     for key, err in errors.items():
@@ -629,7 +620,7 @@ def _reorder_chosen_first(
             to_elect.pop(key)
 
 
-def _drop_unready_chosen(admin, to_elect, pending, outcomes, logger) -> None:
+def _drop_unready_chosen(admin: ClusterAdmin, to_elect, pending, outcomes, logger) -> None:
     """Step 2: the chosen broker must answer, with at least the log it had when planned.
 
     A broker that died since the plan still looks unfenced until its session times out; an
@@ -653,14 +644,14 @@ def _drop_unready_chosen(admin, to_elect, pending, outcomes, logger) -> None:
         )
 
 
-def _elect_unclean(admin, to_elect, outcomes, elect_unclean, between_steps) -> set[Key]:
+def _elect_unclean(admin: ClusterAdmin, to_elect, outcomes, between_steps) -> set[Key]:
     """Step 3: ElectLeaders(UNCLEAN); returns the partitions that needed no election.
 
     ElectionNotNeeded means the partition got a leader between the check and the election;
     the read-back decides what that leader means.
     """
     try:
-        results = elect_unclean(admin.gaps, list(to_elect))
+        results = admin.elect_unclean(list(to_elect))
     except Exception as exc:
         results = {k: f"{type(exc).__name__}: {exc}" for k in to_elect}
     if between_steps:
@@ -674,7 +665,9 @@ def _elect_unclean(admin, to_elect, outcomes, elect_unclean, between_steps) -> s
     return not_needed
 
 
-def _read_back(admin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger) -> None:
+def _read_back(
+    admin: ClusterAdmin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger
+) -> None:
     """Step 4: read the partitions back until a leader shows; judge each leader found.
 
     Without a leader yet the partition stays pending for the next attempt.
@@ -731,7 +724,7 @@ def _judge_leader(outcome: Outcome, c: Choice, state: PartitionState, not_needed
     return False
 
 
-def _verify_settled(admin, elected, outcomes, settle_s, logger) -> None:
+def _verify_settled(admin: ClusterAdmin, elected, outcomes, settle_s, logger) -> None:
     """An election counts only if it still holds after the settle period."""
     broken = _settle(admin, elected, settle_s)
     for key, c in elected.items():

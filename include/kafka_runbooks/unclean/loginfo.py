@@ -26,6 +26,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.model import Broker, PartitionState
 
 log = logging.getLogger(__name__)
@@ -74,15 +75,13 @@ def _error_name(code: int) -> str:
 
 
 def gather(
-    admin,
+    admin: ClusterAdmin,
     partitions: list[PartitionState],
     brokers: dict[int, Broker],
     duration_ms: int,
     batch: int | None = None,
 ) -> GatherResult:
     """Ask every live broker hosting a replica of ``partitions`` for its log end offsets."""
-    from kafka_runbooks.kafka_python_gaps import list_replica_log_ends
-
     started = time.monotonic()
     deadline = started + duration_ms / 1000
     result = GatherResult()
@@ -107,7 +106,7 @@ def gather(
         if remaining_ms <= 0:
             break
         result.rounds += 1
-        answers, sent = list_replica_log_ends(admin.gaps, pending, timeout_ms=remaining_ms, batch=batch)
+        answers, sent = admin.list_replica_log_ends(pending, timeout_ms=remaining_ms, batch=batch)
         result.requests_sent += sent
         still: dict[int, list[tuple[str, int]]] = {}
         for broker_id, answer in answers.items():

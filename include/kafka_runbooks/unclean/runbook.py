@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 from kafka_runbooks import decisions
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.unclean.choose import Choice, choose
 from kafka_runbooks.unclean.elect import ElectionReport, ReorderState, elect_chosen
 from kafka_runbooks.unclean.loginfo import gather
@@ -33,7 +34,9 @@ class RecoveryFailed(RuntimeError):
     """At least one election of the input did not succeed."""
 
 
-def plan(admin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger | None = None) -> dict:
+def plan(
+    admin: ClusterAdmin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger | None = None
+) -> dict:
     logger = logger or log
     state = admin.read_state(include_log_dirs=False)
     targets = resolve(request, state)  # unknown topics/partitions fail here
@@ -112,7 +115,7 @@ def plan(admin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger 
 
 
 def recover(
-    admin,
+    admin: ClusterAdmin,
     document: dict,
     out_dir: Path,
     restore_order: bool = True,

@@ -1,15 +1,19 @@
-"""The RPCs confluent-kafka lacks, through kafka-python, kept in this one module.
+"""The RPCs confluent-kafka lacks, through kafka-python: private to the admin facade.
 
 confluent-kafka (librdkafka) has no DescribeQuorum, DescribeLogDirs, partition
 reassignments, nor DescribeTopicPartitions (leader epoch, ELR); kafka-python has them.
 Everything kafka-python-specific (its config keywords, its result dicts, its internal
-connection manager) stays behind this class, so the rest of the library sees only the
-dataclasses in ``kafka_runbooks.model``.
+connection manager) stays in this module, and only :class:`kafka_runbooks.admin.ClusterAdmin`
+calls it: the rest of the library sees the facade's methods and the dataclasses in
+``kafka_runbooks.model``. The retry and fail-over rules are the facade's too: functions
+here that talk to "the controller" take the facade's ``send(what, fn)``, which decides
+whether and how a failed request is tried again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks.client_config import to_kafka_python
@@ -20,7 +24,9 @@ log = logging.getLogger(__name__)
 METADATA_TOPIC = "__cluster_metadata"
 
 
-class KafkaPythonGaps:
+class KafkaPythonClient:
+    """kafka-python's admin client, answering in the model's dataclasses."""
+
     def __init__(self, config: dict[str, Any], request_timeout_ms: int = 30000) -> None:
         from kafka.admin import KafkaAdminClient
 
@@ -30,6 +36,17 @@ class KafkaPythonGaps:
 
     def close(self) -> None:
         self._client.close()
+
+    def forget_controller(self) -> None:
+        """Drop the broker kafka-python cached as "the controller" (under KRaft any broker
+        from metadata); the next controller request asks the metadata for a live one."""
+        self._client._controller_id = None
+
+    def advertised_api_versions(self, api_key: int) -> tuple[int, int] | None:
+        """(min, max) versions of ``api_key`` the connected broker advertised, None if absent."""
+        data = self._client._manager.broker_version_data
+        versions = getattr(data, "api_versions", None) or {}
+        return versions.get(api_key)
 
     def describe_cluster(self) -> tuple[str, list[Broker]]:
         """Registered brokers, fenced ones included (DescribeCluster v2, KIP-1073)."""
@@ -168,8 +185,16 @@ ELECTION_TYPE_UNCLEAN = 1
 ELECTION_TYPE_PREFERRED = 0
 
 
+Send = Callable[[str, Callable[[], Any]], Any]
+
+
+def _once(what: str, fn: Callable[[], Any]) -> Any:
+    """The default ``send``: one attempt, the caller handles a failure."""
+    return fn()
+
+
 def list_replica_log_ends(
-    gaps: KafkaPythonGaps,
+    client: KafkaPythonClient,
     by_broker: dict[int, list[tuple[str, int]]],
     timeout_ms: int,
     batch: int | None = None,
@@ -193,7 +218,7 @@ def list_replica_log_ends(
 
     topic_cls = ListOffsetsRequest.ListOffsetsTopic
     part_cls = topic_cls.ListOffsetsPartition
-    manager = gaps._client._manager
+    manager = client._client._manager
     planned: list[tuple[int, int, object]] = []
     for broker_id, partitions in by_broker.items():
         size = batch or max(1, len(partitions))
@@ -277,44 +302,13 @@ def list_replica_log_ends(
     return out, len(planned)
 
 
-def controller_request(gaps: KafkaPythonGaps, what: str, fn, attempts: int = 4, sleep=None):
-    """Run a request kafka-python sends to "the controller", failing over to a live broker.
-
-    Under KRaft kafka-python's "controller" is a broker id it picked from metadata and
-    cached; once that broker dies every call fails (``UnknownBrokerIdError``, not marked
-    retriable, or a connection error). After any failure forget the cached id so the
-    next attempt asks the metadata for a live one, and wait (0.5 s, 1 s, 2 s...) first:
-    the cluster needs a moment to stop naming a broker that has just died.
-    """
-    import time
-
-    sleep = sleep or time.sleep
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except Exception as exc:
-            gaps._client._controller_id = None
-            if attempt == attempts:
-                raise
-            wait = min(0.5 * 2 ** (attempt - 1), 5.0)
-            log.info(
-                "%s failed (%s: %s); retrying on another broker in %.1f s",
-                what,
-                type(exc).__name__,
-                exc,
-                wait,
-            )
-            sleep(wait)
-    raise AssertionError("unreachable")
-
-
 def reorder_replicas(
-    gaps: KafkaPythonGaps, orders: dict[tuple[str, int], list[int]]
+    client: KafkaPythonClient, orders: dict[tuple[str, int], list[int]], send: Send = _once
 ) -> dict[tuple[str, int], str | None]:
     """AlterPartitionReassignments with the same replica sets in a new order.
 
-    Returns per partition None (accepted) or the error's name. Fails over to a live
-    broker when the one kafka-python cached as the controller is gone.
+    Returns per partition None (accepted) or the error's name. Each request goes
+    through ``send`` (the facade fails it over to a live broker).
     """
     from kafka.structs import TopicPartition
 
@@ -322,10 +316,9 @@ def reorder_replicas(
     items = list(orders.items())
     for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST):
         chunk = {TopicPartition(t, p): list(r) for (t, p), r in items[i : i + MAX_PARTITIONS_PER_REQUEST]}
-        answer = controller_request(
-            gaps,
+        answer = send(
             "AlterPartitionReassignments",
-            lambda chunk=chunk: gaps._client.alter_partition_reassignments(chunk),
+            lambda chunk=chunk: client._client.alter_partition_reassignments(chunk),
         )
         for tp, err in answer.items():
             out[(tp.topic, tp.partition)] = None if err is None else err.__name__
@@ -335,21 +328,20 @@ def reorder_replicas(
 
 
 def elect_unclean(
-    gaps: KafkaPythonGaps, partitions: list[tuple[str, int]]
+    client: KafkaPythonClient, partitions: list[tuple[str, int]], send: Send = _once
 ) -> dict[tuple[str, int], str | None]:
     """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error.
 
-    Fails over to a live broker when the one kafka-python cached as the controller is gone.
+    Each request goes through ``send`` (the facade fails it over to a live broker).
     """
     out: dict[tuple[str, int], str | None] = {}
     for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
         per_topic: dict[str, list[int]] = {}
         for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
             per_topic.setdefault(topic, []).append(partition)
-        response = controller_request(
-            gaps,
+        response = send(
             "ElectLeaders",
-            lambda per_topic=per_topic: gaps._client.elect_leaders(
+            lambda per_topic=per_topic: client._client.elect_leaders(
                 ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False
             ),
         )
@@ -367,7 +359,7 @@ def elect_unclean(
 
 
 def elect_preferred(
-    gaps: KafkaPythonGaps, partitions: list[tuple[str, int]]
+    client: KafkaPythonClient, partitions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], str | None]:
     """ElectLeaders(PREFERRED); per partition None (elected), the error's name otherwise
     (``ElectionNotNeededError`` when the preferred replica already leads)."""
@@ -376,7 +368,7 @@ def elect_preferred(
         per_topic: dict[str, list[int]] = {}
         for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
             per_topic.setdefault(topic, []).append(partition)
-        response = gaps._client.elect_leaders(ELECTION_TYPE_PREFERRED, per_topic, raise_errors=False)
+        response = client._client.elect_leaders(ELECTION_TYPE_PREFERRED, per_topic, raise_errors=False)
         top = getattr(response, "error_code", 0)
         for result in response.replica_election_results:
             for p in result.partition_result:
@@ -388,13 +380,6 @@ def elect_preferred(
             for partition in parts:
                 out.setdefault((topic, partition), _error_name(top, None) if top else "NoAnswer")
     return out
-
-
-def advertised_api_versions(gaps: KafkaPythonGaps, api_key: int) -> tuple[int, int] | None:
-    """(min, max) versions of ``api_key`` the connected broker advertised, None if absent."""
-    data = gaps._client._manager.broker_version_data
-    versions = getattr(data, "api_versions", None) or {}
-    return versions.get(api_key)
 
 
 def _error_name(code: int, message: str | None) -> str:
@@ -410,21 +395,8 @@ def _error_name(code: int, message: str | None) -> str:
 # ---------------------------------------------------------------------------------
 
 
-def _controller_call(gaps: KafkaPythonGaps, fn):
-    """Run a request that kafka-python sends to "the controller" (a broker it picked).
-
-    Under KRaft that is any broker from its metadata; when the one it cached has just
-    died every later call fails. Forget it after a failure so the retry picks a live one.
-    """
-    try:
-        return fn()
-    except Exception:
-        gaps._client._controller_id = None
-        raise
-
-
 def alter_reassignments(
-    gaps: KafkaPythonGaps, targets: dict[tuple[str, int], list[int] | None]
+    client: KafkaPythonClient, targets: dict[tuple[str, int], list[int] | None], send: Send = _once
 ) -> dict[tuple[str, int], str | None]:
     """AlterPartitionReassignments: per partition None (accepted) or the error's name.
 
@@ -437,8 +409,9 @@ def alter_reassignments(
     for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST):
         part = items[i : i + MAX_PARTITIONS_PER_REQUEST]
         request = {TopicPartition(t, p): (None if r is None else list(r)) for (t, p), r in part}
-        answer = _controller_call(
-            gaps, lambda request=request: gaps._client.alter_partition_reassignments(request)
+        answer = send(
+            "AlterPartitionReassignments",
+            lambda request=request: client._client.alter_partition_reassignments(request),
         )
         for tp, err in answer.items():
             out[(tp.topic, tp.partition)] = None if err is None else err.__name__
@@ -447,9 +420,11 @@ def alter_reassignments(
     return out
 
 
-def list_reassignments(gaps: KafkaPythonGaps) -> dict[tuple[str, int], dict[str, list[int]]]:
+def list_reassignments(
+    client: KafkaPythonClient, send: Send = _once
+) -> dict[tuple[str, int], dict[str, list[int]]]:
     """Every reassignment in flight: replicas (target + removing), adding, removing."""
-    answer = _controller_call(gaps, lambda: gaps._client.list_partition_reassignments())
+    answer = send("ListPartitionReassignments", lambda: client._client.list_partition_reassignments())
     return {
         (tp.topic, tp.partition): {
             "replicas": list(v["replicas"]),
@@ -461,7 +436,7 @@ def list_reassignments(gaps: KafkaPythonGaps) -> dict[tuple[str, int], dict[str,
 
 
 def describe_config_values(
-    gaps: KafkaPythonGaps, resource_type: str, names: list[str], keys: list[str]
+    client: KafkaPythonClient, resource_type: str, names: list[str], keys: list[str]
 ) -> dict[str, dict[str, str | None]]:
     """Values of ``keys`` set on each resource (``resource_type`` "broker" or "topic").
 
@@ -473,10 +448,10 @@ def describe_config_values(
 
     rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
     if resource_type == "broker":
-        _know_brokers(gaps, [int(n) for n in names])
+        _know_brokers(client, [int(n) for n in names])
     own = "DYNAMIC_BROKER_CONFIG" if resource_type == "broker" else "DYNAMIC_TOPIC_CONFIG"
     resources = [ConfigResource(rtype, str(n), configs=list(keys)) for n in names]
-    data = gaps._client.describe_configs(resources, config_filter="all").get(resource_type, {})
+    data = client._client.describe_configs(resources, config_filter="all").get(resource_type, {})
     out: dict[str, dict[str, str | None]] = {}
     for name in names:
         entries = data.get(str(name), {})
@@ -489,7 +464,7 @@ def describe_config_values(
 
 
 def incremental_alter_configs(
-    gaps: KafkaPythonGaps, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
+    client: KafkaPythonClient, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
 ) -> dict[str, str]:
     """IncrementalAlterConfigs: ``changes`` = {resource name: {key: (op, value)}}.
 
@@ -500,7 +475,7 @@ def incremental_alter_configs(
 
     rtype = ConfigResourceType.BROKER if resource_type == "broker" else ConfigResourceType.TOPIC
     if resource_type == "broker":
-        _know_brokers(gaps, [int(n) for n in changes if changes[n]])
+        _know_brokers(client, [int(n) for n in changes if changes[n]])
     resources = [
         ConfigResource(
             rtype, str(name), configs={k: (AlterConfigOp[op], v) for k, (op, v) in entries.items()}
@@ -510,17 +485,17 @@ def incremental_alter_configs(
     ]
     if not resources:
         return {}
-    answer = gaps._client.alter_configs(resources, raise_on_unknown=False, incremental=True)
+    answer = client._client.alter_configs(resources, raise_on_unknown=False, incremental=True)
     results = answer.get(resource_type, {})
     return {str(name): results.get(str(name), "NoAnswer") for name in changes if changes[name]}
 
 
-def _know_brokers(gaps: KafkaPythonGaps, broker_ids: list[int]) -> None:
+def _know_brokers(client: KafkaPythonClient, broker_ids: list[int]) -> None:
     """Refresh kafka-python's broker cache when it lacks one of ``broker_ids``: a broker back
     since the last refresh is "unknown" to requests sent to it by id."""
     import time
 
-    manager = gaps._client._manager
+    manager = client._client._manager
 
     async def refresh():
         await manager.cluster.refresh_metadata()
