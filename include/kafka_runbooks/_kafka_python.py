@@ -68,7 +68,9 @@ class KafkaPythonClient:
         data = self._client.describe_metadata_quorum()
         part = data["topics"][0]["partitions"][0]
         if part.get("error"):
-            raise RuntimeError(f"DescribeQuorum failed: {part['error']}")
+            from kafka_runbooks.admin import AdminError
+
+            raise AdminError(f"DescribeQuorum failed: {part['error']}")
 
         def members(rows: list[dict]) -> tuple[QuorumMember, ...]:
             return tuple(

@@ -13,6 +13,12 @@ imports. The retry and fail-over rules live here, in two methods:
   controller" (under KRaft any broker from metadata) forgets that broker after any
   failure, so a retry goes to a live one.
 
+Errors leave the facade in the library's tree (``kafka_runbooks.errors``): a client
+library's error is translated once, as it leaves a public method (``_rpc``), into
+``ClusterUnreachable`` (nothing answered) or ``AdminError`` (the cluster answered with an
+error), with the original chained; nothing outside this module catches kafka-python or
+confluent-kafka errors.
+
 Clients are built on first use, so constructing a facade never touches the network.
 Calls on many resources follow the futures-per-resource pattern: one failed topic or
 broker is reported by name, and does not hide the answers for the others.
@@ -22,22 +28,42 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import cached_property
-from typing import Any
+from collections.abc import Callable
+from functools import cached_property, wraps
+from typing import Any, TypeVar
 
 from kafka_runbooks.client_config import redact, require_bootstrap
+from kafka_runbooks.errors import CallFailed, Unreachable, map_client_errors
 from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
 
 
-class AdminError(RuntimeError):
+class AdminError(CallFailed):
     """An admin call failed; the message names what failed and why."""
 
 
-class ClusterUnreachable(AdminError):
+class ClusterUnreachable(AdminError, Unreachable):
     """No broker of the bootstrap list answered."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _rpc(what: str) -> Callable[[F], F]:
+    """The facade's boundary: a client library's error leaving the method is translated
+    once, here, into the error tree (``errors.map_client_errors``)."""
+
+    def decorate(method: F) -> F:
+        @wraps(method)
+        def call(self: ClusterAdmin, *args: Any, **kwargs: Any) -> Any:
+            with map_client_errors(what, self.bootstrap_servers):
+                return method(self, *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorate
 
 
 class ClusterAdmin:
@@ -98,6 +124,7 @@ class ClusterAdmin:
         self.close()
 
     # Reads -------------------------------------------------------------------
+    @_rpc("Metadata")
     def ping(self) -> str:
         """Cluster id, or ClusterUnreachable: the check every runbook makes before acting."""
         from confluent_kafka import KafkaException
@@ -108,13 +135,16 @@ class ClusterAdmin:
             raise ClusterUnreachable(f"no broker of {self.bootstrap_servers} answered: {exc}") from exc
         return md.cluster_id
 
+    @_rpc("DescribeCluster")
     def describe_brokers(self) -> dict[int, Broker]:
         _, brokers = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
         return {b.broker_id: b for b in brokers}
 
+    @_rpc("DescribeQuorum")
     def describe_quorum(self) -> Quorum:
         return self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
 
+    @_rpc("Metadata")
     def list_topics(self, include_internal: bool = True) -> list[str]:
         from confluent_kafka import KafkaException
 
@@ -125,6 +155,7 @@ class ClusterAdmin:
         names = [t for t in md.topics if include_internal or not t.startswith("__")]
         return sorted(names)
 
+    @_rpc("DescribeConfigs")
     def min_insync_replicas(self, topics: list[str], batch: int = 500) -> dict[str, int]:
         """Each topic's effective ``min.insync.replicas`` (topic override or cluster default)."""
         out: dict[str, int] = {}
@@ -141,6 +172,7 @@ class ClusterAdmin:
                 out[topic] = int(value)
         return out
 
+    @_rpc("DescribeTopicPartitions")
     def describe_partitions(self, topics: list[str] | None = None) -> list[PartitionState]:
         """Every partition of ``topics`` (all when None) with its effective min ISR."""
         topics = self.list_topics() if topics is None else list(topics)
@@ -148,6 +180,7 @@ class ClusterAdmin:
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
         return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
+    @_rpc("ListPartitionReassignments")
     def list_reassignments(self, attempts: int = 4) -> dict[tuple[str, int], dict[str, list[int]]]:
         """Reassignments in flight: (topic, partition) -> replicas, adding, removing.
 
@@ -176,6 +209,7 @@ class ClusterAdmin:
                 time.sleep(0.5 * attempt)
         raise AssertionError("unreachable")
 
+    @_rpc("DescribeLogDirs")
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
         replicas: list[LogDirReplica] = []
@@ -188,6 +222,7 @@ class ClusterAdmin:
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
         return replicas, errors
 
+    @_rpc("DescribeTopicPartitions")
     def describe_topic_partitions(self, topics: list[str]) -> list[PartitionState]:
         """Leader, epoch, replicas, ISR and ELR of every partition of ``topics``, as the
         metadata has them (``min_insync_replicas`` not read: see ``describe_partitions``)."""
@@ -195,6 +230,7 @@ class ClusterAdmin:
             "DescribeTopicPartitions", lambda: self._kafka_python.describe_partitions(list(topics))
         )
 
+    @_rpc("ApiVersions")
     def elect_leaders_versions(self) -> tuple[int, int] | None:
         """(min, max) ElectLeaders versions the connected broker advertises, None if absent
         (v3+ carries a designated leader, KIP-966)."""
@@ -204,6 +240,7 @@ class ClusterAdmin:
             "ApiVersions", lambda: self._kafka_python.advertised_api_versions(ELECT_LEADERS_API_KEY)
         )
 
+    @_rpc("ListOffsets")
     def list_replica_log_ends(
         self, by_broker: dict[int, list[tuple[str, int]]], timeout_ms: int, batch: int | None = None
     ) -> tuple[dict[int, list[tuple[str, int, int, int, int | None]] | Exception], int]:
@@ -217,6 +254,7 @@ class ClusterAdmin:
             lambda: list_replica_log_ends(self._kafka_python, by_broker, timeout_ms=timeout_ms, batch=batch),
         )
 
+    @_rpc("DescribeConfigs")
     def describe_config_values(
         self, resource_type: str, names: list[str], keys: list[str]
     ) -> dict[str, dict[str, str | None]]:
@@ -227,6 +265,7 @@ class ClusterAdmin:
         return describe_config_values(self._kafka_python, resource_type, names, keys)
 
     # Writes --------------------------------------------------------------------
+    @_rpc("AlterPartitionReassignments")
     def alter_partition_reassignments(
         self, targets: dict[tuple[str, int], list[int] | None]
     ) -> dict[tuple[str, int], str | None]:
@@ -236,6 +275,7 @@ class ClusterAdmin:
 
         return alter_reassignments(self._kafka_python, targets, self._once_to_controller)
 
+    @_rpc("AlterPartitionReassignments")
     def reorder_replicas(self, orders: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int], str | None]:
         """The same replica sets in a new order (AlterPartitionReassignments); per partition
         None (accepted) or the error's name. Fails over to a live broker."""
@@ -243,6 +283,7 @@ class ClusterAdmin:
 
         return reorder_replicas(self._kafka_python, orders, self._to_controller)
 
+    @_rpc("ElectLeaders")
     def elect_unclean(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error.
         Fails over to a live broker."""
@@ -250,6 +291,7 @@ class ClusterAdmin:
 
         return elect_unclean(self._kafka_python, list(partitions), self._to_controller)
 
+    @_rpc("ElectLeaders")
     def elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """ElectLeaders(PREFERRED); per partition None (elected) or the error's name
         (``ElectionNotNeededError`` when the preferred replica already leads)."""
@@ -257,6 +299,7 @@ class ClusterAdmin:
 
         return self._retry("ElectLeaders", lambda: elect_preferred(self._kafka_python, list(partitions)))
 
+    @_rpc("IncrementalAlterConfigs")
     def incremental_alter_configs(
         self, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
     ) -> dict[str, str]:
@@ -267,6 +310,7 @@ class ClusterAdmin:
         return incremental_alter_configs(self._kafka_python, resource_type, changes)
 
     # State ---------------------------------------------------------------------
+    @_rpc("reading the cluster state")
     def read_state(self, topics: list[str] | None = None, include_log_dirs: bool = True) -> ClusterState:
         """One consistent-enough read of brokers, quorum, partitions and (optionally) sizes."""
         cluster_id = self.ping()

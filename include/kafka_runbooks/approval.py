@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kafka_runbooks.errors import BadInput, SafetyRefusal
+
 ALLOW_UNGATED_ENV = "KAFKA_RUNBOOKS_ALLOW_UNGATED"
 ALLOW_UNGATED_VARIABLE = "kafka_runbooks_allow_ungated"
 FOUR_EYES_ENV = "KAFKA_RUNBOOKS_FOUR_EYES"
@@ -39,11 +41,11 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
 
 
-class NotApproved(Exception):
+class NotApproved(SafetyRefusal):
     """The destructive step may not act: no approval of exactly this plan exists."""
 
 
-class PolicyError(ValueError):
+class PolicyError(BadInput):
     """A setting of the approval policy cannot be read; the safe reading is taken instead."""
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
+
 SECRET_MARKERS = ("password", "secret", "token", "jaas", "key.pem", "private")
 
 # librdkafka key -> kafka-python KafkaAdminClient keyword
@@ -47,7 +49,7 @@ _LIBRDKAFKA_ONLY = {
 }
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(BadInput):
     """The connection's client config cannot be used; the message names the key."""
 
 

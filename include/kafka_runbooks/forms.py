@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.units import SIZE_PATTERN
 
 BROKER_IDS_PATTERN = r"^\s*\d+(\s*,\s*\d+)*\s*$"
@@ -63,8 +64,8 @@ def parse_id_list(value: Any, what: str) -> list[int]:
         parts = [p.strip() for p in value.split(",") if p.strip()]
         bad = [p for p in parts if not p.isdigit()]
         if bad:
-            raise ValueError(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
+            raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
         return [int(p) for p in parts]
     if isinstance(value, list | tuple):
         return list(value)
-    raise ValueError(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
+    raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")

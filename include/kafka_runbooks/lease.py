@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import BadInput, SafetyRefusal
 
 log = logging.getLogger("kafka_runbooks.lease")
 
@@ -106,7 +107,7 @@ class LeaseRecord:
         }
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(SafetyRefusal):
     """Another run holds the cluster's lease; ``record`` says who, since when."""
 
     def __init__(self, record: LeaseRecord) -> None:
@@ -118,7 +119,7 @@ class LeaseHeld(RuntimeError):
         self.record = record
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(SafetyRefusal):
     """This run does not hold the cluster's lease (any more): it must not act."""
 
 
@@ -152,9 +153,9 @@ class ClusterLease:
         logger: logging.Logger | None = None,
     ) -> None:
         if not cluster:
-            raise ValueError("a lease needs the cluster's name (its connection id)")
+            raise BadInput("a lease needs the cluster's name (its connection id)")
         if ttl_s <= 0:
-            raise ValueError(f"the lease TTL must be above zero, not {ttl_s}")
+            raise BadInput(f"the lease TTL must be above zero, not {ttl_s}")
         self.store = store
         self.cluster = cluster
         self.holder = holder
@@ -173,7 +174,7 @@ class ClusterLease:
         try:
             return LeaseRecord.from_json(text), text
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(
+            raise BadInput(
                 f"the lease of cluster {self.cluster} is unreadable ({exc}); see the production guide "
                 "on releasing a stuck lease by hand"
             ) from exc
@@ -226,7 +227,7 @@ class ClusterLease:
                     level=logging.WARNING,
                 )
                 return Outcome(True, mine, "taken over", record)
-        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while reading it")
+        raise SafetyRefusal(f"the lease of cluster {self.cluster} changed 10 times while reading it")
 
     def acquire_or_raise(self, hold_for_s: float | None = None) -> Outcome:
         outcome = self.acquire(hold_for_s)
@@ -248,7 +249,7 @@ class ClusterLease:
             mine = self._record(record.since, now, hold_for_s, token=record.token)
             if self.store.swap(self.cluster, text, mine.to_json()):
                 return mine
-        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while renewing it")
+        raise SafetyRefusal(f"the lease of cluster {self.cluster} changed 10 times while renewing it")
 
     def release(self) -> bool:
         """Give the lease back if ours; True when released, False when it was not ours."""
@@ -275,7 +276,7 @@ class ClusterLease:
                     logger=self.log,
                 )
                 return True
-        raise RuntimeError(f"the lease of cluster {self.cluster} changed 10 times while releasing it")
+        raise SafetyRefusal(f"the lease of cluster {self.cluster} changed 10 times while releasing it")
 
     # ------------------------------------------------------------------ helpers
 

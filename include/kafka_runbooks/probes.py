@@ -25,6 +25,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
+
 log = logging.getLogger(__name__)
 
 STARTING = 1
@@ -141,7 +143,7 @@ class PrometheusProbe:
         verify: str | bool = True,
     ) -> None:
         if not endpoints and not url_template:
-            raise ValueError("a Prometheus probe needs 'endpoints' or 'url_template'")
+            raise BadInput("a Prometheus probe needs 'endpoints' or 'url_template'")
         self.endpoints = {int(k): v for k, v in (endpoints or {}).items()}
         self.url_template = url_template
         self.timeout_s = timeout_s
@@ -291,7 +293,7 @@ class CombinedProbe:
 
     def __init__(self, probes: list) -> None:
         if not probes:
-            raise ValueError("a combined probe needs at least one probe")
+            raise BadInput("a combined probe needs at least one probe")
         self.probes = list(probes)
 
     def read(self, node_id: int) -> BrokerStateReading:
@@ -343,7 +345,7 @@ def probe_from_config(extra: dict[str, Any]):
     if kind == "strimzi-agent":
         missing = [k for k in ("url_template", "cert_file", "key_file", "ca_file") if not extra.get(k)]
         if missing:
-            raise ValueError(f"a strimzi-agent probe needs {', '.join(missing)} in the connection extras")
+            raise BadInput(f"a strimzi-agent probe needs {', '.join(missing)} in the connection extras")
         return StrimziAgentProbe(
             extra["url_template"],
             extra["cert_file"],
@@ -352,4 +354,4 @@ def probe_from_config(extra: dict[str, Any]):
             timeout_s=timeout,
             endpoints=extra.get("endpoints"),
         )
-    raise ValueError(f"unknown broker-state probe kind {kind!r} (prometheus, strimzi-agent or combined)")
+    raise BadInput(f"unknown broker-state probe kind {kind!r} (prometheus, strimzi-agent or combined)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_runbooks import storage
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.paths import safe_name
 
 STATE_VERSION = 1
@@ -41,7 +42,7 @@ class ClusterStateFile:
 
     def __init__(self, cluster: str, directory: Path | None = None) -> None:
         if not cluster:
-            raise ValueError(f"a {self.kind} state file needs the cluster's name (its connection id)")
+            raise BadInput(f"a {self.kind} state file needs the cluster's name (its connection id)")
         self.cluster = cluster
         if directory:
             self.store, prefix = storage.Store(str(Path(directory).resolve())), ""
@@ -63,7 +64,7 @@ class ClusterStateFile:
         try:
             raw = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
+            raise BadInput(f"state file {self.path} is not valid JSON ({exc}); fix or delete it") from exc
         return dict(raw.get(self.section) or {})
 
     def write_entries(self, entries: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
+
 UNITS = {
     "": 1,
     "b": 1,
@@ -28,7 +30,7 @@ UNITS = {
 SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?[Bb]|[Bb])?\s*$"
 
 
-class SizeError(ValueError):
+class SizeError(BadInput):
     """Not a size: says what was given and what is expected."""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kafka.errors import KafkaConnectionError, UnknownBrokerIdError
 
-from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import AdminError, ClusterAdmin, ClusterUnreachable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,8 +52,9 @@ def test_a_reorder_fails_over_when_the_cached_controller_broker_is_gone(monkeypa
 def test_a_reorder_gives_up_after_four_attempts_with_the_last_error(monkeypatch):
     client = FakeKafkaPython([KafkaConnectionError("refused")] * 4)
     admin = _admin(client, monkeypatch)
-    with pytest.raises(KafkaConnectionError):
+    with pytest.raises(ClusterUnreachable, match="KafkaConnectionError: .*refused") as raised:
         admin.reorder_replicas({("t", 0): [2, 1]})
+    assert isinstance(raised.value.__cause__, KafkaConnectionError)
     assert client.forgotten == 4
 
 
@@ -61,7 +62,9 @@ def test_submitting_a_reassignment_is_tried_once_and_forgets_the_controller(monk
     """A submission is never sent twice by the facade: the runbook reads back what happened."""
     client = FakeKafkaPython([UnknownBrokerIdError(3), "ok"])
     admin = _admin(client, monkeypatch)
-    with pytest.raises(UnknownBrokerIdError):
+    with pytest.raises(
+        AdminError, match="AlterPartitionReassignments on 127.0.0.1:1 failed: UnknownBrokerIdError"
+    ):
         admin.alter_partition_reassignments({("t", 0): [1, 2, 3]})
     assert client.forgotten == 1 and len(client.asked) == 1
 

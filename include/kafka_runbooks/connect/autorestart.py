@@ -36,6 +36,7 @@ from kafka_runbooks.connect.client import (
 )
 from kafka_runbooks.connect.policy import GIVE_UP, RESTART, RestartPolicy, RestartState, decide, iso
 from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks.errors import BadInput
 
 log = logging.getLogger(__name__)
 STEP = "connect-autorestart"
@@ -46,7 +47,7 @@ def validate_patterns(patterns: Iterable[str] | None) -> list[str]:
     out = []
     for p in patterns or []:
         if not isinstance(p, str) or not p.strip():
-            raise ValueError(f"exclude patterns must be non-empty strings, got {p!r}")
+            raise BadInput(f"exclude patterns must be non-empty strings, got {p!r}")
         out.append(p.strip())
     return out
 

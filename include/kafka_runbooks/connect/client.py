@@ -38,11 +38,13 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
+from kafka_runbooks.errors import BadInput, CallFailed, Unreachable
+
 FAILED = "FAILED"
 DEFAULT_TIMEOUT_S = 30.0
 
 
-class ConnectError(RuntimeError):
+class ConnectError(CallFailed):
     """The Connect REST API could not be reached or refused a request."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -58,7 +60,7 @@ class ConnectError(RuntimeError):
         return self.status == 500
 
 
-class ConnectUnreachable(ConnectError):
+class ConnectUnreachable(ConnectError, Unreachable):
     """No answer from the worker (connection refused, DNS, TLS, timeout)."""
 
 
@@ -255,9 +257,9 @@ class ConnectClient:
         session: requests.Session | None = None,
     ) -> None:
         if not url or "://" not in url:
-            raise ValueError(f"Connect URL must be absolute, like http://host:8083; got {url!r}")
+            raise BadInput(f"Connect URL must be absolute, like http://host:8083; got {url!r}")
         if urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError(f"Connect URL must be http or https; got {_strip_credentials(url)!r}")
+            raise BadInput(f"Connect URL must be http or https; got {_strip_credentials(url)!r}")
         self.url = _strip_credentials(url)
         self.timeout_s = timeout_s
         self.kip745 = kip745
@@ -505,9 +507,7 @@ def client_from_fields(
     certificate paths), ``timeout`` (seconds).
     """
     if not host:
-        raise ValueError(
-            "the Connect connection has no host: set it to the REST URL, e.g. http://connect:8083"
-        )
+        raise BadInput("the Connect connection has no host: set it to the REST URL, e.g. http://connect:8083")
     extra = dict(extra or {})
     if "://" in host:
         url = host.rstrip("/")

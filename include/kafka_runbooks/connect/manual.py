@@ -27,6 +27,7 @@ from kafka_runbooks.connect.client import (
     UnknownConnector,
     UnknownTask,
 )
+from kafka_runbooks.errors import BadInput, RunbookFailed
 
 log = logging.getLogger(__name__)
 STEP = "connect-restart"
@@ -41,7 +42,7 @@ STABLE_S = 5.0
 POLL_S = 0.5
 
 
-class RestartNotSettled(ConnectError):
+class RestartNotSettled(ConnectError, RunbookFailed):
     """The restart was made, but what it restarted did not settle RUNNING in time."""
 
     def __init__(self, message: str, seen: dict[str, Any]) -> None:
@@ -52,17 +53,17 @@ class RestartNotSettled(ConnectError):
 def validate_request(connector: str, scope: str, task_ids: Iterable[int] | None) -> list[int]:
     """Check the request's shape; returns the task ids as a sorted list without duplicates."""
     if not isinstance(connector, str) or not connector.strip():
-        raise ValueError("connector: give the connector's name")
+        raise BadInput("connector: give the connector's name")
     if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {sorted(SCOPES)}, got {scope!r}")
+        raise BadInput(f"scope must be one of {sorted(SCOPES)}, got {scope!r}")
     ids = list(task_ids or [])
     for t in ids:
         if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-            raise ValueError(f"task ids are integers >= 0, got {t!r}")
+            raise BadInput(f"task ids are integers >= 0, got {t!r}")
     if scope == "tasks" and not ids:
-        raise ValueError("scope 'tasks' needs task_ids, e.g. [0]")
+        raise BadInput("scope 'tasks' needs task_ids, e.g. [0]")
     if scope != "tasks" and ids:
-        raise ValueError(f"task_ids are only for scope 'tasks' (scope is {scope!r})")
+        raise BadInput(f"task_ids are only for scope 'tasks' (scope is {scope!r})")
     return sorted(set(ids))
 
 
@@ -81,7 +82,7 @@ def manual_restart(
     logger = logger or log
     ids = validate_request(connector, scope, task_ids)
     if settle_timeout_s < 0 or stable_s < 0:
-        raise ValueError(f"settle_timeout_s and stable_s must be >= 0, got {settle_timeout_s}, {stable_s}")
+        raise BadInput(f"settle_timeout_s and stable_s must be >= 0, got {settle_timeout_s}, {stable_s}")
     listing = client.list_connectors()
     if connector not in listing:
         raise UnknownConnector(

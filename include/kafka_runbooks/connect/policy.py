@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
+
 RESTART = "restart"
 WAIT = "wait"
 GIVE_UP = "give_up"
@@ -50,15 +52,15 @@ class RestartPolicy:
 
     def __post_init__(self) -> None:
         if not self.step_minutes > 0:
-            raise ValueError(f"step_minutes must be > 0, got {self.step_minutes}")
+            raise BadInput(f"step_minutes must be > 0, got {self.step_minutes}")
         if not self.max_interval_minutes > 0:
-            raise ValueError(f"max_interval_minutes must be > 0, got {self.max_interval_minutes}")
+            raise BadInput(f"max_interval_minutes must be > 0, got {self.max_interval_minutes}")
         if self.max_restarts is not None and (isinstance(self.max_restarts, bool) or self.max_restarts < 0):
-            raise ValueError(f"max_restarts must be None (unlimited) or >= 0, got {self.max_restarts}")
+            raise BadInput(f"max_restarts must be None (unlimited) or >= 0, got {self.max_restarts}")
         if not self.minute_seconds > 0:
-            raise ValueError(f"minute_seconds must be > 0, got {self.minute_seconds}")
+            raise BadInput(f"minute_seconds must be > 0, got {self.minute_seconds}")
         if isinstance(self.errors_before_alert, bool) or self.errors_before_alert < 1:
-            raise ValueError(f"errors_before_alert must be >= 1, got {self.errors_before_alert}")
+            raise BadInput(f"errors_before_alert must be >= 1, got {self.errors_before_alert}")
 
     def interval_minutes(self, count: int) -> float:
         """The wait after the ``count``-th restart before the next one (capped)."""
@@ -74,7 +76,7 @@ class RestartPolicy:
         """
         n = self.max_restarts if restarts is None else restarts
         if n is None:
-            raise ValueError("an unlimited policy needs a bound: schedule_minutes(restarts=...)")
+            raise BadInput("an unlimited policy needs a bound: schedule_minutes(restarts=...)")
         out, at = [], 0.0
         for k in range(n):
             out.append(at)

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.metadata_errors.metrics import NodeMetrics, parse
 
 MAX_PARALLEL = 8
@@ -51,7 +52,7 @@ class MetricsEndpoints:
         self.url_template = url_template or None
         self.controller_url_template = controller_url_template or None
         if not (self.endpoints or self.url_template or self.controller_url_template):
-            raise ValueError(
+            raise BadInput(
                 "no metrics endpoints configured: give 'endpoints' (node id -> URL) and/or "
                 "'url_template' (with {node_id} or {host}) in the connection's extras"
             )
@@ -59,7 +60,7 @@ class MetricsEndpoints:
             if template:
                 _check_template(template)
         if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+            raise BadInput(f"timeout_s must be positive, got {timeout_s}")
         self.timeout_s = timeout_s
         self.verify = verify
 
@@ -67,7 +68,7 @@ class MetricsEndpoints:
     def from_config(cls, extra: dict[str, Any]) -> MetricsEndpoints:
         kind = extra.get("kind", "prometheus")
         if kind != "prometheus":
-            raise ValueError(
+            raise BadInput(
                 f"the metadata-error sweep reads Prometheus endpoints; this connection is a {kind!r} "
                 "probe: give a connection with kind 'prometheus' (param metrics_conn_id)"
             )
@@ -124,6 +125,6 @@ def _check_template(template: str) -> None:
     try:
         template.format(node_id=1, host="h")
     except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(
+        raise BadInput(
             f"bad URL template {template!r}: only {{node_id}} and {{host}} can be used ({exc})"
         ) from exc

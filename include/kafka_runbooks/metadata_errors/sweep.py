@@ -38,6 +38,7 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef, discover
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
 from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS
@@ -64,9 +65,9 @@ class SweepOptions:
 
     def __post_init__(self) -> None:
         if self.max_flagged_brokers < 0:
-            raise ValueError(f"max_flagged_brokers must be >= 0, got {self.max_flagged_brokers}")
+            raise BadInput(f"max_flagged_brokers must be >= 0, got {self.max_flagged_brokers}")
         if self.controller_escalate_after < 1:
-            raise ValueError(f"controller_escalate_after must be >= 1, got {self.controller_escalate_after}")
+            raise BadInput(f"controller_escalate_after must be >= 1, got {self.controller_escalate_after}")
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.reassign import progress, throttle
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.state_file import write_atomic
@@ -34,7 +35,7 @@ from kafka_runbooks.state_file import write_atomic
 PENDING, MOVING, DONE = "pending", "moving", "done"
 
 
-class ReassignError(RuntimeError):
+class ReassignError(RunbookFailed):
     """The run cannot go on; the message says why. Throttles are removed before it is raised."""
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.model import ClusterState
 from kafka_runbooks.state_file import ClusterStateFile
 
@@ -54,11 +55,11 @@ class Thresholds:
 
     def __post_init__(self) -> None:
         if self.alert_after_s < 0 and self.alert_after_s != OFF:
-            raise ValueError(f"alert_after must be >= 0 or -1 (off), not {self.alert_after_s}")
+            raise BadInput(f"alert_after must be >= 0 or -1 (off), not {self.alert_after_s}")
         if self.failure_threshold_s < 0 and self.failure_threshold_s != OFF:
-            raise ValueError(f"failure_threshold must be >= 0 or -1 (off), not {self.failure_threshold_s}")
+            raise BadInput(f"failure_threshold must be >= 0 or -1 (off), not {self.failure_threshold_s}")
         if not 0 < self.max_failed_fraction <= 1:
-            raise ValueError(f"max_failed_fraction must be in (0, 1], not {self.max_failed_fraction}")
+            raise BadInput(f"max_failed_fraction must be in (0, 1], not {self.max_failed_fraction}")
 
     @property
     def automation_on(self) -> bool:

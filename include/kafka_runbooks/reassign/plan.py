@@ -38,6 +38,8 @@ __all__ = [
     "read_snapshot_rows",
 ]
 
+from kafka_runbooks.errors import BadInput
+
 MAX_LISTED_VIOLATIONS = 50
 
 
@@ -107,7 +109,7 @@ def _read_json(path: Path) -> Any:
 
 def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
     if not isinstance(content, Mapping) or content.get("version") != 1 or "partitions" not in content:
-        raise ValueError(f"{where}: not a version-1 reassignment JSON")
+        raise BadInput(f"{where}: not a version-1 reassignment JSON")
     targets = []
     for entry in content["partitions"]:
         try:
@@ -117,7 +119,7 @@ def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: bad partition entry {entry!r}") from exc
+            raise BadInput(f"{where}: bad partition entry {entry!r}") from exc
     return tuple(targets)
 
 
@@ -135,7 +137,7 @@ def load_plan(out_dir: Path | str) -> Plan:
     chunks = []
     for position, entry in enumerate(summary.get("chunks", []), start=1):
         if int(entry["index"]) != position:
-            raise ValueError(f"{summary_path}: chunk {entry['index']} listed at position {position}")
+            raise BadInput(f"{summary_path}: chunk {entry['index']} listed at position {position}")
         chunks.append(_targets(_read_json(out / entry["file"]), out / entry["file"]))
     return Plan(
         directory=out,

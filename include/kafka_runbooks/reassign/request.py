@@ -13,11 +13,12 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.model import ClusterState
 from kafka_runbooks.reassign.failures import failed_brokers
 
 
-class RequestError(ValueError):
+class RequestError(BadInput):
     """The run's parameters cannot be acted on; nothing was changed."""
 
 

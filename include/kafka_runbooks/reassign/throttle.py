@@ -21,6 +21,7 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import RunbookFailed
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -110,7 +111,7 @@ def throttle_plan(
     )
 
 
-class ThrottleError(RuntimeError):
+class ThrottleError(RunbookFailed):
     """A throttle config could not be set or removed; the message names the resource."""
 
 

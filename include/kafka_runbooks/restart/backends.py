@@ -19,6 +19,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from kafka_runbooks.errors import BadInput
+
 #: evidence keys that are start times (epoch ms): newer than the request means restarted
 START_TIME_KEYS = ("started_at_ms", "process_start_ms")
 
@@ -208,11 +210,11 @@ def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
     if kind == "kubernetes":
         missing = [k for k in ("namespace", "pod_name_template") if not extra.get(k)]
         if missing:
-            raise ValueError(
+            raise BadInput(
                 f"a kubernetes restart back end needs {', '.join(missing)} in the connection extras"
             )
         if core_v1 is None:
-            raise ValueError("a kubernetes restart back end needs a CoreV1Api client")
+            raise BadInput("a kubernetes restart back end needs a CoreV1Api client")
         return KubernetesBackend(
             core_v1,
             extra["namespace"],
@@ -234,8 +236,8 @@ def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
     if registered is not None:
         return registered
     if kind == "localstack":
-        raise ValueError(
+        raise BadInput(
             "the localstack restart back end is dev tooling (package kafka_runbooks_dev), "
             "not installed here; use kubernetes or docker"
         )
-    raise ValueError(f"unknown restart back end {kind!r}")
+    raise BadInput(f"unknown restart back end {kind!r}")

@@ -19,10 +19,12 @@ import json
 import socket
 from urllib.parse import quote, urlsplit
 
+from kafka_runbooks.errors import BadInput, CallFailed
+
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 
-class DockerApiError(RuntimeError):
+class DockerApiError(CallFailed):
     """The engine answered with an error; the message carries its status and reason."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -61,7 +63,7 @@ class DockerBackend:
         request_timeout_s: float | None = None,
     ) -> None:
         if not containers and not container_name_template:
-            raise ValueError("a docker restart back end needs 'containers' or 'container_name_template'")
+            raise BadInput("a docker restart back end needs 'containers' or 'container_name_template'")
         self.containers = {int(k): str(v) for k, v in (containers or {}).items()}
         self.container_name_template = container_name_template
         self.docker_host = docker_host
@@ -70,7 +72,7 @@ class DockerBackend:
         self.request_timeout_s = request_timeout_s or self.stop_timeout_s + 60.0
         scheme = urlsplit(docker_host).scheme
         if scheme not in ("unix", "tcp", "http"):
-            raise ValueError(f"docker_host {docker_host!r}: use unix:///path or tcp://host:port")
+            raise BadInput(f"docker_host {docker_host!r}: use unix:///path or tcp://host:port")
 
     def container(self, node_id: int) -> str:
         if node_id in self.containers:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import AdminError, ClusterAdmin
+from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
 from kafka_runbooks.restart.safety import (
@@ -48,11 +49,11 @@ WAIT_READY, CHECK, RESTART, WAIT_BACK, WAIT_ISR, DONE = (
 )
 
 
-class RollFailed(RuntimeError):
+class RollFailed(RunbookFailed):
     """The roll stopped; the message is the reason an operator reads first."""
 
 
-class RollInputError(ValueError):
+class RollInputError(BadInput):
     """The request itself is wrong (unknown node, empty list): nothing was touched."""
 
 

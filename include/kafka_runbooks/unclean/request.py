@@ -13,12 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.model import ClusterState, PartitionState
 
 MODES = ("show_replica_info", "manual_recovery_file", "automated_recovery")
 
 
-class RecoveryInputError(ValueError):
+class RecoveryInputError(BadInput):
     """The request is malformed or names partitions the cluster does not have."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.unclean.choose import Choice, choose
 from kafka_runbooks.unclean.elect import ElectionReport, ReorderState, elect_chosen
 from kafka_runbooks.unclean.loginfo import gather
@@ -30,7 +31,7 @@ from kafka_runbooks.unclean.request import RecoveryRequest, resolve
 log = logging.getLogger(__name__)
 
 
-class RecoveryFailed(RuntimeError):
+class RecoveryFailed(RunbookFailed):
     """At least one election of the input did not succeed."""
 
 

@@ -1,0 +1,144 @@
+"""The error tree: every class has its branch, client errors are translated once at the facade."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka import KafkaException
+from kafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    UnknownBrokerIdError,
+)
+
+from kafka_runbooks import errors
+from kafka_runbooks.admin import AdminError, ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.approval import NotApproved, PolicyError
+from kafka_runbooks.client_config import ClientConfigError
+from kafka_runbooks.connect.client import (
+    ConnectError,
+    ConnectUnreachable,
+    RebalanceInProgress,
+    UnaddressableConnector,
+    UnknownConnector,
+    UnknownTask,
+)
+from kafka_runbooks.connect.manual import RestartNotSettled
+from kafka_runbooks.lease import LeaseHeld, LeaseLost
+from kafka_runbooks.reassign.execute import ReassignError, ReassignStopped
+from kafka_runbooks.reassign.request import RequestError
+from kafka_runbooks.reassign.throttle import ThrottleError
+from kafka_runbooks.restart.docker import DockerApiError
+from kafka_runbooks.restart.roller import RollFailed, RollInputError
+from kafka_runbooks.unclean.request import RecoveryInputError
+from kafka_runbooks.unclean.runbook import RecoveryFailed
+from kafka_runbooks.units import SizeError
+
+BRANCHES = {
+    errors.BadInput: [
+        RequestError,
+        RecoveryInputError,
+        SizeError,
+        ClientConfigError,
+        PolicyError,
+        RollInputError,
+    ],
+    errors.CallFailed: [
+        AdminError,
+        ConnectError,
+        UnknownConnector,
+        UnknownTask,
+        RebalanceInProgress,
+        UnaddressableConnector,
+        DockerApiError,
+    ],
+    errors.Unreachable: [ClusterUnreachable, ConnectUnreachable],
+    errors.SafetyRefusal: [NotApproved, LeaseHeld, LeaseLost],
+    errors.RunbookFailed: [
+        RecoveryFailed,
+        ReassignError,
+        ReassignStopped,
+        ThrottleError,
+        RollFailed,
+        RestartNotSettled,
+    ],
+}
+
+
+@pytest.mark.parametrize("branch", list(BRANCHES))
+def test_every_class_sits_under_its_branch_and_the_root(branch):
+    for cls in BRANCHES[branch]:
+        assert issubclass(cls, branch) and issubclass(cls, errors.KafkaRunbookError), cls
+
+
+def test_the_branches_keep_the_builtin_bases_callers_catch():
+    """Code written against the older classes (``except ValueError``) keeps working."""
+    assert issubclass(errors.BadInput, ValueError)
+    for branch in (errors.CallFailed, errors.SafetyRefusal, errors.RunbookFailed):
+        assert issubclass(branch, RuntimeError)
+
+
+def _translated(exc: Exception) -> BaseException:
+    with (
+        pytest.raises(errors.KafkaRunbookError) as raised,
+        errors.map_client_errors("DescribeCluster", "b:9092"),
+    ):
+        raise exc
+    assert raised.value.__cause__ is exc
+    assert "DescribeCluster on b:9092 failed: " + type(exc).__name__ in str(raised.value)
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [KafkaConnectionError("refused"), KafkaTimeoutError(), RequestTimedOutError(), NodeNotReadyError(3)],
+)
+def test_kafka_python_nobody_answered_is_cluster_unreachable(exc):
+    assert type(_translated(exc)) is ClusterUnreachable
+
+
+@pytest.mark.parametrize("exc", [UnknownBrokerIdError(3), PolicyViolationError("no")])
+def test_kafka_python_error_answers_are_admin_errors_not_unreachable(exc):
+    """An answer with an error is not "nobody answered": callers that read unreachable as
+    "state unknown" must not see a refusal that way."""
+    assert type(_translated(exc)) is AdminError
+
+
+@pytest.mark.parametrize(
+    "code", [ConfluentError._TRANSPORT, ConfluentError._TIMED_OUT, ConfluentError._ALL_BROKERS_DOWN]
+)
+def test_confluent_transport_and_timeouts_are_cluster_unreachable(code):
+    assert type(_translated(KafkaException(ConfluentError(code)))) is ClusterUnreachable
+
+
+def test_confluent_error_answers_are_admin_errors():
+    exc = KafkaException(ConfluentError(ConfluentError.TOPIC_AUTHORIZATION_FAILED))
+    assert type(_translated(exc)) is AdminError
+
+
+def test_errors_already_in_the_tree_and_bugs_pass_through_untouched():
+    mine = RollFailed("stuck")
+    with pytest.raises(RollFailed) as raised, errors.map_client_errors("x", "y"):
+        raise mine
+    assert raised.value is mine
+    with pytest.raises(KeyError), errors.map_client_errors("x", "y"):
+        raise KeyError("a bug is not a cluster error")
+
+
+def test_the_facade_translates_at_its_boundary():
+    admin = ClusterAdmin({"bootstrap.servers": "127.0.0.1:1"})
+
+    class Client:
+        @staticmethod
+        def describe_quorum():
+            raise UnknownBrokerIdError(9001)
+
+    admin.__dict__["_kafka_python"] = Client()
+    with pytest.raises(
+        AdminError, match="DescribeQuorum on 127.0.0.1:1 failed: UnknownBrokerIdError"
+    ) as raised:
+        admin.describe_quorum()
+    assert isinstance(raised.value.__cause__, UnknownBrokerIdError)
