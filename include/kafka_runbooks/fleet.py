@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
+
 CLUSTERS_VARIABLE = "kafka_runbooks_clusters"
 CLUSTERS_ENV = "KAFKA_RUNBOOKS_CLUSTERS"
 DEFAULT_CLUSTER = "kafka_default"
@@ -33,7 +35,7 @@ DEFAULT_PROBE = "kafka_broker_probe_default"
 _CONN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
 
 
-class FleetSettingError(ValueError):
+class FleetSettingError(BadInput):
     """The cluster list is unusable; the message names where it came from."""
 
 

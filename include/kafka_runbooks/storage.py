@@ -49,6 +49,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kafka_runbooks.errors import BadInput, SafetyRefusal
+
 log = logging.getLogger("kafka_runbooks.storage")
 
 DATA_URL_ENV = "KAFKA_RUNBOOKS_DATA_URL"
@@ -68,7 +70,7 @@ S3_DEFAULTS: dict[str, Any] = {
 }
 
 
-class ConditionalWritesUnsupported(RuntimeError):
+class ConditionalWritesUnsupported(SafetyRefusal):
     """The store cannot refuse a write on a condition, so a compare-and-set would lie."""
 
 
@@ -118,7 +120,7 @@ def storage_options(url: str) -> dict[str, Any]:
     if raw:
         extra = json.loads(raw)
         if not isinstance(extra, dict):
-            raise ValueError(f"{OPTIONS_ENV} must be a JSON object of fsspec options")
+            raise BadInput(f"{OPTIONS_ENV} must be a JSON object of fsspec options")
         _merge(out, extra)
     if proto != "file" and _options_provider is not None:
         _merge(out, _options_provider(proto) or {})
@@ -179,7 +181,7 @@ class Store:
 
     def local_path(self, key: str = "") -> Path:
         if not self.is_local:
-            raise ValueError(f"{self.url} is not a local path")
+            raise BadInput(f"{self.url} is not a local path")
         return Path(self.path(key))
 
     # ------------------------------------------------------------ plain reads and writes
@@ -440,7 +442,7 @@ def _clean(key: str) -> str:
     key = str(key).replace(os.sep, "/").strip("/")
     parts = [p for p in key.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise ValueError(f"a storage key may not climb out of the data location: {key!r}")
+        raise BadInput(f"a storage key may not climb out of the data location: {key!r}")
     return "/".join(parts)
 
 

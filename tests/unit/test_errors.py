@@ -27,12 +27,14 @@ from kafka_runbooks.connect.client import (
     UnknownTask,
 )
 from kafka_runbooks.connect.manual import RestartNotSettled
+from kafka_runbooks.fleet import FleetSettingError
 from kafka_runbooks.lease import LeaseHeld, LeaseLost
 from kafka_runbooks.reassign.execute import ReassignError, ReassignStopped
 from kafka_runbooks.reassign.request import RequestError
 from kafka_runbooks.reassign.throttle import ThrottleError
 from kafka_runbooks.restart.docker import DockerApiError
 from kafka_runbooks.restart.roller import RollFailed, RollInputError
+from kafka_runbooks.storage import ConditionalWritesUnsupported
 from kafka_runbooks.unclean.request import RecoveryInputError
 from kafka_runbooks.unclean.runbook import RecoveryFailed
 from kafka_runbooks.units import SizeError
@@ -45,6 +47,7 @@ BRANCHES = {
         ClientConfigError,
         PolicyError,
         RollInputError,
+        FleetSettingError,
     ],
     errors.CallFailed: [
         AdminError,
@@ -56,7 +59,7 @@ BRANCHES = {
         DockerApiError,
     ],
     errors.Unreachable: [ClusterUnreachable, ConnectUnreachable],
-    errors.SafetyRefusal: [NotApproved, LeaseHeld, LeaseLost],
+    errors.SafetyRefusal: [NotApproved, LeaseHeld, LeaseLost, ConditionalWritesUnsupported],
     errors.RunbookFailed: [
         RecoveryFailed,
         ReassignError,
