@@ -27,6 +27,9 @@ engineer:
    broker came back, drop what is already in place, set the throttle, submit, log
    progress (partitions, bytes, rate, time left), verify target replicas and full ISR,
    remove the throttle. Resumable: clear the task (or run the DAG again) to go on.
+   Before every step it reads the stop request of its connection (`kafka_reassignment_stop`):
+   it then cancels what this run has in flight, removes its throttle and fails the run
+   with "stopped by <user>: <reason>"; a stopped run is final.
 6. **remove_throttles** (always runs) and **verify_result**: no partition names a failed
    broker, full RF and ISR everywhere, no throttle config left.
 

@@ -277,11 +277,25 @@ def _runs(runs: list[dict[str, Any]]) -> str:
         rows.append(
             f"<tr class='run' data-dag='{_e(r['dag_id'])}'><td><a data-ui='1' target='_top' href='{_e(r['url'])}'>"
             f"{_e(r['dag_id'])}</a></td><td>{_e(r['run_id'])}</td><td>{_e(r['state'])}</td>"
-            f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td></tr>"
+            f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td>"
+            f"<td>{_stop(r, p)}</td></tr>"
         )
     return (
         "<h2>Runbooks running now</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>state</th>"
-        f"<th>started</th><th>progress</th></tr>{''.join(rows)}</table>"
+        f"<th>started</th><th>progress</th><th></th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
+    """The Stop link of a running reassignment: the stop runbook's page in the whole window (its
+    Trigger button opens the form: connection and a reason), not a button that acts from here."""
+    if not run.get("stop_url") or progress.get("stopped"):
+        return ""
+    conn = run.get("kafka_conn_id") or "kafka_default"
+    return (
+        f"<a class='stop' data-ui='1' target='_top' href='{_e(run['stop_url'])}' title='Opens "
+        f"kafka_reassignment_stop: press Trigger, keep kafka_conn_id {_e(conn)}, give a reason. It cancels "
+        "what this run has in flight and removes its throttles.'>Stop&hellip;</a>"
     )
 
 

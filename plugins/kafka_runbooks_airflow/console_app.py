@@ -17,6 +17,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
+REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
+STOP_DAG_ID = "kafka_reassignment_stop"
 
 app = FastAPI(title="Kafka runbooks console", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -49,7 +51,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
         return [], []
     with create_session() as session:
         runs = session.execute(
-            select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.start_date)
+            select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.conf)
             .where(DagRun.dag_id.in_(dag_ids), DagRun.state.in_(["queued", "running"]))
             .order_by(DagRun.start_date.desc())
             .limit(50)
@@ -76,6 +78,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
                 "state": str(getattr(r.state, "value", r.state)),
                 "start_date": r.start_date.isoformat(timespec="seconds") if r.start_date else None,
                 "url": _ui_path("dags", r.dag_id, "runs", r.run_id),
+                **_stop_link(r.dag_id, r.conf, dag_ids),
             }
             for r in runs
         ],
@@ -91,6 +94,15 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
             for g in gates
         ],
     )
+
+
+def _stop_link(dag_id: str, conf: Any, dag_ids: set[str]) -> dict[str, Any]:
+    """A running reassignment gets a Stop link: the stop runbook's page, where Trigger opens its form
+    (Airflow 3.3 has no URL of the form itself). Only for users who may see that runbook."""
+    if dag_id != REASSIGN_DAG_ID or STOP_DAG_ID not in dag_ids:
+        return {}
+    conn = (conf or {}).get("kafka_conn_id") if isinstance(conf, dict) else None
+    return {"stop_url": _ui_path("dags", STOP_DAG_ID), "kafka_conn_id": conn or "kafka_default"}
 
 
 def _overview(user) -> dict[str, Any]:

@@ -46,6 +46,11 @@ def run_dir(dag_id: str, run_id: str) -> Path:
     return artifact_dir("reassign", dag_id, run_id)
 
 
+def runbook_dir(dag_id: str) -> Path:
+    """The runbook's state directory: one folder per run, and ``stop/`` for stop requests."""
+    return data_dir() / "reassign" / safe_name(dag_id)
+
+
 def mark_cluster(folder: Path, cluster: str) -> None:
     """Name the run's cluster in its folder: runs on several clusters share the runbook's folder."""
     from kafka_runbooks.state_file import write_atomic
@@ -64,7 +69,7 @@ def run_cluster(folder: Path) -> str | None:
 def state_files(dag_id: str, cluster: str | None = None) -> list[Path]:
     """The runbook's state files, of ``cluster`` only when given (unmarked old runs count for any:
     before clusters were named, one run at a time was the rule)."""
-    root = data_dir() / "reassign" / safe_name(dag_id)
+    root = runbook_dir(dag_id)
     paths = sorted(root.glob(f"*/{EXEC_STATE}")) + sorted(root.glob(f"*/{ADOPT_STATE}"))
     if cluster is None:
         return paths
@@ -337,7 +342,10 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
 
 
 def review_plan(
-    checked: dict[str, Any] | None, snapshot_info: dict[str, Any] | None, dag_id: str, run_id: str
+    checked: dict[str, Any] | None,
+    snapshot_info: dict[str, Any] | None,
+    dag_id: str,
+    run_id: str,
 ) -> dict[str, Any]:
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
     from kafka_runbooks.reassign import runbook
@@ -464,3 +472,182 @@ def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> di
     if left:
         raise RuntimeError(f"throttles could not be removed (the next run or sweep will retry): {left}")
     return {"left": left}
+
+
+# ------------------------------------------------------------------ stopping a reassignment
+
+STOP_DAG_ID = "kafka_reassignment_stop"
+
+
+def stop_run_state(
+    admin, state, path: Path, request, progress_file: Path | None, run_id: str, logger
+) -> dict:
+    """The executing task stops its own run: cancel, throttle off, read back, acknowledge.
+
+    Returns what is left on the cluster (empty: stopped and verified)."""
+    import time
+
+    from kafka_runbooks.reassign import progress
+    from kafka_runbooks.reassign.execute import save_state
+    from kafka_runbooks.reassign.stop import acknowledge, request_path, stop, verify_stopped
+
+    done = stop(admin, state, request, checkpoint=lambda s: save_state(path, s), logger=logger)
+    left = verify_stopped(admin, {run_id: (state, done["throttle"])})
+    progress.write(progress_file, progress.finished(state, time.time()))
+    _record_stopped(run_id, request, done, left, logger)
+    # the run's folder is in the runbook's state directory, next to the stop/ requests
+    acknowledge(request_path(path.parent.parent, request.kafka_conn_id), run_id, int(time.time() * 1000))
+    return left
+
+
+def _record_stopped(what: str, request, done: dict, left: dict, logger) -> None:
+    decisions.record(
+        "stop",
+        "stopped" if not left else "NOT fully stopped",
+        "read back from the cluster: none of the run's reassignments in flight, none of its throttle "
+        "configs set, still so after a settle period"
+        if not left
+        else "read back from the cluster after the cancel and the throttle removal: see observed",
+        subject=what,
+        observed={"cancelled": len(done.get("cancelled", [])), "errors": done.get("errors"), "left": left},
+        logger=logger,
+        level=logging.WARNING if not left else logging.ERROR,
+    )
+
+
+def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_runs: int) -> dict[str, Any]:
+    """Write the stop request of a Kafka connection (the executing task reads it at every step)."""
+    import time
+    from dataclasses import asdict
+
+    from kafka_runbooks.reassign.stop import StopRequest, request_path, write_request
+
+    conn_id = str(params.get("kafka_conn_id") or "").strip()
+    reason = str(params.get("reason") or "").strip()
+    if not conn_id or not reason:
+        why = "a Kafka connection id and a reason are required (the reason is recorded with the stop)"
+        decisions.record(
+            "validate", "refuse the stop: nothing was done", why, logger=log, level=logging.ERROR
+        )
+        raise ValueError(why)
+    request = StopRequest(
+        kafka_conn_id=conn_id,
+        by=user or "an unknown user",
+        reason=reason,
+        requested_at_ms=int(time.time() * 1000),
+        request_id=run_id,
+    )
+    path = request_path(runbook_dir(REASSIGN_DAG_ID), conn_id)
+    write_request(path, request)
+    decisions.record(
+        "stop",
+        "ask the reassignment to stop",
+        f"{request.text}; the executing task stops at its next step, or this runbook stops what is "
+        "recorded in flight itself when no task is executing",
+        subject=f"connection {conn_id}",
+        observed={"active_runs": active_runs, "request_file": str(path)},
+        action=f"write the stop request {path.name}",
+        logger=log,
+        level=logging.WARNING,
+    )
+    return {"request": asdict(request), "path": str(path), "active_runs": active_runs}
+
+
+def _states(conn_id: str) -> dict[str, tuple[Path, Any]]:
+    from kafka_runbooks.reassign.execute import load_state
+
+    out = {}
+    for path in state_files(REASSIGN_DAG_ID, cluster=conn_id):  # unmarked old runs count for any
+        try:
+            state = load_state(path)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable state file %s: %s", path, exc)
+            continue
+        out[f"{path.parent.name}/{path.name}"] = (path, state)
+    return out
+
+
+def wait_for_executing_task(
+    requested: dict[str, Any], active_runs, wait_s: float, poll_s: float = 5.0, sleep=None
+) -> dict[str, Any]:
+    """Give a task that is executing the chance to stop its own run (it knows what it has in flight
+    this second); when none answers within ``wait_s`` (worker dead, run killed), the next task stops
+    what the state files record."""
+    import time
+
+    from kafka_runbooks.reassign.stop import needs_stopping, read_request
+
+    sleep = sleep or time.sleep
+    conn_id = requested["request"]["kafka_conn_id"]
+    deadline = time.monotonic() + wait_s
+    while True:
+        request = read_request(Path(requested["path"]))
+        if request and request.acknowledged:  # first: the task may have stopped before this task began
+            decisions.record(
+                "stop",
+                "the executing task stopped its run",
+                "it cancelled what it had in flight and took its throttle off (see its log); "
+                "the next task reads the cluster back",
+                observed={"acknowledged": request.acknowledged},
+                logger=log,
+            )
+            return {"acknowledged": request.acknowledged}
+        moving = [n for n, (_, s) in _states(conn_id).items() if needs_stopping(s) and not s.stop_request]
+        if not moving or not active_runs() or time.monotonic() >= deadline:
+            break
+        sleep(poll_s)
+    decisions.record(
+        "stop",
+        "stop here" if moving else "nothing in flight",
+        f"no executing task stopped within {wait_s:.0f} s (no run active, worker dead or task killed): this "
+        "runbook cancels what the state files record in flight and takes the throttles off"
+        if moving
+        else "no state file records a chunk moving or a throttle set; a run waiting at its gate stops "
+        "when its execution starts",
+        observed={"recorded_in_flight": moving},
+        logger=log,
+    )
+    return {"acknowledged": {}, "recorded_in_flight": moving}
+
+
+def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
+    """Stop every state of the connection that has something on the cluster; read it all back."""
+    from kafka_runbooks.kafka_python_gaps import list_reassignments
+    from kafka_runbooks.reassign.execute import key, save_state
+    from kafka_runbooks.reassign.stop import StopRequest, stop, to_stop, verify_stopped
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    request = StopRequest(**requested["request"])
+    states = _states(request.kafka_conn_id)
+    admin = KafkaAdminHook(kafka_config_id=request.kafka_conn_id).admin
+    try:
+        inflight = {
+            key(t, p): v
+            for (t, p), v in admin._gap_call(
+                "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
+            ).items()
+        }
+        chosen = to_stop({n: s for n, (_, s) in states.items()}, inflight, request.request_id)
+        done: dict[str, dict] = {}
+        for name, state in chosen.items():
+            path = states[name][0]
+            done[name] = stop(
+                admin, state, request, checkpoint=lambda s, path=path: save_state(path, s), logger=log
+            )
+        left = verify_stopped(
+            admin,
+            {
+                n: (s, done[n]["throttle"] or (s.stop_request or {}).get("throttle_removed"))
+                for n, s in chosen.items()
+            },
+            settle_s=settle_s,
+        )
+    finally:
+        admin.close()
+    total = {"cancelled": [k for d in done.values() for k in d["cancelled"]], "errors": {}}
+    for d in done.values():
+        total["errors"].update(d["errors"])
+    _record_stopped(f"connection {request.kafka_conn_id}", request, total, left, log)
+    if left:
+        raise RuntimeError(f"not fully stopped (run this again to retry): {left}")
+    return {"stopped": sorted(chosen), "cancelled": len(total["cancelled"])}

@@ -76,7 +76,16 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
             "state": "running",
             "start_date": None,
             "url": "/dags/x/runs/y",
-        }
+            "stop_url": "/dags/kafka_reassignment_stop",
+            "kafka_conn_id": "kafka_default",
+        },
+        {
+            "dag_id": "kafka_broker_restart",
+            "run_id": "r",
+            "state": "running",
+            "start_date": None,
+            "url": "/dags/kafka_broker_restart/runs/r",
+        },
     ]
     gates = [
         {
@@ -98,6 +107,9 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
     assert "data-imbalance='leaders'><b>imbalanced</b>leaders per broker 21 to 31" in default
     assert default.count("<rect") == 9 and "broker 4 (down)" in default  # 3 brokers x 3 bars
     assert "chunk 3 of 8 | 41% bytes" in page and "width:41%" in page
+    # a running reassignment (only it) has a Stop link to the stop runbook, opened in the whole window
+    assert page.count("class='stop'") == 1
+    assert "<a class='stop' data-ui='1' target='_top' href='/dags/kafka_reassignment_stop'" in page
     assert "required_actions" in page and "Restart Kafka nodes [2]?" in page
     assert (
         "refuse the run: nothing was done" in page

@@ -60,6 +60,7 @@ def test_the_expected_dags_are_there(dagbags):
         "kafka_failed_broker_sweep",
         "kafka_failed_broker_reassignment",
         "kafka_metadata_error_sweep",
+        "kafka_reassignment_stop",
         "e2e_gated_approval_check",
     } <= ids
 

@@ -81,6 +81,7 @@ class ExecState:
     throttle: throttle.ThrottleRecord | None = None
     finished: bool = False
     stopped: str | None = None
+    stop_request: dict[str, Any] | None = None  # an operator's stop (reassign/stop.py): final
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -168,6 +169,11 @@ class ChunkExecutor:
     def step(self, state: ExecState) -> bool:
         if state.finished:
             return True
+        if state.stop_request:  # stopped by an operator: final, a new run plans afresh
+            raise ReassignStopped(
+                f"{state.stopped}; this run does not go on after a stop: trigger a new run, it plans "
+                "from what the cluster holds now"
+            )
         chunk = next((c for c in state.chunks if c.status != DONE), None)
         if chunk is None:
             state.finished = True

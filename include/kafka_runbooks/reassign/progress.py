@@ -48,12 +48,16 @@ class Progress:
     def line(self) -> str:
         """One short line: 'chunk 3 of 8 | 41% bytes (4.2 GiB of 10.3 GiB) | 37% partitions (38/103) | ...'."""
         head = f"all {self.chunks} chunk(s) done" if self.finished else f"chunk {self.chunk} of {self.chunks}"
+        if self.stopped:  # the chunks done stay done; the rest was cancelled or never started
+            head = f"STOPPED ({self.stopped}): {self.chunk} of {self.chunks} chunk(s) done"
         rate = (
             "rate unknown" if self.rate_bytes_per_sec is None else f"{format_size(self.rate_bytes_per_sec)}/s"
         )
         left = (
             "done"
             if self.finished
+            else "nothing more moves"
+            if self.stopped
             else f"time left {'unknown' if self.eta_s is None else '~' + _dur(self.eta_s)}"
         )
         return (

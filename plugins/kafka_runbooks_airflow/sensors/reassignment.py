@@ -6,6 +6,11 @@ throttle takes hours). Each poke advances the resumable state machine of
 in the run's folder, so a cleared or retried task resumes where it stopped and nothing
 moves twice. ``on_kill`` takes the replication throttle off when the task is killed
 mid-poke; the DAG's all_done cleanup task does the same after any failure.
+
+Before every step it reads the stop request of its Kafka connection
+(:mod:`kafka_runbooks.reassign.stop`, written by the ``kafka_reassignment_stop`` DAG): one
+asked after its run started makes it cancel what its run has in flight, take the
+throttle off, read that back and fail the run with "stopped by <user>: <reason>".
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         if state.finished:
             self.log.info("every chunk of %s is already done", path.name)
             return True
+        stop_asked = self._stop_request(context)
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
         progress_file = path.with_name(path.name.replace("state.json", "progress.json"))
         if self.state_file == "exec-state.json":
@@ -80,15 +86,45 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         )
         started = time.monotonic()
         try:
+            self._stop_if_asked(stop_asked(), admin, state, path, progress_file, context)
             done = executor.step(state)
             while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
                 time.sleep(self.step_interval_s)
+                self._stop_if_asked(stop_asked(), admin, state, path, progress_file, context)
                 done = executor.step(state)
         except ReassignError as exc:
             raise AirflowFailException(str(exc)) from exc
         finally:
             admin.close()
         return done
+
+    def _stop_request(self, context):
+        """A reader of this connection's stop request that answers only one that applies to this run."""
+        from kafka_runbooks.reassign.stop import read_request, request_path
+        from kafka_runbooks_airflow.reassign import runbook_dir
+
+        file = request_path(runbook_dir(self.dag_id), self.kafka_config_id)
+        started = getattr(context.get("dag_run"), "start_date", None)
+        started_ms = int(started.timestamp() * 1000) if started else None
+
+        def asked():
+            request = read_request(file)
+            return request if request and request.applies_to(self.kafka_config_id, started_ms) else None
+
+        return asked
+
+    def _stop_if_asked(self, request, admin, state, path, progress_file, context) -> None:
+        """Stop cleanly (cancel ours in flight, throttle off, read back), then fail the run saying who stopped it."""
+        if request is None:
+            return
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kafka_runbooks_airflow.reassign import stop_run_state
+
+        left = stop_run_state(admin, state, path, request, progress_file, context["run_id"], self.log)
+        if left:
+            raise AirflowFailException(f"{request.text}; but the stop is not complete: {left}")
+        raise AirflowFailException(request.text)
 
     def on_kill(self) -> None:
         """Killed mid-poke: take the throttle off (the copy itself goes on; a re-run adopts it)."""

@@ -1,0 +1,95 @@
+"""
+### Stop a running failed-broker reassignment cleanly
+
+The Airflow counterpart of Cruise Control's `stop_proposal_execution` and Strimzi's
+`strimzi.io/rebalance: stop`: not a kill that leaves the copy running under a throttle.
+
+1. **request_stop**: writes a stop request for the Kafka connection (who asked, why, when)
+   in the runbook's state directory. Refused without a reason.
+2. **wait_for_executing_task**: a `kafka_failed_broker_reassignment` task that is executing
+   reads the request before every step and stops its own run: it cancels the reassignments
+   its run submitted (AlterPartitionReassignments with a null target, only for partitions
+   still in flight to its own target), takes its throttle off, reads that back and fails
+   its run with "stopped by <user>: <reason>". This task waits for that (up to
+   `wait_for_task_s`).
+3. **stop_and_verify**: whatever happened above (no run executing, worker dead, run
+   killed), stops what the state files record in flight the same way, then reads the
+   cluster back: none of the runbook's reassignments in flight, none of its throttle
+   configs set, still so after a settle period. Anything left fails this run, naming it.
+
+It never cancels a reassignment the runbook did not start. The chunks already done stay
+where they are; the partitions of the stopped chunk go back to their replicas before the
+move. A stopped run is final: clearing it does not resume it, and a new run of the
+reassignment plans afresh (it never adopts what was stopped). A run still waiting at its
+approval gate stops as soon as its execution would start.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+with DAG(
+    dag_id="kafka_reassignment_stop",
+    description="Stop the running failed-broker reassignment: cancel what it has in flight, remove its throttles.",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "runbook", "reassignment", "stop"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster whose reassignment is stopped.",
+        ),
+        "reason": Param(
+            None,
+            type="string",
+            minLength=1,
+            description="Required. Why it is stopped: recorded in the decision records, the state file "
+            "and the stopped run's failure message.",
+        ),
+        "wait_for_task_s": Param(
+            180,
+            type="integer",
+            minimum=0,
+            description="Seconds to let an executing reassignment task stop its own run (it checks before "
+            "every step, at most a poke interval apart) before this runbook stops what is recorded itself.",
+        ),
+    },
+) as dag:
+
+    @task
+    def request_stop(params=None, run_id=None, dag_run=None, ti=None) -> dict:
+        """Write the stop request; nothing else happens if the params are wrong."""
+        from kafka_runbooks_airflow.reassign import reassignment_active_on
+        from kafka_runbooks_airflow.reassign import request_stop as ask
+
+        user = getattr(dag_run, "triggering_user_name", None)
+        active = reassignment_active_on(ti, params["kafka_conn_id"]) if params["kafka_conn_id"] else []
+        return ask(dict(params), run_id, user, len(active))
+
+    @task
+    def wait_for_executing_task(requested: dict, params=None, ti=None) -> dict:
+        """Let an executing task stop its own run first; go on when it did, or none is there."""
+        from kafka_runbooks_airflow.reassign import reassignment_active_on
+        from kafka_runbooks_airflow.reassign import wait_for_executing_task as wait
+
+        conn_id = requested["request"]["kafka_conn_id"]
+        return wait(
+            requested, lambda: len(reassignment_active_on(ti, conn_id)), float(params["wait_for_task_s"])
+        )
+
+    @task
+    def stop_and_verify(requested: dict, waited: dict) -> dict:
+        """Cancel what is recorded in flight, remove the throttles, read the cluster back."""
+        from kafka_runbooks_airflow.reassign import stop_and_verify as stop
+
+        return stop(requested)
+
+    requested = request_stop()
+    stop_and_verify(requested, wait_for_executing_task(requested))

@@ -1,0 +1,146 @@
+"""Stopping a reassignment on the real stack: a throttled chunk in flight is stopped cleanly.
+
+Broker 4 is killed for good; the executor submits a chunk moving its replicas under a low
+throttle (minutes of copying). Then a reassignment nobody in the run started is put in
+flight, and the run is stopped: exactly the run's reassignments are cancelled (read back:
+none of them in flight, the partitions back on their replicas before the move), its
+throttle configs are gone (an unrelated rate set before on a broker is put back, not
+deleted), the foreign reassignment is untouched, and the stopped state is final: the
+executor refuses to go on with it and a new run would not adopt any of it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kafka_runbooks.kafka_python_gaps import (
+    alter_reassignments,
+    describe_config_values,
+    incremental_alter_configs,
+    list_reassignments,
+)
+from kafka_runbooks.reassign.execute import (
+    MOVING,
+    ChunkExecutor,
+    ExecState,
+    ReassignStopped,
+    chunks_from_plan_dir,
+    load_state,
+    save_state,
+)
+from kafka_runbooks.reassign.stop import (
+    STOPPED,
+    StopRequest,
+    request_path,
+    stop,
+    to_stop,
+    verify_stopped,
+    write_request,
+)
+from kafka_runbooks.reassign.throttle import FOLLOWER_RATE, LEADER_RATE, leftover_throttles
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.integration.test_failed_broker_executor import clear_throttles, moves_off, write_plan
+
+pytestmark = pytest.mark.timeout(900)
+DEAD = 4
+
+
+@pytest.fixture
+def cleanup(admin):
+    foreign: list[tuple[str, int]] = []
+    yield foreign
+    if foreign:
+        alter_reassignments(admin.gaps, dict.fromkeys(foreign))
+    incremental_alter_configs(admin.gaps, "broker", {"1": {LEADER_RATE: ("DELETE", None)}})
+    clear_throttles(admin)
+
+
+def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
+    restore_stack, admin, tmp_path, caplog, cleanup
+):
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kafka_runbooks")
+    topic, foreign_topic = unique_topic("stop-ours"), unique_topic("stop-foreign")
+    create_topic(bs, topic, assignment={0: [1, 4], 1: [4, 2], 2: [3, 4]})
+    create_topic(bs, foreign_topic, assignment={0: [1, 2]})
+    assert produce(bs, topic, 60000, size=200) == 60000  # ~4 MB per partition: minutes at 50 kB/s
+    # a rate someone set on broker 1 before the run: a stop must put it back, not delete it
+    assert incremental_alter_configs(admin.gaps, "broker", {"1": {LEADER_RATE: ("SET", "7777777")}}) == {
+        "1": "OK"
+    }
+    before = {p.partition: set(p.replicas) for p in admin.describe_partitions([topic])}
+    stack.kill(f"broker-{DEAD}")
+    wait_until(
+        lambda: not admin.describe_brokers().get(DEAD) or admin.describe_brokers()[DEAD].fenced,
+        60,
+        1,
+        f"broker {DEAD} fenced",
+    )
+
+    # the run's chunk in flight under its throttle
+    plan = write_plan(tmp_path / "plan", [moves_off(admin, [topic], DEAD)])
+    root = tmp_path / "kafka_failed_broker_reassignment"
+    path = root / "run-1" / "exec-state.json"
+    path.parent.mkdir(parents=True)
+    state = ExecState(
+        run_id="run-1",
+        failed_brokers=[DEAD],
+        throttle_bytes_per_sec=50_000,
+        chunks=chunks_from_plan_dir(plan),
+    )
+    save_state(path, state)
+    ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(state)
+    assert state.chunks[0].status == MOVING and state.throttle is not None
+    ours = {tuple(k.rsplit(":", 1)) for k in state.chunks[0].moving}
+    ours = {(t, int(p)) for t, p in ours}
+    assert len(ours) == 3 and ours <= set(list_reassignments(admin.gaps))
+    assert leftover_throttles(admin.gaps, [1, 2, 3], [topic]), "the chunk moves under its throttle"
+
+    # a reassignment this run did not start (towards the dead broker: it stays in flight)
+    assert alter_reassignments(admin.gaps, {(foreign_topic, 0): [1, 2, DEAD]}) == {(foreign_topic, 0): None}
+    cleanup.append((foreign_topic, 0))
+
+    # the stop, as the executing task or the stop DAG does it
+    request = StopRequest("kafka_default", "alice", "maintenance window over", 1, request_id="stop-1")
+    write_request(request_path(root, "kafka_default"), request)
+    inflight = {f"{t}:{p}": v for (t, p), v in list_reassignments(admin.gaps).items()}
+    chosen = to_stop({"run-1": load_state(path)}, inflight, "stop-1")
+    assert list(chosen) == ["run-1"]
+    stopping = chosen["run-1"]
+    done = stop(admin, stopping, request, checkpoint=lambda s: save_state(path, s))
+    assert sorted(done["cancelled"]) == sorted(f"{t}:{p}" for t, p in ours) and done["errors"] == {}
+    assert verify_stopped(admin, {"run-1": (stopping, done["throttle"])}, settle_s=2) == {}
+
+    # read back: nothing of ours in flight, the foreign one untouched, the throttle gone
+    inflight = list_reassignments(admin.gaps)
+    assert not ours & set(inflight), inflight
+    assert inflight.get((foreign_topic, 0), {}).get("adding") == [DEAD], inflight
+    assert leftover_throttles(admin.gaps, [1, 2, 3], [topic]) == {"broker 1": {LEADER_RATE: "7777777"}}, (
+        "only the rate set before the run is left, back at its value"
+    )
+    assert describe_config_values(admin.gaps, "broker", ["1"], [FOLLOWER_RATE])["1"] == {}
+    # the cancelled partitions are back on their replicas before the move (as sets: the revert
+    # need not keep the order of the replica list)
+    wait_until(
+        lambda: {p.partition: set(p.replicas) for p in admin.describe_partitions([topic])} == before,
+        30,
+        1,
+        "the partitions back on their replicas",
+    )
+    decisions = [r.getMessage() for r in caplog.records if "DECISION stop" in r.getMessage()]
+    assert any("cancel the reassignments this run started" in m and "alice" in m for m in decisions)
+
+    # a stopped state is final: not resumed, not adopted by a new run, not stopped twice
+    final = load_state(path)
+    assert final.stopped == "stopped by alice: maintenance window over"
+    assert final.chunks[0].status == STOPPED and final.throttle is None
+    assert final.stop_request["request_id"] == "stop-1" and final.stop_request["throttle_removed"]
+    assert final.in_flight_targets() == {}, "a new run must not adopt what was stopped"
+    with pytest.raises(ReassignStopped, match="stopped by alice"):
+        ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(final)
+    assert not ours & set(list_reassignments(admin.gaps)), "the refused resume submitted nothing"
+    inflight = {f"{t}:{p}": v for (t, p), v in list_reassignments(admin.gaps).items()}
+    assert to_stop({"run-1": final}, inflight, "a-later-stop") == {}
