@@ -494,7 +494,7 @@ def stop_run_state(
     done = stop(admin, state, request, checkpoint=lambda s: save_state(path, s), logger=logger)
     left = verify_stopped(admin, {run_id: (state, done["throttle"])})
     progress.write(progress_file, progress.finished(state, time.time()))
-    _record_stopped(run_id, request, done, left, logger)
+    _record_stopped(f"run {run_id}", request, done, left, logger)
     # the run's folder is in the runbook's state directory, next to the stop/ requests
     acknowledge(request_path(path.parent.parent, request.kafka_conn_id), run_id, int(time.time() * 1000))
     return left
@@ -592,7 +592,14 @@ def wait_for_executing_task(
                 logger=log,
             )
             return {"acknowledged": request.acknowledged}
-        moving = [n for n, (_, s) in _states(conn_id).items() if needs_stopping(s) and not s.stop_request]
+        # still to stop: not stopped yet, or being stopped by the task for this request (its
+        # acknowledgement comes after its read-back)
+        mine = requested["request"]["request_id"]
+        moving = [
+            n
+            for n, (_, s) in _states(conn_id).items()
+            if needs_stopping(s) and (not s.stop_request or s.stop_request.get("request_id") == mine)
+        ]
         if not moving or not active_runs() or time.monotonic() >= deadline:
             break
         sleep(poll_s)

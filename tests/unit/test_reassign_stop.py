@@ -73,3 +73,29 @@ def test_a_stopped_state_is_final_and_owns_nothing_in_flight():
         line.startswith("STOPPED (stopped by alice: why): 0 of 1 chunk(s) done")
         and "nothing more moves" in line
     )
+
+
+def test_the_stop_runbook_waits_for_the_task_that_is_stopping_its_run(tmp_path, monkeypatch):
+    """The executing task marks its state stopped first and acknowledges after its read-back
+    (seconds later): the stop runbook keeps waiting for that acknowledgement instead of
+    reading "nothing in flight" in between (seen in the end-to-end test)."""
+    from kafka_runbooks.reassign.execute import save_state
+    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, runbook_dir, wait_for_executing_task
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    state = _state(STOPPED, stop_request={"request_id": "s1"})
+    state.kafka_conn_id = "kafka_default"
+    (runbook_dir(REASSIGN_DAG_ID) / "run-1").mkdir(parents=True)
+    save_state(runbook_dir(REASSIGN_DAG_ID) / "run-1" / "exec-state.json", state)
+    path = request_path(runbook_dir(REASSIGN_DAG_ID), "kafka_default")
+    request = StopRequest("kafka_default", "alice", "why", 1, request_id="s1")
+    write_request(path, request)
+    naps = []
+
+    def nap(seconds: float) -> None:  # the task acknowledges while the stop runbook waits
+        naps.append(seconds)
+        acknowledge(path, "run-1", 5)
+
+    requested = {"request": {**request.__dict__}, "path": str(path)}
+    result = wait_for_executing_task(requested, active_runs=lambda: 1, wait_s=60, sleep=nap)
+    assert result == {"acknowledged": {"run-1": 5}} and naps == [5.0]
