@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin

@@ -131,7 +131,7 @@ def stop(
     )
     retargeted = {k: inflight[k] for k in ours if k in inflight and k not in cancel}
     # recorded before anything is cancelled: a crash mid-stop leaves a state that is already final
-    record = dict(state.throttle) if state.throttle else None
+    record = state.throttle.as_dict() if state.throttle else None  # JSON, kept with the stop
     if state.stop_request and state.stop_request.get("throttle_removed") and record is None:
         record = state.stop_request["throttle_removed"]  # an earlier stop took it off: verify that again
     state.stopped = request.text
