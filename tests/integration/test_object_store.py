@@ -259,3 +259,22 @@ def test_a_rolls_state_is_in_the_bucket_for_the_next_poke_on_any_worker(s3proxy,
     assert str(roll_state_file("kafka_broker_restart", run_id)).startswith("s3://")
     progress = console.run_progress("kafka_broker_restart", run_id)
     assert progress["line"] == "1 of 2 node(s) done | node 2: restarting"
+
+
+def test_swap_reads_the_etag_and_compares_before_it_writes(s3proxy, s3_env):
+    """The S3 compare-and-set's own steps (GET with its ETag, compare, PUT If-Match, DELETE
+    If-Match) on the real server. S3Proxy does not enforce If-Match, so the store is told it
+    does here: this checks what the client does, the probe above checks the server."""
+    s3 = storage.store()
+    s3._conditional = True
+    s3.write_text("state/leases/kafka_a.json", "held by r1")
+    body, etag = s3._read_with_etag("state/leases/kafka_a.json")
+    assert body == b"held by r1" and etag.startswith('"')
+    assert s3.swap("state/leases/kafka_a.json", "held by someone else", "held by r2") is False
+    assert s3.read_text("state/leases/kafka_a.json") == "held by r1"
+    assert s3.swap("state/leases/kafka_a.json", "held by r1", "held by r2") is True
+    assert s3.read_text("state/leases/kafka_a.json") == "held by r2"
+    assert s3.swap("state/leases/kafka_a.json", "held by r2", None) is True
+    assert not s3.exists("state/leases/kafka_a.json")
+    assert s3.swap("state/leases/kafka_a.json", "held by r2", "again") is False
+    assert s3.create("state/leases/kafka_b.json", "new") and s3.read_text("state/leases/kafka_b.json") == "new"
