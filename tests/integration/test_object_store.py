@@ -277,4 +277,6 @@ def test_swap_reads_the_etag_and_compares_before_it_writes(s3proxy, s3_env):
     assert s3.swap("state/leases/kafka_a.json", "held by r2", None) is True
     assert not s3.exists("state/leases/kafka_a.json")
     assert s3.swap("state/leases/kafka_a.json", "held by r2", "again") is False
-    assert s3.create("state/leases/kafka_b.json", "new") and s3.read_text("state/leases/kafka_b.json") == "new"
+    assert (
+        s3.create("state/leases/kafka_b.json", "new") and s3.read_text("state/leases/kafka_b.json") == "new"
+    )
