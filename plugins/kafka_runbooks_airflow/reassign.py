@@ -619,7 +619,6 @@ def wait_for_executing_task(
 
 def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
     """Stop every state of the connection that has something on the cluster; read it all back."""
-    from kafka_runbooks.kafka_python_gaps import list_reassignments
     from kafka_runbooks.reassign.execute import key, save_state
     from kafka_runbooks.reassign.stop import StopRequest, stop, to_stop, verify_stopped
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
@@ -628,12 +627,7 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
     states = _states(request.kafka_conn_id)
     admin = KafkaAdminHook(kafka_config_id=request.kafka_conn_id).admin
     try:
-        inflight = {
-            key(t, p): v
-            for (t, p), v in admin._gap_call(
-                "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
-            ).items()
-        }
+        inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         chosen = to_stop({n: s for n, (_, s) in states.items()}, inflight, request.request_id)
         done: dict[str, dict] = {}
         for name, state in chosen.items():

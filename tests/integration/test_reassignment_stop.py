@@ -15,12 +15,6 @@ import logging
 
 import pytest
 
-from kafka_runbooks.kafka_python_gaps import (
-    alter_reassignments,
-    describe_config_values,
-    incremental_alter_configs,
-    list_reassignments,
-)
 from kafka_runbooks.reassign.execute import (
     MOVING,
     ChunkExecutor,
@@ -52,8 +46,8 @@ def cleanup(admin):
     foreign: list[tuple[str, int]] = []
     yield foreign
     if foreign:
-        alter_reassignments(admin.gaps, dict.fromkeys(foreign))
-    incremental_alter_configs(admin.gaps, "broker", {"1": {LEADER_RATE: ("DELETE", None)}})
+        admin.alter_partition_reassignments(dict.fromkeys(foreign))
+    admin.incremental_alter_configs("broker", {"1": {LEADER_RATE: ("DELETE", None)}})
     clear_throttles(admin)
 
 
@@ -68,9 +62,7 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     create_topic(bs, foreign_topic, assignment={0: [1, 2]})
     assert produce(bs, topic, 60000, size=200) == 60000  # ~4 MB per partition: minutes at 50 kB/s
     # a rate someone set on broker 1 before the run: a stop must put it back, not delete it
-    assert incremental_alter_configs(admin.gaps, "broker", {"1": {LEADER_RATE: ("SET", "7777777")}}) == {
-        "1": "OK"
-    }
+    assert admin.incremental_alter_configs("broker", {"1": {LEADER_RATE: ("SET", "7777777")}}) == {"1": "OK"}
     before = {p.partition: set(p.replicas) for p in admin.describe_partitions([topic])}
     stack.kill(f"broker-{DEAD}")
     wait_until(
@@ -96,17 +88,19 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     assert state.chunks[0].status == MOVING and state.throttle is not None
     ours = {tuple(k.rsplit(":", 1)) for k in state.chunks[0].moving}
     ours = {(t, int(p)) for t, p in ours}
-    assert len(ours) == 3 and ours <= set(list_reassignments(admin.gaps))
-    assert leftover_throttles(admin.gaps, [1, 2, 3], [topic]), "the chunk moves under its throttle"
+    assert len(ours) == 3 and ours <= set(admin.list_reassignments())
+    assert leftover_throttles(admin, [1, 2, 3], [topic]), "the chunk moves under its throttle"
 
     # a reassignment this run did not start (towards the dead broker: it stays in flight)
-    assert alter_reassignments(admin.gaps, {(foreign_topic, 0): [1, 2, DEAD]}) == {(foreign_topic, 0): None}
+    assert admin.alter_partition_reassignments({(foreign_topic, 0): [1, 2, DEAD]}) == {
+        (foreign_topic, 0): None
+    }
     cleanup.append((foreign_topic, 0))
 
     # the stop, as the executing task or the stop DAG does it
     request = StopRequest("kafka_default", "alice", "maintenance window over", 1, request_id="stop-1")
     write_request(request_path(root, "kafka_default"), request)
-    inflight = {f"{t}:{p}": v for (t, p), v in list_reassignments(admin.gaps).items()}
+    inflight = {f"{t}:{p}": v for (t, p), v in admin.list_reassignments().items()}
     chosen = to_stop({"run-1": load_state(path)}, inflight, "stop-1")
     assert list(chosen) == ["run-1"]
     stopping = chosen["run-1"]
@@ -115,13 +109,13 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     assert verify_stopped(admin, {"run-1": (stopping, done["throttle"])}, settle_s=2) == {}
 
     # read back: nothing of ours in flight, the foreign one untouched, the throttle gone
-    inflight = list_reassignments(admin.gaps)
+    inflight = admin.list_reassignments()
     assert not ours & set(inflight), inflight
     assert inflight.get((foreign_topic, 0), {}).get("adding") == [DEAD], inflight
-    assert leftover_throttles(admin.gaps, [1, 2, 3], [topic]) == {"broker 1": {LEADER_RATE: "7777777"}}, (
+    assert leftover_throttles(admin, [1, 2, 3], [topic]) == {"broker 1": {LEADER_RATE: "7777777"}}, (
         "only the rate set before the run is left, back at its value"
     )
-    assert describe_config_values(admin.gaps, "broker", ["1"], [FOLLOWER_RATE])["1"] == {}
+    assert admin.describe_config_values("broker", ["1"], [FOLLOWER_RATE])["1"] == {}
     # the cancelled partitions are back on their replicas before the move (as sets: the revert
     # need not keep the order of the replica list)
     wait_until(
@@ -141,6 +135,6 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     assert final.in_flight_targets() == {}, "a new run must not adopt what was stopped"
     with pytest.raises(ReassignStopped, match="stopped by alice"):
         ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(final)
-    assert not ours & set(list_reassignments(admin.gaps)), "the refused resume submitted nothing"
-    inflight = {f"{t}:{p}": v for (t, p), v in list_reassignments(admin.gaps).items()}
+    assert not ours & set(admin.list_reassignments()), "the refused resume submitted nothing"
+    inflight = {f"{t}:{p}": v for (t, p), v in admin.list_reassignments().items()}
     assert to_stop({"run-1": final}, inflight, "a-later-stop") == {}

@@ -29,13 +29,16 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.reassign import throttle
 from kafka_runbooks.reassign.execute import MOVING, ExecState, key, split, target_of
 from kafka_runbooks.state_file import write_atomic
+
+if TYPE_CHECKING:
+    from kafka_runbooks.admin import ClusterAdmin
 
 STOPPED = "stopped"  # status of a chunk whose reassignments were cancelled by a stop
 
@@ -116,16 +119,10 @@ def stop(
     Idempotent: a second stop cancels whatever is still in flight and finds no throttle.
     Returns what was done and what is left (for the read-back and the caller's record).
     """
-    from kafka_runbooks.kafka_python_gaps import alter_reassignments, list_reassignments
     from kafka_runbooks.reassign.execute import ChunkExecutor
 
     ours = owned(state)
-    inflight = {
-        key(t, p): v
-        for (t, p), v in admin._gap_call(
-            "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
-        ).items()
-    }
+    inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
     cancel = sorted(
         k for k, target in ours.items() if k in inflight and target_of(inflight[k]) == set(target)
     )
@@ -142,7 +139,7 @@ def stop(
     checkpoint(state)
     errors: dict[str, str] = {}
     if cancel:
-        answer = alter_reassignments(admin.gaps, {split(k): None for k in cancel})
+        answer = admin.alter_partition_reassignments({split(k): None for k in cancel})
         errors = {key(*tp): e for tp, e in answer.items() if e and e != "NoReassignmentInProgressError"}
     decisions.record(
         "stop",
@@ -167,25 +164,23 @@ def stop(
     return {"cancelled": cancel, "errors": errors, "throttle": record, "throttle_left": left}
 
 
-def our_throttles_left(gaps, record: dict[str, Any] | None, live: set[int]) -> dict[str, Any]:
+def our_throttles_left(admin: ClusterAdmin, record: dict[str, Any] | None, live: set[int]) -> dict[str, Any]:
     """What of ``record`` (a throttle this run set) is still on the cluster: broker rates not back
     to what they were, and this run's ``partition:broker`` items still in a topic's list.
     Another tool's throttle on the same brokers or topics is not ours and not reported."""
-    from kafka_runbooks.kafka_python_gaps import describe_config_values
-
     if not record:
         return {}
     found: dict[str, Any] = {}
     for broker, entry in record.get("brokers", {}).items():
         if int(broker) not in live:
             continue
-        now = describe_config_values(gaps, "broker", [broker], throttle.BROKER_KEYS)[broker]
+        now = admin.describe_config_values("broker", [broker], throttle.BROKER_KEYS)[broker]
         previous = entry.get("previous") or {}
         wrong = {k: now.get(k) for k in throttle.BROKER_KEYS if now.get(k) != previous.get(k)}
         if wrong:
             found[f"broker {broker}"] = wrong
     topics = list(record.get("topics", {}))
-    current = describe_config_values(gaps, "topic", topics, throttle.TOPIC_KEYS) if topics else {}
+    current = admin.describe_config_values("topic", topics, throttle.TOPIC_KEYS) if topics else {}
     for topic in topics:
         ours = set(record["topics"][topic].get("leader", [])) | set(
             record["topics"][topic].get("follower", [])
@@ -211,22 +206,16 @@ def verify_stopped(
 ) -> dict[str, Any]:
     """Read back until none of these runs' reassignments is in flight and none of their throttles
     is set, and still so after ``settle_s``; returns what is left (empty: stopped)."""
-    from kafka_runbooks.kafka_python_gaps import list_reassignments
 
     def left() -> dict[str, Any]:
-        inflight = {
-            key(t, p): v
-            for (t, p), v in admin._gap_call(
-                "ListPartitionReassignments", lambda: list_reassignments(admin.gaps)
-            ).items()
-        }
+        inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
         out: dict[str, Any] = {}
         for run_id, (state, record) in stopped.items():
             moving = sorted(
                 k for k, t in owned(state).items() if k in inflight and target_of(inflight[k]) == set(t)
             )
-            throttles = our_throttles_left(admin.gaps, record, live)
+            throttles = our_throttles_left(admin, record, live)
             if moving or throttles:
                 out[run_id] = {"in_flight": moving[:50], "throttles": throttles}
         return out
