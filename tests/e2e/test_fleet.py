@@ -184,7 +184,8 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "success"
     for index, cluster in enumerate(FLEET):
         log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=index)
-        assert "DECISION" in log
+        # nothing failed, so no decision: the returned value names the cluster in the run it would start
+        assert f"'run_id': 'sweep__{cluster}__" in log
         state_file = airflow_local.home / "kafka_runbooks" / "state" / "failed_brokers" / f"{cluster}.json"
         assert json.loads(state_file.read_text())["cluster"] == cluster
 
@@ -198,4 +199,5 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "failed"
     assert _instances(airflow_local, FAILED_SWEEP, sweep, "cluster.sweep") == {0: "success", 1: "failed"}
     assert state_a.stat().st_mtime_ns > before
-    assert "DECISION" in airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=0)
+    log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=0)
+    assert "'run_id': 'sweep__kafka_default__" in log and "'brokers': 4" in log
