@@ -7,17 +7,28 @@ triggers it (main's form kept Trigger disabled there), then opens the Kafka page
 (``/plugin/kafka``) and finds the figures of the health report the real
 ``kafka_cluster_health`` run just wrote. Screenshots go to ``.stack/screenshots/``
 (git-ignored) for people to look at.
+
+A second test reuses one real ``kafka_failed_broker_reassignment`` run (broker 4 killed,
+a throwaway topic, a 50 kB/s throttle) for the rest: its gate shows the plan's tables as
+HTML tables, the Kafka page shows its progress and a Stop link, the link opens the stop
+runbook in the whole window, its form triggers the stop, and the run ends stopped with
+the cluster clean (read back).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
+from kafka_runbooks.paths import safe_name
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
-from tests.helpers import wait_until
+from tests.e2e.conftest import AIRFLOW_TEST_HOME
+from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / ".stack" / "screenshots"
@@ -123,3 +134,156 @@ def test_trigger_form_and_kafka_page_in_a_real_browser(airflow_local: AirflowLoc
     assert section.find_elements("xpath", ".//*[@data-imbalance='leaders']")
     browser.switch_to.default_content()
     _shot(browser, "03-kafka-page")
+
+
+REASSIGN = "kafka_failed_broker_reassignment"
+STOP = "kafka_reassignment_stop"
+DEAD = 4
+
+
+def _reassign_dir(run_id: str) -> Path:
+    return AIRFLOW_TEST_HOME / "kafka_runbooks" / "reassign" / REASSIGN / safe_name(run_id)
+
+
+def _runs(airflow: AirflowLocal, dag_id: str) -> list[dict]:
+    return airflow.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
+
+
+@pytest.fixture
+def no_throttles_left(admin):
+    yield
+    from kafka_runbooks.reassign.throttle import leftover_throttles
+
+    live = [b.broker_id for b in admin.describe_brokers().values() if b.available]
+    for name, keys in leftover_throttles(admin, live, admin.list_topics()).items():
+        kind, resource = name.split(" ", 1)
+        admin.incremental_alter_configs(kind, {resource: {k: ("DELETE", None) for k in keys}})
+
+
+@pytest.mark.timeout(1800)
+def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
+    airflow_local: AirflowLocal, browser, admin, restore_stack, no_throttles_left
+):
+    """One real reassignment run, seen and stopped in the browser: its gate shows the plan as HTML
+    tables; the Kafka page shows its progress (chunk i of N, percent) and a Stop link; the link
+    opens the stop runbook, whose form triggers it; the executing task stops its run cleanly
+    (its reassignments cancelled, its throttle removed: read back from the cluster) and the run
+    ends failed with "stopped by admin: <reason>"."""
+    from kafka_runbooks.reassign.throttle import leftover_throttles
+
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    airflow_local.wait_for_dag(REASSIGN, timeout=180)
+    airflow_local.wait_for_dag(STOP, timeout=180)
+    airflow_local.unpause(REASSIGN)
+    airflow_local.unpause(STOP)
+    bulky = unique_topic("stop-bulky")
+    create_topic(bs, bulky, assignment={0: [1, DEAD], 1: [DEAD, 3]})
+    assert produce(bs, bulky, 50000, size=400) == 50000  # ~10 MB per partition: minutes at 50 kB/s
+    stack.kill(f"broker-{DEAD}")
+    wait_until(lambda: not (b := admin.describe_brokers().get(DEAD)) or b.fenced, 60, 1, "broker 4 fenced")
+    run = airflow_local.trigger(
+        REASSIGN,
+        {"failed_brokers": str(DEAD), "throttle_bytes_per_sec": 50_000, "max_partitions_per_chunk": 20},
+    )
+
+    # 1. the gate: the plan's tables are HTML tables in the DOM, not a code block
+    airflow_local.wait_for_approval(REASSIGN, run, "approval_gate", timeout=900)
+    _log_in(browser, airflow_local)
+    browser.get(
+        f"{airflow_local.base_url}/dags/{REASSIGN}/runs/{quote(run, safe='')}/tasks/approval_gate/required_actions"
+    )
+    failed_row = _find(browser, "//table//tr[td[contains(., '(failed: registered, fenced)')]]")
+    assert "rack-b" in failed_row.text, failed_row.text
+    chunk_rows = browser.find_elements("xpath", "//table//tr[td[1][contains(normalize-space(.), '1 of ')]]")
+    assert chunk_rows, "the chunk list is a table"
+    assert _find(browser, "//table//td[contains(., 'Estimated duration at the throttle')]")
+    assert not browser.find_elements("xpath", "//pre[contains(., '| broker | rack |')]")
+    _shot(browser, "04-reassignment-gate")
+    airflow_local.answer(REASSIGN, run, "approval_gate", ["Approve"])
+
+    # 2. the bulky chunk moves under its throttle; the Kafka page shows the progress and a Stop link
+    def bulky_moving() -> dict | None:
+        try:
+            state = json.loads((_reassign_dir(run) / "exec-state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        moving = [
+            c
+            for c in state["chunks"]
+            if c["status"] == "moving" and any(k.startswith(bulky) for k in c["moving"])
+        ]
+        return state if moving and state["throttle"] else None
+
+    moving = wait_until(bulky_moving, 900, 1, "the bulky chunk moving under its throttle")
+    ours = {k for c in moving["chunks"] if c["status"] == "moving" for k in c["moving"]}
+    wait_until(
+        lambda: (p := _read(_reassign_dir(run) / "progress.json")) and not p.get("finished"),
+        300,
+        1,
+        "the run's progress file",
+    )
+    browser.get(f"{airflow_local.base_url}/plugin/kafka")
+    browser.switch_to.frame(_find(browser, "//iframe[@title='Kafka']"))
+    row = _find(browser, f"//tr[@class='run' and @data-dag='{REASSIGN}'][td[2][normalize-space(.)='{run}']]")
+    line = row.find_element("xpath", "./td[@class='progress']").text
+    assert re.search(r"chunk \d+ of \d+ \| \d+% bytes .* \d+% partitions", line), line
+    stop_link = row.find_element("xpath", ".//a[@class='stop']")
+    assert stop_link.get_attribute("target") == "_top"
+    assert stop_link.get_attribute("href").endswith(f"/dags/{STOP}")
+    browser.switch_to.default_content()
+    _shot(browser, "05-kafka-page-progress-and-stop-link")
+
+    # 3. the Stop link opens the stop runbook in the whole window; its form triggers the stop
+    browser.switch_to.frame(_find(browser, "//iframe[@title='Kafka']"))
+    _find(browser, f"//tr[@class='run'][td[2][normalize-space(.)='{run}']]//a[@class='stop']").click()
+    browser.switch_to.default_content()
+    wait_until(
+        lambda: browser.current_url.rstrip("/").endswith(f"/dags/{STOP}"), 60, 1, "the stop runbook's page"
+    )
+    before = {r["dag_run_id"] for r in _runs(airflow_local, STOP)}
+    _find(browser, "//button[normalize-space()='Trigger']").click()
+    reason = _find(browser, "//*[@id='element_reason']")
+    reason.send_keys("browser test: maintenance window over")
+    _shot(browser, "06-stop-form")
+    submit = _find(browser, "//*[@role='dialog']//button[normalize-space()='Trigger']")
+    wait_until(submit.is_enabled, 30, 1, "Trigger enabled once a reason is given")
+    submit.click()
+    stop_run = wait_until(
+        lambda: [r for r in _runs(airflow_local, STOP) if r["dag_run_id"] not in before],
+        120,
+        2,
+        "the stop run",
+    )[0]
+    assert stop_run["conf"]["reason"] == "browser test: maintenance window over"
+    stop_id = stop_run["dag_run_id"]
+
+    # 4. the run ends stopped, the stop runbook verified it, the cluster is clean
+    assert airflow_local.wait_for_run(REASSIGN, run, timeout=600) == "failed"
+    stopped_text = "stopped by admin: browser test: maintenance window over"
+    execute_log = airflow_local.task_log_text(REASSIGN, run, "execute_chunks")
+    assert stopped_text in execute_log, execute_log[-4000:]
+    assert "DECISION stop [run " in execute_log and "cancel the reassignments this run started" in execute_log
+    assert airflow_local.task_instance(REASSIGN, run, "execute_chunks")["state"] == "failed"
+    assert airflow_local.task_instance(REASSIGN, run, "verify_result")["state"] == "upstream_failed"
+    assert airflow_local.wait_for_run(STOP, stop_id, timeout=600) == "success", airflow_local.task_log_text(
+        STOP, stop_id, "stop_and_verify"
+    )[-4000:]
+    waited = airflow_local.task_log_text(STOP, stop_id, "wait_for_executing_task")
+    assert "the executing task stopped its run" in waited, waited[-3000:]
+    verified = airflow_local.task_log_text(STOP, stop_id, "stop_and_verify")
+    assert "DECISION stop [connection kafka_default]: stopped because read back" in verified, verified[-3000:]
+    state = json.loads((_reassign_dir(run) / "exec-state.json").read_text())
+    assert state["stopped"] == stopped_text and state["throttle"] is None
+    assert {c["index"] for c in state["chunks"] if c["status"] == "stopped"}
+    inflight = {f"{t}:{p}" for t, p in admin.list_reassignments()}
+    assert not inflight & ours, inflight & ours
+    assert leftover_throttles(admin, [1, 2, 3], admin.list_topics()) == {}
+    assert "STOPPED (" + stopped_text in _read(_reassign_dir(run) / "progress.json")["line"]
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
