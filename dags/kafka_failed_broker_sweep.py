@@ -35,10 +35,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
 
 NULLABLE_NUMBER = ["null", "number"]
 # cron or preset; "none" = manual runs only (the e2e tests sweep by hand: a scheduled sweep
@@ -104,23 +104,20 @@ with DAG(
         params = {**context["params"], "kafka_conn_id": kafka_conn_id}
         return run_sweep(params, context["run_id"], context["ti"])
 
-    @task.short_circuit
-    def reassignment_due(trigger: bool) -> bool:
-        """Go on only when some broker is past the threshold and nothing else stands in the way."""
-        return bool(trigger)
-
     @task_group
     def cluster(kafka_conn_id: str):
         """One cluster: its failure fails only this mapped group, the other clusters still report."""
         result = sweep(kafka_conn_id)
-        start = TriggerDagRunOperator(
+        # starts a run only when the sweep decided so (a broker past the threshold and nothing
+        # else in the way); otherwise skipped, by the operator itself
+        TriggerWhenDueOperator(
             task_id="start_reassignment",
             trigger_dag_id="kafka_failed_broker_reassignment",
+            due=result["trigger"],
             trigger_run_id=result["run_id"],
             conf=result["conf"],
             wait_for_completion=False,
             skip_when_already_exists=True,
         )
-        reassignment_due(result["trigger"]) >> start
 
     cluster.expand(kafka_conn_id=clusters())
