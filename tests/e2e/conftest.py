@@ -61,6 +61,8 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             # the metadata-error sweep runs only when a test triggers it (its runs build on each other)
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
+            # the tests trigger health runs; a scheduled one would run first and they would queue
+            "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
             # a second user allowed to edit runs, and gates that only admin may answer
             # (test_gate_approvers.py); the other tests answer as admin
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,kafka-observer:user",
