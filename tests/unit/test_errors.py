@@ -145,3 +145,30 @@ def test_the_facade_translates_at_its_boundary():
     ) as raised:
         admin.describe_quorum()
     assert isinstance(raised.value.__cause__, UnknownBrokerIdError)
+
+
+# PlanImpossible sits in the snapshot contract block the Spark jobs carry verbatim: it cannot
+# import the library, so it stays a plain Exception (the planner reports it as a refusal)
+OUTSIDE_THE_TREE = {"kafka_runbooks.snapshot_contract.PlanImpossible"}
+
+
+def test_no_exception_class_of_the_library_is_left_outside_the_tree():
+    """Every exception class the domain library defines, found by walking its modules."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import kafka_runbooks
+
+    outside = []
+    for info in pkgutil.walk_packages(kafka_runbooks.__path__, "kafka_runbooks."):
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or not issubclass(cls, BaseException):
+                continue
+            if (
+                not issubclass(cls, errors.KafkaRunbookError)
+                and f"{cls.__module__}.{name}" not in OUTSIDE_THE_TREE
+            ):
+                outside.append(f"{cls.__module__}.{name}")
+    assert outside == []

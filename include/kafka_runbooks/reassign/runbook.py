@@ -18,6 +18,7 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
 from kafka_runbooks.model import ClusterState
 from kafka_runbooks.reassign.plan import Plan, check_plan
 from kafka_runbooks.reassign.request import ReassignRequest, RequestError, foreign_reassignments
@@ -25,7 +26,7 @@ from kafka_runbooks.reassign.request import ReassignRequest, RequestError, forei
 log = logging.getLogger("kafka_runbooks.reassign")
 
 
-class NotHealed(RuntimeError):
+class NotHealed(RunbookFailed):
     """After the last chunk the cluster does not read back as healed."""
 
 
@@ -193,7 +194,7 @@ def verify(
     return seen
 
 
-class PlanRefused(RuntimeError):
+class PlanRefused(SafetyRefusal):
     """The planning job's plan breaks a rule the runbook checks independently of it."""
 
 
