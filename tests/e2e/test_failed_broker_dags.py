@@ -212,22 +212,25 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert any(line.startswith("| 1 of ") for line in body) and any("Estimated duration" in x for x in body)
     airflow_local.answer(REASSIGN, run1, "approval_gate", ["Approve"])
 
-    # the execution task is killed in the middle of the chunk that moves the bulky partitions
-    def bulky_chunk_moving():
+    # the execution task is killed in the middle of a chunk copying under its throttle: one seen
+    # moving for 5 s (the bulky partitions' chunk, or any other that copies slowly; seen on a loaded
+    # run: the bulky chunk done 3 s after its submission, before the kill landed, while an earlier
+    # chunk had copied at the throttle for 4 minutes)
+    first_seen: dict[int, float] = {}
+
+    def chunk_copying_under_throttle():
         path = state_file(run1)
         if not path.exists():
             return None
         state = json.loads(path.read_text())
+        now = time.monotonic()
         for chunk in state["chunks"]:
-            if (
-                chunk["status"] == "moving"
-                and state["throttle"]
-                and any(k.startswith(ours[1]) for k in chunk["moving"])
-            ):
+            moving_throttled = chunk["status"] == "moving" and state["throttle"]
+            if moving_throttled and now - first_seen.setdefault(chunk["index"], now) >= 5:
                 return state
         return None
 
-    moving = wait_until(bulky_chunk_moving, 300, 0.2, "the bulky chunk moving under its throttle")
+    moving = wait_until(chunk_copying_under_throttle, 600, 0.2, "a chunk copying under its throttle")
     submitted_run1 = {k for c in moving["chunks"] for k in c["moving"]}
     airflow_local.api(
         "PATCH", f"/dags/{REASSIGN}/dagRuns/{run1}/taskInstances/execute_chunks", json={"new_state": "failed"}
