@@ -336,6 +336,22 @@ def elect_unclean(
 
     Each request goes through ``send`` (the facade fails it over to a live broker).
     """
+    return _elect(client, ELECTION_TYPE_UNCLEAN, partitions, send)
+
+
+def elect_preferred(
+    client: KafkaPythonClient, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], str | None]:
+    """ElectLeaders(PREFERRED); per partition None (elected), the error's name otherwise
+    (``ElectionNotNeededError`` when the preferred replica already leads)."""
+    return _elect(client, ELECTION_TYPE_PREFERRED, partitions, _once)
+
+
+def _elect(
+    client: KafkaPythonClient, election_type: int, partitions: list[tuple[str, int]], send: Send
+) -> dict[tuple[str, int], str | None]:
+    """ElectLeaders in requests of at most MAX_PARTITIONS_PER_REQUEST partitions; a partition
+    the answer does not name gets the request's top-level error, or "NoAnswer"."""
     out: dict[tuple[str, int], str | None] = {}
     for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
         per_topic: dict[str, list[int]] = {}
@@ -344,33 +360,9 @@ def elect_unclean(
         response = send(
             "ElectLeaders",
             lambda per_topic=per_topic: client._client.elect_leaders(
-                ELECTION_TYPE_UNCLEAN, per_topic, raise_errors=False
+                election_type, per_topic, raise_errors=False
             ),
         )
-        top = getattr(response, "error_code", 0)
-        for result in response.replica_election_results:
-            for p in result.partition_result:
-                code = p.error_code or top
-                out[(result.topic, p.partition_id)] = (
-                    None if code == 0 else _error_name(code, p.error_message)
-                )
-        for topic, parts in per_topic.items():
-            for partition in parts:
-                out.setdefault((topic, partition), _error_name(top, None) if top else "NoAnswer")
-    return out
-
-
-def elect_preferred(
-    client: KafkaPythonClient, partitions: list[tuple[str, int]]
-) -> dict[tuple[str, int], str | None]:
-    """ElectLeaders(PREFERRED); per partition None (elected), the error's name otherwise
-    (``ElectionNotNeededError`` when the preferred replica already leads)."""
-    out: dict[tuple[str, int], str | None] = {}
-    for i in range(0, len(partitions), MAX_PARTITIONS_PER_REQUEST):
-        per_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions[i : i + MAX_PARTITIONS_PER_REQUEST]:
-            per_topic.setdefault(topic, []).append(partition)
-        response = client._client.elect_leaders(ELECTION_TYPE_PREFERRED, per_topic, raise_errors=False)
         top = getattr(response, "error_code", 0)
         for result in response.replica_election_results:
             for p in result.partition_result:
