@@ -409,12 +409,13 @@ def balance_leaders(moves: list[Move], brokers: dict[int, BrokerInfo], failed: s
     partition's target replicas changes: the chosen one goes first, the others keep theirs.
     """
     free = [m for m in moves if m.leader_is_free(failed)]
+    base = {id(m): list(m.target) for m in free}  # each handover reorders from here, not from the last
     for m in free:
         brokers[m.current[0]].leaders -= 1
     for m in sorted(free, key=lambda m: (m.topic, m.partition)):
         old = set(m.current)
         chosen = min(m.target, key=lambda b: (brokers[b].leaders, b not in old, b))
-        _lead(m, chosen)
+        _lead(m, chosen, base[id(m)])
         brokers[chosen].leaders += 1
     changed = 0
     for _ in range(1000):
@@ -425,7 +426,7 @@ def balance_leaders(moves: list[Move], brokers: dict[int, BrokerInfo], failed: s
             if other is not None and brokers[other].leaders <= brokers[first].leaders - 2:
                 brokers[first].leaders -= 1
                 brokers[other].leaders += 1
-                _lead(m, other)
+                _lead(m, other, base[id(m)])
                 changed += 1
                 moved_one = True
         if not moved_one:
@@ -433,9 +434,12 @@ def balance_leaders(moves: list[Move], brokers: dict[int, BrokerInfo], failed: s
     return changed
 
 
-def _lead(m: Move, leader: int) -> None:
-    """Put ``leader`` first in the target, the others in their order."""
-    m.target[:] = [leader] + [b for b in m.target if b != leader]
+def _lead(m: Move, leader: int, base: list[int]) -> None:
+    """Put ``leader`` first and the others in their ``base`` order (before any leader choice).
+
+    Reordering from the last choice instead would let a second handover swap two survivors
+    ([1, 3, 2] -> [3, 1, 2] -> [2, 3, 1]), which moves more than the failed replica."""
+    m.target[:] = [leader] + [b for b in base if b != leader]
 
 
 def assign(

@@ -413,3 +413,29 @@ def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, tmp_path):
         cleaner = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures resolve
         for future in cleaner.delete_topics(topics).values():
             future.result(60)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_leader_handovers_reorder_only_the_first_replica(seed):
+    """However many times the repair pass hands a preferred leadership over, a partition's target
+    is its pre-choice order with one replica moved to the front (the rule check_plan checks).
+
+    Seen on a real stack: a second handover left [4, 3, 2] -> [3, 2, 1] (replacement 1 for 4),
+    which check_plan refused as survivors 3 and 2 swapping places."""
+    rng = random.Random(seed)
+    ids = list(range(1, 8))
+    brokers = {b: job.BrokerInfo(b, None, True, True) for b in ids}
+    brokers[9] = job.BrokerInfo(9, None, False, True)
+    for b in ids:
+        brokers[b].leaders = rng.randrange(0, 12)
+    moves, base = [], {}
+    for p in range(rng.randrange(5, 40)):
+        rest = rng.sample(ids, 3)
+        current = (9, rest[0], rest[1])
+        target = [rest[2], rest[0], rest[1]]  # the replacement at the failed replica's place
+        moves.append(job.Move("t", p, current, list(target), 1, 2))
+        base[p] = target
+    brokers[9].leaders = len(moves)
+    job.balance_leaders(moves, brokers, {9})
+    for m in moves:
+        assert m.target[1:] == [b for b in base[m.partition] if b != m.target[0]], (m, base[m.partition])
