@@ -30,8 +30,11 @@ engineer:
    Before every step it reads the stop request of its connection (`kafka_reassignment_stop`):
    it then cancels what this run has in flight, removes its throttle and fails the run
    with "stopped by <user>: <reason>"; a stopped run is final.
-6. **remove_throttles** (always runs) and **verify_result**: no partition names a failed
-   broker, full RF and ISR everywhere, no throttle config left.
+6. **remove_throttles** (always runs), then **verify_result** (when the execution
+   succeeded): no partition names a failed broker, full RF and ISR everywhere, every planned
+   partition on its target, no throttle config left; read back until that holds for a
+   settle period (`KAFKA_RUNBOOKS_VERIFY_SETTLE_S`, 15 s) or fails with what was seen after
+   `KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S` (600 s).
 
 One disruptive runbook per cluster: before **validate** the run takes the cluster's
 **lease** (shared with the broker restart and the unclean recovery), holds it through the
@@ -246,5 +249,6 @@ with DAG(
     gate_or_go(reviewed) >> approval >> execute
     cleanup = remove_throttles()
     verified = verify_result(checked)
-    execute >> [cleanup, verified]
+    execute >> cleanup >> verified  # verified after the cleanup: no throttle may be left
+    execute >> verified  # and only when the execution itself succeeded
     [cleanup, verified] >> release_lease.as_teardown(setups=acquire_lease)

@@ -410,13 +410,25 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         for chunk in load_state(state_path).chunks:
             planned.update(chunk.targets)
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
-    try:
+
+    def read():
         state = admin.read_state(include_log_dirs=False)
-        live = state.alive_broker_ids()
-        left = leftover_throttles(admin, live, sorted({p.topic for p in state.partitions}))
+        left = leftover_throttles(
+            admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
+        )
+        return state, left
+
+    try:
+        healed = runbook.await_healed(
+            read,
+            set(checked["failed"]),
+            planned,
+            timeout_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
+            settle_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
+            logger=log,
+        )
     finally:
         admin.close()
-    healed = runbook.verify(state, set(checked["failed"]), planned, left, log)
     out: dict[str, Any] = {"healed": True, "partitions": healed.partitions}
     if checked.get("elect_preferred_leaders", True) and planned:
         out["election"] = elect_moved_partitions(params, set(planned))

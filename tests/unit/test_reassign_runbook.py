@@ -108,3 +108,86 @@ def test_a_reassignment_no_run_of_ours_recorded_is_refused_not_a_key_error():
     """Someone else's reassignment of a partition we never touched: the clear refusal, nothing adopted."""
     with pytest.raises(RequestError, match="1 partition reassignment.*not started by this runbook"):
         runbook.adopt_or_refuse({"t:0": MOVING, "u:0": MOVING}, {"t:0": [1, 2]}, dry_run=False)
+
+
+class Clock:
+    """A clock the test moves: each sleep advances it, so the waits are exact and instant."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def reads(*parts: PartitionState, left=None):
+    """One cluster read per call, in order; the last one repeats."""
+    seq = list(parts)
+
+    def read():
+        part = seq.pop(0) if len(seq) > 1 else seq[0]
+        return state(part), dict(left or {})
+
+    return read
+
+
+SHORT = PartitionState("t", 0, 1, 2, (1, 2), (1,))
+
+
+def test_healed_only_after_the_rule_held_for_the_settle_period(caplog):
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    read = reads(SHORT, SHORT, HEALED)  # a follower rejoining the ISR after two reads
+    seen = runbook.await_healed(
+        read, {4}, {"t:0": [1, 2]}, timeout_s=60, settle_s=10, poll_s=2, clock=clock, sleep=clock.sleep
+    )
+    assert seen.healed and clock.now >= 4 + 10
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("DECISION verify: wait" in m for m in messages) == 1
+    assert sum("DECISION verify: healed" in m for m in messages) == 1
+
+
+def test_a_partition_falling_out_of_the_isr_during_the_settle_period_restarts_it(caplog):
+    clock = Clock()
+    read = reads(HEALED, HEALED, SHORT, HEALED)
+    runbook.await_healed(
+        read, {4}, {"t:0": [1, 2]}, timeout_s=60, settle_s=10, poll_s=2, clock=clock, sleep=clock.sleep
+    )
+    assert clock.now >= 6 + 10  # held from the fourth read (t=6), not from the first
+
+
+def test_not_healed_by_the_timeout_fails_with_what_was_seen_last(caplog):
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    with pytest.raises(runbook.NotHealed, match=r"ISR short \['t-0'\]"):
+        runbook.await_healed(
+            reads(SHORT),
+            {4},
+            {"t:0": [1, 2]},
+            timeout_s=30,
+            settle_s=10,
+            poll_s=5,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert 30 <= clock.now <= 35
+    assert any("DECISION verify: NOT healed" in r.getMessage() for r in caplog.records)
+
+
+def test_healed_then_broken_at_the_timeout_is_not_healed():
+    """Healed on reads before the deadline but not held for the settle period: not healed."""
+    clock = Clock()
+    with pytest.raises(runbook.NotHealed):
+        runbook.await_healed(
+            reads(SHORT, HEALED, SHORT, HEALED, SHORT, HEALED, SHORT),
+            {4},
+            {"t:0": [1, 2]},
+            timeout_s=12,
+            settle_s=10,
+            poll_s=2,
+            clock=clock,
+            sleep=clock.sleep,
+        )

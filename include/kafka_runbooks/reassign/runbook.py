@@ -11,7 +11,8 @@ their Airflow paths and turns these results into XCom.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,16 +174,10 @@ def verify(
         "verify",
         "healed" if ok else "NOT healed",
         "no partition names a failed broker, every partition has its full replication factor in the ISR, "
-        "no throttle config remains"
+        "every planned partition is on its target, no throttle config remains"
         if ok
         else "see observed",
-        observed={
-            "partitions_naming_failed": seen.naming_failed[:50],
-            "isr_short": seen.isr_short[:50],
-            "not_on_plan_target": seen.off_plan[:50],
-            "throttles_left": seen.throttles_left,
-            "partitions": seen.partitions,
-        },
+        observed=_seen(seen),
         logger=logger,
         level=logging.INFO if ok else logging.ERROR,
     )
@@ -192,6 +187,67 @@ def verify(
             f"off the plan {seen.off_plan[:10]}, throttles left {seen.throttles_left}"
         )
     return seen
+
+
+Reading = tuple[ClusterState, dict[str, Any]]  # the cluster, and the throttle configs left on it
+
+
+def await_healed(
+    read: Callable[[], Reading],
+    failed: set[int],
+    planned: dict[str, list[int]],
+    *,
+    timeout_s: float = 600.0,
+    settle_s: float = 15.0,
+    poll_s: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    logger: logging.Logger | None = None,
+) -> Healing:
+    """Healed only when the rule holds on a read and still holds on every read ``settle_s`` later.
+
+    Right after the last chunk a follower may still be joining the ISR of a partition the run
+    did not touch (a broker restarted a minute ago), or the cleanup task may be taking the
+    run's throttles off: one read would call that a failure, and one lucky read would call a
+    cluster healed that is about to lose an ISR member. So the runbook reads until the rule
+    holds for the settle period, or ``timeout_s`` passes; then ``verify`` records the last read
+    (NotHealed with what was seen)."""
+    logger = logger or log
+    deadline = clock() + timeout_s
+    held_since: float | None = None
+    said_wait = False
+    while True:
+        state, left = read()
+        seen = healing(state, failed, planned, left)
+        now = clock()
+        if seen.healed:
+            held_since = now if held_since is None else held_since
+            if now - held_since >= settle_s:
+                return verify(state, failed, planned, left, logger)
+        else:
+            held_since = None
+            if not said_wait:
+                decisions.record(
+                    "verify",
+                    "wait",
+                    f"not healed yet; reading again every {poll_s:g} s for up to {timeout_s:g} s",
+                    observed=_seen(seen),
+                    logger=logger,
+                )
+                said_wait = True
+        if now >= deadline:
+            return verify(state, failed, planned, left, logger)
+        sleep(poll_s)
+
+
+def _seen(seen: Healing) -> dict[str, Any]:
+    return {
+        "partitions_naming_failed": seen.naming_failed[:50],
+        "isr_short": seen.isr_short[:50],
+        "not_on_plan_target": seen.off_plan[:50],
+        "throttles_left": seen.throttles_left,
+        "partitions": seen.partitions,
+    }
 
 
 class PlanRefused(SafetyRefusal):
