@@ -267,8 +267,11 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     state = airflow_local.wait_for_run(REASSIGN, run1, timeout=600)
     resumed_log = airflow_local.task_log_text(REASSIGN, run1, "execute_chunks", try_number=2)
     verify_log = airflow_local.task_log_text(REASSIGN, run1, "verify_result")
+    # the DECISION lines last: CI keeps only the end of a failure's output
+    decided = [line for line in (resumed_log + verify_log).splitlines() if "DECISION" in line]
     assert state == "success", (
-        f"{airflow_local.task_instances(REASSIGN, run1)}\n{resumed_log[-4000:]}\n{verify_log[-3000:]}"
+        f"{airflow_local.task_instances(REASSIGN, run1)}\n{resumed_log[-3000:]}\n{verify_log[-2000:]}\n"
+        + "\n".join(line[:1500] for line in decided[-8:])
     )
     assert "DECISION verify: healed" in verify_log
     # the approved preferred-leader election ran, and the leaders were read back on the preferred replicas
