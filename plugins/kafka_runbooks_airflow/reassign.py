@@ -239,13 +239,14 @@ def clean_leftover_throttles(
     Called when no run of the runbook is active on ``cluster`` (the lease says so), or for
     this run's own files, so every recorded throttle is a leftover.
     """
-    from kafka_runbooks.reassign.execute import ChunkExecutor, load_state, save_state
+    from kafka_runbooks.reassign.execute import ChunkExecutor, claim, fenced_checkpoint, load_state
 
     left: dict[str, Any] = {}
     for path in only if only is not None else state_files(dag_id, cluster):
-        if not path.exists():
+        if not path.exists() or load_state(path).throttle is None:
             continue
-        state = load_state(path)
+        # claimed first: a killed task still running (Airflow lets it, for a few seconds) acts no more
+        state = claim(path, f"throttle cleanup of {path.parent.name}")
         if state.throttle is None:
             continue
         decisions.record(
@@ -256,7 +257,7 @@ def clean_leftover_throttles(
             logger=log,
         )
         live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
-        executor = ChunkExecutor(admin, logger=log, checkpoint=lambda s, path=path: save_state(path, s))
+        executor = ChunkExecutor(admin, logger=log, checkpoint=fenced_checkpoint(path, state.fence))
         remaining = executor.remove_throttle(state, live)
         if remaining:
             left[str(path)] = remaining
@@ -492,7 +493,7 @@ STOP_DAG_ID = "kafka_reassignment_stop"
 
 
 def stop_run_state(
-    admin, state, path: Path, request, progress_file: Path | None, run_id: str, logger
+    admin, state, path: Path, request, progress_file: Path | None, run_id: str, logger, checkpoint=None
 ) -> dict:
     """The executing task stops its own run: cancel, throttle off, read back, acknowledge.
 
@@ -503,7 +504,8 @@ def stop_run_state(
     from kafka_runbooks.reassign.execute import save_state
     from kafka_runbooks.reassign.stop import acknowledge, request_path, stop, verify_stopped
 
-    done = stop(admin, state, request, checkpoint=lambda s: save_state(path, s), logger=logger)
+    checkpoint = checkpoint or (lambda s: save_state(path, s))
+    done = stop(admin, state, request, checkpoint=checkpoint, logger=logger)
     left = verify_stopped(admin, {run_id: (state, done["throttle"])})
     progress.write(progress_file, progress.finished(state, time.time()))
     _record_stopped(f"run {run_id}", request, done, left, logger)
@@ -631,7 +633,7 @@ def wait_for_executing_task(
 
 def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
     """Stop every state of the connection that has something on the cluster; read it all back."""
-    from kafka_runbooks.reassign.execute import key, save_state
+    from kafka_runbooks.reassign.execute import claim, fenced_checkpoint, key
     from kafka_runbooks.reassign.stop import StopRequest, stop, to_stop, verify_stopped
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
@@ -642,10 +644,12 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
         inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         chosen = to_stop({n: s for n, (_, s) in states.items()}, inflight, request.request_id)
         done: dict[str, dict] = {}
-        for name, state in chosen.items():
+        for name in list(chosen):
             path = states[name][0]
+            # claimed first: a task still running for that run acts no more after this
+            chosen[name] = state = claim(path, f"stop request {request.request_id}")
             done[name] = stop(
-                admin, state, request, checkpoint=lambda s, path=path: save_state(path, s), logger=log
+                admin, state, request, checkpoint=fenced_checkpoint(path, state.fence), logger=log
             )
         left = verify_stopped(
             admin,

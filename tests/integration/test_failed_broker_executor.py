@@ -20,7 +20,10 @@ from kafka_runbooks.reassign.execute import (
     ExecState,
     ReassignError,
     ReassignStopped,
+    Superseded,
     chunks_from_plan_dir,
+    claim,
+    fenced_checkpoint,
     load_state,
     save_state,
 )
@@ -252,3 +255,82 @@ def test_chunks_move_a_dead_brokers_replicas_resume_after_a_kill_and_stop_when_i
         exec_c.step(state_c)
     assert load_state(path_c).stopped and state_c.throttle is None
     assert leftover_throttles(admin, [1, 2, 3, 4], topics) == {}
+
+
+def test_a_superseded_process_acts_no_more(restore_stack, admin, tmp_path, caplog, no_leftover_throttles):
+    """A task Airflow marked failed or cleared runs on for seconds (Airflow 3.3.2: until the next
+    heartbeat, then SIGTERM only calls on_kill, then SIGKILL 5 s later). Once a newer attempt or
+    the cleanup claimed the run's state, its next step must fail before it acts: no chunk
+    submitted, no throttle set or taken off. Seen on the real stack before the fence: a killed
+    poke submitted the next chunk and set a throttle that outlived both attempts."""
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    topics = [unique_topic("fence-a"), unique_topic("fence-b")]
+    create_topic(bs, topics[0], assignment={0: [1, 4], 1: [4, 2]})
+    create_topic(bs, topics[1], assignment={0: [4, 3], 1: [2, 4]})
+    for t in topics:
+        assert produce(bs, t, 2000, size=200) == 2000
+    stack.kill(f"broker-{DEAD}")
+    wait_until(
+        lambda: not admin.describe_brokers().get(DEAD, None) or admin.describe_brokers()[DEAD].fenced,
+        60,
+        1,
+        f"broker {DEAD} fenced",
+    )
+    plan = write_plan(
+        tmp_path / "plan", [moves_off(admin, [topics[0]], DEAD), moves_off(admin, [topics[1]], DEAD)]
+    )
+    path = tmp_path / "exec-state.json"
+    save_state(
+        path,
+        ExecState(
+            run_id="r",
+            failed_brokers=[DEAD],
+            throttle_bytes_per_sec=10_000_000,
+            chunks=chunks_from_plan_dir(plan),
+        ),
+    )
+
+    # attempt 1 claims and submits chunk 1 under its throttle
+    first = claim(path, "attempt 1")
+    zombie = ChunkExecutor(admin, checkpoint=fenced_checkpoint(path, first.fence), progress_every_s=0)
+    zombie.step(first)
+    assert first.chunks[0].status == MOVING and first.throttle is not None
+    # the cleanup (or a newer attempt) claims, takes the throttle off; attempt 1 is still running
+    cleanup = claim(path, "throttle cleanup")
+    ChunkExecutor(admin, checkpoint=fenced_checkpoint(path, cleanup.fence)).remove_throttle(cleanup)
+    assert leftover_throttles(admin, [1, 2, 3], topics) == {}
+    # chunk 1 finishes (10 MB/s): attempt 1's next steps would verify it and start chunk 2
+    wait_until(
+        lambda: not set(admin.list_reassignments()) & {(topics[0], 0), (topics[0], 1)},
+        120,
+        1,
+        "chunk 1 copied",
+    )
+    with pytest.raises(Superseded, match="throttle cleanup claimed this run's state"):
+        for _ in range(5):
+            zombie.step(first)
+    assert not [tp for tp in admin.list_reassignments() if tp[0] == topics[1]], (
+        "the superseded process submitted"
+    )
+    assert leftover_throttles(admin, [1, 2, 3], topics) == {}, "the superseded process set a throttle"
+    on_disk = load_state(path)
+    assert on_disk.claimed_by == "throttle cleanup" and on_disk.chunks[1].status == "pending"
+
+    # a process told to stop by on_kill (halted) acts no more either, even holding the latest claim
+    second = claim(path, "attempt 2")
+    killed = ChunkExecutor(
+        admin,
+        checkpoint=fenced_checkpoint(path, second.fence, lambda: "this task was killed"),
+        progress_every_s=0,
+    )
+    with pytest.raises(Superseded, match="this task was killed"):
+        killed.step(second)
+    assert not [tp for tp in admin.list_reassignments() if tp[0] == topics[1]]
+
+    # the live claimant goes on and finishes: chunk 1 verified, chunk 2 moved, nothing left
+    third = claim(path, "attempt 3")
+    run(ChunkExecutor(admin, checkpoint=fenced_checkpoint(path, third.fence), progress_every_s=0), third)
+    parts = admin.describe_partitions(topics)
+    assert all(DEAD not in p.replicas for p in parts)
+    assert leftover_throttles(admin, [1, 2, 3], topics) == {}

@@ -13,15 +13,26 @@ run or a new run picks up where the last one stopped and nothing moves twice:
   done, rate, time left; the chunk is done when every partition has its target replicas,
   all of them in the ISR, and no reassignment in flight;
 - remove the throttle, record, go on with the next chunk.
+
+Only one process acts for a run at a time, and the state file says which: whoever acts
+(a poke of the executing task, the cleanup task, a stop) first **claims** the state, which
+bumps its ``fence``, and every later write checks that the fence is still its own
+(:func:`claim`, :func:`fenced_checkpoint`). A task Airflow has marked failed or cleared
+keeps running until its supervisor notices and kills it (Airflow 3.3.2: the next heartbeat,
+then SIGTERM, which only calls ``on_kill``, then SIGKILL 5 s later); its next write fails
+with :class:`Superseded` before it sets a throttle or submits anything, because both are
+recorded before they are done.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +53,12 @@ class ReassignError(RunbookFailed):
 
 class ReassignStopped(ReassignError):
     """Stopped on purpose before the next chunk (e.g. a failed broker came back)."""
+
+
+class Superseded(RunbookFailed):
+    """Someone claimed this run's state after this process did (a newer attempt of the task,
+    the cleanup task, a stop), or this task was killed: it must not act on the cluster again.
+    Not a ReassignError: it takes nothing off (the throttle belongs to whoever claimed)."""
 
 
 def key(topic: str, partition: int) -> str:
@@ -83,6 +100,8 @@ class ExecState:
     finished: bool = False
     stopped: str | None = None
     stop_request: dict[str, Any] | None = None  # an operator's stop (reassign/stop.py): final
+    fence: int = 0  # bumped by every claim: only the latest claimant may write (and act)
+    claimed_by: str | None = None
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -108,6 +127,52 @@ def load_state(path: Path) -> ExecState:
 
 def save_state(path: Path, state: ExecState) -> None:
     write_atomic(Path(path), state.to_json())
+
+
+@contextmanager
+def _state_lock(path: Path) -> Iterator[None]:
+    """Serialise claims and fenced writes of one state file (a lock file beside it)."""
+    path = Path(path)
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def claim(path: Path, who: str) -> ExecState:
+    """Take the run's state over for ``who``: a new fence; every earlier claimant's next write fails."""
+    with _state_lock(path):
+        state = load_state(path)
+        state.fence += 1
+        state.claimed_by = who
+        save_state(path, state)
+    return state
+
+
+def fenced_checkpoint(
+    path: Path, fence: int, halted: Callable[[], str | None] = lambda: None
+) -> Callable[[ExecState], None]:
+    """A checkpoint that writes only while ``fence`` is the state's latest claim and nothing
+    (``halted``: e.g. the task's on_kill) told this process to stop; else :class:`Superseded`."""
+
+    def save(state: ExecState) -> None:
+        reason = halted()
+        if reason:
+            raise Superseded(f"{reason}: this process stops without acting")
+        with _state_lock(path):
+            current = json.loads(Path(path).read_text()).get("fence", 0) if Path(path).exists() else 0
+            if current != fence:
+                on_disk = load_state(path)
+                raise Superseded(
+                    f"{on_disk.claimed_by or 'someone'} claimed this run's state after this process "
+                    f"(fence {current}, ours {fence}): this process stops without acting"
+                )
+            state.fence = fence
+            save_state(path, state)
+
+    return save
 
 
 def chunks_from_plan_dir(plan_dir: Path) -> list[ChunkState]:
@@ -327,6 +392,7 @@ class ChunkExecutor:
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
         if state.throttle is None:
             return {}
+        self.checkpoint(state)  # still ours? a superseded process takes nothing off: the claimant does
         left = throttle.remove(self.admin, state.throttle, live=live, logger=self.log)
         state.throttle = None if not left else dataclasses.replace(state.throttle, left=left)
         self.checkpoint(state)

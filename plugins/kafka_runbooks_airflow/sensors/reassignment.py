@@ -7,6 +7,13 @@ in the run's folder, so a cleared or retried task resumes where it stopped and n
 moves twice. ``on_kill`` takes the replication throttle off when the task is killed
 mid-poke; the DAG's all_done cleanup task does the same after any failure.
 
+Each poke claims the state file first (``execute.claim``): a poke of a newer attempt, the
+cleanup task or a stop that claims after it makes this poke's next write fail before it
+acts (``execute.Superseded``). That matters because Airflow 3.3.2 lets a task it marked
+failed run on until the next heartbeat, and its SIGTERM only calls ``on_kill``: seen on
+the real stack, a killed poke submitted the next chunk 3 s after its SIGTERM, while the
+cleared task's new attempt was already running, and the throttle it set outlived both.
+
 Before every step it reads the stop request of its Kafka connection
 (:mod:`kafka_runbooks.reassign.stop`, written by the ``kafka_reassignment_stop`` DAG): one
 asked after its run started makes it cancel what its run has in flight, take the
@@ -53,11 +60,22 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         self.max_poke_s = max_poke_s
         self.step_interval_s = step_interval_s
         self._path = None
+        self._fence: int | None = None
+        self._killed = False
+
+    def _halted(self) -> str | None:
+        return "this task was killed (on_kill ran)" if self._killed else None
 
     def poke(self, context) -> bool:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kafka_runbooks.reassign.execute import ChunkExecutor, ReassignError, load_state, save_state
+        from kafka_runbooks.reassign.execute import (
+            ChunkExecutor,
+            ReassignError,
+            Superseded,
+            claim,
+            fenced_checkpoint,
+        )
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
         from kafka_runbooks_airflow.reassign import run_dir
 
@@ -72,7 +90,10 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.lease import renew_lease
 
         renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
-        state = load_state(path)
+        ti = context["ti"]
+        state = claim(path, f"{context['run_id']} {self.task_id} try {ti.try_number}")
+        self._fence = state.fence
+        checkpoint = fenced_checkpoint(path, state.fence, self._halted)
         if state.finished:
             self.log.info("every chunk of %s is already done", path.name)
             return True
@@ -81,17 +102,18 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         progress_file = path.with_name(path.name.replace("state.json", "progress.json"))
         if self.state_file == "exec-state.json":
             progress_file = path.with_name("progress.json")  # what the Kafka page of the UI reads
-        executor = ChunkExecutor(
-            admin, logger=self.log, checkpoint=lambda s: save_state(path, s), progress_file=progress_file
-        )
+        executor = ChunkExecutor(admin, logger=self.log, checkpoint=checkpoint, progress_file=progress_file)
         started = time.monotonic()
         try:
-            self._stop_if_asked(stop_asked(), admin, state, path, progress_file, context)
+            self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
             done = executor.step(state)
             while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
                 time.sleep(self.step_interval_s)
-                self._stop_if_asked(stop_asked(), admin, state, path, progress_file, context)
+                self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
                 done = executor.step(state)
+        except Superseded as exc:
+            self.log.error("DECISION execute: stop acting because %s", exc)
+            raise AirflowFailException(str(exc)) from exc
         except ReassignError as exc:
             raise AirflowFailException(str(exc)) from exc
         finally:
@@ -113,7 +135,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
         return asked
 
-    def _stop_if_asked(self, request, admin, state, path, progress_file, context) -> None:
+    def _stop_if_asked(self, request, admin, state, checkpoint, path, progress_file, context) -> None:
         """Stop cleanly (cancel ours in flight, throttle off, read back), then fail the run saying who stopped it."""
         if request is None:
             return
@@ -121,17 +143,29 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
         from kafka_runbooks_airflow.reassign import stop_run_state
 
-        left = stop_run_state(admin, state, path, request, progress_file, context["run_id"], self.log)
+        left = stop_run_state(
+            admin, state, path, request, progress_file, context["run_id"], self.log, checkpoint
+        )
         if left:
             raise AirflowFailException(f"{request.text}; but the stop is not complete: {left}")
         raise AirflowFailException(request.text)
 
     def on_kill(self) -> None:
-        """Killed mid-poke: take the throttle off (the copy itself goes on; a re-run adopts it)."""
+        """Killed mid-poke: act no more, and take the throttle off unless someone claimed the
+        run's state since this poke did (then the throttle is theirs). The copy itself goes on;
+        a re-run adopts it."""
+        import json
+
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
         from kafka_runbooks_airflow.reassign import clean_leftover_throttles
 
+        self._killed = True  # the poke's next write fails: SIGTERM does not stop it (Airflow 3.3.2)
         if self._path is None or not self._path.exists():
+            return
+        if json.loads(self._path.read_text()).get("fence", 0) != self._fence:
+            self.log.info(
+                "killed, and the run's state was claimed since: its throttle is not ours to take off"
+            )
             return
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
         try:
