@@ -162,10 +162,13 @@ with DAG(
         gate_task_id="controller_decision",  # starts nothing without a "Restart it" for this escalation
         trigger_dag_id=RESTART_DAG_ID,
         trigger_run_id="{{ " + ESCALATION + "['trigger_run_id'] }}",
+        # the approved conf, field by field: the task refuses if what it renders differs from it
         conf={
-            "node_ids": "{{ " + ESCALATION + "['node_id'] }}",
-            "reason": "{{ " + ESCALATION + "['reason'] }}",
+            "node_ids": "{{ " + ESCALATION + "['conf']['node_ids'] }}",
+            "reason": "{{ " + ESCALATION + "['conf']['reason'] }}",
             "require_approval": True,
+            "kafka_conn_id": "{{ " + ESCALATION + "['conf']['kafka_conn_id'] }}",
+            "probe_conn_id": "{{ " + ESCALATION + "['conf']['probe_conn_id'] }}",
         },
         logical_date=None,
         skip_when_already_exists=True,

@@ -77,35 +77,60 @@ def _xcom(context, task_id: str, key: str = "return_value") -> Any:
 
 
 def restart_action(context) -> dict[str, Any]:
-    """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads)."""
+    """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads).
+
+    Covers everything the roll reads that decides what it does or how it checks: the
+    order, each node's role, every option (timeouts, attempts, force, quorum lag), the
+    evidence rows the approver was shown (``gate_rows``), and the connections the sensor
+    acts through (cluster, probe, restart back end). Not the progress (phases, attempts,
+    evidence read during the roll): it changes at every step of an approved roll.
+    """
     from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state
 
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    params = context["params"]
     plan = _xcom(context, "plan_restart") or {}
     state = json.loads(read_roll_state(dag_id, run_id) or "{}")
     return {
         "runbook": dag_id,
         "run_id": run_id,
+        "kafka_conn_id": params.get("kafka_conn_id"),
+        "probe_conn_id": params.get("probe_conn_id") or None,
+        "restart_conn_id": params.get("restart_conn_id"),
         "reason": state.get("reason"),
         "order": state.get("order"),
         "roles": {n: p.get("role") for n, p in (state.get("nodes") or {}).items()},
         "options": state.get("options"),
+        "evidence": state.get("gate_rows") or [],
         "dry_run": bool((state.get("options") or {}).get("dry_run", plan.get("dry_run"))),
-        "require_approval": bool(context["params"]["require_approval"]),
+        "require_approval": bool(params["require_approval"]),
     }
 
 
 def unclean_action(context) -> dict[str, Any]:
-    """kafka_unclean_recovery: the elections run_elections will make (from the plan document)."""
+    """kafka_unclean_recovery: the elections run_elections will make (from the plan document).
+
+    Also what decides how they are made and checked: the cluster, the settle period each
+    election must hold for, whether the replica order is put back, and the replica orders an
+    earlier run left changed (this run restores them too: a change the approver must see).
+    """
+    from kafka_runbooks.unclean.elect import ReorderState
+
+    params = context["params"]
     document = _xcom(context, "plan_recovery") or {}
+    cluster = params.get("kafka_conn_id")
+    left_changed = ReorderState(cluster).read_entries() if cluster else {}
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],
+        "kafka_conn_id": cluster,
         "mode": document.get("mode"),
         # every choice with what was seen (log end offsets, epochs): what the approver weighed
         "choices": document.get("choices"),
         "election_attempts": document.get("recovery_election_attempts"),
-        "restore_replica_order": bool(context["params"]["restore_replica_order"]),
+        "restore_replica_order": bool(params["restore_replica_order"]),
+        "settle_period_s": params.get("settle_period_s", 30),
+        "orders_left_changed": {k: v.get("original") for k, v in sorted(left_changed.items())},
         "dry_run": False,
         "require_approval": True,
     }
@@ -123,6 +148,7 @@ def reassign_action(context) -> dict[str, Any]:
     return {
         "runbook": dag_id,
         "run_id": run_id,
+        "kafka_conn_id": context["params"].get("kafka_conn_id"),
         "failed_brokers": state.get("failed_brokers"),
         "throttle_bytes_per_sec": state.get("throttle_bytes_per_sec"),
         "chunks": [c.get("targets") for c in state.get("chunks", [])],
@@ -133,13 +159,18 @@ def reassign_action(context) -> dict[str, Any]:
 
 
 def controller_action(context) -> dict[str, Any]:
-    """kafka_metadata_error_sweep: the restart run the sweep will start for the active controller."""
+    """kafka_metadata_error_sweep: the restart run the sweep will start for the active controller.
+
+    The whole conf the run is started with (which cluster, which node, why): the trigger task
+    starts nothing unless what it would send is exactly this (:class:`ApprovedTriggerDagRunOperator`).
+    """
     escalation = _xcom(context, "sweep", "controller_escalation") or {}
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],
         "node_id": escalation.get("node_id"),
         "trigger_run_id": escalation.get("trigger_run_id"),
+        "conf": escalation.get("conf"),
         "reason": escalation.get("reason"),
         "dry_run": False,
         "require_approval": True,
@@ -431,5 +462,30 @@ class ApprovedTriggerDagRunOperator(TriggerDagRunOperator):
         self.gate_task_id = gate_task_id
 
     def execute(self, context):
-        require_approval(context, self.action_kind, self.gate_task_id)
+        approved = require_approval(context, self.action_kind, self.gate_task_id)
+        self.refuse_unless_approved_run(context, approved)
         return super().execute(context)
+
+    def refuse_unless_approved_run(self, context, approved: dict) -> None:
+        """The run it would start (run id, conf as rendered) must be the one the digest covers."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        action, digest = current_action(self.action_kind, context)
+        would = {"trigger_run_id": self.trigger_run_id, "conf": dict(self.conf or {})}
+        bound = {"trigger_run_id": action.get("trigger_run_id"), "conf": action.get("conf")}
+        if would == bound:
+            return
+        why = (
+            f"the run this task would start ({would}) is not the one approved under {digest} ({bound}): "
+            "nothing was started"
+        )
+        decisions.record(
+            "approval",
+            "refuse to act",
+            why,
+            subject=context["ti"].task_id,
+            observed={"approved_by": approved.get("by")},
+            logger=log,
+            level=logging.ERROR,
+        )
+        raise AirflowFailException(why)

@@ -19,6 +19,8 @@ def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptio
         restart_brokers=bool(params.get("restart_brokers", True)),
         restart_dag_id=str(params.get("restart_dag_id") or "kafka_broker_restart"),
         sweep_dag_id=sweep_dag_id,
+        kafka_conn_id=str(params.get("kafka_conn_id") or "kafka_default"),
+        metrics_conn_id=str(params.get("metrics_conn_id") or "kafka_broker_probe_default"),
     )
 
 
@@ -28,10 +30,8 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
     from kafka_runbooks_airflow.hooks.metrics import KafkaMetricsHook
 
     options = options_from_params(params, dag_id)  # bad params fail here, before any call
-    kafka_conn_id = params.get("kafka_conn_id") or "kafka_default"
-    endpoints = KafkaMetricsHook(
-        params.get("metrics_conn_id") or "kafka_broker_probe_default"
-    ).get_endpoints()
+    kafka_conn_id = options.kafka_conn_id
+    endpoints = KafkaMetricsHook(options.metrics_conn_id).get_endpoints()
 
     def is_run_active(target_dag: str, target_run: str) -> bool:
         try:

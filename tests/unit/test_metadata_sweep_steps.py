@@ -53,7 +53,13 @@ def test_a_flagged_broker_gets_a_gated_restart_run_once():
     alerts: list = []
     requests = _broker_restarts(rows, states, SweepOptions(), "scheduled__1", no_run_active, alerts, LOG)
     assert [r["conf"] for r in requests] == [
-        {"node_ids": "4", "reason": requests[0]["conf"]["reason"], "require_approval": True}
+        {
+            "node_ids": "4",
+            "reason": requests[0]["conf"]["reason"],
+            "require_approval": True,
+            "kafka_conn_id": "kafka_default",  # the swept cluster, not the restart's default
+            "probe_conn_id": "kafka_broker_probe_default",
+        }
     ]
     assert states[4].restart_run_id == requests[0]["trigger_run_id"] and alerts == []
     assert "(its approval gate applies)" in rows[0]["action"] and "action" not in rows[1]

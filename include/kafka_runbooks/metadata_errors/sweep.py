@@ -62,6 +62,9 @@ class SweepOptions:
     restart_brokers: bool = True
     restart_dag_id: str = "kafka_broker_restart"
     sweep_dag_id: str = "kafka_metadata_error_sweep"
+    # the swept cluster and its metrics connection: every restart run started is for them
+    kafka_conn_id: str = "kafka_default"
+    metrics_conn_id: str = "kafka_broker_probe_default"
 
     def __post_init__(self) -> None:
         if self.max_flagged_brokers < 0:
@@ -71,6 +74,17 @@ class SweepOptions:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def restart_conf(self, node_id: int, reason: str) -> dict[str, Any]:
+        """The conf of a restart run for ``node_id``: on the swept cluster, probed through the
+        sweep's metrics connection (the restart's defaults name another cluster's), gated."""
+        return {
+            "node_ids": str(node_id),
+            "reason": reason,
+            "require_approval": True,
+            "kafka_conn_id": self.kafka_conn_id,
+            "probe_conn_id": self.metrics_conn_id,
+        }
 
 
 def assess(
@@ -322,7 +336,7 @@ def _broker_restarts(
             requests.append(
                 {
                     "trigger_run_id": restart_run,
-                    "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+                    "conf": options.restart_conf(node_id, reason),
                 }
             )
             state.restart_run_id = restart_run
@@ -390,7 +404,7 @@ def _controller_escalation(
                 "streak": state.increase_streak,
                 "reason": reason,
                 "trigger_run_id": f"metadata_errors__controller_{node_id}__{safe_name(run_id)}",
-                "conf": {"node_ids": str(node_id), "reason": reason, "require_approval": True},
+                "conf": options.restart_conf(node_id, reason),
             }
             state.decision_run_id = run_id
             state.increase_streak = 0  # ask again only after another run of increases
