@@ -133,6 +133,13 @@ with DAG(
 ) as dag:
 
     @task
+    def check_input(params=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease."""
+        from kafka_runbooks_airflow.inputs import check_runbook_input
+
+        return check_runbook_input(dag_run.dag_id, params)
+
+    @task
     def plan_restart(params=None, run_id=None, dag_run=None) -> dict:
         """Refuse an ungated run the deployment does not allow; validate and write the roll plan."""
         from kafka_runbooks_airflow.gate import refuse_ungated_run
@@ -169,4 +176,11 @@ with DAG(
     )
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
-    acquire_lease >> plan_restart() >> approval >> roll >> release_lease.as_teardown(setups=acquire_lease)
+    (
+        check_input()
+        >> acquire_lease
+        >> plan_restart()
+        >> approval
+        >> roll
+        >> release_lease.as_teardown(setups=acquire_lease)
+    )

@@ -146,6 +146,13 @@ with DAG(
 ) as dag:
 
     @task
+    def check_input(params=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease."""
+        from kafka_runbooks_airflow.inputs import check_runbook_input
+
+        return check_runbook_input(dag_run.dag_id, params)
+
+    @task
     def validate(params=None, run_id=None, dag_run=None) -> dict:
         """Check the params against the cluster; nothing moves if anything is wrong."""
         from kafka_runbooks_airflow.gate import refuse_ungated_run
@@ -243,7 +250,7 @@ with DAG(
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     checked = validate()
-    acquire_lease >> checked
+    check_input() >> acquire_lease >> checked
     reviewed = review_plan(checked, snapshot.output)
     anything_to_move(checked) >> finish_earlier >> snapshot >> plan >> reviewed
     gate_or_go(reviewed) >> approval >> execute

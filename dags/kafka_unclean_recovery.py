@@ -120,6 +120,13 @@ with DAG(
 ) as dag:
 
     @task
+    def check_input(params=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease."""
+        from kafka_runbooks_airflow.inputs import check_runbook_input
+
+        return check_runbook_input(dag_run.dag_id, params)
+
+    @task
     def plan_recovery(params=None, run_id=None) -> dict:
         """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
         from kafka_runbooks_airflow.unclean import plan_recovery as plan
@@ -163,7 +170,7 @@ with DAG(
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()
-    acquire_lease >> planned
+    check_input() >> acquire_lease >> planned
     elections = run_elections(planned)
     automated_recovery_requested(planned) >> approve >> elections
     elections >> release_lease.as_teardown(setups=acquire_lease)

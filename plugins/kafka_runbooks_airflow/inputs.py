@@ -38,3 +38,90 @@ def refuse_bad_input(parse: Callable[[Any], T], params: Mapping[str, Any], logge
             level=logging.ERROR,
         )
         raise AirflowFailException(f"bad input, nothing was done: {exc}") from None
+
+
+def check_before_lease(
+    dag_id: str,
+    params: Mapping[str, Any],
+    parse: Callable[[Any], Any],
+    conn_params: tuple[str, ...],
+    logger: str,
+) -> dict[str, Any]:
+    """The run's first task, before it waits for the cluster's lease: judge what needs no cluster.
+
+    An ungated run the deployment does not allow, a param the runbook rejects, a connection
+    id that names no connection: each is a DECISION record and a failed run at once, not
+    after hours of waiting for the lease. Checks that read the cluster come after the lease.
+    """
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.gate import refuse_ungated_run
+
+    params = dict(params)
+    refuse_ungated_run(dag_id, bool(params.get("require_approval", True)), bool(params.get("dry_run")))
+    refuse_bad_input(parse, params, logger)
+    on_held = params.get("on_lease_held", "wait")
+    if on_held not in ("wait", "fail"):
+        refuse_bad_input(_raise(f"on_lease_held must be 'wait' or 'fail', not {on_held!r}"), params, logger)
+    missing = {
+        name: params[name]
+        for name in conn_params
+        if params.get(name) and not _connection_exists(params[name])
+    }
+    if missing:
+        why = ", ".join(f"{name}={conn_id!r}" for name, conn_id in missing.items())
+        decisions.record(
+            "validate",
+            "refuse the run: nothing was done",
+            f"no Airflow connection with this id: {why} (Admin > Connections)",
+            logger=logging.getLogger(logger),
+            level=logging.ERROR,
+        )
+        raise AirflowFailException(f"bad input, nothing was done: no connection {why}")
+    decisions.record(
+        "validate",
+        "input is valid: take the cluster's lease",
+        "the params and connection ids were checked before waiting for anything",
+        observed={name: params.get(name) for name in conn_params},
+        logger=logging.getLogger(logger),
+    )
+    return {name: params.get(name) for name in conn_params}
+
+
+def _raise(message: str) -> Callable[[Any], Any]:
+    def parse(_params):
+        raise ValueError(message)
+
+    return parse
+
+
+def _connection_exists(conn_id: str) -> bool:
+    """Is there a connection with this id? (Only "not found" is an answer: other errors propagate.)"""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return False
+    return True
+
+
+def check_runbook_input(dag_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``check_before_lease`` with the runbook's own parser and connection params (its ``check_input`` task)."""
+    if dag_id == "kafka_broker_restart":
+        from kafka_runbooks.restart.request import build_request
+
+        conns: tuple[str, ...] = ("kafka_conn_id", "probe_conn_id", "restart_conn_id")
+        logger = "kafka_runbooks.restart"
+    elif dag_id == "kafka_unclean_recovery":
+        from kafka_runbooks.unclean.request import build_request
+
+        conns, logger = ("kafka_conn_id",), "kafka_runbooks.unclean"
+    elif dag_id == "kafka_failed_broker_reassignment":
+        from kafka_runbooks.reassign.request import build_request
+
+        conns, logger = ("kafka_conn_id",), "kafka_runbooks.reassign"
+    else:
+        raise ValueError(f"no input check for {dag_id!r}")
+    return check_before_lease(dag_id, params, build_request, conns, logger)

@@ -23,6 +23,7 @@ def test_elections_only_after_the_gate(dag):
 
     order = [t.task_id for t in dag.topological_sort()]
     assert order == [
+        "check_input",
         "acquire_lease",
         "plan_recovery",
         "automated_recovery_requested",

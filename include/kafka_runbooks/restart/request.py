@@ -1,0 +1,49 @@
+"""The restart runbook's params checked alone, before the run waits for anything.
+
+What can be judged without the cluster (the node list's shape, the reason, the limits) is
+judged here, so a run with bad input says so at once instead of after hours waiting for the
+cluster's lease. What needs the cluster (does node 7 exist?) is checked by the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_runbooks.restart.roller import RollInputError, parse_node_ids
+
+
+@dataclass(frozen=True)
+class RestartRequest:
+    node_ids: list[int] | None  # None: every node
+    reason: str
+    operation_timeout_s: float
+    max_attempts: int
+
+
+def _number(params: dict[str, Any], name: str, default: float, minimum: float, kind=float):
+    value = params.get(name, default)
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise RollInputError(f"{name} must be a number, not {value!r}") from None
+    if isinstance(value, float) and kind is int and value != int(value):
+        raise RollInputError(f"{name} must be a whole number, not {value!r}")
+    if number < minimum:
+        raise RollInputError(f"{name} must be at least {minimum}, not {value!r}")
+    return number
+
+
+def build_request(params: dict[str, Any]) -> RestartRequest:
+    """Validate the trigger form's values (no cluster call); RollInputError says which and why."""
+    reason = str(params.get("reason") or "").strip()
+    if len(reason) < 3:
+        raise RollInputError(
+            "give a reason for the restart, at least 3 characters (it is logged in every decision record)"
+        )
+    return RestartRequest(
+        node_ids=parse_node_ids(str(params.get("node_ids") or "")),
+        reason=reason,
+        operation_timeout_s=_number(params, "operation_timeout_s", 300, 5),
+        max_attempts=_number(params, "max_attempts", 10, 1, int),
+    )

@@ -1,0 +1,116 @@
+"""Bad input fails a disruptive runbook's run at once, before it waits for the cluster's lease.
+
+Today's main took the lease first (``acquire_lease`` was the first task) and validated the
+params in the planning task after it: a run with a typo in its node list, or naming a
+connection that does not exist, could wait hours behind another runbook before saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kafka_runbooks import approval as rules
+from tests.unit.test_gate import _dag
+
+LEASED = {
+    "kafka_broker_restart": ("kafka_conn_id", "probe_conn_id", "restart_conn_id"),
+    "kafka_unclean_recovery": ("kafka_conn_id",),
+    "kafka_failed_broker_reassignment": ("kafka_conn_id",),
+}
+
+
+@pytest.mark.parametrize("dag_id", sorted(LEASED))
+def test_the_input_is_checked_before_the_lease_and_nothing_comes_before_the_check(dag_id):
+    dag = _dag(dag_id)
+    check, acquire = dag.get_task("check_input"), dag.get_task("acquire_lease")
+    assert acquire.upstream_task_ids == {"check_input"}
+    assert check.upstream_task_ids == set()
+    assert [t.task_id for t in dag.roots] == ["check_input"]
+
+
+@pytest.fixture
+def conns(monkeypatch):
+    """Connections as Airflow reads them from the environment; an allow-nothing approval policy."""
+    from kafka_runbooks_airflow import gate
+
+    for name in ("kafka_a", "probe_a", "restart_a"):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", '{"conn_type": "generic"}')
+    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
+
+
+RESTART = {
+    "node_ids": "1, 2",
+    "reason": "planned",
+    "operation_timeout_s": 300,
+    "max_attempts": 10,
+    "require_approval": True,
+    "dry_run": False,
+    "on_lease_held": "wait",
+    "kafka_conn_id": "kafka_a",
+    "probe_conn_id": "probe_a",
+    "restart_conn_id": "restart_a",
+}
+
+
+def _check(params: dict):
+    from kafka_runbooks_airflow.inputs import check_runbook_input
+
+    return check_runbook_input("kafka_broker_restart", params)
+
+
+def test_valid_input_passes_and_names_the_connections(conns):
+    assert _check(RESTART) == {
+        "kafka_conn_id": "kafka_a",
+        "probe_conn_id": "probe_a",
+        "restart_conn_id": "restart_a",
+    }
+    assert _check({**RESTART, "probe_conn_id": None})["probe_conn_id"] is None  # no probe: allowed
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"node_ids": "1;2"}, "not node ids"),
+        ({"node_ids": ""}, "no node ids"),
+        ({"reason": " x "}, "at least 3 characters"),
+        ({"max_attempts": 0}, "max_attempts must be at least 1"),
+        ({"operation_timeout_s": "soon"}, "operation_timeout_s must be a number"),
+        ({"on_lease_held": "queue"}, "on_lease_held must be 'wait' or 'fail'"),
+        ({"restart_conn_id": "restart_b"}, "restart_conn_id='restart_b'"),
+        ({"kafka_conn_id": "kafka_typo"}, "kafka_conn_id='kafka_typo'"),
+        ({"require_approval": False}, "ungated"),
+    ],
+)
+def test_bad_input_is_a_decision_and_a_failed_run(conns, caplog, change, said):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with (
+        caplog.at_level(logging.INFO),
+        pytest.raises(AirflowFailException, match="nothing was done") as failed,
+    ):
+        _check({**RESTART, **change})
+    records = [r.getMessage() for r in caplog.records if "DECISION" in r.getMessage()]
+    assert any("refuse the run" in m and said in m for m in records) or said in str(failed.value), records
+    assert not any("take the cluster's lease" in m for m in records)
+
+
+@pytest.mark.parametrize(
+    "dag_id, params",
+    [
+        ("kafka_unclean_recovery", {"mode": "elect_everything"}),
+        ("kafka_failed_broker_reassignment", {"failed_brokers": "4;5"}),
+    ],
+)
+def test_the_other_runbooks_refuse_bad_params_before_the_lease(conns, dag_id, params):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.inputs import check_runbook_input
+
+    with pytest.raises(AirflowFailException, match="bad input, nothing was done"):
+        check_runbook_input(dag_id, {"kafka_conn_id": "kafka_a", **params})
+    valid = {"all_offline_partitions": True} if dag_id == "kafka_unclean_recovery" else {}
+    assert check_runbook_input(dag_id, {"kafka_conn_id": "kafka_a", **valid}) == {"kafka_conn_id": "kafka_a"}
+    with pytest.raises(AirflowFailException, match="no connection kafka_conn_id='kafka_typo'"):
+        check_runbook_input(dag_id, {"kafka_conn_id": "kafka_typo", **valid})
