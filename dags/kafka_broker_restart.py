@@ -133,11 +133,11 @@ with DAG(
 ) as dag:
 
     @task
-    def check_input(params=None, dag_run=None) -> dict:
-        """Bad input fails here, before the run waits for the cluster's lease."""
+    def check_input(params=None, run_id=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease (then it joins the queue)."""
         from kafka_runbooks_airflow.inputs import check_runbook_input
 
-        return check_runbook_input(dag_run.dag_id, params)
+        return check_runbook_input(dag_run.dag_id, run_id, params)
 
     @task
     def plan_restart(params=None, run_id=None, dag_run=None) -> dict:

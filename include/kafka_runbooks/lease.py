@@ -331,3 +331,55 @@ class ClusterLease:
 
 def _iso(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+class LeaseQueue:
+    """The runs that asked for a cluster's lease, before they wait for it (one record per cluster).
+
+    The lease names its holder only; a run still waiting for it is invisible there. A sweep
+    deciding whether a runbook is already on its way for a cluster (say, a manual
+    reassignment waiting behind a restart) reads this queue. Entries are added with
+    compare-and-set (runs register concurrently) and dropped after ``keep_s``; whether an
+    entry's run still goes on is Airflow's to say, not this record's.
+    """
+
+    def __init__(self, store: LeaseStore, keep_s: float = 7 * 24 * 3600, clock=time.time) -> None:
+        self.store = store
+        self.keep_s = keep_s
+        self.clock = clock
+
+    def _entries(self, text: str | None) -> list[dict[str, Any]]:
+        try:
+            return list(json.loads(text)["runs"]) if text else []
+        except (ValueError, KeyError, TypeError):
+            return []  # unreadable: rewritten by the next registration
+
+    def register(self, cluster: str, holder: Holder) -> None:
+        """Add ``holder`` to ``cluster``'s queue (idempotent), dropping entries older than ``keep_s``."""
+        for _ in range(50):
+            now = self.clock()
+            text = self.store.read(cluster)
+            runs = [
+                e
+                for e in self._entries(text)
+                if now - float(e.get("at", 0)) < self.keep_s
+                and (e.get("dag_id"), e.get("run_id")) != (holder.dag_id, holder.run_id)
+            ]
+            runs.append({"dag_id": holder.dag_id, "run_id": holder.run_id, "at": now})
+            new = json.dumps({"cluster": cluster, "runs": runs})
+            if text is None and self.store.create(cluster, new):
+                return
+            if text is not None and self.store.swap(cluster, text, new):
+                return
+        raise RuntimeError(
+            f"could not register {holder} in the lease queue of {cluster}: too much contention"
+        )
+
+    def runs(self, cluster: str, dag_id: str) -> list[str]:
+        """Run ids of ``dag_id`` that asked for ``cluster``'s lease within ``keep_s``."""
+        now = self.clock()
+        return [
+            str(e["run_id"])
+            for e in self._entries(self.store.read(cluster))
+            if e.get("dag_id") == dag_id and now - float(e.get("at", 0)) < self.keep_s
+        ]

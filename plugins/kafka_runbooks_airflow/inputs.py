@@ -107,8 +107,11 @@ def _connection_exists(conn_id: str) -> bool:
     return True
 
 
-def check_runbook_input(dag_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``check_before_lease`` with the runbook's own parser and connection params (its ``check_input`` task)."""
+def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``check_before_lease`` with the runbook's own parser and connection params (its ``check_input``
+    task); then the run joins the cluster's lease queue, so sweeps see it while it waits."""
+    from kafka_runbooks_airflow.lease import join_lease_queue
+
     if dag_id == "kafka_broker_restart":
         from kafka_runbooks.restart.request import build_request
 
@@ -124,4 +127,6 @@ def check_runbook_input(dag_id: str, params: Mapping[str, Any]) -> dict[str, Any
         conns, logger = ("kafka_conn_id",), "kafka_runbooks.reassign"
     else:
         raise ValueError(f"no input check for {dag_id!r}")
-    return check_before_lease(dag_id, params, build_request, conns, logger)
+    checked = check_before_lease(dag_id, params, build_request, conns, logger)
+    join_lease_queue(dag_id, run_id, dict(params))
+    return checked

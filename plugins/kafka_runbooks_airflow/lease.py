@@ -47,6 +47,21 @@ def lease_store():
     return Records(store(), "state/leases")
 
 
+def lease_queue():
+    """The runs that asked for each cluster's lease (``state/lease_queue/``): a run waiting for
+    the lease is visible to the sweeps before it holds it."""
+    from kafka_runbooks.lease import LeaseQueue
+    from kafka_runbooks.storage import Records, store
+
+    return LeaseQueue(Records(store(), "state/lease_queue"))
+
+
+def join_lease_queue(dag_id: str, run_id: str, params: dict[str, Any]) -> None:
+    """A run that will take the lease says so first (its input is valid, it may now wait)."""
+    if lease_needed(dag_id, params):
+        lease_queue().register(str(params["kafka_conn_id"]), Holder(dag_id, run_id))
+
+
 def lease_needed(dag_id: str, params: dict[str, Any]) -> bool:
     """Only a run that can change the cluster takes the lease: dry runs and read-only modes never wait."""
     if dag_id == "kafka_unclean_recovery":

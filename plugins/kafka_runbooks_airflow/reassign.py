@@ -77,13 +77,15 @@ def state_files(dag_id: str, cluster: str | None = None) -> list[Path]:
 
 
 def reassignment_active_on(ti, cluster: str) -> list[str]:
-    """Reassignment runs going on for ``cluster``: the lease's holder, and the runs the sweep
-    started for it that are still queued or running (they may be waiting for the lease)."""
+    """Reassignment runs going on for ``cluster``: the lease's holder, the runs waiting for its
+    lease (a manual run behind a restart), and the runs the sweep started for it that are still
+    queued or running (they may be waiting for the lease)."""
     from kafka_runbooks.lease import LeaseRecord
     from kafka_runbooks.reassign.failures import FailureStore
-    from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_store
+    from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_queue, lease_store
 
     runs = {e.triggered_run_id for e in FailureStore(cluster).load().values() if e.triggered_run_id}
+    runs.update(lease_queue().runs(cluster, REASSIGN_DAG_ID))
     text = lease_store().read(cluster)
     if text:
         holder = LeaseRecord.from_json(text)

@@ -31,10 +31,11 @@ def test_the_input_is_checked_before_the_lease_and_nothing_comes_before_the_chec
 
 
 @pytest.fixture
-def conns(monkeypatch):
+def conns(monkeypatch, tmp_path):
     """Connections as Airflow reads them from the environment; an allow-nothing approval policy."""
     from kafka_runbooks_airflow import gate
 
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     for name in ("kafka_a", "probe_a", "restart_a"):
         monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", '{"conn_type": "generic"}')
     monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
@@ -57,7 +58,7 @@ RESTART = {
 def _check(params: dict):
     from kafka_runbooks_airflow.inputs import check_runbook_input
 
-    return check_runbook_input("kafka_broker_restart", params)
+    return check_runbook_input("kafka_broker_restart", "manual__1", params)
 
 
 def test_valid_input_passes_and_names_the_connections(conns):
@@ -109,8 +110,10 @@ def test_the_other_runbooks_refuse_bad_params_before_the_lease(conns, dag_id, pa
     from kafka_runbooks_airflow.inputs import check_runbook_input
 
     with pytest.raises(AirflowFailException, match="bad input, nothing was done"):
-        check_runbook_input(dag_id, {"kafka_conn_id": "kafka_a", **params})
+        check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_a", **params})
     valid = {"all_offline_partitions": True} if dag_id == "kafka_unclean_recovery" else {}
-    assert check_runbook_input(dag_id, {"kafka_conn_id": "kafka_a", **valid}) == {"kafka_conn_id": "kafka_a"}
+    assert check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_a", **valid}) == {
+        "kafka_conn_id": "kafka_a"
+    }
     with pytest.raises(AirflowFailException, match="no connection kafka_conn_id='kafka_typo'"):
-        check_runbook_input(dag_id, {"kafka_conn_id": "kafka_typo", **valid})
+        check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_typo", **valid})

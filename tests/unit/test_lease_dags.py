@@ -175,3 +175,55 @@ def test_the_sensor_waits_or_fails_naming_the_holder(tmp_path, monkeypatch):
     assert "take over a stale lease" in _decided()
     with pytest.raises(AirflowFailException, match="does not hold the lease"):
         renew_lease(ctx1, "kafka_a")
+
+
+def test_a_manual_reassignment_waiting_for_the_lease_counts_as_active_on_its_cluster(tmp_path, monkeypatch):
+    """Today's main: a manual run queued behind another runbook's lease was neither the holder nor
+    a sweep-started run, so the sweep saw nothing active and started a second reassignment."""
+    from kafka_runbooks.lease import ClusterLease, Holder
+    from kafka_runbooks_airflow.inputs import check_runbook_input
+    from kafka_runbooks_airflow.lease import lease_store
+    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, reassignment_active_on
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", '{"conn_type": "generic"}')
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_B", '{"conn_type": "generic"}')
+    # a restart holds A; a manual reassignment on A passes its input check, then waits for the lease
+    ClusterLease(lease_store(), "kafka_a", Holder("kafka_broker_restart", "manual__r")).acquire()
+    check_runbook_input(REASSIGN_DAG_ID, "manual__m", {"kafka_conn_id": "kafka_a"})
+    check_runbook_input(REASSIGN_DAG_ID, "manual__dry", {"kafka_conn_id": "kafka_a", "dry_run": True})
+    ti = FakeTI({"manual__m": "running", "manual__r": "running", "manual__dry": "running"})
+    assert reassignment_active_on(ti, "kafka_a") == ["manual__m"]  # a dry run takes no lease
+    assert reassignment_active_on(ti, "kafka_b") == []  # another cluster
+    ti.states["manual__m"] = "failed"
+    assert reassignment_active_on(ti, "kafka_a") == []  # finished: no longer counts
+
+
+def test_the_lease_queue_keeps_each_run_once_and_forgets_old_entries():
+    from kafka_runbooks.lease import Holder, LeaseQueue
+
+    class Store:  # compare-and-set over a dict, as the data store's Records
+        def __init__(self):
+            self.data = {}
+
+        def create(self, key, text):
+            return self.data.setdefault(key, text) == text
+
+        def read(self, key):
+            return self.data.get(key)
+
+        def swap(self, key, expected, text):
+            if self.data.get(key) != expected:
+                return False
+            self.data[key] = text
+            return True
+
+    now = [1000.0]
+    queue = LeaseQueue(Store(), keep_s=100, clock=lambda: now[0])
+    queue.register("a", Holder("d", "r1"))
+    queue.register("a", Holder("d", "r1"))
+    queue.register("a", Holder("e", "r2"))
+    assert queue.runs("a", "d") == ["r1"] and queue.runs("a", "e") == ["r2"] and queue.runs("b", "d") == []
+    now[0] += 150
+    queue.register("a", Holder("d", "r3"))
+    assert queue.runs("a", "d") == ["r3"] and queue.runs("a", "e") == []
