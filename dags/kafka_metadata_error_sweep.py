@@ -77,6 +77,13 @@ with DAG(
             minLength=1,
             description="Connection (kind prometheus) saying where each node's metrics are",
         ),
+        "restart_conn_id": Param(
+            "kafka_restart_default",
+            type="string",
+            minLength=1,
+            description="Restart back-end connection of this cluster, passed to the kafka_broker_restart runs "
+            "the sweep starts (with kafka_conn_id, and metrics_conn_id as their probe)",
+        ),
         "restart_brokers": Param(
             True,
             type="boolean",
@@ -169,6 +176,7 @@ with DAG(
             "require_approval": True,
             "kafka_conn_id": "{{ " + ESCALATION + "['conf']['kafka_conn_id'] }}",
             "probe_conn_id": "{{ " + ESCALATION + "['conf']['probe_conn_id'] }}",
+            "restart_conn_id": "{{ " + ESCALATION + "['conf']['restart_conn_id'] }}",
         },
         logical_date=None,
         skip_when_already_exists=True,

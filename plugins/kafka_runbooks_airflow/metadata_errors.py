@@ -21,6 +21,7 @@ def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptio
         sweep_dag_id=sweep_dag_id,
         kafka_conn_id=str(params.get("kafka_conn_id") or "kafka_default"),
         metrics_conn_id=str(params.get("metrics_conn_id") or "kafka_broker_probe_default"),
+        restart_conn_id=str(params.get("restart_conn_id") or "kafka_restart_default"),
     )
 
 

@@ -241,7 +241,9 @@ def test_reassign_digest_ignores_the_progress_of_approved_chunks():
 def _escalation(cluster: str = "kafka_b") -> dict:
     from kafka_runbooks.metadata_errors.sweep import SweepOptions
 
-    options = SweepOptions(kafka_conn_id=cluster, metrics_conn_id=f"{cluster}_metrics")
+    options = SweepOptions(
+        kafka_conn_id=cluster, metrics_conn_id=f"{cluster}_metrics", restart_conn_id=f"{cluster}_restart"
+    )
     return {
         "node_id": 9001,
         "reason": "errors increasing",
@@ -261,6 +263,7 @@ CONTROLLER_INPUTS = {
     # today's main: the conf the run is started with was not covered (nor did it name the cluster)
     "cluster in conf": (("conf", "kafka_conn_id"), "kafka_default"),
     "probe in conf": (("conf", "probe_conn_id"), "kafka_broker_probe_default"),
+    "restart back end in conf": (("conf", "restart_conn_id"), "kafka_restart_default"),
     "node in conf": (("conf", "node_ids"), "1"),
 }
 
@@ -276,6 +279,7 @@ def test_the_sweep_starts_restarts_on_the_cluster_it_swept():
     """Today's main: the conf named no cluster, so the restart ran on kafka_default's nodes."""
     conf = _escalation("kafka_b")["conf"]
     assert conf["kafka_conn_id"] == "kafka_b" and conf["probe_conn_id"] == "kafka_b_metrics"
+    assert conf["restart_conn_id"] == "kafka_b_restart"
     assert conf["require_approval"] is True
 
 
@@ -294,7 +298,7 @@ def test_the_controller_trigger_starts_only_the_run_that_was_approved():
     task.trigger_run_id = escalation["trigger_run_id"]
     task.conf = dict(escalation["conf"])  # as rendered from the escalation XCom
     task.refuse_unless_approved_run(context, {"by": None})
-    for field, value in (("kafka_conn_id", "kafka_default"), ("node_ids", "1")):
+    for field, value in (("kafka_conn_id", "kafka_default"), ("restart_conn_id", "x"), ("node_ids", "1")):
         task.conf = {**escalation["conf"], field: value}
         with pytest.raises(AirflowFailException, match="not the one approved"):
             task.refuse_unless_approved_run(context, {"by": None})

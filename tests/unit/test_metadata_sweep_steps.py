@@ -59,6 +59,7 @@ def test_a_flagged_broker_gets_a_gated_restart_run_once():
             "require_approval": True,
             "kafka_conn_id": "kafka_default",  # the swept cluster, not the restart's default
             "probe_conn_id": "kafka_broker_probe_default",
+            "restart_conn_id": "kafka_restart_default",
         }
     ]
     assert states[4].restart_run_id == requests[0]["trigger_run_id"] and alerts == []

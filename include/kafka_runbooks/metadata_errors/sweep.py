@@ -65,6 +65,9 @@ class SweepOptions:
     # the swept cluster and its metrics connection: every restart run started is for them
     kafka_conn_id: str = "kafka_default"
     metrics_conn_id: str = "kafka_broker_probe_default"
+    # how the started restart runs reach this cluster's nodes (another cluster's back end would
+    # restart that cluster's node with the same id)
+    restart_conn_id: str = "kafka_restart_default"
 
     def __post_init__(self) -> None:
         if self.max_flagged_brokers < 0:
@@ -84,6 +87,7 @@ class SweepOptions:
             "require_approval": True,
             "kafka_conn_id": self.kafka_conn_id,
             "probe_conn_id": self.metrics_conn_id,
+            "restart_conn_id": self.restart_conn_id,
         }
 
 
