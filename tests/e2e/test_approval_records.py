@@ -116,6 +116,7 @@ def test_reject_fails_the_run_and_no_clear_gets_past_the_gate(airflow_local, res
     airflow_local.answer(DAG_ID, run_id, GATE, ["Reject"])
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id) == {
+        "check_input": "success",
         "acquire_lease": "success",  # the cluster's lease, given back by the teardown below
         "release_lease": "success",
         "plan_restart": "success",
@@ -176,6 +177,7 @@ def test_an_unanswered_gate_fails_the_run_and_restarts_nothing(airflow_local, lo
     airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id) == {
+        "check_input": "success",
         "acquire_lease": "success",  # the cluster's lease, given back by the teardown below
         "release_lease": "success",
         "plan_restart": "success",
@@ -195,13 +197,14 @@ def test_ungated_runs_are_refused_unless_the_deployment_allows_them(airflow_loca
     run_id = trigger(airflow_local, conf(2, require_approval=False))
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id) == {
-        "acquire_lease": "success",  # the cluster's lease, given back by the teardown below
-        "release_lease": "success",
-        "plan_restart": "failed",
+        "check_input": "failed",  # refused before the run waits for the cluster's lease
+        "acquire_lease": "upstream_failed",
+        "release_lease": "upstream_failed",
+        "plan_restart": "upstream_failed",
         GATE: "upstream_failed",
         ROLL: "upstream_failed",
     }
-    log = airflow_local.task_log_text(DAG_ID, run_id, "plan_restart")
+    log = airflow_local.task_log_text(DAG_ID, run_id, "check_input")
     assert "DECISION approval [kafka_broker_restart]: refuse the run" in log
     assert (
         "require_approval=false is not allowed" in log and "DECISION plan" not in log

@@ -67,6 +67,7 @@ def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
     dry = airflow_local.trigger(DAG_ID, _conf(topic, [0, 1], "manual_recovery_file"))
     assert airflow_local.wait_for_run(DAG_ID, dry, timeout=180) == "success"
     assert _states(airflow_local, dry) == {
+        "check_input": "success",
         "acquire_lease": "success",  # a read-only mode: no lease taken, nothing to give back
         "release_lease": "success",
         "plan_recovery": "success",
