@@ -1,7 +1,13 @@
 """
 ### Kafka Connect auto-restart (scheduled sweep)
 
-Every minute (created paused): for each Connect cluster in `connect_conn_ids`, list every
+Every minute (created paused), for every Kafka cluster of the fleet (`kafka_conn_ids` param,
+else Variable `kafka_runbooks_clusters`, else env `KAFKA_RUNBOOKS_CLUSTERS`, else
+`kafka_default`), one mapped `cluster` task group: its Connect clusters are the Airflow http
+connections its Kafka connection's extra names (`"connect_conn_ids": ["connect_eu1"]`;
+`kafka_default` without it: `kafka_connect_default`). A run's `connect_conn_ids` param
+replaces all that with exactly the Connect clusters it lists, as one group. One Kafka
+cluster's failure fails only its own group. For each Connect cluster, list every
 connector with its status and tasks in **one call**, and restart each connector or task in
 **FAILED** when the back-off policy says it is due: by default at minutes **0, 2, 6, 12, 20
 and 30** after the first failure (Strimzi proposal 007), then no more: it stays FAILED and
@@ -22,7 +28,8 @@ or `%` in it) is reported once, with what to do, and never called again.
 Per connector, the restart count and last restart time are kept in
 `$KAFKA_RUNBOOKS_DATA_DIR/state/connect_autorestart/<conn_id>.json` (they survive an
 Airflow restart) and shown in the report,
-`$KAFKA_RUNBOOKS_DATA_DIR/reports/connect_autorestart/latest.json`.
+`$KAFKA_RUNBOOKS_DATA_DIR/reports/connect_autorestart/by_connection/<kafka conn id>.json`
+(and `latest.json`, the last group's), which names its Kafka cluster.
 
 Switch auto-restart off per connector with `exclude` (names or shell patterns, e.g.
 `mm2-*`), or for good with the Variable `kafka_connect_autorestart_exclude` (a JSON list).
@@ -33,7 +40,9 @@ or reconfigures a connector, and never restarts one that is not FAILED.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk import DAG, Param, get_current_context, task, task_group
+
+from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
 
 with DAG(
     dag_id="kafka_connect_autorestart",
@@ -48,12 +57,15 @@ with DAG(
     tags=["kafka", "connect", "sweep", "remediation"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
+        "kafka_conn_ids": kafka_conn_ids_param(),
         "connect_conn_ids": Param(
-            ["kafka_connect_default"],
-            type="array",
+            None,
+            type=["null", "array"],
             items={"type": "string", "minLength": 1},
             minItems=1,
-            description="Airflow http connections, one per Connect cluster",
+            description="null: the Connect clusters of every Kafka cluster of the fleet (each Kafka "
+            "connection's extra connect_conn_ids). A list: exactly these Airflow http connections, one "
+            "per Connect cluster, as one group",
         ),
         "exclude": Param(
             [],
@@ -93,13 +105,20 @@ with DAG(
     },
 ) as dag:
 
+    @task(retries=0)
+    def clusters(params=None) -> list[dict]:
+        """The groups to sweep (per Kafka cluster, its Connect clusters), read now (never at parse time)."""
+        from kafka_runbooks_airflow.fleet import connect_fleet
+
+        return connect_fleet(dict(params))
+
     @task
-    def sweep() -> dict:
+    def sweep(group: dict) -> dict:
         """List, decide, restart what is due, persist the counts, write the report."""
         from kafka_runbooks_airflow.connect import run_autorestart_sweep
 
         context = get_current_context()
-        return run_autorestart_sweep(dict(context["params"]), context["run_id"])
+        return run_autorestart_sweep(dict(context["params"]), context["run_id"], group=group)
 
     @task
     def raise_alerts(report: dict) -> dict:
@@ -108,4 +127,9 @@ with DAG(
 
         return raise_on_alerts(report, bool(get_current_context()["params"]["fail_on_alert"]))
 
-    raise_alerts(sweep())
+    @task_group
+    def cluster(group: dict):
+        """One Kafka cluster's Connect clusters: a failure fails only this mapped group."""
+        raise_alerts(sweep(group))
+
+    cluster.expand(group=clusters())

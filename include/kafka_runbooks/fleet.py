@@ -86,3 +86,62 @@ def resolve_clusters(param: Any, variable: str | None, env: str | None) -> tuple
 def probe_conn_id(kafka_conn_id: str, default: str = DEFAULT_PROBE) -> str:
     """The metrics (probe) connection of a cluster: the default one for ``kafka_default``, else ``<id>_probe``."""
     return default if kafka_conn_id == DEFAULT_CLUSTER else f"{kafka_conn_id}_probe"
+
+
+DEFAULT_CONNECT = "kafka_connect_default"
+CONNECT_EXTRA = "connect_conn_ids"  # key of a Kafka connection's extra naming its Connect clusters
+
+
+def connect_conn_ids_of(kafka_conn_id: str, extra: dict[str, Any] | None) -> list[str]:
+    """The Connect clusters working for a Kafka cluster, as Airflow http connection ids.
+
+    The Kafka connection's extra names them (``"connect_conn_ids": ["connect_eu1"]`` or a
+    comma list): the one place that already belongs to that cluster, so adding a cluster is
+    one connection. Without the key, ``kafka_default`` has ``kafka_connect_default`` and any
+    other cluster has none (a Connect cluster is never guessed from a name).
+    """
+    raw = (extra or {}).get(CONNECT_EXTRA)
+    if raw is None:
+        return [DEFAULT_CONNECT] if kafka_conn_id == DEFAULT_CLUSTER else []
+    source = f"extra {CONNECT_EXTRA!r} of connection {kafka_conn_id}"
+    if isinstance(raw, str):
+        raw = [part.strip() for part in raw.split(",") if part.strip()]
+    if not isinstance(raw, list) or any(not isinstance(i, str) or not _CONN_ID.match(i.strip()) for i in raw):
+        raise FleetSettingError(f"{source} must be a list of connection ids, not {raw!r}")
+    return list(dict.fromkeys(i.strip() for i in raw))
+
+
+def connect_groups(clusters: list[str], extras: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per Kafka cluster: the Connect clusters its sweep covers, or why none can be.
+
+    ``extras[cluster]`` is the Kafka connection's extra, or an Exception when it could not be
+    read (that cluster's sweep reports it; the others go on). A Connect cluster named by two
+    Kafka clusters is swept once, under the first, and the second reports the clash (two
+    sweeps would restart its connectors twice).
+    """
+    claimed: dict[str, str] = {}
+    groups = []
+    for cluster in clusters:
+        entry: dict[str, Any] = {
+            "kafka_conn_id": cluster,
+            "connect_conn_ids": [],
+            "error": None,
+            "shared": {},
+        }
+        extra = extras.get(cluster)
+        try:
+            if isinstance(extra, Exception):
+                raise extra
+            named = connect_conn_ids_of(cluster, extra)
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            groups.append(entry)
+            continue
+        for conn_id in named:
+            if conn_id in claimed:
+                entry["shared"][conn_id] = claimed[conn_id]
+            else:
+                claimed[conn_id] = cluster
+                entry["connect_conn_ids"].append(conn_id)
+        groups.append(entry)
+    return groups

@@ -56,23 +56,38 @@ def excluded_from_variable() -> list[str]:
     return validate_patterns(value)
 
 
-def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.Logger | None = None) -> dict:
-    """Sweep every cluster in ``connect_conn_ids``; one that fails is reported, the others go on."""
+def run_autorestart_sweep(
+    params: dict[str, Any],
+    run_id: str,
+    logger: logging.Logger | None = None,
+    group: dict[str, Any] | None = None,
+) -> dict:
+    """Sweep the Connect clusters of one group (one Kafka cluster's, from
+    :func:`kafka_runbooks_airflow.fleet.connect_fleet`; without a group, the ``connect_conn_ids``
+    param's); one that fails is reported, the others go on."""
     from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
 
     logger = logger or log
     policy = policy_from_params(params)  # bad params fail here, before any call
-    conn_ids = conn_ids_from_params(params)
+    group = group or {"kafka_conn_id": None, "connect_conn_ids": conn_ids_from_params(params)}
+    kafka_conn_id = group.get("kafka_conn_id")
+    conn_ids = list(group.get("connect_conn_ids") or [])
     exclude = validate_patterns(params.get("exclude") or []) + excluded_from_variable()
     started = time.monotonic()
     decisions.record(
         "connect-autorestart",
         "sweep",
         "every FAILED connector or task is restarted when the back-off policy says it is due",
-        observed={"clusters": conn_ids, "policy": policy.as_dict(), "exclude": exclude},
+        observed={
+            "kafka_cluster": kafka_conn_id,
+            "clusters": conn_ids,
+            "policy": policy.as_dict(),
+            "exclude": exclude,
+        },
+        subject=f"Kafka cluster {kafka_conn_id}" if kafka_conn_id else None,
         logger=logger,
     )
-    clusters = []
+    clusters = _group_problems(group, logger)
     for conn_id in conn_ids:
         try:
             client = KafkaConnectHook(conn_id).get_conn()
@@ -87,6 +102,7 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
                 clusters.append(_failed_cluster(conn_id, "sweep failed", exc, logger))
     report = {
         "run_id": run_id,
+        "kafka_conn_id": kafka_conn_id,
         "policy": policy.as_dict(),
         "exclude": exclude,
         "clusters": clusters,
@@ -97,8 +113,15 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
         "wall_s": round(time.monotonic() - started, 3),
     }
     store = storage.store()
-    store.write_text(LATEST_REPORT, json.dumps(report, indent=1, sort_keys=True))
+    text = json.dumps(report, indent=1, sort_keys=True)
+    store.write_text(LATEST_REPORT, text)  # the last group's; each Kafka cluster also keeps its own
     report["report_path"] = store.url_of(LATEST_REPORT)
+    if kafka_conn_id:
+        from kafka_runbooks.paths import safe_name
+
+        key = f"reports/connect_autorestart/by_connection/{safe_name(kafka_conn_id)}.json"
+        store.write_text(key, text)
+        report["report_path"] = store.url_of(key)
     for c in clusters:
         logger.info(
             "cluster %s: reachable=%s connectors=%d restarted=%d alerts=%d http_calls=%s",
@@ -126,6 +149,35 @@ def run_autorestart_sweep(params: dict[str, Any], run_id: str, logger: logging.L
     for alert in report["alerts"]:
         logger.error("ALERT %s", json.dumps(alert, sort_keys=True))
     return report
+
+
+def _group_problems(group: dict[str, Any], logger: logging.Logger) -> list[dict]:
+    """What keeps a Kafka cluster's Connect clusters from being swept, each reported as a failed
+    cluster (an alert): its connection unreadable, a Connect cluster also named by another."""
+    kafka_conn_id = group.get("kafka_conn_id")
+    problems = []
+    if group.get("error"):
+        problems.append(
+            _failed_cluster(kafka_conn_id, "Connect clusters unknown", RuntimeError(group["error"]), logger)
+        )
+    for conn_id, first in sorted((group.get("shared") or {}).items()):
+        problems.append(
+            _failed_cluster(
+                conn_id,
+                f"also named by Kafka cluster {first}",
+                RuntimeError(f"swept with {first} only; fix the extra connect_conn_ids of {kafka_conn_id}"),
+                logger,
+            )
+        )
+    if not problems and not group.get("connect_conn_ids"):
+        decisions.record(
+            "connect-autorestart",
+            "nothing to sweep",
+            "no Connect cluster is named for this Kafka cluster (extra connect_conn_ids of its connection)",
+            subject=f"Kafka cluster {kafka_conn_id}",
+            logger=logger,
+        )
+    return problems
 
 
 def _failed_cluster(conn_id: str, what: str, exc: Exception, logger: logging.Logger) -> dict:

@@ -48,3 +48,43 @@ def fleet_clusters(params: dict[str, Any]) -> list[str]:
         logger=log,
     )
     return clusters
+
+
+def connect_fleet(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Connect sweep's groups: per Kafka cluster of the fleet, the Connect clusters its
+    connection's extra names (``connect_conn_ids``); or, when the run's ``connect_conn_ids``
+    param is set, exactly those, as one group tied to no Kafka cluster."""
+    from kafka_runbooks.fleet import connect_groups
+
+    if params.get("connect_conn_ids"):
+        from kafka_runbooks_airflow.connect import conn_ids_from_params
+
+        ids = conn_ids_from_params(params)
+        decisions.record(
+            "fleet",
+            "sweep the Connect clusters named by the run",
+            "param connect_conn_ids is set: the fleet's Kafka connections are not read",
+            observed={"connect_conn_ids": ids},
+            logger=log,
+        )
+        return [{"kafka_conn_id": None, "connect_conn_ids": ids, "error": None, "shared": {}}]
+    clusters = fleet_clusters(params)
+    groups = connect_groups(clusters, {c: _extra(c) for c in clusters})
+    decisions.record(
+        "fleet",
+        f"sweep the Connect clusters of {len(groups)} Kafka cluster(s)",
+        "named by each Kafka connection's extra connect_conn_ids (kafka_default: kafka_connect_default)",
+        observed={g["kafka_conn_id"]: g["connect_conn_ids"] or g["error"] for g in groups},
+        logger=log,
+    )
+    return groups
+
+
+def _extra(conn_id: str) -> Any:
+    """A Kafka connection's extra, or the exception that says why it cannot be read."""
+    from airflow.sdk import BaseHook
+
+    try:
+        return BaseHook.get_connection(conn_id).extra_dejson
+    except Exception as exc:  # missing or broken: that cluster's sweep reports it
+        return exc

@@ -98,12 +98,13 @@ def _row(report: dict, cluster: str, name: str) -> dict:
 
 
 def _report(airflow, run_id) -> dict:
-    ti = airflow.task_instance(AUTO, run_id, "sweep")
+    """The report of the run's one group (one Kafka cluster, or the connect_conn_ids param's)."""
+    ti = airflow.task_instance(AUTO, run_id, "cluster.sweep", map_index=0)
     assert ti["state"] == "success", ti
     xcom = airflow.api(
         "GET",
-        f"/dags/{AUTO}/dagRuns/{_q(run_id)}/taskInstances/sweep/xcomEntries/return_value",
-        params={"deserialize": "true", "stringify": "false"},
+        f"/dags/{AUTO}/dagRuns/{_q(run_id)}/taskInstances/cluster.sweep/xcomEntries/return_value",
+        params={"deserialize": "true", "stringify": "false", "map_index": 0},
     )
     value = xcom["value"]
     return json.loads(value) if isinstance(value, str) else value
@@ -153,7 +154,11 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
             },
             expect="failed",
         )
-        assert _states(airflow_local, AUTO, first) == {"sweep": "success", "raise_alerts": "failed"}
+        assert _states(airflow_local, AUTO, first) == {
+            "clusters": "success",
+            "cluster.sweep": "success",
+            "cluster.raise_alerts": "failed",
+        }
         report = _report(airflow_local, first)
         # the first two are reported, the third is swept all the same
         reachable = {c["cluster"]: c["reachable"] for c in report["clusters"]}
@@ -174,16 +179,20 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
         # been first, and then this one restarted it again 2 policy minutes later
         first_count = row["restart_count"]
         assert first_count >= 1 and row["last_restart_at"], row
-        sweep_log = airflow_local.task_log_text(AUTO, first, "sweep")
+        sweep_log = airflow_local.task_log_text(AUTO, first, "cluster.sweep", map_index=0)
         assert "DECISION connect-autorestart" in sweep_log and name in sweep_log
-        assert "alert(s) need a person" in airflow_local.task_log_text(AUTO, first, "raise_alerts")
+        alerts_log = airflow_local.task_log_text(AUTO, first, "cluster.raise_alerts", map_index=0)
+        assert "alert(s) need a person" in alerts_log
 
         # 2. the cause goes away; the next due restart (2 policy minutes = 2 s later) heals it
         connect.wait_for(name, task_failed, 60)
         target.parent.mkdir()
         time.sleep(2)
         second = _run(airflow_local, AUTO, fast)
-        row = _row(_report(airflow_local, second), "kafka_connect_default", name)
+        report = _report(airflow_local, second)
+        # no connect_conn_ids: the fleet (kafka_default) and its Connect cluster, named in the report
+        assert report["kafka_conn_id"] == "kafka_default"
+        row = _row(report, "kafka_connect_default", name)
         assert row["restart_count"] == first_count + 1, row
         last_restart = row["last_restart_at"]
         connect.wait_for(name, all_running(1), 60)

@@ -30,7 +30,11 @@ def _validate(dag, conf):
 
 def test_autorestart_shape(dags):
     dag = dags["kafka_connect_autorestart"]
-    assert [t.task_id for t in dag.topological_sort()] == ["sweep", "raise_alerts"]
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "clusters",
+        "cluster.sweep",
+        "cluster.raise_alerts",
+    ]
     assert dag.max_active_runs == 1 and "remediation" in dag.tags
     _validate(dag, {"max_restarts": None, "exclude": ["mm2-*"], "minute_seconds": 0.5})
 

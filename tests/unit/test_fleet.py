@@ -9,7 +9,7 @@ import pytest
 from kafka_runbooks.fleet import FleetSettingError, parse_clusters, probe_conn_id, resolve_clusters
 
 ROOT = Path(__file__).resolve().parents[2]
-FLEET_SWEEPS = ("kafka_cluster_health", "kafka_failed_broker_sweep")
+FLEET_SWEEPS = ("kafka_cluster_health", "kafka_failed_broker_sweep", "kafka_connect_autorestart")
 
 
 def test_first_setting_found_wins():
@@ -90,6 +90,80 @@ def test_metadata_error_reports_are_kept_per_cluster(tmp_path, monkeypatch):
         assert {json.loads(p.read_text())["kafka_conn_id"] for p in folder.glob("*.json")} == {
             "kafka_a",
             "kafka_b",
+        }
+    finally:
+        storage._STORES.clear()
+
+
+def test_each_kafka_cluster_names_its_connect_clusters_in_its_connection():
+    """Today's main swept one list of Connect clusters for the whole deployment, tied to no Kafka
+    cluster; now each Kafka connection's extra names its own."""
+    from kafka_runbooks.fleet import FleetSettingError, connect_conn_ids_of, connect_groups
+
+    assert connect_conn_ids_of("kafka_default", {}) == ["kafka_connect_default"]
+    assert connect_conn_ids_of("kafka_eu1", None) == []  # never guessed from the name
+    assert connect_conn_ids_of("kafka_eu1", {"connect_conn_ids": "c1, c2,c1"}) == ["c1", "c2"]
+    assert connect_conn_ids_of("kafka_default", {"connect_conn_ids": []}) == []
+    with pytest.raises(FleetSettingError, match="kafka_eu1"):
+        connect_conn_ids_of("kafka_eu1", {"connect_conn_ids": [3]})
+    groups = connect_groups(
+        ["kafka_default", "kafka_eu1", "kafka_us1", "kafka_gone"],
+        {
+            "kafka_default": {},
+            "kafka_eu1": {"connect_conn_ids": ["c_eu", "kafka_connect_default"]},
+            "kafka_us1": {"connect_conn_ids": 7},
+            "kafka_gone": LookupError("The conn_id `kafka_gone` isn't defined"),
+        },
+    )
+    by = {g["kafka_conn_id"]: g for g in groups}
+    assert by["kafka_default"]["connect_conn_ids"] == ["kafka_connect_default"]
+    # a Connect cluster named twice is swept once, under the first; the second reports the clash
+    assert by["kafka_eu1"]["connect_conn_ids"] == ["c_eu"]
+    assert by["kafka_eu1"]["shared"] == {"kafka_connect_default": "kafka_default"}
+    assert "must be a list" in by["kafka_us1"]["error"] and by["kafka_us1"]["connect_conn_ids"] == []
+    assert "isn't defined" in by["kafka_gone"]["error"]
+
+
+def test_the_connect_fleet_reads_the_kafka_connections_and_a_broken_one_fails_only_its_group(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from kafka_runbooks import storage
+    from kafka_runbooks_airflow import connect
+    from kafka_runbooks_airflow.fleet import connect_fleet
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("KAFKA_RUNBOOKS_DATA_URL", raising=False)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_EU1",
+        json.dumps({"conn_type": "generic", "extra": {"connect_conn_ids": ["c_eu"]}}),
+    )
+    monkeypatch.setattr(connect, "excluded_from_variable", lambda: [])
+    groups = connect_fleet({"kafka_conn_ids": ["kafka_eu1", "kafka_missing"]})
+    assert [(g["kafka_conn_id"], g["connect_conn_ids"], bool(g["error"])) for g in groups] == [
+        ("kafka_eu1", ["c_eu"], False),
+        ("kafka_missing", [], True),
+    ]
+    assert connect_fleet({"kafka_conn_ids": ["kafka_eu1"], "connect_conn_ids": ["x", "y"]}) == [
+        {"kafka_conn_id": None, "connect_conn_ids": ["x", "y"], "error": None, "shared": {}}
+    ]
+    storage._STORES.clear()
+    try:
+        # the group of the missing connection: reported as an alert naming the Kafka cluster
+        report = connect.run_autorestart_sweep({}, "r1", group=groups[1])
+        assert report["kafka_conn_id"] == "kafka_missing"
+        assert [(a["cluster"], a["alert"]) for a in report["alerts"]] == [
+            ("kafka_missing", "Connect clusters unknown")
+        ]
+        assert report["report_path"].endswith("/reports/connect_autorestart/by_connection/kafka_missing.json")
+        # a Kafka cluster without Connect clusters: nothing to sweep, no alert
+        empty = {"kafka_conn_id": "kafka_x", "connect_conn_ids": [], "error": None, "shared": {}}
+        assert connect.run_autorestart_sweep({}, "r1", group=empty)["alerts"] == []
+        folder = tmp_path / "reports" / "connect_autorestart" / "by_connection"
+        assert {json.loads(p.read_text())["kafka_conn_id"] for p in folder.glob("*.json")} == {
+            "kafka_missing",
+            "kafka_x",
         }
     finally:
         storage._STORES.clear()
