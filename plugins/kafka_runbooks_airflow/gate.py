@@ -286,6 +286,11 @@ class _PlanGate:
             f"**Plan digest:** `{digest}` (the approval is bound to this plan; any other plan needs a new approval)",
             f"**Triggered by:** {user or 'the scheduler / a sweep'}",
         ]
+        if action.get("orders_left_changed"):
+            restores = ", ".join(
+                f"{name} -> {order}" for name, order in action["orders_left_changed"].items()
+            )
+            notes.append(f"**Also restores the replica order an earlier run left changed:** {restores}")
         if policy.four_eyes:
             notes.append(f"**Four-eyes is on:** an approval by {user or '(no user)'} does not count.")
         self.body = "\n\n".join([self.body or "", *notes]).strip()

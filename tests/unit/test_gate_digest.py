@@ -302,3 +302,29 @@ def test_the_controller_trigger_starts_only_the_run_that_was_approved():
         task.conf = {**escalation["conf"], field: value}
         with pytest.raises(AirflowFailException, match="not the one approved"):
             task.refuse_unless_approved_run(context, {"by": None})
+
+
+def test_the_unclean_gate_shows_the_replica_orders_it_will_also_restore(monkeypatch):
+    """The digest covers them, so the question must show them (the plan table does not)."""
+    import airflow.providers.standard.operators.hitl as hitl
+    from airflow.sdk.exceptions import TaskAwaitingInput
+
+    from kafka_runbooks import approval as rules
+    from kafka_runbooks.unclean.elect import ReorderState
+    from kafka_runbooks_airflow import gate
+    from tests.unit.test_gate import _dag
+
+    ReorderState("kafka_default").write_entries({"u-3": {"topic": "u", "partition": 3, "original": [3, 1]}})
+    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
+    shown = {}
+    monkeypatch.setattr(gate, "show_question", lambda op, ti_id: shown.setdefault("body", op.body))
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **kw: None)
+    task = copy.copy(_dag("kafka_unclean_recovery").get_task("approve_elections"))
+    context = _unclean(DOCUMENT, {**UNCLEAN_PARAMS, "approval_timeout_s": 30})
+    context["ti"].xcom_push = lambda key, value: None
+    context["ti"].task_id = "approve_elections"
+    context["task_instance"] = SimpleNamespace(id="ti-1")
+    context["dag_run"] = SimpleNamespace(triggering_user_name="bob")
+    with pytest.raises(TaskAwaitingInput):
+        task.execute(context)
+    assert "**Also restores the replica order an earlier run left changed:** u-3 -> [3, 1]" in shown["body"]
