@@ -265,3 +265,27 @@ def test_four_eyes_the_triggering_user_cannot_approve(airflow_local, restore_sta
         and record["triggered_by"] == OTHER_USER
     )
     assert process_of(stack, 3) != before
+
+
+def test_evidence_changed_while_the_gate_waited_voids_the_approval(airflow_local, local_stack):
+    """The digest covers the availability evidence the gate showed (today's main: only order,
+    roles, options): evidence rewritten while the gate waits (a re-plan, a hand edit) makes
+    the approval count for nothing, and nothing is restarted."""
+    from kafka_runbooks.paths import safe_name
+
+    before = process_of(local_stack, 1)
+    airflow_local.wait_for_dag(DAG_ID, timeout=120)
+    run_id = trigger(airflow_local, conf(1))
+    request = airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
+    shown = request["body"].split("`sha256:")[1].split("`")[0]
+    path = airflow_local.home / "kafka_runbooks" / "restart" / DAG_ID / safe_name(run_id) / "roll-state.json"
+    state = json.loads(path.read_text())
+    assert state["gate_rows"], state  # the evidence the gate showed
+    state["gate_rows"][0] = {**state["gate_rows"][0], "edited": "after the question was asked"}
+    path.write_text(json.dumps(state))
+    airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+    assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
+    assert states(airflow_local, run_id)[ROLL] == "upstream_failed"
+    log = airflow_local.task_log_text(DAG_ID, run_id, GATE)
+    assert f"the plan changed while the gate waited (shown sha256:{shown}" in log, log[-3000:]
+    assert process_of(local_stack, 1) == before  # nothing restarted
