@@ -9,8 +9,10 @@ import time
 
 import pytest
 
+from kafka_runbooks.fence import Superseded, claim, write_fenced
 from kafka_runbooks.probes import RECOVERY, STARTING, PrometheusProbe
-from kafka_runbooks.restart.roller import WAIT_READY, Roller, RollFailed, RollOptions
+from kafka_runbooks.restart.roller import WAIT_READY, Roller, RollFailed, RollOptions, RollState
+from kafka_runbooks.storage import Store
 from kafka_runbooks_dev.restart_backend import LocalStackBackend
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 
@@ -362,3 +364,42 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
         wait_until(lambda: (topic, 0) not in admin.list_reassignments(), 60, 1, "the reassignment cancelled")
         throttle.remove(admin, record)
         _delete_topic(stack, topic)
+
+
+def test_a_superseded_or_killed_roll_never_restarts(restore_stack, admin, tmp_path):
+    """A poke Airflow marked failed or cleared runs on for seconds beside the new attempt
+    (Airflow 3.3.2: SIGTERM only calls on_kill, SIGKILL 5 s later). Once the new attempt
+    claimed the roll state, the old poke's next step fails before it asks for a restart, and
+    so does a poke whose on_kill ran: two processes never restart two nodes at once."""
+    stack = restore_stack
+    probe = _probe(stack)
+    backend = RecordingBackend(stack, probe)
+    store, key = Store(str(tmp_path)), "restart/dag/run/roll-state.json"
+    state = Roller(admin, backend, probe).plan([2], "test: fenced roll", RollOptions(operation_timeout_s=300))
+    store.write_text(key, state.to_json())
+    pid_before = stack.pid(2)
+
+    text, first = claim(store, key, "try 1")
+    zombie = Roller(admin, backend, probe, checkpoint=lambda s: write_fenced(store, key, first, s.to_json()))
+    _, second = claim(store, key, "try 2")  # the cleared task's new attempt starts
+    with pytest.raises(Superseded, match="try 2 claimed this run's state"):
+        for _ in range(20):
+            zombie.step(state)
+    assert backend.calls == [] and stack.pid(2) == pid_before
+
+    killed = Roller(
+        admin,
+        backend,
+        probe,
+        checkpoint=lambda s: write_fenced(store, key, second, s.to_json(), lambda: "killed"),
+    )
+    with pytest.raises(Superseded, match="killed"):
+        for _ in range(20):
+            killed.step(RollState.from_json(store.read_text(key)))
+    assert backend.calls == [] and stack.pid(2) == pid_before
+
+    # the latest claimant rolls: node 2 restarted exactly once
+    text, third = claim(store, key, "try 3")
+    live = Roller(admin, backend, probe, checkpoint=lambda s: write_fenced(store, key, third, s.to_json()))
+    _roll(live, RollState.from_json(text), timeout_s=300)
+    assert backend.calls == [("restart", 2, "RUNNING")] and stack.pid(2) != pid_before

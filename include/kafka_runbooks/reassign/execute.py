@@ -40,6 +40,7 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.fence import Superseded  # not a ReassignError: a superseded process takes nothing off
 from kafka_runbooks.reassign import progress, throttle
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.state_file import write_atomic
@@ -53,12 +54,6 @@ class ReassignError(RunbookFailed):
 
 class ReassignStopped(ReassignError):
     """Stopped on purpose before the next chunk (e.g. a failed broker came back)."""
-
-
-class Superseded(RunbookFailed):
-    """Someone claimed this run's state after this process did (a newer attempt of the task,
-    the cleanup task, a stop), or this task was killed: it must not act on the cluster again.
-    Not a ReassignError: it takes nothing off (the throttle belongs to whoever claimed)."""
 
 
 def key(topic: str, partition: int) -> str:

@@ -7,6 +7,12 @@ rescheduled task when the worker's late "success" report for one poke reaches th
 scheduler after the next poke has started (the reschedule-path twin of
 apache/airflow#67287). The roll's state lives in a JSON file keyed by the run, so a
 cleared or retried task resumes where it stopped and never restarts a node twice.
+
+Each poke claims the roll state first (:mod:`kafka_runbooks.fence`) and every write checks
+the claim: a poke Airflow marked failed or cleared, still running for a few seconds beside
+the new attempt (Airflow 3.3.2: SIGTERM only calls ``on_kill``, SIGKILL 5 s later), fails
+at its next write. The roller writes before it asks for a restart, so a superseded poke
+never restarts a node, and two processes never restart two nodes at once.
 """
 
 from __future__ import annotations
@@ -77,10 +83,19 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         self.kafka_config_id = kafka_config_id
         self.probe_conn_id = probe_conn_id
         self.restart_conn_id = restart_conn_id
+        self._killed = False
+
+    def _halted(self) -> str | None:
+        return "this task was killed (on_kill ran)" if self._killed else None
+
+    def on_kill(self) -> None:
+        """SIGTERM does not stop the poke (Airflow 3.3.2): its next write fails, before any restart."""
+        self._killed = True
 
     def poke(self, context) -> bool:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from kafka_runbooks.fence import Superseded, claim, write_fenced
         from kafka_runbooks.restart.roller import Roller, RollFailed, RollState
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
         from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
@@ -97,13 +112,15 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.lease import renew_lease
 
         renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
+        store, key = storage.store(), roll_state_key(self.dag_id, run_id)
+        text, fence = claim(store, key, f"{run_id} {self.task_id} try {context['ti'].try_number}")
         state = RollState.from_json(text)
         if state.finished:
             self.log.info("every node of this roll is already done: %s", state.order)
             return True
 
         def save(s: RollState) -> None:
-            write_roll_state(self.dag_id, run_id, s.to_json())
+            write_fenced(store, key, fence, s.to_json(), self._halted)
 
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
         probe = BrokerProbeHook(self.probe_conn_id).get_probe() if self.probe_conn_id else None
@@ -116,6 +133,9 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
                 save(state)
                 time.sleep(self.step_interval_s)
                 done = roller.step(state)
+        except Superseded as exc:
+            self.log.error("DECISION roll: stop acting because %s", exc)
+            raise AirflowFailException(str(exc)) from exc
         except RollFailed as exc:
             save(state)
             raise AirflowFailException(str(exc)) from exc
