@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from kafka_runbooks import decisions
-from kafka_runbooks.errors import BadInput, SafetyRefusal
+from kafka_runbooks.errors import BadInput, RunbookFailed, SafetyRefusal
 
 log = logging.getLogger("kafka_runbooks.lease")
 
@@ -371,7 +371,7 @@ class LeaseQueue:
                 return
             if text is not None and self.store.swap(cluster, text, new):
                 return
-        raise RuntimeError(
+        raise RunbookFailed(
             f"could not register {holder} in the lease queue of {cluster}: too much contention"
         )
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from kafka_runbooks.errors import BadInput
+
 ENV_VAR = "KAFKA_RUNBOOKS_APPROVERS"
 
 
@@ -27,7 +29,7 @@ def assigned_approvers(environ: Mapping[str, str] | None = None) -> list[dict[st
         user_id, _, name = item.partition(":")
         user_id, name = user_id.strip(), name.strip()
         if not user_id:
-            raise ValueError(f"{ENV_VAR}: empty user id in {item!r} (expected 'id' or 'id:Name')")
+            raise BadInput(f"{ENV_VAR}: empty user id in {item!r} (expected 'id' or 'id:Name')")
         if user_id in seen:
             continue
         seen.add(user_id)

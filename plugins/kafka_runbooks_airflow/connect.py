@@ -12,6 +12,7 @@ from kafka_runbooks.connect.autorestart import sweep_cluster, validate_patterns
 from kafka_runbooks.connect.manual import manual_restart, validate_request
 from kafka_runbooks.connect.policy import RestartPolicy
 from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks.errors import BadInput, RunbookFailed
 
 log = logging.getLogger(__name__)
 EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
@@ -35,7 +36,7 @@ def conn_ids_from_params(params: dict[str, Any]) -> list[str]:
     if isinstance(ids, str):
         ids = [ids]
     if not ids or any(not isinstance(i, str) or not i.strip() for i in ids):
-        raise ValueError(f"connect_conn_ids must be a non-empty list of connection ids, got {ids!r}")
+        raise BadInput(f"connect_conn_ids must be a non-empty list of connection ids, got {ids!r}")
     return list(dict.fromkeys(i.strip() for i in ids))
 
 
@@ -50,7 +51,7 @@ def excluded_from_variable() -> list[str]:
     try:
         value = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError as exc:
-        raise ValueError(f"Variable {EXCLUDE_VARIABLE} must be a JSON list of patterns: {exc}") from exc
+        raise BadInput(f"Variable {EXCLUDE_VARIABLE} must be a JSON list of patterns: {exc}") from exc
     if isinstance(value, str):
         value = [value]
     return validate_patterns(value)
@@ -220,7 +221,7 @@ def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
         )
     if alerts and fail_on_alert:
         names = [f"{a['cluster']}/{a.get('connector', '-')}: {a['alert']}" for a in alerts]
-        raise RuntimeError(
+        raise RunbookFailed(
             f"{len(alerts)} alert(s) need a person: {names} (report: {report.get('report_path')})"
         )
     return summary
@@ -234,7 +235,7 @@ def check_restart_request(params: dict[str, Any]) -> dict:
     ids = validate_request(params.get("connector") or "", params.get("scope", "failed"), task_ids)
     conn_id = params.get("connect_conn_id") or ""
     if not conn_id.strip():
-        raise ValueError("connect_conn_id must name an Airflow connection")
+        raise BadInput("connect_conn_id must name an Airflow connection")
     return {
         "connect_conn_id": conn_id.strip(),
         "connector": params["connector"],

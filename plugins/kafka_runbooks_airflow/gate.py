@@ -33,6 +33,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 
 from kafka_runbooks import approval as rules
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import BadInput
 
 log = logging.getLogger("kafka_runbooks.approval")
 
@@ -355,7 +356,7 @@ class PlanApprovalOperator(_PlanGate, ApprovalOperator):
         self, *, action_kind: str, timeout_param: str | None = "approval_timeout_s", **kwargs
     ) -> None:
         if action_kind not in ACTIONS:
-            raise ValueError(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+            raise BadInput(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
         super().__init__(**kwargs)
         self.action_kind = action_kind
         self.timeout_param = timeout_param
@@ -392,10 +393,10 @@ class PlanDecisionBranchOperator(_PlanGate, HITLBranchOperator):
         self, *, action_kind: str, approve_option: str, timeout_param: str | None = None, **kwargs
     ) -> None:
         if action_kind not in ACTIONS:
-            raise ValueError(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+            raise BadInput(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
         super().__init__(**kwargs)
         if approve_option not in self.options:
-            raise ValueError(f"approve_option {approve_option!r} is not one of {self.options}")
+            raise BadInput(f"approve_option {approve_option!r} is not one of {self.options}")
         self.action_kind = action_kind
         self.approve_option = approve_option
         self.timeout_param = timeout_param

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.forms import broker_list_schema, id_list_schema, size_schema
 
 __all__ = ["broker_list_schema", "id_list_schema", "refuse_bad_input", "size_schema"]
@@ -90,7 +91,7 @@ def check_before_lease(
 
 def _raise(message: str) -> Callable[[Any], Any]:
     def parse(_params):
-        raise ValueError(message)
+        raise BadInput(message)
 
     return parse
 
@@ -126,7 +127,7 @@ def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> 
 
         conns, logger = ("kafka_conn_id",), "kafka_runbooks.reassign"
     else:
-        raise ValueError(f"no input check for {dag_id!r}")
+        raise BadInput(f"no input check for {dag_id!r}")
     checked = check_before_lease(dag_id, params, build_request, conns, logger)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked

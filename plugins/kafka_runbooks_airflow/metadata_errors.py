@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore
 from kafka_runbooks.metadata_errors.sweep import ACTIVE_RUN_STATES, SweepOptions, run_sweep, write_report
 
@@ -116,7 +117,7 @@ def raise_on_alerts(report: dict[str, Any], fail_on_alert: bool) -> dict[str, An
     for alert in alerts:
         log.error("ALERT %s", alert)
     if alerts and fail_on_alert:
-        raise RuntimeError(
+        raise RunbookFailed(
             f"{len(alerts)} alert(s) need a person: {[a['alert'] for a in alerts]} "
             f"(report: {report.get('report_path')})"
         )

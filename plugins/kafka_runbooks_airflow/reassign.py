@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.paths import artifact_dir, data_dir, safe_name
 
 if TYPE_CHECKING:
@@ -111,10 +112,10 @@ def sweep_settings(params: dict[str, Any], variable: str | None) -> dict[str, An
     env ``KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`` > defaults."""
     from_var = json.loads(variable) if variable else {}
     if not isinstance(from_var, dict):
-        raise ValueError(f"Variable {SWEEP_VARIABLE} must be a JSON object, not {variable!r}")
+        raise BadInput(f"Variable {SWEEP_VARIABLE} must be a JSON object, not {variable!r}")
     unknown = set(from_var) - set(SWEEP_DEFAULTS)
     if unknown:
-        raise ValueError(
+        raise BadInput(
             f"Variable {SWEEP_VARIABLE} has unknown keys {sorted(unknown)}; known: {sorted(SWEEP_DEFAULTS)}"
         )
     out = {}
@@ -366,7 +367,7 @@ def review_plan(
         decisions.record("plan", "refuse", f"no plan can do this: {exc}", logger=log, level=logging.ERROR)
         raise
     except FileNotFoundError as exc:
-        raise RuntimeError(
+        raise RunbookFailed(
             f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
         ) from exc
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
@@ -463,7 +464,7 @@ def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, 
     finally:
         admin.close()
     if not result.ok:
-        raise RuntimeError(
+        raise RunbookFailed(
             f"healed, but {len(result.not_led)} moved partition(s) are not led by their preferred replica: "
             f"{result.not_led[:10]} (election errors {dict(list(result.errors.items())[:10])})"
         )
@@ -485,7 +486,7 @@ def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> di
     finally:
         admin.close()
     if left:
-        raise RuntimeError(f"throttles could not be removed (the next run or sweep will retry): {left}")
+        raise RunbookFailed(f"throttles could not be removed (the next run or sweep will retry): {left}")
     return {"left": left}
 
 
@@ -545,7 +546,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
         decisions.record(
             "validate", "refuse the stop: nothing was done", why, logger=log, level=logging.ERROR
         )
-        raise ValueError(why)
+        raise BadInput(why)
     request = StopRequest(
         kafka_conn_id=conn_id,
         by=user or "an unknown user",
@@ -668,5 +669,5 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
         total["errors"].update(d["errors"])
     _record_stopped(f"connection {request.kafka_conn_id}", request, total, left, log)
     if left:
-        raise RuntimeError(f"not fully stopped (run this again to retry): {left}")
+        raise RunbookFailed(f"not fully stopped (run this again to retry): {left}")
     return {"stopped": sorted(chosen), "cancelled": len(total["cancelled"])}

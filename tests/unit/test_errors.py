@@ -172,3 +172,22 @@ def test_no_exception_class_of_the_library_is_left_outside_the_tree():
             ):
                 outside.append(f"{cls.__module__}.{name}")
     assert outside == []
+
+
+def test_no_bare_builtin_raise_in_the_library_or_the_plugins():
+    """A ``raise ValueError(...)``/``RuntimeError(...)`` names no branch: callers cannot tell bad
+    input from a failed runbook. Every raise in include/ and plugins/ names its branch (or an
+    Airflow exception where Airflow must see it). KeyError stays: a lookup miss its callers catch."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bare = []
+    for folder in ("include/kafka_runbooks", "plugins/kafka_runbooks_airflow"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                exc = node.exc if isinstance(node, ast.Raise) else None
+                call = exc.func if isinstance(exc, ast.Call) else exc
+                if isinstance(call, ast.Name) and call.id in {"ValueError", "RuntimeError", "Exception"}:
+                    bare.append(f"{path.relative_to(root)}:{node.lineno} {call.id}")
+    assert bare == []

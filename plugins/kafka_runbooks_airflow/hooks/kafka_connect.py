@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from kafka_runbooks.connect.client import ConnectClient, client_from_fields
+from kafka_runbooks.errors import BadInput
 
 
 class KafkaConnectHook(BaseHook):
@@ -32,7 +33,7 @@ class KafkaConnectHook(BaseHook):
     def __init__(self, kafka_connect_conn_id: str = default_conn_name, timeout_s: float = 30.0) -> None:
         super().__init__()
         if not kafka_connect_conn_id:
-            raise ValueError("kafka_connect_conn_id must name an Airflow connection")
+            raise BadInput("kafka_connect_conn_id must name an Airflow connection")
         self.kafka_connect_conn_id = kafka_connect_conn_id
         self.timeout_s = timeout_s
 

@@ -8,6 +8,8 @@ from typing import Any
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from kafka_runbooks.errors import BadInput
+
 
 class TriggerWhenDueOperator(TriggerDagRunOperator):
     """``TriggerDagRunOperator`` that checks the sweep's decision itself before it starts a run.
@@ -31,7 +33,7 @@ class TriggerWhenDueOperator(TriggerDagRunOperator):
         if self.due is not True:
             raise AirflowSkipException(f"not due (decision: {self.due!r}); no run started")
         if not self.trigger_run_id or not isinstance(self.conf, dict) or not self.conf:
-            raise ValueError(
+            raise BadInput(
                 f"due, but without a run id or conf (run id {self.trigger_run_id!r}, conf {self.conf!r}); "
                 "no run started"
             )
