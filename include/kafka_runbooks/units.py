@@ -60,10 +60,20 @@ def parse_size(value: Any, what: str = "size") -> int:
 
 
 def format_size(n: float) -> str:
-    """Bytes for a person: '1.0 GiB', '3.4 MiB', '512 B'."""
+    """Bytes for a person: '1.0 GiB', '3.4 MiB', '512 B' (binary units, as Kafka's quotas count them)."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
+        if abs(value) < 1024:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover (loop returns)
+    return f"{value:.1f} PiB"
+
+
+def format_duration(seconds: float) -> str:
+    """95 -> '1 min 35 s': a rough figure for a person (estimates, time left), not a deadline."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"

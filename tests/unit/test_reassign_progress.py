@@ -32,7 +32,7 @@ def test_a_chunk_done_between_two_checks_has_the_rate_since_its_submission(tmp_p
         executor._progress(state, chunk, ["t:0", "t:1"], [], {1, 2, 3})  # first check: all done
     line = [r.getMessage() for r in caplog.records if "progress because" in r.getMessage()][-1]
     assert "chunk 1 of 2 | 50% bytes (4.0 MiB of 8.0 MiB) | 50% partitions (2/4)" in line
-    assert "1.0 MiB/s since submission" in line and "time left ~4s" in line  # 4 MiB in 4 s, 4 MiB left
+    assert "1.0 MiB/s since submission" in line and "time left ~4 s" in line  # 4 MiB in 4 s, 4 MiB left
     written = json.loads((tmp_path / "progress.json").read_text())
     assert written["chunk"] == 1 and written["chunks"] == 2 and written["percent_bytes"] == 50.0
     assert written["rate_bytes_per_sec"] == MIB and written["eta_s"] == 4.0 and written["line"] in line

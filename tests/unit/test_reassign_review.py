@@ -7,7 +7,8 @@ import logging
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException  # first: Airflow sets up logging when imported
 
-from kafka_runbooks.reassign.report import human_bytes, human_duration, plan_markdown
+from kafka_runbooks.reassign.report import plan_markdown
+from kafka_runbooks.units import format_duration, format_size
 
 SUMMARY = {
     "failed_brokers": [4],
@@ -64,14 +65,14 @@ SUMMARY = {
 
 
 def test_units_and_durations():
-    assert [human_bytes(n) for n in (0, 1023, 1536, 10_760_464, 3 * 1024**3)] == [
+    assert [format_size(n) for n in (0, 1023, 1536, 10_760_464, 3 * 1024**3)] == [
         "0 B",
         "1023 B",
         "1.5 KiB",
         "10.3 MiB",
         "3.0 GiB",
     ]
-    assert [human_duration(s) for s in (0.4, 59, 95, 7260)] == ["0 s", "59 s", "1 min 35 s", "2 h 1 min"]
+    assert [format_duration(s) for s in (0.4, 59, 95, 7260)] == ["0 s", "59 s", "1 min 35 s", "2 h 1 min"]
 
 
 def test_the_gate_body_is_markdown_tables_the_ui_renders():

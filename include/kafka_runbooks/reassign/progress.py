@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks.units import format_size
+from kafka_runbooks.units import format_duration, format_size
 
 PROGRESS_FILE = "progress.json"
 
@@ -58,7 +58,7 @@ class Progress:
             if self.finished
             else "nothing more moves"
             if self.stopped
-            else f"time left {'unknown' if self.eta_s is None else '~' + _dur(self.eta_s)}"
+            else f"time left {'unknown' if self.eta_s is None else '~' + format_duration(self.eta_s)}"
         )
         return (
             f"{head} | {self.percent_bytes:.0f}% bytes ({format_size(self.bytes_done)} of {format_size(self.bytes)})"
@@ -73,15 +73,6 @@ class Progress:
             "percent_partitions": round(self.percent_partitions, 1),
             "line": self.line(),
         }
-
-
-def _dur(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"
 
 
 def measure(state, chunk, done: list[str], copied_in_chunk: int, now: float) -> Progress:

@@ -10,28 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+from kafka_runbooks.units import format_duration, format_size
+
 MAX_CHUNK_ROWS = 40
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB': binary units, as Kafka's own quotas and configs count them."""
-    value = float(n)
-    for unit in UNITS:
-        if abs(value) < 1024 or unit == UNITS[-1]:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_duration(seconds: float) -> str:
-    """95 -> '1 min 35 s'; a rough figure for a person, not a deadline."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def estimated_seconds(summary: dict[str, Any], throttle_bytes_per_sec: int) -> float:
@@ -82,10 +63,10 @@ def plan_markdown(
         "|---|---|",
         f"| Partitions to move | {summary['partitions']} |",
         f"| Replicas to copy | {moved} (only the failed brokers' replicas: the floor) |",
-        f"| Data to copy | {human_bytes(summary['bytes'])} ({summary['bytes']:,} bytes) |",
+        f"| Data to copy | {format_size(summary['bytes'])} ({summary['bytes']:,} bytes) |",
         f"| Chunks | {len(summary['chunks'])} |",
-        f"| Throttle | {human_bytes(throttle_bytes_per_sec)}/s per broker |",
-        f"| Estimated duration at the throttle | about {human_duration(seconds)} (the busiest receiver's "
+        f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
+        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
         "share at the throttle) |",
         f"| Receivers | {', '.join(str(b) for b in summary['receivers'])} |",
         f"| Preferred leaders changed | {summary.get('leaders_changed', 0)} partition(s) whose failed "
@@ -110,7 +91,7 @@ def plan_markdown(
             f"| {_broker_label(broker, v, failed)} | {v.get('rack') or '-'} "
             f"| {_arrow(v['replicas_before'], v['replicas_after'])} "
             f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
-            f"| {_arrow(human_bytes(v['bytes_before']), human_bytes(v['bytes_after']))} |"
+            f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
         )
     chunks = summary["chunks"]
     lines += [
@@ -122,12 +103,12 @@ def plan_markdown(
     ]
     for entry in chunks[:MAX_CHUNK_ROWS]:
         lines.append(
-            f"| {entry['index']} of {len(chunks)} | {entry['partitions']} | {human_bytes(entry['bytes'])} |"
+            f"| {entry['index']} of {len(chunks)} | {entry['partitions']} | {format_size(entry['bytes'])} |"
         )
     if len(chunks) > MAX_CHUNK_ROWS:
         rest = chunks[MAX_CHUNK_ROWS:]
         lines.append(
             f"| … {len(rest)} more | {sum(e['partitions'] for e in rest)} "
-            f"| {human_bytes(sum(e['bytes'] for e in rest))} |"
+            f"| {format_size(sum(e['bytes'] for e in rest))} |"
         )
     return "\n".join(lines)
