@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.storage import Store
@@ -74,3 +75,38 @@ def write_fenced(
     raise RunbookFailed(
         f"could not write {store.url_of(key)}: {ATTEMPTS} writers won the race before this one"
     )
+
+
+class Guarded:
+    """``admin`` whose acting calls first ask ``guard(call_name)``, which raises Superseded when
+    this process may no longer act; reads pass straight through. For one-shot tasks that act
+    several times (the unclean recovery: reorder, elect, restore) without a state they write
+    before each action."""
+
+    def __init__(self, admin: Any, guard: Callable[[str], None], acting: tuple[str, ...]) -> None:
+        self._admin, self._guard, self._acting = admin, guard, set(acting)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._admin, name)
+        if name not in self._acting or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._guard(name)
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def run_guard(
+    store: Store, key: str, who: str, halted: Callable[[], str | None] | None = None
+) -> Callable[[str], None]:
+    """Claim the run's fence object (created if absent) for ``who``; a guard that raises
+    Superseded once someone claimed it after (a newer attempt of the task) or ``halted`` says so."""
+    store.create(key, json.dumps({"fence": 0}))
+    _, fence = claim(store, key, who)
+
+    def guard(action: str) -> None:
+        write_fenced(store, key, fence, json.dumps({"last_action": action}), halted)
+
+    return guard

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.paths import artifact_dir
+from kafka_runbooks.paths import artifact_dir, safe_name
 
 ARTIFACTS = "unclean_recovery"
 
@@ -66,10 +66,19 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
         hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
     )
 
+    from kafka_runbooks import storage
+    from kafka_runbooks.fence import Guarded, run_guard
+
+    # Airflow lets a task it marked failed or cleared run on for seconds beside the new attempt:
+    # this attempt claims the run, and the old one's next reorder, election or restore refuses
+    who = f"{run_id} {context['ti'].task_id} try {context['ti'].try_number}"
+    guard = run_guard(
+        storage.store(), f"unclean/{safe_name(context['dag'].dag_id)}/{safe_name(run_id)}/fence.json", who
+    )
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
         report = recover(
-            admin,
+            Guarded(admin, guard, ("reorder_replicas", "elect_unclean", "alter_partition_reassignments")),
             document,
             artifact_dir(ARTIFACTS, run_id),
             restore_order=params["restore_replica_order"],

@@ -452,3 +452,45 @@ def test_the_manual_steps_do_what_they_say_with_kafkas_own_tools(scenario, local
         wait_until(
             lambda: _leader(admin, topic, partition).replicas == tuple(sc.ASSIGNMENT), 60, 0.5, "restored"
         )
+
+
+def test_a_superseded_attempt_elects_nothing_and_the_new_one_recovers(scenario, local_stack, admin, tmp_path):
+    """The election task is cleared (or marked failed) between the reorder and the election:
+    Airflow lets the old attempt run on for seconds beside the new one. The new attempt's claim
+    makes the old one's election refuse (Superseded, never swallowed as a call error); nothing
+    is elected by it, and the new attempt elects the approved replica and puts the order back."""
+    from kafka_runbooks.fence import Guarded, Superseded, run_guard
+    from kafka_runbooks.storage import Store
+    from kafka_runbooks.unclean.elect import ReorderState
+
+    topic, partition = scenario.topic, 1
+    _brokers_up(admin)
+    doc = plan(
+        admin, _request(topic, [partition], "automated_recovery", recovery_duration_ms=10000), tmp_path
+    )
+    assert doc["choices"][0]["chosen"] == sc.LONGEST
+    store, key = Store(str(tmp_path / "data")), "unclean/dag/run/fence.json"
+    acting = ("reorder_replicas", "elect_unclean", "alter_partition_reassignments")
+    old = Guarded(admin, run_guard(store, key, "try 1"), acting)
+    state = ReorderState("it-fence", directory=tmp_path)
+
+    def new_attempt_starts(step, keys):
+        if step == "reordered":
+            wait_until(lambda: _leader(admin, topic, partition).replicas == (2, 1, 3), 30, 0.2, "reordered")
+            run_guard(store, key, "try 2")
+
+    with pytest.raises(Superseded, match="try 2 claimed"):
+        recover(old, doc, tmp_path, settle_s=5, state_file=state, between_steps=new_attempt_starts)
+    after = _leader(admin, topic, partition)
+    assert after.leader == -1, "the superseded attempt elected"
+    assert after.replicas == (2, 1, 3)  # left for the new attempt, which knows it from the state file
+    assert state.read_entries() == {
+        f"{topic}-{partition}": {"topic": topic, "partition": partition, "original": sc.ASSIGNMENT}
+    }
+
+    new = Guarded(admin, run_guard(store, key, "try 3"), acting)
+    report = recover(new, doc, tmp_path, settle_s=5, state_file=state)
+    assert [(o.status, o.leader) for o in report.outcomes] == [(outcomes.ELECTED, sc.LONGEST)]
+    after = _leader(admin, topic, partition)
+    assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)
+    assert state.read_entries() == {}

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.fence import Superseded  # a superseded run acts no more: never swallowed as a call error
 from kafka_runbooks.model import PartitionState
 from kafka_runbooks.state_file import ClusterStateFile, write_atomic
 from kafka_runbooks.unclean.choose import Choice
@@ -283,6 +284,8 @@ def _restore(
         restored = _poll(
             admin, list(back), lambda s: list(s.replicas) == back[(s.topic, s.partition)], timeout_s
         )
+    except Superseded:
+        raise
     except Exception as exc:
         errors, restored = {k: f"{type(exc).__name__}: {exc}" for k in back}, {}
     for key, order in back.items():
@@ -600,6 +603,8 @@ def _reorder_chosen_first(
     )
     try:
         errors = admin.reorder_replicas(reorder)
+    except Superseded:
+        raise
     except Exception as exc:
         errors = {k: f"{type(exc).__name__}: {exc}" for k in reorder}
     for key, err in errors.items():
@@ -652,6 +657,8 @@ def _elect_unclean(admin: ClusterAdmin, to_elect, outcomes, between_steps) -> se
     """
     try:
         results = admin.elect_unclean(list(to_elect))
+    except Superseded:
+        raise
     except Exception as exc:
         results = {k: f"{type(exc).__name__}: {exc}" for k in to_elect}
     if between_steps:
