@@ -112,7 +112,11 @@ class KafkaReassignmentSensor(BaseSensorOperator):
                 self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
                 done = executor.step(state)
         except Superseded as exc:
-            self.log.error("DECISION execute: stop acting because %s", exc)
+            import logging
+
+            from kafka_runbooks import decisions
+
+            decisions.record("execute", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
             raise AirflowFailException(str(exc)) from exc
         except ReassignError as exc:
             raise AirflowFailException(str(exc)) from exc

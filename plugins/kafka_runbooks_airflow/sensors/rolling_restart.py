@@ -134,7 +134,11 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
                 time.sleep(self.step_interval_s)
                 done = roller.step(state)
         except Superseded as exc:
-            self.log.error("DECISION roll: stop acting because %s", exc)
+            import logging
+
+            from kafka_runbooks import decisions
+
+            decisions.record("roll", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
             raise AirflowFailException(str(exc)) from exc
         except RollFailed as exc:
             save(state)
