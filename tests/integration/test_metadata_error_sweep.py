@@ -225,6 +225,11 @@ def test_the_active_controller_that_keeps_failing_is_escalated_once(
             "node_ids": str(leader),
             "reason": escalation["reason"],
             "require_approval": True,
+            # the swept cluster's connections: a restart run of another cluster's defaults would
+            # restart that cluster's node with the same id
+            "kafka_conn_id": "kafka_default",
+            "probe_conn_id": "kafka_broker_probe_default",
+            "restart_conn_id": "kafka_restart_default",
         }
         assert second["restart_requests"] == []  # a controller is never restarted without a person
         # the question is still open: a further increase does not ask again
