@@ -92,7 +92,7 @@ def instrument() -> None:
 def sweep_one(conn_id: str, bootstrap: str, state_dir: Path) -> float:
     """One cluster's failed-broker sweep body, without Airflow."""
     from kafka_runbooks.admin import ClusterAdmin
-    from kafka_runbooks.reassign.failures import FailureStore, FailureTracker, Thresholds
+    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds
 
     _local.cluster = conn_id
     started = time.monotonic()

@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from kafka_runbooks.admin import ClusterAdmin
-    from kafka_runbooks.reassign.execute import ChunkExecutor, ExecState, chunks_from_plan_dir
+    from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, chunks_from_plan_dir
     from kafka_runbooks.snapshot import write_snapshot
     from kafka_runbooks_dev.helpers import create_topic, unique_topic, wait_until
     from kafka_runbooks_dev.localstack import LocalStack, Topology

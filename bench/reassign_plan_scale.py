@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kafka_runbooks.reassign.plan import check_plan, load_plan, read_snapshot_rows
+from kafka_runbooks.failed_broker.plan import check_plan, load_plan, read_snapshot_rows
 from kafka_runbooks.snapshot import schemas
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -155,8 +155,8 @@ with DAG(
     @task
     def validate(params=None, run_id=None, dag_run=None) -> dict:
         """Check the params against the cluster; nothing moves if anything is wrong."""
+        from kafka_runbooks_airflow.failed_broker import validate as check
         from kafka_runbooks_airflow.gate import refuse_ungated_run
-        from kafka_runbooks_airflow.reassign import validate as check
 
         refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
         return check(dict(params), dag_run.dag_id, run_id)
@@ -203,7 +203,7 @@ with DAG(
     @task(trigger_rule="all_done")
     def review_plan(checked: dict, snapshot_info: dict, run_id=None, dag_run=None) -> dict:
         """Independent check of the plan; the summary for the log and the gate; execution state."""
-        from kafka_runbooks_airflow.reassign import review_plan as review
+        from kafka_runbooks_airflow.failed_broker import review_plan as review
 
         return review(checked, snapshot_info, dag_run.dag_id, run_id)
 
@@ -237,14 +237,14 @@ with DAG(
     @task(trigger_rule="all_done")
     def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
         """Whatever happened (done, failed, stopped), this run's throttles come off."""
-        from kafka_runbooks_airflow.reassign import remove_run_throttles
+        from kafka_runbooks_airflow.failed_broker import remove_run_throttles
 
         return remove_run_throttles(dict(params), dag_run.dag_id, run_id)
 
     @task
     def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
         """No partition names a failed broker, full RF and ISR, no throttle config left."""
-        from kafka_runbooks_airflow.reassign import verify
+        from kafka_runbooks_airflow.failed_broker import verify
 
         return verify(dict(params), checked, dag_run.dag_id, run_id)
 

@@ -98,7 +98,7 @@ with DAG(
     @task(multiple_outputs=True)
     def sweep(kafka_conn_id: str) -> dict:
         """Read, track, decide for one cluster; the decision records are the sweep's report."""
-        from kafka_runbooks_airflow.reassign import run_sweep
+        from kafka_runbooks_airflow.failed_broker import run_sweep
 
         context = get_current_context()
         params = {**context["params"], "kafka_conn_id": kafka_conn_id}

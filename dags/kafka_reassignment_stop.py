@@ -66,8 +66,8 @@ with DAG(
     @task
     def request_stop(params=None, run_id=None, dag_run=None, ti=None) -> dict:
         """Write the stop request; nothing else happens if the params are wrong."""
-        from kafka_runbooks_airflow.reassign import reassignment_active_on
-        from kafka_runbooks_airflow.reassign import request_stop as ask
+        from kafka_runbooks_airflow.failed_broker import reassignment_active_on
+        from kafka_runbooks_airflow.failed_broker import request_stop as ask
 
         user = getattr(dag_run, "triggering_user_name", None)
         active = reassignment_active_on(ti, params["kafka_conn_id"]) if params["kafka_conn_id"] else []
@@ -76,8 +76,8 @@ with DAG(
     @task
     def wait_for_executing_task(requested: dict, params=None, ti=None) -> dict:
         """Let an executing task stop its own run first; go on when it did, or none is there."""
-        from kafka_runbooks_airflow.reassign import reassignment_active_on
-        from kafka_runbooks_airflow.reassign import wait_for_executing_task as wait
+        from kafka_runbooks_airflow.failed_broker import reassignment_active_on
+        from kafka_runbooks_airflow.failed_broker import wait_for_executing_task as wait
 
         conn_id = requested["request"]["kafka_conn_id"]
         return wait(
@@ -87,7 +87,7 @@ with DAG(
     @task
     def stop_and_verify(requested: dict, waited: dict) -> dict:
         """Cancel what is recorded in flight, remove the throttles, read the cluster back."""
-        from kafka_runbooks_airflow.reassign import stop_and_verify as stop
+        from kafka_runbooks_airflow.failed_broker import stop_and_verify as stop
 
         return stop(requested)
 

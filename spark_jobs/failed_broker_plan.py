@@ -16,7 +16,7 @@ Only those partitions, a few thousand even on a million-partition cluster, come 
 driver, which chooses the new brokers with a greedy balancer: the choice needs the running load
 of every receiver, a sequential thing that a shuffle cannot express cheaply.
 
-Rules of the plan (``kafka_runbooks.reassign.plan.check_plan`` checks every one independently):
+Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every one independently):
 
 * Every replica on a failed broker gets a new broker from the receivers (default: every live,
   unfenced broker that is not failed). The replacement takes the failed replica's position, so the

@@ -2,7 +2,7 @@
 
 The snapshot folder (written by ``kafka_runbooks.snapshot``) and the failed-broker plan
 folder (written by ``spark_jobs/failed_broker_plan.py``, read by
-``kafka_runbooks.reassign.plan``) are named here, with the snapshot's columns and their
+``kafka_runbooks.failed_broker.plan``) are named here, with the snapshot's columns and their
 Arrow types, ``PlanImpossible`` and the loading of a snapshot into Spark.
 
 The Spark jobs are submitted as single files (no ``--py-files``), so each carries a

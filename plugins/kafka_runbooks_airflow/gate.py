@@ -139,7 +139,7 @@ def unclean_action(context) -> dict[str, Any]:
 
 def reassign_action(context) -> dict[str, Any]:
     """kafka_failed_broker_reassignment: the chunks execute_chunks will submit (its state file)."""
-    from kafka_runbooks_airflow.reassign import EXEC_STATE, run_dir
+    from kafka_runbooks_airflow.failed_broker import EXEC_STATE, run_dir
 
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     reviewed = _xcom(context, "review_plan") or {}

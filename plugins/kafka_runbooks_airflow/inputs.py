@@ -123,9 +123,9 @@ def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> 
 
         conns, logger = ("kafka_conn_id",), "kafka_runbooks.unclean"
     elif dag_id == "kafka_failed_broker_reassignment":
-        from kafka_runbooks.reassign.request import build_request
+        from kafka_runbooks.failed_broker.request import build_request
 
-        conns, logger = ("kafka_conn_id",), "kafka_runbooks.reassign"
+        conns, logger = ("kafka_conn_id",), "kafka_runbooks.failed_broker"
     else:
         raise BadInput(f"no input check for {dag_id!r}")
     checked = check_before_lease(dag_id, params, build_request, conns, logger)

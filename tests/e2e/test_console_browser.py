@@ -152,7 +152,7 @@ def _runs(airflow: AirflowLocal, dag_id: str) -> list[dict]:
 @pytest.fixture
 def no_throttles_left(admin):
     yield
-    from kafka_runbooks.reassign.throttle import leftover_throttles
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
 
     live = [b.broker_id for b in admin.describe_brokers().values() if b.available]
     for name, keys in leftover_throttles(admin, live, admin.list_topics()).items():
@@ -169,7 +169,7 @@ def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
     opens the stop runbook, whose form triggers it; the executing task stops its run cleanly
     (its reassignments cancelled, its throttle removed: read back from the cluster) and the run
     ends failed with "stopped by admin: <reason>"."""
-    from kafka_runbooks.reassign.throttle import leftover_throttles
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
 
     stack = restore_stack
     bs = stack.bootstrap_servers

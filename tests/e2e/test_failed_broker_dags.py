@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.paths import safe_name
-from kafka_runbooks.reassign.throttle import leftover_throttles
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests.e2e.conftest import AIRFLOW_TEST_HOME
 from tests.helpers import create_topic, produce, unique_topic, wait_until

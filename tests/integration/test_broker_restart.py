@@ -320,7 +320,7 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
     """Broker 3 is an adding replica that cannot catch up (throttled): after its restart
     the roll waits for the ISRs it was in, and reports the copy as still catching up
     (today's main waited for it to join an ISR it was never in, then failed)."""
-    from kafka_runbooks.reassign import throttle
+    from kafka_runbooks.failed_broker import throttle
 
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack

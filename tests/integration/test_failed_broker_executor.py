@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.reassign.execute import (
+from kafka_runbooks.failed_broker.execute import (
     MOVING,
     ChunkExecutor,
     ExecState,
@@ -27,7 +27,7 @@ from kafka_runbooks.reassign.execute import (
     load_state,
     save_state,
 )
-from kafka_runbooks.reassign.throttle import leftover_throttles
+from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 
 pytestmark = pytest.mark.timeout(900)

@@ -6,7 +6,7 @@ SIGKILLed broker is seen registered, fenced, with its rack.
 
 from __future__ import annotations
 
-from kafka_runbooks.reassign.failures import FailureStore, FailureTracker, Thresholds
+from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds
 from tests.helpers import create_topic, unique_topic, wait_until
 
 BROKER = 4
@@ -70,7 +70,7 @@ def test_a_bounce_between_two_sweeps_restarts_the_countdown(restore_stack, admin
 def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stack, admin):
     """The election after healing: the replica order changes (as a plan with a chosen first
     replica leaves it), leadership stays where it was until the election, then follows."""
-    from kafka_runbooks.reassign.leaders import elect_preferred_leaders
+    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
 
     topic = unique_topic("elect")
     create_topic(kafka_stack.bootstrap_servers, topic, assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})

@@ -15,8 +15,8 @@ import pytest
 from kafka_runbooks import journal, storage
 from kafka_runbooks.connect.policy import RestartState
 from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks.failed_broker.failures import FailureStore
 from kafka_runbooks.lease import ClusterLease, Holder
-from kafka_runbooks.reassign.failures import FailureStore
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import logging
 
 import pytest
 
-from kafka_runbooks.reassign.execute import (
+from kafka_runbooks.failed_broker.execute import (
     MOVING,
     ChunkExecutor,
     ExecState,
@@ -24,7 +24,7 @@ from kafka_runbooks.reassign.execute import (
     load_state,
     save_state,
 )
-from kafka_runbooks.reassign.stop import (
+from kafka_runbooks.failed_broker.stop import (
     STOPPED,
     StopRequest,
     request_path,
@@ -33,7 +33,7 @@ from kafka_runbooks.reassign.stop import (
     verify_stopped,
     write_request,
 )
-from kafka_runbooks.reassign.throttle import FOLLOWER_RATE, LEADER_RATE, leftover_throttles
+from kafka_runbooks.failed_broker.throttle import FOLLOWER_RATE, LEADER_RATE, leftover_throttles
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 from tests.integration.test_failed_broker_executor import clear_throttles, moves_off, write_plan
 

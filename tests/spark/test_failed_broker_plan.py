@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.reassign.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
 from kafka_runbooks_dev.local_spark import spark_submit_command
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"

@@ -27,11 +27,11 @@ from kafka_runbooks.connect.client import (
     UnknownTask,
 )
 from kafka_runbooks.connect.manual import RestartNotSettled
+from kafka_runbooks.failed_broker.execute import ReassignError, ReassignStopped
+from kafka_runbooks.failed_broker.request import RequestError
+from kafka_runbooks.failed_broker.throttle import ThrottleError
 from kafka_runbooks.fleet import FleetSettingError
 from kafka_runbooks.lease import LeaseHeld, LeaseLost
-from kafka_runbooks.reassign.execute import ReassignError, ReassignStopped
-from kafka_runbooks.reassign.request import RequestError
-from kafka_runbooks.reassign.throttle import ThrottleError
 from kafka_runbooks.restart.docker import DockerApiError
 from kafka_runbooks.restart.roller import RollFailed, RollInputError
 from kafka_runbooks.storage import ConditionalWritesUnsupported

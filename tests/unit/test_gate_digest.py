@@ -197,7 +197,7 @@ CHECKED = {"elect_preferred_leaders": True, "dry_run": False, "require_approval"
 
 
 def _reassign(state: dict, params: dict, checked: dict = CHECKED) -> dict:
-    from kafka_runbooks_airflow.reassign import EXEC_STATE, run_dir
+    from kafka_runbooks_airflow.failed_broker import EXEC_STATE, run_dir
 
     path = run_dir("kafka_failed_broker_reassignment", RUN_ID) / EXEC_STATE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,7 @@ def test_holder_state_from_airflow_run_states():
 def test_reassignment_state_files_are_kept_per_cluster(tmp_path, monkeypatch):
     """Two clusters' reassignment runs now run at once: one run's leftover-throttle cleanup and
     in-flight adoption must only see its own cluster's runs (before, every run of the DAG)."""
-    from kafka_runbooks_airflow import reassign
+    from kafka_runbooks_airflow import failed_broker as reassign
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     for run_id, cluster in (("run_a", "kafka_a"), ("run_b", "kafka_b"), ("old", None)):
@@ -102,10 +102,10 @@ def test_a_reassignment_on_one_cluster_does_not_count_as_active_on_another(tmp_p
     """The sweep used to count every active run of the runbook, whichever cluster it was on:
     a reassignment on A held back the one B needed. Now: the lease holder of that cluster,
     and the runs the sweep started for that cluster's brokers."""
+    from kafka_runbooks.failed_broker.failures import FailedBroker, FailureStore
     from kafka_runbooks.lease import ClusterLease, Holder
-    from kafka_runbooks.reassign.failures import FailedBroker, FailureStore
+    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, reassignment_active_on
     from kafka_runbooks_airflow.lease import lease_store
-    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, reassignment_active_on
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     ClusterLease(lease_store(), "kafka_a", Holder(REASSIGN_DAG_ID, "manual__a")).acquire()
@@ -181,9 +181,9 @@ def test_a_manual_reassignment_waiting_for_the_lease_counts_as_active_on_its_clu
     """Today's main: a manual run queued behind another runbook's lease was neither the holder nor
     a sweep-started run, so the sweep saw nothing active and started a second reassignment."""
     from kafka_runbooks.lease import ClusterLease, Holder
+    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, reassignment_active_on
     from kafka_runbooks_airflow.inputs import check_runbook_input
     from kafka_runbooks_airflow.lease import lease_store
-    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, reassignment_active_on
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", '{"conn_type": "generic"}')

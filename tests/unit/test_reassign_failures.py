@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds, failed_brokers
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
-from kafka_runbooks.reassign.failures import FailureStore, FailureTracker, Thresholds, failed_brokers
 
 
 class Clock:
@@ -189,7 +189,7 @@ def test_a_fenced_broker_whose_process_runs_is_not_counted_down_and_says_so(tmp_
 def test_an_old_state_file_without_a_baseline_only_records_one(tmp_path):
     clock = Clock()
     store = FailureStore("kafka_default", tmp_path)
-    from kafka_runbooks.reassign.failures import FailedBroker
+    from kafka_runbooks.failed_broker.failures import FailedBroker
 
     store.save({3: FailedBroker(broker_id=3, first_seen_ms=990_000_000)})
     a = tracker(tmp_path, clock).observe(
@@ -204,7 +204,7 @@ def test_an_old_state_file_without_a_baseline_only_records_one(tmp_path):
 
 def decide(tmp_path, entry, *, outage=False, now_s=1_000_000.0, **kw):
     """``_decide`` on one failed broker, from a fresh assessment."""
-    from kafka_runbooks.reassign.failures import Assessment
+    from kafka_runbooks.failed_broker.failures import Assessment
 
     a = Assessment(now_ms=int(now_s * 1000), brokers=6, failed={entry.broker_id: entry}, outage=outage)
     tracker(tmp_path, Clock(now_s), **kw)._decide(a, entry.broker_id, entry)
@@ -222,7 +222,7 @@ def decide(tmp_path, entry, *, outage=False, now_s=1_000_000.0, **kw):
     ],
 )
 def test_decide_one_failed_broker(tmp_path, failed_for_s, kw, outage, alerts, due, decision):
-    from kafka_runbooks.reassign.failures import FailedBroker
+    from kafka_runbooks.failed_broker.failures import FailedBroker
 
     entry = FailedBroker(broker_id=3, first_seen_ms=int((1_000_000.0 - failed_for_s) * 1000))
     a = decide(tmp_path, entry, outage=outage, **kw)
@@ -232,7 +232,7 @@ def test_decide_one_failed_broker(tmp_path, failed_for_s, kw, outage, alerts, du
 
 
 def test_decide_holds_back_a_broker_given_a_run_within_retrigger_after(tmp_path):
-    from kafka_runbooks.reassign.failures import FailedBroker
+    from kafka_runbooks.failed_broker.failures import FailedBroker
 
     entry = FailedBroker(
         broker_id=3, first_seen_ms=0, triggered_ms=1_000_000_000 - 10_000, triggered_run_id="r1"
@@ -243,11 +243,11 @@ def test_decide_holds_back_a_broker_given_a_run_within_retrigger_after(tmp_path)
 
 
 def test_decide_with_automation_off_only_alerts(tmp_path):
-    from kafka_runbooks.reassign.failures import FailedBroker, Thresholds
+    from kafka_runbooks.failed_broker.failures import FailedBroker, Thresholds
 
     entry = FailedBroker(broker_id=3, first_seen_ms=0)
     t = FailureTracker(FailureStore("kafka_default", tmp_path), Thresholds(60, -1), clock=Clock())
-    from kafka_runbooks.reassign.failures import Assessment
+    from kafka_runbooks.failed_broker.failures import Assessment
 
     a = Assessment(now_ms=1_000_000_000, brokers=6, failed={3: entry})
     t._decide(a, 3, entry)
@@ -255,7 +255,7 @@ def test_decide_with_automation_off_only_alerts(tmp_path):
 
 
 def test_check_outage_counts_failed_against_all_brokers(tmp_path):
-    from kafka_runbooks.reassign.failures import Assessment
+    from kafka_runbooks.failed_broker.failures import Assessment
 
     t = tracker(tmp_path, Clock())
     a = Assessment(now_ms=0, brokers=6, failed={})

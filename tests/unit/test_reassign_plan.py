@@ -1,4 +1,4 @@
-"""kafka_runbooks.reassign.plan: loading the planner's files and the independent rule checker.
+"""kafka_runbooks.failed_broker.plan: loading the planner's files and the independent rule checker.
 
 The plan here is written by hand (figures worked out below), so the checker is tested against
 known-good and deliberately broken plans without Spark.
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_runbooks.reassign.plan import (
+from kafka_runbooks.failed_broker.plan import (
     PartitionTarget,
     PlanImpossible,
     check_plan,

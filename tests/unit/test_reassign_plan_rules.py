@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from kafka_runbooks.reassign import plan as planning
-from kafka_runbooks.reassign.plan import RULES, PartitionTarget, check_plan, plan_model
+from kafka_runbooks.failed_broker import plan as planning
+from kafka_runbooks.failed_broker.plan import RULES, PartitionTarget, check_plan, plan_model
 from tests.unit.test_reassign_plan import GOOD_TARGETS, broker_rows, good_plan, replica_rows
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
-from kafka_runbooks.reassign import progress
-from kafka_runbooks.reassign.execute import ChunkExecutor, ChunkState, ExecState
+from kafka_runbooks.failed_broker import progress
+from kafka_runbooks.failed_broker.execute import ChunkExecutor, ChunkState, ExecState
 
 MIB = 1 << 20
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_runbooks.failed_broker.execute import ChunkState, ExecState
+from kafka_runbooks.failed_broker.request import RequestError, build_request, foreign_reassignments, resolve
+from kafka_runbooks.failed_broker.throttle import throttle_plan
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
-from kafka_runbooks.reassign.execute import ChunkState, ExecState
-from kafka_runbooks.reassign.request import RequestError, build_request, foreign_reassignments, resolve
-from kafka_runbooks.reassign.throttle import throttle_plan
 
 
 def state() -> ClusterState:

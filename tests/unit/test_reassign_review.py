@@ -7,7 +7,7 @@ import logging
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException  # first: Airflow sets up logging when imported
 
-from kafka_runbooks.reassign.report import plan_markdown
+from kafka_runbooks.failed_broker.report import plan_markdown
 from kafka_runbooks.units import format_duration, format_size
 
 SUMMARY = {
@@ -112,7 +112,7 @@ def test_a_long_chunk_list_is_summed_up_not_cut():
 
 
 def test_review_after_a_failed_validate_skips_and_names_it(caplog):
-    from kafka_runbooks_airflow.reassign import review_plan
+    from kafka_runbooks_airflow.failed_broker import review_plan
 
     caplog.set_level(logging.INFO)
     with pytest.raises(AirflowSkipException, match="validate did not finish"):
@@ -132,7 +132,7 @@ def test_review_after_a_failed_validate_skips_and_names_it(caplog):
 def test_bad_params_end_in_a_refuse_decision_before_any_cluster_call(caplog, params, message):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_runbooks_airflow.reassign import validate
+    from kafka_runbooks_airflow.failed_broker import validate
 
     caplog.set_level(logging.INFO)
     # no connection exists: reaching the cluster would fail differently

@@ -1,4 +1,4 @@
-"""The reassignment's decisions in ``kafka_runbooks.reassign.runbook``, each tried alone."""
+"""The reassignment's decisions in ``kafka_runbooks.failed_broker.runbook``, each tried alone."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.failed_broker import runbook
+from kafka_runbooks.failed_broker.request import RequestError, build_request
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
-from kafka_runbooks.reassign import runbook
-from kafka_runbooks.reassign.request import RequestError, build_request
 
 
 def state(*parts: PartitionState) -> ClusterState:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_runbooks.reassign import progress
-from kafka_runbooks.reassign.execute import MOVING, ChunkExecutor, ChunkState, ExecState, ReassignStopped
-from kafka_runbooks.reassign.stop import (
+from kafka_runbooks.failed_broker import progress
+from kafka_runbooks.failed_broker.execute import MOVING, ChunkExecutor, ChunkState, ExecState, ReassignStopped
+from kafka_runbooks.failed_broker.stop import (
     STOPPED,
     StopRequest,
     acknowledge,
@@ -79,8 +79,8 @@ def test_the_stop_runbook_waits_for_the_task_that_is_stopping_its_run(tmp_path, 
     """The executing task marks its state stopped first and acknowledges after its read-back
     (seconds later): the stop runbook keeps waiting for that acknowledgement instead of
     reading "nothing in flight" in between (seen in the end-to-end test)."""
-    from kafka_runbooks.reassign.execute import save_state
-    from kafka_runbooks_airflow.reassign import REASSIGN_DAG_ID, runbook_dir, wait_for_executing_task
+    from kafka_runbooks.failed_broker.execute import save_state
+    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, runbook_dir, wait_for_executing_task
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     state = _state(STOPPED, stop_request={"request_id": "s1"})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kafka_runbooks_airflow.reassign import SWEEP_DEFAULTS, sweep_settings
+from kafka_runbooks_airflow.failed_broker import SWEEP_DEFAULTS, sweep_settings
 
 
 def test_defaults_then_env_then_variable_then_params(monkeypatch):
@@ -39,7 +39,7 @@ def test_a_sweep_set_to_start_ungated_runs_is_refused_unless_the_deployment_allo
     from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_runbooks import approval
-    from kafka_runbooks_airflow import reassign
+    from kafka_runbooks_airflow import failed_broker as reassign
 
     variables = {reassign.SWEEP_VARIABLE: json.dumps({"require_approval": False})}
     monkeypatch.setattr(Variable, "get", staticmethod(lambda key, default=None: variables.get(key, default)))

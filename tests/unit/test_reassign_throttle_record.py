@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from kafka_runbooks.reassign.execute import ChunkState, ExecState, load_state, save_state
-from kafka_runbooks.reassign.throttle import ThrottleRecord, TopicThrottle, throttle_plan
+from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, load_state, save_state
+from kafka_runbooks.failed_broker.throttle import ThrottleRecord, TopicThrottle, throttle_plan
 
 # As the dict-based record was saved: a broker whose rates were read, one not read yet, leftovers.
 OLD_SHAPE = {

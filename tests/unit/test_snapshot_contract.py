@@ -90,7 +90,7 @@ def test_the_writer_writes_the_contracts_files_and_columns(tmp_path):
 
 
 def test_check_plan_reads_only_contract_columns():
-    from kafka_runbooks.reassign.plan import CHECKED_COLUMNS, PlanImpossible
+    from kafka_runbooks.failed_broker.plan import CHECKED_COLUMNS, PlanImpossible
 
     assert set(CHECKED_COLUMNS) <= {c for c, _ in contract.REPLICA_COLUMNS}
     assert PlanImpossible is contract.PlanImpossible

@@ -95,7 +95,7 @@ def test_restart_has_no_whole_cluster_default(dags):
 
 
 def test_reassignment_form_takes_sizes_with_units_and_plain_broker_lists(dags):
-    from kafka_runbooks.reassign.request import build_request
+    from kafka_runbooks.failed_broker.request import build_request
 
     dag = dags["kafka_failed_broker_reassignment"]
     for name in ("max_bytes_per_chunk", "throttle_bytes_per_sec"):
@@ -114,8 +114,8 @@ def test_reassignment_form_takes_sizes_with_units_and_plain_broker_lists(dags):
 
 def test_the_sweeps_conf_still_validates(dags):
     """kafka_failed_broker_sweep passes ids as a list and sizes in bytes; the metadata sweep node ids as text."""
-    from kafka_runbooks.reassign.request import build_request
-    from kafka_runbooks_airflow.reassign import SWEEP_DEFAULTS
+    from kafka_runbooks.failed_broker.request import build_request
+    from kafka_runbooks_airflow.failed_broker import SWEEP_DEFAULTS
 
     conf = {
         "failed_brokers": [4],
@@ -153,7 +153,7 @@ def test_connect_task_ids_are_a_text_box():
 def test_a_bad_value_is_a_decision_record_not_only_a_traceback(caplog, parse, params, message):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_runbooks.reassign.request import build_request as reassign_request
+    from kafka_runbooks.failed_broker.request import build_request as reassign_request
     from kafka_runbooks.unclean.request import build_request as unclean_request
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 

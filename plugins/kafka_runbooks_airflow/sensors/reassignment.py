@@ -2,7 +2,7 @@
 
 Between pokes it holds no worker slot (copying a broker's worth of replicas under a
 throttle takes hours). Each poke advances the resumable state machine of
-:mod:`kafka_runbooks.reassign.execute` for at most ``max_poke_s``; its state file lives
+:mod:`kafka_runbooks.failed_broker.execute` for at most ``max_poke_s``; its state file lives
 in the run's folder, so a cleared or retried task resumes where it stopped and nothing
 moves twice. ``on_kill`` takes the replication throttle off when the task is killed
 mid-poke; the DAG's all_done cleanup task does the same after any failure.
@@ -15,7 +15,7 @@ the real stack, a killed poke submitted the next chunk 3 s after its SIGTERM, wh
 cleared task's new attempt was already running, and the throttle it set outlived both.
 
 Before every step it reads the stop request of its Kafka connection
-(:mod:`kafka_runbooks.reassign.stop`, written by the ``kafka_reassignment_stop`` DAG): one
+(:mod:`kafka_runbooks.failed_broker.stop`, written by the ``kafka_reassignment_stop`` DAG): one
 asked after its run started makes it cancel what its run has in flight, take the
 throttle off, read that back and fail the run with "stopped by <user>: <reason>".
 """
@@ -69,15 +69,15 @@ class KafkaReassignmentSensor(BaseSensorOperator):
     def poke(self, context) -> bool:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kafka_runbooks.reassign.execute import (
+        from kafka_runbooks.failed_broker.execute import (
             ChunkExecutor,
             ReassignError,
             Superseded,
             claim,
             fenced_checkpoint,
         )
+        from kafka_runbooks_airflow.failed_broker import run_dir
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-        from kafka_runbooks_airflow.reassign import run_dir
 
         path = run_dir(self.dag_id, context["run_id"]) / self.state_file
         self._path = path
@@ -126,8 +126,8 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
     def _stop_request(self, context):
         """A reader of this connection's stop request that answers only one that applies to this run."""
-        from kafka_runbooks.reassign.stop import read_request, request_path
-        from kafka_runbooks_airflow.reassign import runbook_dir
+        from kafka_runbooks.failed_broker.stop import read_request, request_path
+        from kafka_runbooks_airflow.failed_broker import runbook_dir
 
         file = request_path(runbook_dir(self.dag_id), self.kafka_config_id)
         started = getattr(context.get("dag_run"), "start_date", None)
@@ -145,7 +145,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             return
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kafka_runbooks_airflow.reassign import stop_run_state
+        from kafka_runbooks_airflow.failed_broker import stop_run_state
 
         left = stop_run_state(
             admin, state, path, request, progress_file, context["run_id"], self.log, checkpoint
@@ -160,8 +160,8 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         a re-run adopts it."""
         import json
 
+        from kafka_runbooks_airflow.failed_broker import clean_leftover_throttles
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-        from kafka_runbooks_airflow.reassign import clean_leftover_throttles
 
         self._killed = True  # the poke's next write fails: SIGTERM does not stop it (Airflow 3.3.2)
         if self._path is None or not self._path.exists():

@@ -1,7 +1,7 @@
 """Task bodies of the failed-broker DAGs (sweep and reassignment): thin glue over the library.
 
-Everything that decides lives in ``kafka_runbooks.reassign`` (the run's decisions in
-``kafka_runbooks.reassign.runbook``); here the params become a request, the state files
+Everything that decides lives in ``kafka_runbooks.failed_broker`` (the run's decisions in
+``kafka_runbooks.failed_broker.runbook``); here the params become a request, the state files
 get their Airflow paths (one folder per run under the data dir), and results become
 XCom-sized dicts.
 """
@@ -28,7 +28,7 @@ EXEC_STATE = "exec-state.json"
 ADOPT_STATE = "adopt-state.json"
 CLUSTER_MARK = "cluster.json"  # which cluster (connection id) a run's state files belong to
 
-log = logging.getLogger("kafka_runbooks.reassign")
+log = logging.getLogger("kafka_runbooks.failed_broker")
 
 SWEEP_DEFAULTS: dict[str, Any] = {
     "alert_after_minutes": 15,
@@ -81,8 +81,8 @@ def reassignment_active_on(ti, cluster: str) -> list[str]:
     """Reassignment runs going on for ``cluster``: the lease's holder, the runs waiting for its
     lease (a manual run behind a restart), and the runs the sweep started for it that are still
     queued or running (they may be waiting for the lease)."""
+    from kafka_runbooks.failed_broker.failures import FailureStore
     from kafka_runbooks.lease import LeaseRecord
-    from kafka_runbooks.reassign.failures import FailureStore
     from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_queue, lease_store
 
     runs = {e.triggered_run_id for e in FailureStore(cluster).load().values() if e.triggered_run_id}
@@ -133,7 +133,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     """Read the cluster, update the failure tracker, decide whether to start a reassignment."""
     from airflow.sdk import Variable
 
-    from kafka_runbooks.reassign.failures import FailureStore, FailureTracker, Thresholds
+    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
@@ -220,7 +220,7 @@ def _seconds(minutes: Any) -> float:
 
 def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[list[int], Path]]:
     """Partitions some run of this runbook submitted on ``cluster`` and has not seen finish."""
-    from kafka_runbooks.reassign.execute import load_state
+    from kafka_runbooks.failed_broker.execute import load_state
 
     owned: dict[str, tuple[list[int], Path]] = {}
     for path in state_files(dag_id, cluster):
@@ -242,7 +242,7 @@ def clean_leftover_throttles(
     Called when no run of the runbook is active on ``cluster`` (the lease says so), or for
     this run's own files, so every recorded throttle is a leftover.
     """
-    from kafka_runbooks.reassign.execute import ChunkExecutor, claim, fenced_checkpoint, load_state
+    from kafka_runbooks.failed_broker.execute import ChunkExecutor, claim, fenced_checkpoint, load_state
 
     left: dict[str, Any] = {}
     for path in only if only is not None else state_files(dag_id, cluster):
@@ -271,7 +271,7 @@ def clean_leftover_throttles(
 def refused_as_decision():
     """A RequestError found against the cluster (a reassignment in flight that is not ours) leaves
     as the same ``refuse the run`` DECISION record (ERROR) as bad params, before it fails the task."""
-    from kafka_runbooks.reassign.request import RequestError
+    from kafka_runbooks.failed_broker.request import RequestError
 
     try:
         yield
@@ -300,9 +300,9 @@ def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
 
 def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """Check the params against the cluster before anything moves; prepare adoption."""
-    from kafka_runbooks.reassign import runbook
-    from kafka_runbooks.reassign.execute import ChunkState, ExecState, save_state
-    from kafka_runbooks.reassign.request import build_request, resolve
+    from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
+    from kafka_runbooks.failed_broker.request import build_request, resolve
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
@@ -352,10 +352,10 @@ def review_plan(
     run_id: str,
 ) -> dict[str, Any]:
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
-    from kafka_runbooks.reassign import runbook
-    from kafka_runbooks.reassign.execute import ExecState, chunks_from_plan_dir, save_state
-    from kafka_runbooks.reassign.plan import PlanImpossible, load_plan, read_snapshot_rows
-    from kafka_runbooks.reassign.report import plan_markdown
+    from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks.failed_broker.execute import ExecState, chunks_from_plan_dir, save_state
+    from kafka_runbooks.failed_broker.plan import PlanImpossible, load_plan, read_snapshot_rows
+    from kafka_runbooks.failed_broker.report import plan_markdown
     from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
@@ -403,9 +403,9 @@ def review_plan(
 
 def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
     """After the last chunk: read the cluster back and apply the runbook's "healed" rule."""
-    from kafka_runbooks.reassign import runbook
-    from kafka_runbooks.reassign.execute import load_state
-    from kafka_runbooks.reassign.throttle import leftover_throttles
+    from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks.failed_broker.execute import load_state
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     state_path = run_dir(dag_id, run_id) / EXEC_STATE
@@ -449,7 +449,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
 def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     """The approved preferred-leader election on the moved partitions, read back until settled."""
-    from kafka_runbooks.reassign.leaders import elect_preferred_leaders
+    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
@@ -503,9 +503,9 @@ def stop_run_state(
     Returns what is left on the cluster (empty: stopped and verified)."""
     import time
 
-    from kafka_runbooks.reassign import progress
-    from kafka_runbooks.reassign.execute import save_state
-    from kafka_runbooks.reassign.stop import acknowledge, request_path, stop, verify_stopped
+    from kafka_runbooks.failed_broker import progress
+    from kafka_runbooks.failed_broker.execute import save_state
+    from kafka_runbooks.failed_broker.stop import acknowledge, request_path, stop, verify_stopped
 
     checkpoint = checkpoint or (lambda s: save_state(path, s))
     done = stop(admin, state, request, checkpoint=checkpoint, logger=logger)
@@ -537,7 +537,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
     import time
     from dataclasses import asdict
 
-    from kafka_runbooks.reassign.stop import StopRequest, request_path, write_request
+    from kafka_runbooks.failed_broker.stop import StopRequest, request_path, write_request
 
     conn_id = str(params.get("kafka_conn_id") or "").strip()
     reason = str(params.get("reason") or "").strip()
@@ -571,7 +571,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
 
 
 def _states(conn_id: str) -> dict[str, tuple[Path, Any]]:
-    from kafka_runbooks.reassign.execute import load_state
+    from kafka_runbooks.failed_broker.execute import load_state
 
     out = {}
     for path in state_files(REASSIGN_DAG_ID, cluster=conn_id):  # unmarked old runs count for any
@@ -592,7 +592,7 @@ def wait_for_executing_task(
     what the state files record."""
     import time
 
-    from kafka_runbooks.reassign.stop import needs_stopping, read_request
+    from kafka_runbooks.failed_broker.stop import needs_stopping, read_request
 
     sleep = sleep or time.sleep
     conn_id = requested["request"]["kafka_conn_id"]
@@ -636,8 +636,8 @@ def wait_for_executing_task(
 
 def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
     """Stop every state of the connection that has something on the cluster; read it all back."""
-    from kafka_runbooks.reassign.execute import claim, fenced_checkpoint, key
-    from kafka_runbooks.reassign.stop import StopRequest, stop, to_stop, verify_stopped
+    from kafka_runbooks.failed_broker.execute import claim, fenced_checkpoint, key
+    from kafka_runbooks.failed_broker.stop import StopRequest, stop, to_stop, verify_stopped
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     request = StopRequest(**requested["request"])

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.failed_broker.failures import failed_brokers
 from kafka_runbooks.model import ClusterState
-from kafka_runbooks.reassign.failures import failed_brokers
 
 
 class RequestError(BadInput):
@@ -182,6 +182,6 @@ def foreign_reassignments(
     inflight: dict[str, dict[str, list[int]]], owned: dict[str, list[int]]
 ) -> dict[str, dict[str, list[int]]]:
     """Reassignments in flight that are not exactly one ``owned`` by a run of this runbook."""
-    from kafka_runbooks.reassign.execute import target_of
+    from kafka_runbooks.failed_broker.execute import target_of
 
     return {k: v for k, v in inflight.items() if k not in owned or target_of(v) != set(owned[k])}

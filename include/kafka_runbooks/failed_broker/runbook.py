@@ -4,7 +4,7 @@
 run adopts reassignments an earlier run left in flight, refuses because someone else's are
 in flight, or has nothing to do. ``review`` checks the Spark job's plan independently of
 it. ``verify`` holds the rule for "healed". The plugin
-(``kafka_runbooks_airflow.reassign``) turns params into a request, gives the state files
+(``kafka_runbooks_airflow.failed_broker``) turns params into a request, gives the state files
 their Airflow paths and turns these results into XCom.
 """
 
@@ -20,11 +20,11 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
+from kafka_runbooks.failed_broker.plan import Plan, check_plan
+from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, foreign_reassignments
 from kafka_runbooks.model import ClusterState
-from kafka_runbooks.reassign.plan import Plan, check_plan
-from kafka_runbooks.reassign.request import ReassignRequest, RequestError, foreign_reassignments
 
-log = logging.getLogger("kafka_runbooks.reassign")
+log = logging.getLogger("kafka_runbooks.failed_broker")
 
 
 class NotHealed(RunbookFailed):
@@ -33,7 +33,7 @@ class NotHealed(RunbookFailed):
 
 def in_flight(admin: ClusterAdmin) -> dict[str, dict[str, list[int]]]:
     """The partition reassignments the controller has in flight, keyed ``topic:partition``."""
-    from kafka_runbooks.reassign.execute import key
+    from kafka_runbooks.failed_broker.execute import key
 
     return {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.failed_broker import throttle
+from kafka_runbooks.failed_broker.execute import MOVING, ExecState, key, split, target_of
 from kafka_runbooks.paths import safe_name
-from kafka_runbooks.reassign import throttle
-from kafka_runbooks.reassign.execute import MOVING, ExecState, key, split, target_of
 from kafka_runbooks.state_file import write_atomic
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def stop(
     Idempotent: a second stop cancels whatever is still in flight and finds no throttle.
     Returns what was done and what is left (for the read-back and the caller's record).
     """
-    from kafka_runbooks.reassign.execute import ChunkExecutor
+    from kafka_runbooks.failed_broker.execute import ChunkExecutor
 
     ours = owned(state)
     inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}

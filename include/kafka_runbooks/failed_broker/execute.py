@@ -40,8 +40,8 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.failed_broker import progress, throttle
 from kafka_runbooks.fence import Superseded  # not a ReassignError: a superseded process takes nothing off
-from kafka_runbooks.reassign import progress, throttle
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.state_file import write_atomic
 
