@@ -30,7 +30,8 @@ around compare-and-replace; on S3 the conditional writes ``If-None-Match: *`` an
 them would let two racers both win, so before its first compare-and-set a store is probed
 once (create the same probe object twice; the second must be refused): one that fails the
 probe raises :class:`ConditionalWritesUnsupported` instead of pretending. S3Proxy 2.6.0
-is such a store (its PutObject ignores both headers: gaul/s3proxy#627).
+was such a store (its PutObject ignored both headers: gaul/s3proxy#627); 4.1.0, which the
+local stack runs, honours them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The data store on a real S3-compatible server (S3Proxy 2.6.0 from Maven Central) and on a
+"""The data store on a real S3-compatible server (S3Proxy 4.1.0 from Maven Central) and on a
 local folder: state written through it lands in the bucket and nowhere on the worker's disk,
 no write leaves half a file, and compare-and-set is only offered where the store honours it.
 """
@@ -16,7 +16,7 @@ from kafka_runbooks import journal, storage
 from kafka_runbooks.connect.policy import RestartState
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.failed_broker.failures import FailureStore
-from kafka_runbooks.lease import ClusterLease, Holder
+from kafka_runbooks.lease import ClusterLease, Holder, LeaseHeld
 
 
 @pytest.fixture
@@ -71,15 +71,45 @@ def test_an_object_is_replaced_whole_or_not_at_all(s3proxy, s3_env):
     assert s3.delete("state/x/a.json") and not s3.exists("state/x/a.json")
 
 
-def test_s3proxy_ignores_conditional_writes_so_compare_and_set_is_refused(s3proxy, s3_env):
-    """S3Proxy 2.6.0 accepts If-None-Match: * on an existing object and overwrites it; the store
-    finds that out and refuses to hand out a lease it could not keep."""
+def test_s3proxy_refuses_a_second_create_and_a_stale_swap_so_the_lease_holds(s3proxy, s3_env):
+    """S3Proxy 4.1.0 honours If-None-Match: * and If-Match: <ETag> on PutObject (2.6.0 did not):
+    the store's probe says so, and a lease taken there cannot be taken twice."""
     s3 = storage.store()
     bucket, key = s3._bucket_key("probe/raw")
     s3.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"first")
-    s3.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"second", IfNoneMatch="*")  # not refused
-    assert s3.read_text("probe/raw") == "second"
+    with pytest.raises(OSError):
+        s3.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"second", IfNoneMatch="*")
+    assert s3.read_text("probe/raw") == "first"
 
+    assert s3.supports_conditional_writes() is True
+    assert s3.create("state/x/c.json", "1") and not s3.create("state/x/c.json", "2")
+    assert not s3.swap("state/x/c.json", "stale", "3") and s3.swap("state/x/c.json", "1", "4")
+    assert s3.read_text("state/x/c.json") == "4"
+    records = storage.Records(s3, "state/leases")
+    first = ClusterLease(records, "kafka_a", Holder("kafka_broker_restart", "r1"))
+    second = ClusterLease(records, "kafka_a", Holder("kafka_unclean_recovery", "r2"))
+    assert first.acquire().acquired
+    held = second.acquire()
+    assert not held.acquired and held.record.holder == first.holder
+    with pytest.raises(LeaseHeld):
+        second.acquire_or_raise()
+    first.release()
+    assert second.acquire().acquired
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_for_compare_and_set(s3proxy, s3_env, monkeypatch):
+    """A server that ignores the conditions looks, from here, exactly like a client that never
+    sends them: drop them on the way to the real server, and the probe must notice and refuse
+    to hand out a lease it could not keep."""
+    s3 = storage.Store(storage.data_url())  # a fresh store: its probe has not run yet
+    send = s3.fs.call_s3
+
+    def without_conditions(method, *args, **kwargs):
+        kwargs.pop("IfNoneMatch", None)
+        kwargs.pop("IfMatch", None)
+        return send(method, *args, **kwargs)
+
+    monkeypatch.setattr(s3.fs, "call_s3", without_conditions)  # fsspec shares the instance: undo after
     assert s3.supports_conditional_writes() is False
     with pytest.raises(storage.ConditionalWritesUnsupported, match="ignores conditional writes"):
         s3.create("state/leases/kafka_a.json", "{}")

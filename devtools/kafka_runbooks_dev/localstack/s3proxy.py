@@ -9,9 +9,10 @@ Port: ``KR_S3PROXY_PORT``, else the Kafka stack's port base + 70 (19070 by defau
 Credentials: a fixed local identity (``kafka-runbooks`` / ``kafka-runbooks-secret``),
 for this machine's loopback only.
 
-What it does not do (checked on 2.6.0): PutObject ignores ``If-None-Match`` and
-``If-Match`` (a second "create only if absent" overwrites), so it cannot hold the
-per-cluster lease; :class:`kafka_runbooks.storage.Store` detects that and refuses.
+Version 4.1.0 honours ``If-None-Match: *`` and ``If-Match: <ETag>`` on PutObject (checked
+here: a second create and a swap from a stale ETag are refused with 412), so the per-cluster
+lease and the runs' fences hold on it as on Amazon S3. 2.6.0 ignored both (gaul/s3proxy#627);
+:class:`kafka_runbooks.storage.Store` probes a store once and refuses one that ignores them.
 """
 
 from __future__ import annotations
