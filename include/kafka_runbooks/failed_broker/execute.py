@@ -27,23 +27,21 @@ recorded before they are done.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, fence, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.failed_broker import progress, throttle
-from kafka_runbooks.fence import Superseded  # not a ReassignError: a superseded process takes nothing off
+from kafka_runbooks.fence import Superseded  # noqa: F401  (callers catch it from here; not a ReassignError: a superseded process takes nothing off)
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
-from kafka_runbooks.state_file import write_atomic
+from kafka_runbooks.storage import Store
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
 
@@ -116,56 +114,54 @@ class ExecState:
         return {k: c.targets[k] for c in self.chunks if c.status == MOVING for k in c.moving}
 
 
-def load_state(path: Path) -> ExecState:
-    return ExecState.from_json(Path(path).read_text())
+StateAt = Path | tuple[Store, str]
+"""Where a run's state lives: a local file, or a key in the data store (``(store, key)``)."""
 
 
-def save_state(path: Path, state: ExecState) -> None:
-    write_atomic(Path(path), state.to_json())
+def _located(where: StateAt) -> tuple[Store, str]:
+    """A local file is a key of the store at its folder: one compare-and-set for both."""
+    if isinstance(where, tuple):
+        return where
+    path = Path(where)
+    return storage.store(str(path.parent)), path.name
 
 
-@contextmanager
-def _state_lock(path: Path) -> Iterator[None]:
-    """Serialise claims and fenced writes of one state file (a lock file beside it)."""
-    path = Path(path)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def load_state(where: StateAt) -> ExecState:
+    store, key = _located(where)
+    text = store.read_text(key)
+    if text is None:
+        raise RunbookFailed(f"no execution state at {store.url_of(key)}")
+    return ExecState.from_json(text)
 
 
-def claim(path: Path, who: str) -> ExecState:
+def state_exists(where: StateAt) -> bool:
+    store, key = _located(where)
+    return store.exists(key)
+
+
+def save_state(where: StateAt, state: ExecState) -> None:
+    """Write the state whole (unfenced: the run's first write, or a test)."""
+    store, key = _located(where)
+    store.write_text(key, state.to_json())
+
+
+def claim(where: StateAt, who: str) -> ExecState:
     """Take the run's state over for ``who``: a new fence; every earlier claimant's next write fails."""
-    with _state_lock(path):
-        state = load_state(path)
-        state.fence += 1
-        state.claimed_by = who
-        save_state(path, state)
-    return state
+    store, key = _located(where)
+    text, _ = fence.claim(store, key, who)
+    return ExecState.from_json(text)
 
 
 def fenced_checkpoint(
-    path: Path, fence: int, halted: Callable[[], str | None] = lambda: None
+    where: StateAt, fence_id: int, halted: Callable[[], str | None] = lambda: None
 ) -> Callable[[ExecState], None]:
-    """A checkpoint that writes only while ``fence`` is the state's latest claim and nothing
+    """A checkpoint that writes only while ``fence_id`` is the state's latest claim and nothing
     (``halted``: e.g. the task's on_kill) told this process to stop; else :class:`Superseded`."""
+    store, key = _located(where)
 
     def save(state: ExecState) -> None:
-        reason = halted()
-        if reason:
-            raise Superseded(f"{reason}: this process stops without acting")
-        with _state_lock(path):
-            current = json.loads(Path(path).read_text()).get("fence", 0) if Path(path).exists() else 0
-            if current != fence:
-                on_disk = load_state(path)
-                raise Superseded(
-                    f"{on_disk.claimed_by or 'someone'} claimed this run's state after this process "
-                    f"(fence {current}, ours {fence}): this process stops without acting"
-                )
-            state.fence = fence
-            save_state(path, state)
+        fence.write_fenced(store, key, fence_id, state.to_json(), halted)
+        state.fence = fence_id
 
     return save
 
