@@ -2,8 +2,10 @@
 # Installs everything the project needs on a fresh machine, idempotently:
 # a venv in .venv with requirements.txt and this project (editable), and the pinned
 # Kafka jars from Maven Central under .stack/lib, S3Proxy's under .stack/s3proxy-lib. Needs python3 (3.10+), Java 17, Maven.
-# With --browser (what `make test` runs) also Debian's chromium and chromium-driver for
-# the browser end-to-end test, through apt-get when they are missing (as root, or sudo).
+# With --browser (what `make test` runs) also, through apt-get when they are missing (as
+# root, or sudo): Debian's chromium and chromium-driver for the browser end-to-end test, and
+# postgresql and redis-server for the CeleryExecutor test (tests/e2e/test_celery_fleet.py:
+# Airflow refuses Celery on SQLite; Redis is the Celery broker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -30,21 +32,32 @@ fi
 # S3Proxy, the local object store (its jars and dependencies, from Maven Central like Kafka)
 .venv/bin/python -c "from kafka_runbooks_dev.localstack.s3proxy import ensure_jars; ensure_jars()"
 
-if [ "${1:-}" = "--browser" ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
-  SUDO=""
+# apt_install WHAT PACKAGE...: install Debian packages, as root or through sudo -n;
+# the output goes to .venv/apt-WHAT.log and is shown only when the install fails
+apt_install() {
+  local what=$1 sudo="" logf=".venv/apt-$1.log"
+  shift
   if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null && SUDO="sudo -n" || {
-      echo "bootstrap: chromium and chromium-driver are missing; install them as root:" \
-        "apt-get install -y chromium chromium-driver" >&2
+    command -v sudo >/dev/null && sudo="sudo -n" || {
+      echo "bootstrap: $* missing; install them as root: apt-get install -y $*" >&2
       exit 1
     }
   fi
-  command -v apt-get >/dev/null || { echo "bootstrap: no apt-get: install chromium and chromedriver" >&2; exit 1; }
-  echo "bootstrap: installing chromium and chromium-driver (apt-get) for the browser test"
+  command -v apt-get >/dev/null || { echo "bootstrap: no apt-get: install $*" >&2; exit 1; }
+  echo "bootstrap: installing $* (apt-get) for the $what test"
   export DEBIAN_FRONTEND=noninteractive
-  if ! $SUDO apt-get install -y -qq chromium chromium-driver > .venv/apt-browser.log 2>&1; then
-    $SUDO apt-get update -qq >> .venv/apt-browser.log 2>&1
-    $SUDO apt-get install -y -qq chromium chromium-driver >> .venv/apt-browser.log 2>&1 \
-      || { cat .venv/apt-browser.log >&2; exit 1; }
+  if ! $sudo apt-get install -y -qq "$@" > "$logf" 2>&1; then
+    $sudo apt-get update -qq >> "$logf" 2>&1
+    $sudo apt-get install -y -qq "$@" >> "$logf" 2>&1 || { cat "$logf" >&2; exit 1; }
+  fi
+}
+
+if [ "${1:-}" = "--browser" ]; then
+  if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+    apt_install browser chromium chromium-driver
+  fi
+  # the Celery test runs PostgreSQL's own binaries (initdb, pg_ctl) from /usr/lib/postgresql/<ver>/bin
+  if ! { compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null && command -v redis-server >/dev/null; }; then
+    apt_install celery postgresql redis-server
   fi
 fi
