@@ -54,6 +54,32 @@ def test_check_plan_runs_the_rules_it_is_given_in_order(tmp_path):
     )
 
 
+def test_a_violation_names_its_rule_and_partition_and_reads_as_its_sentence(tmp_path):
+    plan = good_plan(tmp_path)
+    plan = dataclasses.replace(plan, partitions=tuple(t for t in plan.partitions if t.key != ("t", 0)))
+    (found,) = planning.PlannedPartitions().check(plan, plan_model(plan, replica_rows(), broker_rows()))
+    sentence = "t-0 [5, 1, 2] has a replica on a failed broker but is not planned"
+    assert (found.rule, found.topic, found.partition, found.message) == (
+        "which partitions move",
+        "t",
+        0,
+        sentence,
+    )
+    assert str(found) == sentence and found == sentence and "failed broker" in found
+    assert repr([found]) == repr([sentence]) and {found} == {sentence}
+    assert found != planning.Violation("chunks", "t", 0, sentence)
+
+
+def test_a_violation_about_a_broker_names_no_partition(tmp_path):
+    plan = dataclasses.replace(good_plan(tmp_path), receivers=(1, 5))
+    found = planning.NamedBrokers().check(plan, plan_model(plan, replica_rows(), broker_rows()))
+    assert [(v.rule, v.topic, v.partition) for v in found] == [("brokers named by the plan", None, None)] * 2
+    assert [str(v) for v in found] == [
+        "receivers include failed broker(s) [5]",
+        "receiver(s) [5] not live brokers",
+    ]
+
+
 def test_named_brokers(tmp_path):
     plan = dataclasses.replace(good_plan(tmp_path), receivers=(1, 2, 3, 4, 5), failed_brokers=(5, 9))
     assert only_rule_reporting(plan)["brokers named by the plan"] == [

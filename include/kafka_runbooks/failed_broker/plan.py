@@ -32,6 +32,7 @@ __all__ = [
     "PlanImpossible",
     "PlanModel",
     "PlanRule",
+    "Violation",
     "check_plan",
     "load_plan",
     "plan_model",
@@ -215,7 +216,46 @@ def _undo_leader_choice(old: tuple[int, ...], new: tuple[int, ...], failed: set[
 
 
 Key = tuple[str, int]
-Violation = str  # one broken rule, said in a sentence that names the partition or broker
+
+
+@dataclass(frozen=True, eq=False)
+class Violation:
+    """One broken rule: the rule family that found it, the partition it is about (None for a
+    broker, a chunk or the summary as a whole) and the sentence that says it.
+
+    Violations were plain sentences before they were records, and refusals, decision logs and
+    tests still read them as such: ``str`` and ``repr`` give the sentence as a string would, it
+    equals (and hashes like) its sentence, and ``in`` looks for a piece of it.
+    """
+
+    rule: str
+    topic: str | None
+    partition: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return repr(self.message)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Violation):
+            return (self.rule, self.topic, self.partition, self.message) == (
+                other.rule,
+                other.topic,
+                other.partition,
+                other.message,
+            )
+        if isinstance(other, str):
+            return self.message == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.message)
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.message
 
 
 @dataclass
@@ -324,7 +364,18 @@ class PlanRule(Protocol):
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]: ...
 
 
-class NamedBrokers:
+class RuleFamily:
+    """What the rule families share: a violation is said in the family's own name."""
+
+    name: str
+
+    def broken(self, message: str, key: Key | None = None) -> Violation:
+        """A violation of this family, about partition ``key`` when it names one."""
+        topic, partition = key if key is not None else (None, None)
+        return Violation(self.name, topic, partition, message)
+
+
+class NamedBrokers(RuleFamily):
     """The failed brokers are known to the snapshot; the receivers are live and not failed."""
 
     name = "brokers named by the plan"
@@ -333,16 +384,18 @@ class NamedBrokers:
         out = []
         unknown_failed = sorted(model.failed - set(model.alive))
         if unknown_failed:
-            out.append(f"failed broker(s) {unknown_failed} unknown to the snapshot")
+            out.append(self.broken(f"failed broker(s) {unknown_failed} unknown to the snapshot"))
         if model.receivers & model.failed:
-            out.append(f"receivers include failed broker(s) {sorted(model.receivers & model.failed)}")
+            out.append(
+                self.broken(f"receivers include failed broker(s) {sorted(model.receivers & model.failed)}")
+            )
         bad_receivers = sorted(b for b in model.receivers if not model.alive.get(b, False))
         if bad_receivers:
-            out.append(f"receiver(s) {bad_receivers} not live brokers")
+            out.append(self.broken(f"receiver(s) {bad_receivers} not live brokers"))
         return out
 
 
-class PlannedPartitions:
+class PlannedPartitions(RuleFamily):
     """Exactly the partitions with a failed replica and a live one left to copy from are planned."""
 
     name = "which partitions move"
@@ -357,19 +410,25 @@ class PlannedPartitions:
         }
         for key in sorted(must_move - set(model.planned)):
             out.append(
-                f"{key[0]}-{key[1]} {list(model.current[key])} has a replica on a failed broker but is not planned"
+                self.broken(
+                    f"{key[0]}-{key[1]} {list(model.current[key])} has a replica on a failed broker but is not planned",
+                    key,
+                )
             )
         for key in sorted(set(model.planned) - must_move):
             if key not in model.current:
-                out.append(f"{key[0]}-{key[1]} is planned but not in the snapshot")
+                out.append(self.broken(f"{key[0]}-{key[1]} is planned but not in the snapshot", key))
             else:
                 out.append(
-                    f"{key[0]}-{key[1]} {list(model.current[key])} is planned but has no failed replica to replace"
+                    self.broken(
+                        f"{key[0]}-{key[1]} {list(model.current[key])} is planned but has no failed replica to replace",
+                        key,
+                    )
                 )
         return out
 
 
-class PartitionTargets:
+class PartitionTargets(RuleFamily):
     """Per partition: RF kept, no broker twice, only failed replicas move, to receivers, racks kept."""
 
     name = "each partition's target"
@@ -378,28 +437,33 @@ class PartitionTargets:
         out: list[Violation] = []
         for key, target in model.planned.items():
             if key in model.current:
-                out += self._partition(model, f"{key[0]}-{key[1]}", model.current[key], target.replicas)
+                out += self._partition(model, key, model.current[key], target.replicas)
         return out
 
-    @staticmethod
     def _partition(
-        model: PlanModel, name: str, old: tuple[int, ...], new: tuple[int, ...]
+        self, model: PlanModel, key: Key, old: tuple[int, ...], new: tuple[int, ...]
     ) -> list[Violation]:
         failed, racks = model.failed, model.racks
+        name = f"{key[0]}-{key[1]}"
         if len(new) != len(old):
-            return [f"{name}: replication factor {len(old)} becomes {len(new)}"]
+            return [self.broken(f"{name}: replication factor {len(old)} becomes {len(new)}", key)]
         out = []
         if len(set(new)) != len(new):
-            out.append(f"{name}: target {list(new)} names a broker twice")
+            out.append(self.broken(f"{name}: target {list(new)} names a broker twice", key))
         for i, (was, now) in enumerate(zip(old, _undo_leader_choice(old, new, failed))):
             if was not in failed:
                 if now != was:
                     what = "preferred leader" if i == 0 else "replica"
                     out.append(
-                        f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)"
+                        self.broken(
+                            f"{name}: {what} {was} at position {i} moved to {now} (only failed replicas move)",
+                            key,
+                        )
                     )
             elif now not in model.receivers:
-                out.append(f"{name}: failed replica {was} replaced by {now}, not a receiver")
+                out.append(
+                    self.broken(f"{name}: failed replica {was} replaced by {now}, not a receiver", key)
+                )
         before_racks, after_racks = _distinct_racks(racks, old), _distinct_racks(racks, new)
         if after_racks < before_racks:
             rack_counts = Counter(_rack(racks, b) for b in new)
@@ -410,13 +474,16 @@ class PartitionTargets:
             spare = [s for s in model.receivers if s not in new and _rack(racks, s) not in used]
             if duplicated_new and spare:
                 out.append(
-                    f"{name}: racks go from {before_racks} to {after_racks} although receiver {min(spare)} "
-                    f"would keep them"
+                    self.broken(
+                        f"{name}: racks go from {before_racks} to {after_racks} although receiver {min(spare)} "
+                        f"would keep them",
+                        key,
+                    )
                 )
         return out
 
 
-class ReceiverBalance:
+class ReceiverBalance(RuleFamily):
     """No replica could go to a receiver with at least two fewer moved replicas (racks kept)."""
 
     name = "moved replicas balanced over the receivers"
@@ -456,15 +523,18 @@ class ReceiverBalance:
                 )
                 if s is not None:
                     out.append(
-                        f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
-                        f"to receiver {s} with {moved[s]}"
+                        self.broken(
+                            f"unbalanced: receiver {r} gets {moved[r]} replicas, {key[0]}-{key[1]} could go "
+                            f"to receiver {s} with {moved[s]}",
+                            key,
+                        )
                     )
                     flagged.add(r)
                     break
         return out
 
 
-class PreferredLeaderBalance:
+class PreferredLeaderBalance(RuleFamily):
     """Where the failed replica led, the chosen first replica leaves no other replica of that
     partition with at least two fewer preferred leaderships (live brokers)."""
 
@@ -482,13 +552,17 @@ class PreferredLeaderBalance:
             if fewer:
                 other = min(fewer, key=lambda b: (leaders_after[b], b))
                 out.append(
-                    f"preferred leaders unbalanced: {key[0]}-{key[1]} gets preferred leader {first} with "
-                    f"{leaders_after[first]} preferred leaderships, its replica {other} has {leaders_after[other]}"
+                    self.broken(
+                        f"preferred leaders unbalanced: {key[0]}-{key[1]} gets preferred leader {first} with "
+                        f"{leaders_after[first]} preferred leaderships, its replica {other} has "
+                        f"{leaders_after[other]}",
+                        key,
+                    )
                 )
         return out
 
 
-class Chunks:
+class Chunks(RuleFamily):
     """Each planned partition in exactly one chunk, within the limits, as the summary says."""
 
     name = "chunks"
@@ -501,40 +575,47 @@ class Chunks:
         seen: Counter = Counter()
         entries = summary.get("chunks", [])
         if len(entries) != len(plan.chunks):
-            out.append(f"summary lists {len(entries)} chunks, {len(plan.chunks)} read")
+            out.append(self.broken(f"summary lists {len(entries)} chunks, {len(plan.chunks)} read"))
         for index, chunk in enumerate(plan.chunks, start=1):
             keys = [t.key for t in chunk]
             seen.update(keys)
             chunk_bytes = sum(size.get(k, 0) for k in keys)
             if not chunk:
-                out.append(f"chunk {index} is empty")
+                out.append(self.broken(f"chunk {index} is empty"))
             if max_partitions is not None and len(chunk) > max_partitions:
-                out.append(f"chunk {index} has {len(chunk)} partitions, more than {max_partitions}")
+                out.append(
+                    self.broken(f"chunk {index} has {len(chunk)} partitions, more than {max_partitions}")
+                )
             if max_bytes is not None and chunk_bytes > max_bytes and len(chunk) > 1:
-                out.append(f"chunk {index} holds {chunk_bytes} bytes, more than {max_bytes}")
+                out.append(self.broken(f"chunk {index} holds {chunk_bytes} bytes, more than {max_bytes}"))
             for t in chunk:
                 if t.key in planned and planned[t.key].replicas != t.replicas:
                     out.append(
-                        f"chunk {index}: {t.topic}-{t.partition} target {list(t.replicas)} differs from plan.json"
+                        self.broken(
+                            f"chunk {index}: {t.topic}-{t.partition} target {list(t.replicas)} differs from plan.json",
+                            t.key,
+                        )
                     )
             if index <= len(entries):
                 entry = entries[index - 1]
                 if entry.get("partitions") != len(chunk) or entry.get("bytes") != chunk_bytes:
                     out.append(
-                        f"summary chunk {index}: {entry.get('partitions')} partitions / {entry.get('bytes')} bytes, "
-                        f"files hold {len(chunk)} / {chunk_bytes}"
+                        self.broken(
+                            f"summary chunk {index}: {entry.get('partitions')} partitions / "
+                            f"{entry.get('bytes')} bytes, files hold {len(chunk)} / {chunk_bytes}"
+                        )
                     )
         for key in sorted(set(planned) - set(seen)):
-            out.append(f"{key[0]}-{key[1]} is in no chunk")
+            out.append(self.broken(f"{key[0]}-{key[1]} is in no chunk", key))
         for key, n in sorted(seen.items()):
             if n > 1:
-                out.append(f"{key[0]}-{key[1]} is in {n} chunks")
+                out.append(self.broken(f"{key[0]}-{key[1]} is in {n} chunks", key))
             if key not in planned:
-                out.append(f"{key[0]}-{key[1]} is in a chunk but not in plan.json")
+                out.append(self.broken(f"{key[0]}-{key[1]} is in a chunk but not in plan.json", key))
         return out
 
 
-class SummaryFigures:
+class SummaryFigures(RuleFamily):
     """The summary's totals and moves agree with plan.json and the snapshot's sizes."""
 
     name = "summary figures"
@@ -543,12 +624,20 @@ class SummaryFigures:
         out = []
         summary, planned, size = plan.summary, model.planned, model.size
         if summary.get("partitions") != len(planned):
-            out.append(f"summary says {summary.get('partitions')} partitions, plan.json has {len(planned)}")
+            out.append(
+                self.broken(
+                    f"summary says {summary.get('partitions')} partitions, plan.json has {len(planned)}"
+                )
+            )
         total = sum(size.get(k, 0) for k in planned)
         if summary.get("bytes") != total:
-            out.append(f"summary says {summary.get('bytes')} bytes, the snapshot's sizes add up to {total}")
+            out.append(
+                self.broken(
+                    f"summary says {summary.get('bytes')} bytes, the snapshot's sizes add up to {total}"
+                )
+            )
         if not summary.get("replication_factor_kept"):
-            out.append("summary does not say the replication factor is kept")
+            out.append(self.broken("summary does not say the replication factor is kept"))
         for m in summary.get("moves", []):
             key = (m["topic"], m["partition"])
             if key in planned and (
@@ -556,15 +645,21 @@ class SummaryFigures:
                 or tuple(m["from"]) != model.current.get(key)
                 or m["bytes"] != size.get(key)
             ):
-                out.append(f"summary move of {key[0]}-{key[1]} disagrees with plan.json or the snapshot")
+                out.append(
+                    self.broken(
+                        f"summary move of {key[0]}-{key[1]} disagrees with plan.json or the snapshot", key
+                    )
+                )
         if len(summary.get("moves", [])) != len(planned):
             out.append(
-                f"summary lists {len(summary.get('moves', []))} moves for {len(planned)} planned partitions"
+                self.broken(
+                    f"summary lists {len(summary.get('moves', []))} moves for {len(planned)} planned partitions"
+                )
             )
         return out
 
 
-class PerBrokerFigures:
+class PerBrokerFigures(RuleFamily):
     """The summary's per-broker counts before and after: bytes are what the broker reported, the
     partition's size where it reported none."""
 
@@ -605,11 +700,15 @@ class PerBrokerFigures:
                 "leaders_after": leaders_after[b],
             }
             if got is None:
-                out.append(f"summary has no per-broker entry for broker {b}")
+                out.append(self.broken(f"summary has no per-broker entry for broker {b}"))
                 continue
             wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
             if wrong:
-                out.append(f"summary per-broker figures of broker {b} wrong (summary, snapshot): {wrong}")
+                out.append(
+                    self.broken(
+                        f"summary per-broker figures of broker {b} wrong (summary, snapshot): {wrong}"
+                    )
+                )
         return out
 
 
@@ -638,7 +737,8 @@ def check_plan(
     model = plan_model(plan, replica_rows, broker_rows)
     violations = [v for rule in rules for v in rule.check(plan, model)]
     if len(violations) > MAX_LISTED_VIOLATIONS:
+        more = len(violations) - MAX_LISTED_VIOLATIONS
         violations = violations[:MAX_LISTED_VIOLATIONS] + [
-            f"... and {len(violations) - MAX_LISTED_VIOLATIONS} more violations"
+            Violation("check_plan", None, None, f"... and {more} more violations")
         ]
     return violations
