@@ -344,6 +344,20 @@ def _write_report(path: Path | None, report: ElectionReport, outcomes, choices) 
 Key = tuple[str, int]
 
 
+@dataclass
+class _Run:
+    """What the steps of one election run share, passed as one instead of name by name."""
+
+    admin: ClusterAdmin
+    choices: list[Choice]
+    outcomes: dict[Key, Outcome]
+    original_order: dict[Key, tuple[int, ...]]  # partitions reordered (by this run or one before)
+    state_file: ReorderState
+    settle_timeout_s: float
+    logger: logging.Logger
+    between_steps: Callable[[str, list[tuple[str, int]]], None] | None = None
+
+
 def elect_chosen(
     admin: ClusterAdmin,
     choices: list[Choice],
@@ -369,6 +383,7 @@ def elect_chosen(
     report = ElectionReport(settle_s=settle_s)
     outcomes, pending = _start_outcomes(choices)
     original_order = _orders_left_changed(state_file, logger)
+    run = _Run(admin, choices, outcomes, original_order, state_file, settle_timeout_s, logger, between_steps)
     try:
         _record_method(admin, report, settle_s, logger)
         elected: dict[Key, Choice] = {}
@@ -377,33 +392,12 @@ def elect_chosen(
                 break
             if attempt > 1:
                 sleep(backoff_s(attempt - 1))
-            _attempt(
-                admin,
-                pending,
-                outcomes,
-                elected,
-                original_order,
-                attempt,
-                state_file,
-                settle_timeout_s,
-                logger,
-                between_steps,
-            )
+            _attempt(run, pending, elected, attempt)
             _write_report(report_path, report, outcomes, choices)
         if elected:
             _verify_settled(admin, elected, outcomes, settle_s, logger)
     finally:
-        _finish(
-            admin,
-            report,
-            outcomes,
-            choices,
-            original_order,
-            state_file,
-            restore_order,
-            settle_timeout_s,
-            logger,
-        )
+        _finish(run, report, restore_order)
         _write_report(report_path, report, outcomes, choices)
     return report
 
@@ -455,50 +449,31 @@ def _record_method(admin: ClusterAdmin, report: ElectionReport, settle_s: float,
     )
 
 
-def _finish(
-    admin: ClusterAdmin,
-    report,
-    outcomes,
-    choices,
-    original_order,
-    state_file,
-    restore_order,
-    settle_timeout_s,
-    logger,
-) -> None:
+def _finish(run: _Run, report: ElectionReport, restore_order: bool) -> None:
     """Whatever happened: what is still pending failed, and the replica orders go back (step 6).
 
     With ``restore_order`` off the new orders stay, and nothing is left for a later run to
     put back.
     """
+    outcomes, original_order = run.outcomes, run.original_order
     for o in outcomes.values():
         if o.status == PENDING:
             o.status = FAILED
             o.detail = o.detail or "not elected within the attempts"
     if restore_order:
-        _restore(admin, original_order, state_file, report, settle_timeout_s, logger)
+        _restore(run.admin, original_order, run.state_file, report, run.settle_timeout_s, run.logger)
     elif original_order:
-        _forget(state_file, [f"{t}-{p}" for t, p in original_order])
+        _forget(run.state_file, [f"{t}-{p}" for t, p in original_order])
         report.restores = {
             f"{t}-{p}": "left chosen-first (restore_replica_order=false)" for t, p in original_order
         }
     report.finished = True
-    report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
+    report.outcomes = [outcomes[(c.topic, c.partition)] for c in run.choices]
 
 
-def _attempt(
-    admin: ClusterAdmin,
-    pending,
-    outcomes,
-    elected,
-    original_order,
-    attempt,
-    state_file,
-    settle_timeout_s,
-    logger,
-    between_steps,
-) -> None:
+def _attempt(run: _Run, pending: dict[Key, Choice], elected: dict[Key, Choice], attempt: int) -> None:
     """One attempt at every pending partition, steps 1-4; what is settled leaves ``pending``."""
+    admin, outcomes, logger = run.admin, run.outcomes, run.logger
     for key in pending:
         outcomes[key].attempts = attempt
     try:
@@ -511,22 +486,13 @@ def _attempt(
     to_elect = _still_to_elect(pending, outcomes, states, live, logger)
     if not to_elect:
         return
-    _reorder_chosen_first(
-        admin,
-        to_elect,
-        states,
-        outcomes,
-        original_order,
-        state_file,
-        settle_timeout_s,
-        between_steps,
-    )
+    _reorder_chosen_first(run, to_elect, states)
     if to_elect:
         _drop_unready_chosen(admin, to_elect, pending, outcomes, logger)
     if not to_elect:
         return
-    not_needed = _elect_unclean(admin, to_elect, outcomes, between_steps)
-    _read_back(admin, to_elect, pending, outcomes, elected, not_needed, settle_timeout_s, logger)
+    not_needed = _elect_unclean(admin, to_elect, outcomes, run.between_steps)
+    _read_back(admin, to_elect, pending, outcomes, elected, not_needed, run.settle_timeout_s, logger)
 
 
 def _still_to_elect(
@@ -570,22 +536,14 @@ def _still_to_elect(
     return to_elect
 
 
-def _reorder_chosen_first(
-    admin: ClusterAdmin,
-    to_elect,
-    states,
-    outcomes,
-    original_order,
-    state_file,
-    settle_timeout_s,
-    between_steps,
-) -> None:
+def _reorder_chosen_first(run: _Run, to_elect: dict[Key, Choice], states: dict[Key, PartitionState]) -> None:
     """Step 1: the chosen replica first, the others in their current order.
 
     The original order is on disk before the request leaves, so a crash at any point leaves
     it for the next run to put back. A partition whose order did not change in time is not
     elected this attempt (an UNCLEAN election would take another replica).
     """
+    admin, outcomes, original_order = run.admin, run.outcomes, run.original_order
     reorder = {}
     for key, c in to_elect.items():
         current = states[key].replicas
@@ -595,7 +553,7 @@ def _reorder_chosen_first(
     if not reorder:
         return
     _remember(
-        state_file,
+        run.state_file,
         {
             f"{t}-{p}": {"topic": t, "partition": p, "original": list(original_order[(t, p)])}
             for (t, p) in reorder
@@ -611,13 +569,13 @@ def _reorder_chosen_first(
         if err:
             outcomes[key].detail = f"reorder refused: {err}"
             to_elect.pop(key, None)
-    if between_steps:
-        between_steps("reordered", list(to_elect))
+    if run.between_steps:
+        run.between_steps("reordered", list(to_elect))
     ordered = _poll(
         admin,
         list(to_elect),
         lambda s, te=to_elect: s.replicas[:1] == (te[(s.topic, s.partition)].chosen,),
-        settle_timeout_s,
+        run.settle_timeout_s,
     )
     for key in list(to_elect):
         if key not in ordered or ordered[key].replicas[0] != to_elect[key].chosen:

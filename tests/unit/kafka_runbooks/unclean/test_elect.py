@@ -97,7 +97,8 @@ def test_no_candidate_is_an_outcome_from_the_start_and_pending_fails_at_the_end(
     assert list(pending) == [("t", 0)] and outcomes[("t", 1)].status == elect.NO_CANDIDATE
     report = elect.ElectionReport(settle_s=1)
     state_file = elect.ReorderState("t", directory=tmp_path)
-    elect._finish(None, report, outcomes, choices, {}, state_file, False, 1, logging.getLogger("t"))
+    run = elect._Run(None, choices, outcomes, {}, state_file, 1, logging.getLogger("t"))
+    elect._finish(run, report, False)
     assert [o.status for o in report.outcomes] == [elect.FAILED, elect.NO_CANDIDATE]
     assert report.outcomes[0].detail == "not elected within the attempts" and report.finished
 
@@ -108,6 +109,7 @@ def test_asked_to_keep_the_new_order_nothing_is_left_to_put_back(tmp_path):
     original = elect._orders_left_changed(state_file, logging.getLogger("t"))
     assert original == {("t", 0): (1, 2, 3)}
     report = elect.ElectionReport(settle_s=1)
-    elect._finish(None, report, {}, [], original, state_file, False, 1, logging.getLogger("t"))
+    run = elect._Run(None, [], {}, original, state_file, 1, logging.getLogger("t"))
+    elect._finish(run, report, False)
     assert report.restores == {"t-0": "left chosen-first (restore_replica_order=false)"}
     assert elect._orders_left_changed(state_file, logging.getLogger("t")) == {}
