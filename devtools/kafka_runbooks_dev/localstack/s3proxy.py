@@ -18,10 +18,8 @@ lease and the runs' fences hold on it as on Amazon S3. 2.6.0 ignored both (gaul/
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks_dev.localstack.stack import PROJECT_ROOT, STACK_ASSETS, StackError
+from kafka_runbooks_dev.localstack.stack import PROJECT_ROOT, STACK_ASSETS, StackError, fetch_with_maven
 
 log = logging.getLogger(__name__)
 
@@ -51,30 +49,9 @@ def default_port() -> int:
     return int(os.environ.get("KR_STACK_PORT_BASE", "19000")) + PORT_OFFSET
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-
-
 def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
     """Copy S3Proxy and its dependencies from Maven Central into ``lib_dir`` once."""
-    marker = lib_dir / ".complete"
-    if marker.exists() and marker.read_text().strip() == _pom_digest():
-        return lib_dir
-    if shutil.which("mvn") is None:
-        raise StackError("Maven (mvn) is needed to fetch S3Proxy and is not on PATH")
-    if lib_dir.exists():
-        shutil.rmtree(lib_dir)
-    lib_dir.mkdir(parents=True)
-    log.info("fetching S3Proxy with Maven into %s", lib_dir)
-    proc = subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={lib_dir}"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise StackError(f"mvn could not fetch S3Proxy:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
-    marker.write_text(_pom_digest())
-    return lib_dir
+    return fetch_with_maven(POM, lib_dir, "S3Proxy")
 
 
 class S3Proxy:

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,42 +64,49 @@ class NodeStatus:
         return self.__dict__.copy()
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256((STACK_ASSETS / "pom.xml").read_bytes()).hexdigest()[:16]
+def fetch_with_maven(
+    pom: Path, lib_dir: Path, what: str, arrange: Callable[[Path], None] | None = None
+) -> Path:
+    """Copy the dependencies ``pom`` names from Maven Central into ``lib_dir``, once per pom.
 
-
-def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
-    """Copy the pinned Kafka jars from Maven Central into ``lib_dir`` once."""
+    The Kafka nodes and S3Proxy both run as plain ``java`` from jars fetched this way; a
+    marker holding the pom's digest says the copy is complete and current. ``arrange`` lays
+    the fetched jars out before the marker is written; ``what`` names them in messages.
+    """
     marker = lib_dir / ".complete"
-    if marker.exists() and marker.read_text().strip() == _pom_digest():
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    if marker.exists() and marker.read_text().strip() == digest:
         return lib_dir
     if shutil.which("mvn") is None:
-        raise StackError("Maven (mvn) is needed to fetch the Kafka jars and is not on PATH")
+        raise StackError(f"Maven (mvn) is needed to fetch {what} and is not on PATH")
     if lib_dir.exists():
         shutil.rmtree(lib_dir)
     lib_dir.mkdir(parents=True)
-    log.info("fetching the Kafka jars with Maven into %s", lib_dir)
+    log.info("fetching %s with Maven into %s", what, lib_dir)
     proc = subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(STACK_ASSETS / "pom.xml"),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={lib_dir}",
-        ],
+        ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={lib_dir}"],
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
-        raise StackError(f"mvn could not fetch the Kafka jars:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
+        raise StackError(f"mvn could not fetch {what}:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
+    if arrange is not None:
+        arrange(lib_dir)
+    marker.write_text(digest)
+    return lib_dir
+
+
+def _set_connect_plugins_apart(lib_dir: Path) -> None:
+    """Connect loads the file connectors from its plugin path, not from the classpath."""
     plugin_dir = lib_dir / "connect-plugins" / "file-connectors"
     plugin_dir.mkdir(parents=True)
     for jar in lib_dir.glob("connect-file-*.jar"):
         jar.rename(plugin_dir / jar.name)
-    marker.write_text(_pom_digest())
-    return lib_dir
+
+
+def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
+    """Copy the pinned Kafka jars from Maven Central into ``lib_dir`` once."""
+    return fetch_with_maven(STACK_ASSETS / "pom.xml", lib_dir, "the Kafka jars", _set_connect_plugins_apart)
 
 
 def _new_cluster_id() -> str:
