@@ -21,7 +21,7 @@ import pytest
 
 from kafka_runbooks.restart.backends import STRIMZI_MANUAL_ROLL, KubernetesBackend, backend_from_config
 from kafka_runbooks.restart.roller import WAIT_BACK, Roller, RollFailed, RollOptions
-from tests.unit.test_roller import Clock, Cluster
+from tests.unit.kafka_runbooks.restart.test_roller import Clock, Cluster
 
 _resource_versions = itertools.count(1000)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DAG_FOLDERS = [ROOT / "dags", ROOT / "tests" / "e2e" / "dags"]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from kafka_runbooks_airflow.connect import check_restart_request, conn_ids_from_params, policy_from_params
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DAGS = sorted((Path(__file__).resolve().parents[2] / "dags").glob("*.py"))
+DAGS = sorted((Path(__file__).resolve().parents[3] / "dags").glob("*.py"))
 
 
 def imported_modules(source: str) -> list[str]:

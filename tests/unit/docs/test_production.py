@@ -16,7 +16,7 @@ from kafka_runbooks.probes import PrometheusProbe, StrimziAgentProbe, probe_from
 from kafka_runbooks.restart.backends import KubernetesBackend, backend_from_config
 from tests.unit.test_docker_compose import _conn_ids_the_code_uses
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "production.md"
 
 

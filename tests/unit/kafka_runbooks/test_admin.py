@@ -10,7 +10,7 @@ from kafka.errors import KafkaConnectionError, UnknownBrokerIdError
 
 from kafka_runbooks.admin import AdminError, ClusterAdmin, ClusterUnreachable
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class FakeKafkaPython:

@@ -181,7 +181,7 @@ def test_no_bare_builtin_raise_in_the_library_or_the_plugins():
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     bare = []
     for folder in ("include/kafka_runbooks", "plugins/kafka_runbooks_airflow"):
         for path in sorted((root / folder).rglob("*.py")):

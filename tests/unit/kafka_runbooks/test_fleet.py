@@ -8,7 +8,7 @@ import pytest
 
 from kafka_runbooks.fleet import FleetSettingError, parse_clusters, probe_conn_id, resolve_clusters
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FLEET_SWEEPS = ("kafka_cluster_health", "kafka_failed_broker_sweep", "kafka_connect_autorestart")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANUAL_DAGS = [
     "kafka_unclean_recovery",
     "kafka_broker_restart",

@@ -1,26 +1,8 @@
+"""The health sweep's findings: one decision record per category, or healthy."""
+
 import logging
 
-from kafka_runbooks import decisions
 from kafka_runbooks.health import log_findings
-from kafka_runbooks.paths import safe_name
-
-
-def test_a_decision_record_is_one_readable_line_with_structured_fields(caplog):
-    caplog.set_level(logging.INFO, logger="kafka_runbooks.decisions")
-    rec = decisions.record(
-        "availability",
-        "wait",
-        "partition t-0 would drop below min.insync.replicas",
-        observed={"isr": [1, 2], "min_isr": 2},
-        subject="broker 2",
-    )
-    [log_record] = caplog.records
-    assert log_record.getMessage().startswith(
-        "DECISION availability [broker 2]: wait because partition t-0 would drop below min.insync.replicas"
-    )
-    assert '"min_isr": 2' in log_record.getMessage()
-    assert log_record.decision_record == rec.as_dict()
-    assert rec.as_dict()["observed"] == {"isr": [1, 2], "min_isr": 2}
 
 
 def test_findings_one_record_per_category_or_healthy(caplog):
@@ -65,13 +47,3 @@ def test_leader_imbalance_is_a_finding_with_its_threshold(caplog):
     assert "more than 10% from the mean" in recs[0].reason and "[4] above 29" in recs[0].reason
     assert recs[0].observed["per_broker"] == {1: 21, 2: 25, 3: 26, 4: 31}
     assert caplog.records[-1].levelno == logging.WARNING
-
-
-def test_run_ids_become_portable_folder_names():
-    assert safe_name("manual__2026-11-21T23:00:00+00:00") == "manual__2026-11-21T23_00_00_00_00"
-    assert safe_name("../../etc") == "etc"
-
-
-def test_no_folder_name_escapes_the_data_dir():
-    assert safe_name("..") == "run"
-    assert "/" not in safe_name("a/../../b")

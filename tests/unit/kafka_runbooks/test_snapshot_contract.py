@@ -19,7 +19,7 @@ from kafka_runbooks import snapshot_contract as contract
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
 from kafka_runbooks.snapshot import write_snapshot
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOBS = [ROOT / "spark_jobs" / "cluster_health.py", ROOT / "spark_jobs" / "failed_broker_plan.py"]
 CONTRACT_SOURCE = Path(contract.__file__).read_text()
 FILE_NAMES = {

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_runbooks_airflow.approvers import ENV_VAR, assigned_approvers
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GATES = {
     "kafka_broker_restart": "approval_gate",
     "kafka_unclean_recovery": "approve_elections",

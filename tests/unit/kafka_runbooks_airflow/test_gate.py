@@ -16,7 +16,7 @@ import pytest
 
 from kafka_runbooks import approval as rules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # runbook -> (gate, destructive task)
 GATED = {
     "kafka_broker_restart": ("approval_gate", "rolling_restart"),

@@ -290,7 +290,7 @@ def test_the_controller_trigger_starts_only_the_run_that_was_approved():
     """The trigger task's conf is rendered from templates: it must equal the approved conf."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from tests.unit.test_gate import _dag
+    from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
     task = copy.copy(_dag("kafka_metadata_error_sweep").get_task("restart_active_controller"))
     escalation = _escalation("kafka_b")
@@ -312,7 +312,7 @@ def test_the_unclean_gate_shows_the_replica_orders_it_will_also_restore(monkeypa
     from kafka_runbooks import approval as rules
     from kafka_runbooks.unclean.elect import ReorderState
     from kafka_runbooks_airflow import gate
-    from tests.unit.test_gate import _dag
+    from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
     ReorderState("kafka_default").write_entries({"u-3": {"topic": "u", "partition": 3, "original": [3, 1]}})
     monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))

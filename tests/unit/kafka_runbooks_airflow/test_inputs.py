@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from kafka_runbooks import approval as rules
-from tests.unit.test_gate import _dag
+from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
 LEASED = {
     "kafka_broker_restart": ("kafka_conn_id", "probe_conn_id", "restart_conn_id"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DISRUPTIVE = {
     "kafka_broker_restart": ("plan_restart", "rolling_restart"),
     "kafka_unclean_recovery": ("plan_recovery", "run_elections"),

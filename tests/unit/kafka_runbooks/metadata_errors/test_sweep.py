@@ -25,7 +25,7 @@ from kafka_runbooks.metadata_errors.sweep import (
     assess,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 BROKER_TEXT = """\
 # HELP kafka_server_broker_metadata_metrics_metadata_apply_error_count Broker metadata loader/publisher metrics
@@ -278,18 +278,56 @@ def test_the_sweep_only_starts_runbooks_and_asks_before_the_controller(sweep_dag
     from airflow.providers.standard.operators.hitl import HITLBranchOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 
-    gate = sweep_dag.get_task("controller_decision")
+    gate = sweep_dag.get_task("cluster.controller_decision")
     assert isinstance(gate, HITLBranchOperator)
-    # no default answer: nobody answering within the hour fails the run and starts nothing
+    # no default answer: nobody answering within the hour fails the gate and starts nothing
     assert gate.defaults is None and gate.response_timeout.total_seconds() == 3600
     assert gate.approve_option == "Restart it (last)"
-    restart = sweep_dag.get_task("restart_active_controller")
+    assert gate.options_mapping == {
+        "Restart it (last)": "cluster.restart_active_controller",
+        "Leave it": "cluster.leave_active_controller",
+    }
+    restart = sweep_dag.get_task("cluster.restart_active_controller")
     assert isinstance(restart, TriggerDagRunOperator) and restart.trigger_dag_id == "kafka_broker_restart"
-    assert restart.gate_task_id == "controller_decision"  # starts only on a recorded "Restart it"
+    # starts only on a recorded "Restart it" of its own cluster's gate
+    assert restart.gate_task_id == "cluster.controller_decision"
     assert gate.task_id in restart.upstream_task_ids
     assert restart.conf["require_approval"] is True
+    # every template reads this cluster's escalation (its own map index), never every cluster's
+    for rendered in (restart.trigger_run_id, *[v for v in restart.conf.values() if isinstance(v, str)]):
+        assert "map_indexes=ti.map_index" in rendered and "'cluster.sweep'" in rendered
     mapped = sweep_dag.get_task("start_broker_restarts")
     assert mapped.partial_kwargs["trigger_dag_id"] == "kafka_broker_restart"
-    assert mapped.upstream_task_ids == {"sweep"}
-    assert sweep_dag.max_active_runs == 2 and sweep_dag.get_task("sweep").max_active_tis_per_dag == 1
-    assert [o.name for o in sweep_dag.get_task("sweep").outlets] == ["kafka_metadata_error_report"]
+    assert mapped.upstream_task_ids == {"broker_restart_requests"}
+    sweep = sweep_dag.get_task("cluster.sweep")
+    assert sweep_dag.max_active_runs == 2 and sweep.max_active_tis_per_dag == 1
+    assert [o.name for o in sweep.outlets] == ["kafka_metadata_error_report"]
+
+
+def test_one_mapped_group_per_cluster_and_broker_restarts_wait_only_for_the_sweeps(sweep_dag):
+    """Before: one cluster per run (its kafka_conn_id param). Now every cluster of the fleet,
+    each in its own instance of the mapped ``cluster`` group."""
+    group = sweep_dag.task_group_dict["cluster"]
+    assert type(group).__name__ == "MappedTaskGroup"
+    assert {t.task_id for t in group.iter_tasks()} == {
+        "cluster.sweep",
+        "cluster.raise_alerts",
+        "cluster.controller_decision",
+        "cluster.restart_active_controller",
+        "cluster.leave_active_controller",
+    }
+    assert [op.task_id for op, _ in group._expand_input.iter_references()] == ["clusters"]
+    assert sweep_dag.get_task("clusters").retries == 0
+    assert "kafka_conn_ids" in sweep_dag.params and "kafka_conn_id" not in sweep_dag.params
+    assert sweep_dag.params["kafka_conn_ids"] is None  # null = the deployment's setting
+    assert sweep_dag.params["metrics_conn_id"] is None and sweep_dag.params["restart_conn_id"] is None
+    outside = {t for t in sweep_dag.task_ids if not t.startswith("cluster.")}
+    assert outside == {"clusters", "broker_restart_requests", "start_broker_restarts"}
+    collect = sweep_dag.get_task("broker_restart_requests")
+    # a failed cluster's sweep does not hold the others' restarts, and a gate waiting an hour
+    # in one cluster does not either (only the sweeps are upstream)
+    assert collect.trigger_rule == "all_done"
+    assert collect.upstream_task_ids == {"clusters", "cluster.sweep"}
+    # the gate asks by itself only when its cluster escalated: no branch in front of it
+    assert sweep_dag.get_task("cluster.controller_decision").upstream_task_ids == {"cluster.sweep"}
+    assert sweep_dag.get_task("cluster.raise_alerts").upstream_task_ids == {"cluster.sweep"}

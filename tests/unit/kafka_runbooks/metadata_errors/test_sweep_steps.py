@@ -1,7 +1,7 @@
 """The steps of the metadata-error sweep's decision, each tried alone on hand-made rows.
 
 ``run_sweep`` as a whole (discovery, metrics, the state file) is covered by
-test_metadata_errors.py and tests/integration/test_metadata_error_sweep.py.
+test_sweep.py (beside this file) and tests/integration/test_metadata_error_sweep.py.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def test_a_flagged_broker_gets_a_gated_restart_run_once():
     assert "(its approval gate applies)" in rows[0]["action"] and "action" not in rows[1]
     # the next sweep, while that run is active: no second run
     again = _broker_restarts(rows, states, SweepOptions(), "scheduled__2", lambda d, r: True, alerts, LOG)
-    assert again == [] and rows[0]["action"].startswith("none: restart run metadata_errors__broker_4__")
+    assert again == [] and rows[0]["action"].startswith(
+        "none: restart run metadata_errors__kafka_default__broker_4__"
+    )
 
 
 def test_too_many_flagged_brokers_restart_nothing_and_alert():

@@ -12,7 +12,7 @@ from kafka_runbooks.restart import backends
 from kafka_runbooks.restart.backends import backend_from_config
 from kafka_runbooks_dev.restart_backend import LocalStackBackend
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_localstack_is_selected_by_name_through_its_entry_point(tmp_path):

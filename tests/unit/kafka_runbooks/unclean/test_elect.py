@@ -3,7 +3,7 @@
 ``_still_to_elect`` screens the pending partitions on a fresh read; ``_judge_leader``
 says what the leader read back after the election means; ``_start_outcomes`` and
 ``_finish`` frame the run. The steps that talk to the cluster are covered by
-tests/integration/test_unclean_recovery.py and test_unclean_elect_race.py.
+tests/integration/test_unclean_recovery.py and test_elect_race.py (beside this file).
 """
 
 from __future__ import annotations
