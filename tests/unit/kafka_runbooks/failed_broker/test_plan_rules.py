@@ -1,6 +1,6 @@
 """``check_plan``'s rules one at a time: each family is a unit of its own behind ``PlanRule``.
 
-The plans and snapshot are the hand-made ones of test_reassign_plan.py (broker 5 failed);
+The plans and snapshot are the hand-made ones of test_plan.py (beside this file) (broker 5 failed);
 a defect is put in the plan in memory and only the rule that owns it may report it.
 """
 
@@ -12,7 +12,12 @@ import pytest
 
 from kafka_runbooks.failed_broker import plan as planning
 from kafka_runbooks.failed_broker.plan import RULES, PartitionTarget, check_plan, plan_model
-from tests.unit.test_reassign_plan import GOOD_TARGETS, broker_rows, good_plan, replica_rows
+from tests.unit.kafka_runbooks.failed_broker.test_plan import (
+    GOOD_TARGETS,
+    broker_rows,
+    good_plan,
+    replica_rows,
+)
 
 
 def only_rule_reporting(plan) -> dict[str, list[str]]:
