@@ -399,20 +399,12 @@ class Roller:
 
     def _restart(self, state: RollState, node: NodeProgress) -> None:
         """Ask the backend to restart the node, with the evidence it must beat recorded first."""
-        opts = state.options
-        if opts.dry_run:
-            self._record("restart", node, "would restart (dry run)", "the run is a dry run")
-            self._enter(node, DONE)
-            return
-        self._request_restart(state, node)
-        action = self.backend.restart(node.node_id)
-        self._record(
-            "restart",
+        self._ask_backend(
+            state,
             node,
-            "restart requested",
-            f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
-            observed={"evidence_before": node.evidence_before},
-            action=action,
+            force=False,
+            dry_run_reason="the run is a dry run",
+            reason=f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
         )
 
     def _wait_back(self, state: RollState, node: NodeProgress) -> None:
@@ -548,21 +540,46 @@ class Roller:
                 f"(broker state: {verdict.state_name}); it is not starting and not in log recovery, "
                 "and force restart is not allowed"
             )
-        if opts.dry_run:
-            self._record("restart", node, "would force-restart (dry run)", f"{verdict.kind}, not starting")
+        self._ask_backend(
+            state,
+            node,
+            force=True,
+            dry_run_reason=f"{verdict.kind}, not starting",
+            reason=f"not ready for {opts.operation_timeout_s:.0f}s, broker state {verdict.state_name} "
+            f"({verdict.kind}: not starting, not in log recovery), and the run allows force",
+            observed=facts,
+            level=logging.WARNING,
+        )
+
+    def _ask_backend(
+        self,
+        state: RollState,
+        node: NodeProgress,
+        *,
+        force: bool,
+        dry_run_reason: str,
+        reason: str,
+        observed: dict | None = None,
+        level: int = logging.INFO,
+    ) -> None:
+        """The one way a restart or a force-restart is asked for, so both keep the same order:
+        a dry run only says it would; otherwise the evidence to beat is recorded and checkpointed
+        before the backend is asked, and the request is recorded with that evidence."""
+        kind = "force-restart" if force else "restart"
+        if state.options.dry_run:
+            self._record("restart", node, f"would {kind} (dry run)", dry_run_reason)
             self._enter(node, DONE)
             return
         self._request_restart(state, node)
-        action = self.backend.force_restart(node.node_id)
+        action = (self.backend.force_restart if force else self.backend.restart)(node.node_id)
         self._record(
             "restart",
             node,
-            "force-restart requested",
-            f"not ready for {opts.operation_timeout_s:.0f}s, broker state {verdict.state_name} "
-            f"({verdict.kind}: not starting, not in log recovery), and the run allows force",
-            observed={**facts, "evidence_before": node.evidence_before},
+            f"{kind} requested",
+            reason,
+            observed={**(observed or {}), "evidence_before": node.evidence_before},
             action=action,
-            level=logging.WARNING,
+            level=level,
         )
 
     def _request_restart(self, state: RollState, node: NodeProgress) -> None:

@@ -432,3 +432,44 @@ def test_the_restart_step_alone_in_a_dry_run_only_records(rig):
     roller._enter(node, RESTART)
     roller._restart(state, node)
     assert node.phase == DONE and backend.calls == []
+
+
+def restart_decisions(caplog) -> list[tuple]:
+    """(decision, level, action, observed keys) of every restart asked for (or, dry, not)."""
+    return [
+        (d["decision"], r.levelname, d["action"], list(d["observed"]))
+        for r in caplog.records
+        if (d := getattr(r, "decision_record", {})).get("step") == "restart" and d["decision"] != "restarted"
+    ]
+
+
+def roll_one_then_force_one(rig, dry_run: bool) -> None:
+    """Broker 1 rolled while healthy, then broker 2 stuck and not starting, force allowed."""
+    clock, cluster, _, roller = rig
+    options = RollOptions(operation_timeout_s=10, allow_force_restart=True, dry_run=dry_run)
+    assert roller.step(roller.plan([1], "t", options)) is True
+    cluster.stuck.add(2)
+    state = roller.plan([2], "t", options)
+    roller.step(state)
+    clock.now += 11_000
+    assert roller.step(state) is True
+
+
+def test_a_restart_and_a_force_restart_are_recorded_with_the_evidence_they_must_beat(rig, caplog):
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
+    roll_one_then_force_one(rig, dry_run=False)
+    assert rig[2].calls == [("restart", 1), ("force_restart", 2)]
+    restart, forced = restart_decisions(caplog)
+    assert restart == ("restart requested", "INFO", "restarted", ["evidence_before"])
+    assert forced[:3] == ("force-restart requested", "WARNING", "forced")
+    assert forced[3][-1] == "evidence_before" and len(forced[3]) > 1  # the readiness facts first
+
+
+def test_a_dry_run_says_which_restart_it_would_ask_for(rig, caplog):
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
+    roll_one_then_force_one(rig, dry_run=True)
+    assert rig[2].calls == []
+    assert restart_decisions(caplog) == [
+        ("would restart (dry run)", "INFO", None, []),
+        ("would force-restart (dry run)", "INFO", None, []),
+    ]
