@@ -248,23 +248,27 @@ def _broker_table(brokers: list[dict[str, Any]]) -> str:
     )
 
 
+def _section(title: str, name: str, headers: list[str], rows: list[str], empty: str = "None.") -> str:
+    """A section of the page: its heading, then its rows in table ``name``, or the ``empty``
+    sentence (id ``no-<name>``) when there are none, so every section reads and is found alike."""
+    if not rows:
+        return f"<h2>{title}</h2><p id='no-{name}'>{empty}</p>"
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return f"<h2>{title}</h2><table id='{name}'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
 def _gates(gates: list[dict[str, Any]]) -> str:
-    if not gates:
-        return "<h2>Gates waiting for an answer</h2><p id='no-gates'>None.</p>"
-    rows = "".join(
+    rows = [
         f"<tr class='gate'><td>{_e(g['dag_id'])}</td><td>{_e(g['run_id'])}</td><td>{_e(g['subject'])}</td>"
         f"<td>{_e(g.get('created_at'))}</td><td><a data-ui='1' target='_top' href='{_e(g['url'])}'>answer</a></td></tr>"
         for g in gates
-    )
-    return (
-        "<h2>Gates waiting for an answer</h2><table id='gates'><tr><th>runbook</th><th>run</th>"
-        f"<th>question</th><th>asked at</th><th></th></tr>{rows}</table>"
+    ]
+    return _section(
+        "Gates waiting for an answer", "gates", ["runbook", "run", "question", "asked at", ""], rows
     )
 
 
 def _runs(runs: list[dict[str, Any]]) -> str:
-    if not runs:
-        return "<h2>Runbooks running now</h2><p id='no-runs'>None.</p>"
     rows = []
     for r in runs:
         p = r.get("progress") or {}
@@ -280,9 +284,8 @@ def _runs(runs: list[dict[str, Any]]) -> str:
             f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td>"
             f"<td>{_stop(r, p)}</td></tr>"
         )
-    return (
-        "<h2>Runbooks running now</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>state</th>"
-        f"<th>started</th><th>progress</th><th></th></tr>{''.join(rows)}</table>"
+    return _section(
+        "Runbooks running now", "runs", ["runbook", "run", "state", "started", "progress", ""], rows
     )
 
 
@@ -300,16 +303,12 @@ def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
 
 
 def _decisions(records: list[dict[str, Any]]) -> str:
-    if not records:
-        return "<h2>Last decisions</h2><p id='no-decisions'>None recorded yet.</p>"
-    rows = "".join(
+    rows = [
         f"<tr class='decision'><td>{_e(datetime.fromtimestamp(d.get('at_ms', 0) / 1000, timezone.utc).strftime('%Y-%m-%d %H:%M:%S'))}"
         f"</td><td>{_e(d.get('dag_id'))}<br><span class='muted'>{_e(d.get('task_id'))}</span></td>"
         f"<td>{_e(d.get('level'))}</td><td>{_e(d.get('step'))}{' [' + _e(d['subject']) + ']' if d.get('subject') else ''}"
         f"</td><td><b>{_e(d.get('decision'))}</b> because {_e(d.get('reason'))}</td></tr>"
         for d in records
-    )
-    return (
-        "<h2>Last decisions</h2><table id='decisions'><tr><th>at (UTC)</th><th>runbook / task</th><th>level</th>"
-        f"<th>step</th><th>decision</th></tr>{rows}</table>"
-    )
+    ]
+    headers = ["at (UTC)", "runbook / task", "level", "step", "decision"]
+    return _section("Last decisions", "decisions", headers, rows, empty="None recorded yet.")
