@@ -125,3 +125,14 @@ def test_no_reports_yet_and_the_journal_only_inside_a_task(tmp_path, monkeypatch
     assert journal.append({"step": "x"}) is False and journal.last() == []
     page = console.render_page(console.overview([], []))
     assert "id='no-health'" in page and "id='no-runs'" in page and "id='no-gates'" in page
+
+
+def test_each_section_is_its_table_under_its_heading_or_its_empty_sentence():
+    assert console._decisions([]) == "<h2>Last decisions</h2><p id='no-decisions'>None recorded yet.</p>"
+    assert console._gates([]) == "<h2>Gates waiting for an answer</h2><p id='no-gates'>None.</p>"
+    runs = console._runs([{"dag_id": "d", "run_id": "r", "state": "running", "url": "/u"}])
+    assert runs.startswith(
+        "<h2>Runbooks running now</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>state</th>"
+        "<th>started</th><th>progress</th><th></th></tr><tr class='run' data-dag='d'>"
+    )
+    assert runs.endswith("</tr></table>") and runs.count("<tr") == 2
