@@ -74,7 +74,13 @@ def refuse_ungated_run(runbook: str, require_approval: bool, dry_run: bool) -> N
 
 
 def _xcom(context, task_id: str, key: str = "return_value") -> Any:
-    return context["ti"].xcom_pull(task_ids=task_id, key=key)
+    """An XCom of this run; in a mapped task group, of the caller's own map index (its cluster):
+    without ``map_indexes`` Airflow returns every map index's value."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", None)
+    if isinstance(map_index, int) and map_index >= 0:
+        return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=map_index)
+    return ti.xcom_pull(task_ids=task_id, key=key)
 
 
 def restart_action(context) -> dict[str, Any]:
@@ -160,12 +166,13 @@ def reassign_action(context) -> dict[str, Any]:
 
 
 def controller_action(context) -> dict[str, Any]:
-    """kafka_metadata_error_sweep: the restart run the sweep will start for the active controller.
+    """kafka_metadata_error_sweep: the restart run the sweep will start for one cluster's active controller.
 
     The whole conf the run is started with (which cluster, which node, why): the trigger task
     starts nothing unless what it would send is exactly this (:class:`ApprovedTriggerDagRunOperator`).
     """
-    escalation = _xcom(context, "sweep", "controller_escalation") or {}
+    group = context["ti"].task_id.rpartition(".")[0]  # the sweep of the same (per-cluster) group
+    escalation = _xcom(context, f"{group}.sweep" if group else "sweep", "controller_escalation") or {}
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],

@@ -1,4 +1,11 @@
-"""Task bodies of ``kafka_metadata_error_sweep``: params in, library calls, report out."""
+"""Task bodies of ``kafka_metadata_error_sweep``: params in, library calls, report out.
+
+The DAG maps one ``cluster`` task group per cluster of the fleet; every task of the group
+reads its own cluster's XComs (:func:`group_xcom`: the same map index), and the controller
+gate and the tasks after it check for themselves whether they have anything to do (a skip
+sent by a branch inside a mapped task group is not something to rely on on Airflow 3.3.2,
+see :mod:`kafka_runbooks_airflow.operators.trigger`).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +15,71 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore
-from kafka_runbooks.metadata_errors.sweep import ACTIVE_RUN_STATES, SweepOptions, run_sweep, write_report
+from kafka_runbooks.metadata_errors.sweep import (
+    ACTIVE_RUN_STATES,
+    HEALTHY,
+    NOT_RUNNING,
+    UNKNOWN,
+    SweepOptions,
+    run_sweep,
+    write_report,
+)
+from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator, PlanDecisionBranchOperator
 
 log = logging.getLogger(__name__)
+
+GROUP = "cluster"  # the mapped task group, one per cluster
+
+
+def group_xcom(context, task: str, key: str = "return_value") -> Any:
+    """An XCom of ``task`` in the calling task's own group instance (same cluster).
+
+    Inside a mapped task group ``xcom_pull`` without ``map_indexes`` returns the values of
+    every map index (every cluster); here only the caller's own map index is read.
+    """
+    ti = context["ti"]
+    prefix = ti.task_id.rpartition(".")[0]
+    task_id = f"{prefix}.{task}" if prefix else task
+    map_index = getattr(ti, "map_index", None)
+    if isinstance(map_index, int) and map_index >= 0:
+        return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=map_index)
+    return ti.xcom_pull(task_ids=task_id, key=key)
+
+
+def sweep_targets_from_params(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``clusters`` task: the fleet (or the run's ``kafka_conn_ids``), each cluster with its
+    metrics and restart connections."""
+    from kafka_runbooks.metadata_errors.targets import sweep_targets
+    from kafka_runbooks_airflow.fleet import fleet_clusters
+
+    clusters = fleet_clusters(params)
+    try:
+        targets = sweep_targets(clusters, params.get("metrics_conn_id"), params.get("restart_conn_id"))
+    except Exception as exc:
+        decisions.record(
+            "fleet", "refuse the sweep: nothing was read", str(exc), logger=log, level=logging.ERROR
+        )
+        raise
+    decisions.record(
+        "fleet",
+        f"sweep the metadata error counters of {len(targets)} cluster(s)",
+        "one mapped cluster group each, with its own state, report, restart runs and controller gate",
+        observed={t["kafka_conn_id"]: t for t in targets},
+        logger=log,
+    )
+    return targets
+
+
+def collect_restart_requests(ti, count: int) -> list[dict[str, Any]]:
+    """The broker restart runs every cluster's sweep asked for, in cluster order.
+
+    A cluster whose sweep failed has none (its own alert says why); the others' still start.
+    Each request's run id and conf name its cluster.
+    """
+    pulled = ti.xcom_pull(task_ids=f"{GROUP}.sweep", map_indexes=list(range(count))) if count else []
+    requests = [request for per_cluster in pulled or [] for request in per_cluster or []]
+    log.info("%d broker restart run(s) to start: %s", len(requests), [r["trigger_run_id"] for r in requests])
+    return requests
 
 
 def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptions:
@@ -33,7 +102,11 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
 
     options = options_from_params(params, dag_id)  # bad params fail here, before any call
     kafka_conn_id = options.kafka_conn_id
-    endpoints = KafkaMetricsHook(options.metrics_conn_id).get_endpoints()
+    try:
+        endpoints = KafkaMetricsHook(options.metrics_conn_id).get_endpoints()
+        admin = KafkaAdminHook(kafka_config_id=kafka_conn_id, timeout_s=15).admin
+    except Exception as exc:  # a missing or broken connection: this cluster's alert, not a crash
+        return _unreachable_report(options, run_id, exc)
 
     def is_run_active(target_dag: str, target_run: str) -> bool:
         try:
@@ -45,7 +118,6 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
         log.info("run %s/%s is %s", target_dag, target_run, state)
         return state in ACTIVE_RUN_STATES
 
-    admin = KafkaAdminHook(kafka_config_id=kafka_conn_id, timeout_s=15).admin
     try:
         report = run_sweep(
             admin,
@@ -78,6 +150,35 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
     return report
 
 
+def _unreachable_report(options: SweepOptions, run_id: str, exc: Exception) -> dict[str, Any]:
+    """The report of a cluster whose connections could not be used: every node unknown, one alert."""
+    why = f"cannot sweep {options.kafka_conn_id}: {type(exc).__name__}: {exc}"
+    decisions.record(
+        "cluster",
+        "unknown",
+        why,
+        observed={"kafka_conn_id": options.kafka_conn_id, "metrics_conn_id": options.metrics_conn_id},
+        subject=f"cluster {options.kafka_conn_id}",
+        logger=log,
+        level=logging.ERROR,
+    )
+    report: dict[str, Any] = {
+        "run_id": run_id,
+        "kafka_conn_id": options.kafka_conn_id,
+        "options": options.as_dict(),
+        "active_controller": None,
+        "active_controller_by_metrics": [],
+        "discovery_errors": [why],
+        "nodes": [],
+        "summary": {status: [] for status in (HEALTHY, "flagged", UNKNOWN, NOT_RUNNING)},
+        "restart_requests": [],
+        "controller_escalation": None,
+        "alerts": [{"node_id": None, "alert": why}],
+    }
+    report["report_path"] = write_report(report)
+    return report
+
+
 def _warn_if_paused(ti, dag_id: str) -> None:
     try:
         paused = ti.get_dag(dag_id).is_paused
@@ -99,26 +200,106 @@ def record_left_alone(
 ) -> dict[str, Any]:
     """The 'Leave it' answer as a decision record naming who gave it (``answer``: the gate's record)."""
     node = (escalation or {}).get("node_id")
+    cluster = (escalation or {}).get("kafka_conn_id") or ((escalation or {}).get("conf") or {}).get(
+        "kafka_conn_id"
+    )
     by = ((answer or {}).get("by") or {}).get("name") or "a person"
     decisions.record(
         "controller",
         "left as it is",
         f"{by} chose 'Leave it': nothing is restarted; the sweep asks again if the counter keeps going up",
         observed={"escalation": escalation, "answer": answer},
-        subject=f"controller {node}",
+        subject=f"controller {node} of {cluster}",
         logger=log,
     )
-    return {"node_id": node, "decision": "leave it"}
+    return {"kafka_conn_id": cluster, "node_id": node, "decision": "leave it"}
 
 
 def raise_on_alerts(report: dict[str, Any], fail_on_alert: bool) -> dict[str, Any]:
     alerts = report.get("alerts") or []
-    summary = {"alerts": len(alerts), "summary": report.get("summary")}
+    cluster = report.get("kafka_conn_id")
+    summary = {"kafka_conn_id": cluster, "alerts": len(alerts), "summary": report.get("summary")}
     for alert in alerts:
-        log.error("ALERT %s", alert)
+        log.error("ALERT %s: %s", cluster, alert)
     if alerts and fail_on_alert:
         raise RunbookFailed(
-            f"{len(alerts)} alert(s) need a person: {[a['alert'] for a in alerts]} "
+            f"{cluster}: {len(alerts)} alert(s) need a person: {[a['alert'] for a in alerts]} "
             f"(report: {report.get('report_path')})"
         )
     return summary
+
+
+# ------------------------------------------------------------------ the per-cluster controller gate
+
+
+class ControllerDecisionOperator(PlanDecisionBranchOperator):
+    """One cluster's ``controller_decision``: asks only when that cluster's sweep escalated.
+
+    Without an escalation of its own cluster it skips itself (its restart and leave tasks are
+    then skipped by their trigger rule); with one, the question names the cluster, the node
+    and the reason, and the approval is bound (digest) to that escalation's restart run.
+    """
+
+    def __init__(self, *, restart_it: str, leave_it: str, restart_dag_id: str, **kwargs) -> None:
+        super().__init__(
+            subject="Active controller: metadata errors keep increasing",  # replaced per cluster
+            options=[restart_it, leave_it],
+            approve_option=restart_it,
+            **kwargs,
+        )
+        self.restart_it = restart_it
+        self.leave_it = leave_it
+        self.restart_dag_id = restart_dag_id
+
+    def execute(self, context):
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        escalation = group_xcom(context, "sweep", "controller_escalation")
+        if not escalation:
+            raise AirflowSkipException("no controller escalation for this cluster: nobody is asked")
+        cluster = escalation.get("kafka_conn_id") or (escalation.get("conf") or {}).get("kafka_conn_id")
+        self.subject = (
+            f"{cluster}: active controller {escalation['node_id']}: metadata errors keep increasing"
+        )
+        self.body = (
+            f"{escalation['reason']}\n\n"
+            f"**{self.restart_it}** starts `{self.restart_dag_id}` for controller {escalation['node_id']} "
+            f"of **{cluster}** (run `{escalation['trigger_run_id']}`; its approval gate and quorum checks "
+            "apply; the active controller is restarted last).\n\n"
+            f"**{self.leave_it}** does nothing; the sweep asks again if the counter keeps going up. "
+            "No answer within an hour fails this cluster's gate and starts nothing."
+        )
+        return super().execute(context)
+
+
+class ControllerRestartOperator(ApprovedTriggerDagRunOperator):
+    """One cluster's ``restart_active_controller``: starts the approved restart run, nothing else.
+
+    It skips itself only on a recorded 'Leave it' of its own cluster's gate; every other case
+    goes through :func:`kafka_runbooks_airflow.gate.require_approval` (no record, a timeout, an
+    approval of another plan: refused, nothing started).
+    """
+
+    def execute(self, context):
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from kafka_runbooks import approval as rules
+        from kafka_runbooks_airflow.gate import RECORD_KEY, _xcom
+
+        record = _xcom(context, self.gate_task_id, RECORD_KEY)
+        if isinstance(record, dict) and record.get("outcome") == rules.REJECTED:
+            raise AirflowSkipException(f"not restarted: {record.get('reason')}")
+        return super().execute(context)
+
+
+def leave_alone_if_chosen(context) -> dict[str, Any]:
+    """``leave_active_controller``: record a 'Leave it' of this cluster's gate; skip otherwise."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from kafka_runbooks import approval as rules
+    from kafka_runbooks_airflow.gate import RECORD_KEY
+
+    answer = group_xcom(context, "controller_decision", RECORD_KEY)
+    if not isinstance(answer, dict) or answer.get("outcome") != rules.REJECTED:
+        raise AirflowSkipException("'Leave it' was not chosen at this cluster's gate")
+    return record_left_alone(group_xcom(context, "sweep", "controller_escalation"), answer)

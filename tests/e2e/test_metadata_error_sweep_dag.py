@@ -25,8 +25,10 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def report_of(airflow_local, run_id: str) -> dict:
-    path = airflow_local._ti_path(SWEEP, run_id, "sweep")
-    report = airflow_local.api("GET", f"{path}/xcomEntries/report", params={"deserialize": "true"})["value"]
+    """The report of the run's one cluster (map index 0 of the mapped ``cluster`` group)."""
+    path = airflow_local._ti_path(SWEEP, run_id, "cluster.sweep")
+    params = {"deserialize": "true", "map_index": 0}
+    report = airflow_local.api("GET", f"{path}/xcomEntries/report", params=params)["value"]
     return report if isinstance(report, dict) else json.loads(report)
 
 
@@ -92,8 +94,8 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         assert rows(second)[2]["increased"] == {"metadata_apply_errors": [apply0, apply0 + 2]}
         states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run2)}
         assert states["start_broker_restarts"] == "success" and states["raise_alerts"] == "failed"
-        assert states["controller_decision"] == "skipped"  # one increase: reported, not escalated
-        restart_run = f"metadata_errors__broker_2__{safe_name(run2)}"
+        assert states["cluster.controller_decision"] == "skipped"  # one increase: reported, not escalated
+        restart_run = f"metadata_errors__kafka_default__broker_2__{safe_name(run2)}"
         run = airflow_local.dag_run(RESTART, restart_run)
         assert run["conf"]["node_ids"] == "2" and run["conf"]["require_approval"] is True
         assert APPLY in run["conf"]["reason"]
@@ -104,27 +106,30 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         broker_srv.text = with_counter(broker_real, APPLY, apply0 + 5)
         leader_srv.text = with_counter(leader_real, CONTROLLER, ctl0 + 3)
         run3 = airflow_local.trigger(SWEEP, conf)
-        request = airflow_local.wait_for_approval(SWEEP, run3, "controller_decision", timeout=300)
-        assert f"Active controller {leader}" in request["subject"]
+        gate = "cluster.controller_decision"
+        request = airflow_local.wait_for_approval(SWEEP, run3, gate, timeout=300, map_index=0)
+        assert f"kafka_default: active controller {leader}" in request["subject"]
         assert request["options"] == ["Restart it (last)", "Leave it"]
-        airflow_local.answer(SWEEP, run3, "controller_decision", ["Restart it (last)"])
+        airflow_local.answer(SWEEP, run3, gate, ["Restart it (last)"], map_index=0)
         assert airflow_local.wait_for_run(SWEEP, run3, timeout=300) == "failed"  # controller alert
         third = report_of(airflow_local, run3)
         assert rows(third)[2]["status"] == "flagged" and third["restart_requests"] == []
         assert f"restart run {restart_run} for it is still active" in rows(third)[2]["action"]
         states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run3)}
-        assert states["restart_active_controller"] == "success"
-        assert states["leave_active_controller"] == "skipped"
+        assert states["cluster.restart_active_controller"] == "success"
+        assert states["cluster.leave_active_controller"] == "skipped"
         # the answer is a record with the run: who, and the digest of the escalation shown
         answer = airflow_local.api(
             "GET",
-            f"{airflow_local._ti_path(SWEEP, run3, 'controller_decision')}/xcomEntries/approval",
-            params={"deserialize": "true"},
+            f"{airflow_local._ti_path(SWEEP, run3, gate)}/xcomEntries/approval",
+            params={"deserialize": "true", "map_index": 0},
         )["value"]
         answer = answer if isinstance(answer, dict) else json.loads(answer)
         assert answer["outcome"] == "approved" and answer["by"]["id"] == "admin"
         assert answer["digest"].startswith("sha256:") and answer["digest"] in request["body"]
-        assert "DECISION approval" in airflow_local.task_log_text(SWEEP, run3, "restart_active_controller")
+        assert "DECISION approval" in airflow_local.task_log_text(
+            SWEEP, run3, "cluster.restart_active_controller", map_index=0
+        )
         controller_run = third["controller_escalation"]["trigger_run_id"]
         assert airflow_local.dag_run(RESTART, controller_run)["conf"]["node_ids"] == str(leader)
         # nothing is restarted: both runs are rejected at the restart runbook's own gate
@@ -141,7 +146,7 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         assert rows(fourth)[2]["rebased"] == {"metadata_apply_errors": [apply0 + 5, apply0]}
         assert rows(fourth)[2]["status"] == "healthy" and fourth["restart_requests"] == []
         assert fourth["summary"]["unknown"] == [leader] and leader not in fourth["summary"]["healthy"]
-        log = airflow_local.task_log_text(SWEEP, run4, "sweep")
+        log = airflow_local.task_log_text(SWEEP, run4, "cluster.sweep", map_index=0)
         assert f"DECISION node [controller {leader}]: unknown because its metrics could not be read" in log
     finally:
         broker_srv.stop()

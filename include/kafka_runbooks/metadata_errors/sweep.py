@@ -90,6 +90,12 @@ class SweepOptions:
             "restart_conn_id": self.restart_conn_id,
         }
 
+    def restart_run_id(self, kind: str, node_id: int, run_id: str) -> str:
+        """The id of a restart run this sweep starts: it names the cluster, the node and the sweep
+        run (node ids repeat across clusters: without the cluster, a second cluster's run for its
+        node 1 would be taken for the first's and skipped as already existing)."""
+        return f"metadata_errors__{safe_name(self.kafka_conn_id)}__{kind}_{node_id}__{safe_name(run_id)}"
+
 
 def assess(
     ref: NodeRef, reading: NodeReading, prev: NodeState | None, now_ms: int
@@ -332,10 +338,10 @@ def _broker_restarts(
         elif state.restart_run_id and active(options.restart_dag_id, state.restart_run_id):
             row["action"] = f"none: restart run {state.restart_run_id} for it is still active"
         else:
-            restart_run = f"metadata_errors__broker_{node_id}__{safe_name(run_id)}"
+            restart_run = options.restart_run_id("broker", node_id, run_id)
             reason = (
-                f"KIP-859 metadata errors increasing on broker {node_id}: {counters} "
-                f"(kafka_metadata_error_sweep run {run_id})"
+                f"KIP-859 metadata errors increasing on broker {node_id} of {options.kafka_conn_id}: "
+                f"{counters} (kafka_metadata_error_sweep run {run_id})"
             )
             requests.append(
                 {
@@ -398,8 +404,9 @@ def _controller_escalation(
             action = f"none: sweep run {state.decision_run_id} is still waiting for a decision about it"
         else:
             reason = (
-                f"KIP-859 metadata errors increasing on the active controller {node_id} in "
-                f"{state.increase_streak} consecutive sweeps: {counters} (kafka_metadata_error_sweep run {run_id})"
+                f"KIP-859 metadata errors increasing on the active controller {node_id} of "
+                f"{options.kafka_conn_id} in {state.increase_streak} consecutive sweeps: {counters} "
+                f"(kafka_metadata_error_sweep run {run_id})"
             )
             escalation = {
                 "node_id": node_id,
@@ -407,7 +414,8 @@ def _controller_escalation(
                 "increased": row["increased"],
                 "streak": state.increase_streak,
                 "reason": reason,
-                "trigger_run_id": f"metadata_errors__controller_{node_id}__{safe_name(run_id)}",
+                "kafka_conn_id": options.kafka_conn_id,
+                "trigger_run_id": options.restart_run_id("controller", node_id, run_id),
                 "conf": options.restart_conf(node_id, reason),
             }
             state.decision_run_id = run_id

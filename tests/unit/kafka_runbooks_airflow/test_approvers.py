@@ -13,7 +13,7 @@ GATES = {
     "kafka_broker_restart": "approval_gate",
     "kafka_unclean_recovery": "approve_elections",
     "kafka_failed_broker_reassignment": "approval_gate",
-    "kafka_metadata_error_sweep": "controller_decision",
+    "kafka_metadata_error_sweep": "cluster.controller_decision",
 }
 
 

@@ -22,7 +22,7 @@ GATED = {
     "kafka_broker_restart": ("approval_gate", "rolling_restart"),
     "kafka_unclean_recovery": ("approve_elections", "run_elections"),
     "kafka_failed_broker_reassignment": ("approval_gate", "execute_chunks"),
-    "kafka_metadata_error_sweep": ("controller_decision", "restart_active_controller"),
+    "kafka_metadata_error_sweep": ("cluster.controller_decision", "cluster.restart_active_controller"),
 }
 
 

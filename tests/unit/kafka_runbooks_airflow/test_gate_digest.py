@@ -292,7 +292,7 @@ def test_the_controller_trigger_starts_only_the_run_that_was_approved():
 
     from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
-    task = copy.copy(_dag("kafka_metadata_error_sweep").get_task("restart_active_controller"))
+    task = copy.copy(_dag("kafka_metadata_error_sweep").get_task("cluster.restart_active_controller"))
     escalation = _escalation("kafka_b")
     context = _controller(escalation)
     task.trigger_run_id = escalation["trigger_run_id"]
