@@ -143,6 +143,7 @@ def test_a_restart_waits_for_the_lease_of_its_cluster_and_not_for_another_cluste
 
 HEALTH = "kafka_cluster_health"
 FAILED_SWEEP = "kafka_failed_broker_sweep"
+METADATA_SWEEP = "kafka_metadata_error_sweep"
 FLEET = ["kafka_default", CLUSTER_B]
 
 
@@ -169,6 +170,7 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     """Both clusters' mapped groups report (each report names its cluster); with cluster B
     stopped, B's instance fails and A's still succeeds."""
     reports = airflow_local.home / "kafka_runbooks" / "reports" / "cluster_health" / "by_connection"
+    metadata_reports = airflow_local.home / "kafka_runbooks" / "reports" / "metadata_errors" / "by_connection"
     run = airflow_local.trigger(HEALTH, {"max_listed": 50})
     assert airflow_local.wait_for_run(HEALTH, run, timeout=1800) == "success"
     assert _instances(airflow_local, HEALTH, run, "cluster.publish_report") == {0: "success", 1: "success"}
@@ -189,6 +191,25 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
         state_file = airflow_local.home / "kafka_runbooks" / "state" / "failed_brokers" / f"{cluster}.json"
         assert json.loads(state_file.read_text())["cluster"] == cluster
 
+    # the metadata-error sweep: one group per cluster, each read through its own probe
+    # connection (B's nodes are B's three, not A's seven), each report naming its cluster
+    metadata = airflow_local.trigger(METADATA_SWEEP, {})
+    assert airflow_local.wait_for_run(METADATA_SWEEP, metadata, timeout=600) == "success"
+    assert _instances(airflow_local, METADATA_SWEEP, metadata, "cluster.sweep") == {
+        0: "success",
+        1: "success",
+    }
+    b_nodes = {
+        int(n) for n in cluster_b.airflow_connections()["kafka_broker_probe_default"]["extra"]["endpoints"]
+    }
+    for cluster, nodes in (("kafka_default", 7), (CLUSTER_B, len(b_nodes))):
+        report = json.loads((metadata_reports / f"{cluster}.json").read_text())
+        assert report["kafka_conn_id"] == cluster and report["run_id"] == metadata
+        assert len(report["summary"]["healthy"]) == nodes, report["summary"]
+    assert (
+        set(json.loads((metadata_reports / f"{CLUSTER_B}.json").read_text())["summary"]["healthy"]) == b_nodes
+    )
+
     # cluster B goes away: its mapped instance fails (and so the run, so alerts fire), A's
     # still sweeps and records its state (the health DAG's groups are mapped the same way;
     # its Spark job takes minutes per cluster on this machine, so it is run once above)
@@ -201,3 +222,15 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     assert state_a.stat().st_mtime_ns > before
     log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=0)
     assert "'run_id': 'sweep__kafka_default__" in log and "'brokers': 4" in log
+
+    # and B's metadata-error group: B unreachable is B's alert (its raise_alerts fails), A's
+    # group sweeps and writes its report as before
+    metadata = airflow_local.trigger(METADATA_SWEEP, {})
+    assert airflow_local.wait_for_run(METADATA_SWEEP, metadata, timeout=600) == "failed"
+    assert _instances(airflow_local, METADATA_SWEEP, metadata, "cluster.raise_alerts") == {
+        0: "success",
+        1: "failed",
+    }
+    assert json.loads((metadata_reports / "kafka_default.json").read_text())["run_id"] == metadata
+    b_report = json.loads((metadata_reports / f"{CLUSTER_B}.json").read_text())
+    assert b_report["run_id"] == metadata and b_report["alerts"], b_report

@@ -93,7 +93,7 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         assert second["summary"]["flagged"] == sorted([2, leader])
         assert rows(second)[2]["increased"] == {"metadata_apply_errors": [apply0, apply0 + 2]}
         states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(SWEEP, run2)}
-        assert states["start_broker_restarts"] == "success" and states["raise_alerts"] == "failed"
+        assert states["start_broker_restarts"] == "success" and states["cluster.raise_alerts"] == "failed"
         assert states["cluster.controller_decision"] == "skipped"  # one increase: reported, not escalated
         restart_run = f"metadata_errors__kafka_default__broker_2__{safe_name(run2)}"
         run = airflow_local.dag_run(RESTART, restart_run)

@@ -384,10 +384,20 @@ class AirflowLocal:
     def wait_for_task_state(
         self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 120, map_index: int = -1
     ) -> dict:
-        """Wait until the task is in ``state``; fail at once if it ends in another final state."""
+        """Wait until the task is in ``state``; fail at once if it ends in another final state.
+
+        A mapped task instance does not exist (404) until its upstream has expanded it: that is
+        waited for too, until the deadline.
+        """
         deadline = time.monotonic() + timeout
         while True:
-            ti = self.task_instance(dag_id, run_id, task_id, map_index)
+            try:
+                ti = self.task_instance(dag_id, run_id, task_id, map_index)
+            except AirflowError as exc:
+                if exc.status != 404 or map_index < 0 or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+                continue
             if ti["state"] == state:
                 return ti
             if ti["state"] in TERMINAL_TI_STATES or time.monotonic() > deadline:
