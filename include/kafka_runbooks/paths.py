@@ -1,9 +1,9 @@
-"""Where runbooks write their artifacts (snapshots, reports, plans).
+"""Local names: the data folder when the data location is local, and portable folder names.
 
 The data location is one setting (:mod:`kafka_runbooks.storage`): ``KAFKA_RUNBOOKS_DATA_URL``
-(a path or an object store URL), else ``KAFKA_RUNBOOKS_DATA_DIR``. State, reports and the
-decision journal go through the store; ``data_dir`` is the local folder for what is still
-written as plain files (the location itself when it is local).
+(a path or an object store URL), else ``KAFKA_RUNBOOKS_DATA_DIR``. Everything runbooks keep
+goes through the store; ``data_dir`` is that location as a local folder (the decision
+journal's file when it is local).
 """
 
 from __future__ import annotations
@@ -31,9 +31,3 @@ def data_dir() -> Path:
 def safe_name(text: str) -> str:
     """A run id such as ``manual__2026-11-21T23:00:00+00:00`` as a portable folder name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
-
-
-def artifact_dir(*parts: str) -> Path:
-    path = data_dir().joinpath(*(safe_name(p) for p in parts))
-    path.mkdir(parents=True, exist_ok=True)
-    return path

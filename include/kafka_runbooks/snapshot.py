@@ -19,6 +19,7 @@ from kafka_runbooks.snapshot_contract import (
     REPLICA_COLUMNS,
     REPLICAS_FILE,
 )
+from kafka_runbooks.storage import StorePath
 
 __all__ = [
     "BROKERS_FILE",
@@ -27,6 +28,7 @@ __all__ = [
     "broker_rows",
     "replica_rows",
     "schemas",
+    "store_snapshot",
     "write_snapshot",
 ]
 
@@ -105,3 +107,21 @@ def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2))
     return out
+
+
+def store_snapshot(state: ClusterState, where: StorePath, bootstrap_servers: str | None = None) -> StorePath:
+    """Write the snapshot to a folder of the data store, where the Spark job and the tasks after
+    it read it from whichever worker they run on.
+
+    Parquet is written by pyarrow to local files: on a local store straight into the folder, on
+    an object store into a temporary folder first, then each file uploaded whole.
+    """
+    import tempfile
+
+    if where.store.is_local:
+        write_snapshot(state, where.store.local_path(where.key), bootstrap_servers)
+        return where
+    with tempfile.TemporaryDirectory(prefix="kafka-snapshot-") as scratch:
+        write_snapshot(state, scratch, bootstrap_servers)
+        where.store.upload_dir(scratch, where.key)
+    return where

@@ -48,7 +48,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka_runbooks.errors import BadInput, SafetyRefusal
 
@@ -531,6 +531,93 @@ def store(url: str | None = None) -> Store:
         return found
 
 
+class StorePath(NamedTuple):
+    """A key of a store, used the way a run's code used a folder and its files.
+
+    A run's folder (``reassign/<dag>/<run>``) and everything in it live in the data store,
+    so the task that writes a file and the task that reads it may run on different
+    workers. ``/`` joins, ``name``/``parent`` and the read/write methods mirror
+    :class:`pathlib.Path`, so code written for a local folder reads the same; every write
+    is whole (:meth:`Store.write_bytes`). It is a ``(store, key)`` tuple, the form the
+    fenced state functions take. ``str()`` is the URL (a plain path on a local store).
+    """
+
+    store: Store
+    key: str
+
+    def __truediv__(self, name: str) -> StorePath:
+        return StorePath(self.store, _clean(f"{self.key}/{name}"))
+
+    def __str__(self) -> str:
+        return self.store.url_of(self.key)
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> StorePath:
+        return StorePath(self.store, self.key.rpartition("/")[0])
+
+    def with_name(self, name: str) -> StorePath:
+        return self.parent / name
+
+    def exists(self) -> bool:
+        return self.store.exists(self.key)
+
+    def read_bytes(self) -> bytes:
+        data = self.store.read_bytes(self.key)
+        if data is None:
+            raise FileNotFoundError(f"{self} does not exist")
+        return data
+
+    def read_text(self) -> str:
+        return self.read_bytes().decode("utf-8")
+
+    def write_bytes(self, data: bytes) -> None:
+        self.store.write_bytes(self.key, data)
+
+    def write_text(self, text: str) -> None:
+        self.store.write_text(self.key, text)
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        if not self.store.delete(self.key) and not missing_ok:
+            raise FileNotFoundError(f"{self} does not exist")
+
+    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
+        """Nothing to do: a store has keys, not folders (a local write makes its parents)."""
+
+    def files(self) -> list[StorePath]:
+        """Every key below this one, as paths (sorted)."""
+        return [StorePath(self.store, k) for k in self.store.list(self.key)]
+
+    def open_binary(self):
+        """A readable binary file object (streamed from an object store, not read whole)."""
+        if self.store.is_local:
+            return open(self.store.path(self.key), "rb")  # noqa: SIM115 (the caller closes it)
+        return self.store.fs.open(self.store.path(self.key), "rb")
+
+
+def locate(where: StorePath | tuple[Store, str] | Path | str) -> StorePath:
+    """``where`` as a :class:`StorePath`: a key of the configured store when it lies under it
+    (a URL or path from an XCom), else the folder or file itself on its own store."""
+    if isinstance(where, StorePath):
+        return where
+    if isinstance(where, tuple):
+        return StorePath(*where)
+    text = str(where)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    if "://" not in text:
+        text = str(Path(text).resolve())
+    home = store()
+    root = str(Path(home.root).resolve()) if home.is_local else home.url.rstrip("/")
+    if text == root or text.startswith(root + "/"):
+        return StorePath(home, _clean(text[len(root) :]))
+    parent, _, name = text.rstrip("/").rpartition("/")
+    return StorePath(store(parent or "/"), name)
+
+
 class Records:
     """Named JSON records in one folder of a store, with compare-and-set (the lease's store).
 
@@ -564,6 +651,17 @@ class Records:
 def s3a_url(url: str) -> str:
     """The data store URL as Hadoop's S3A connector names it (``s3://b/k`` -> ``s3a://b/k``)."""
     return "s3a://" + url.split("://", 1)[1] if protocol_of(url) == "s3" else url
+
+
+def s3_environment(url: str | None = None) -> dict[str, str]:
+    """The S3 keys of the store's options (from its connection) as the ``AWS_*`` variables S3A
+    reads; empty when the options name none (S3A then finds its own: env, IRSA, a role)."""
+    url = url or data_url()
+    if protocol_of(url) != "s3":
+        return {}
+    options = storage_options(url)
+    names = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}
+    return {env: str(options[opt]) for opt, env in names.items() if options.get(opt)}
 
 
 def spark_conf(url: str | None = None) -> dict[str, str]:

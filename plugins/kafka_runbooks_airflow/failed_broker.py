@@ -2,8 +2,8 @@
 
 Everything that decides lives in ``kafka_runbooks.failed_broker`` (the run's decisions in
 ``kafka_runbooks.failed_broker.runbook``); here the params become a request, the state files
-get their Airflow paths (one folder per run under the data dir), and results become
-XCom-sized dicts.
+get their places (one folder per run, ``reassign/<dag>/<run>/``, in the data store: a run's
+tasks may run on different workers), and results become XCom-sized dicts.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import json
 import logging
 import os
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.errors import BadInput, RunbookFailed
-from kafka_runbooks.paths import artifact_dir, data_dir, safe_name
+from kafka_runbooks.paths import safe_name
+from kafka_runbooks.storage import StorePath
 
 if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
@@ -43,23 +43,22 @@ SWEEP_DEFAULTS: dict[str, Any] = {
 }
 
 
-def run_dir(dag_id: str, run_id: str) -> Path:
-    return artifact_dir("reassign", dag_id, run_id)
+def run_dir(dag_id: str, run_id: str) -> StorePath:
+    """The run's folder in the data store (on a local store: ``<data dir>/reassign/<dag>/<run>``)."""
+    return runbook_dir(dag_id) / safe_name(run_id)
 
 
-def runbook_dir(dag_id: str) -> Path:
-    """The runbook's state directory: one folder per run, and ``stop/`` for stop requests."""
-    return data_dir() / "reassign" / safe_name(dag_id)
+def runbook_dir(dag_id: str) -> StorePath:
+    """The runbook's state folder: one folder per run, and ``stop/`` for stop requests."""
+    return StorePath(storage.store(), f"reassign/{safe_name(dag_id)}")
 
 
-def mark_cluster(folder: Path, cluster: str) -> None:
+def mark_cluster(folder: StorePath, cluster: str) -> None:
     """Name the run's cluster in its folder: runs on several clusters share the runbook's folder."""
-    from kafka_runbooks.state_file import write_atomic
-
-    write_atomic(folder / CLUSTER_MARK, json.dumps({"kafka_conn_id": cluster}))
+    (folder / CLUSTER_MARK).write_text(json.dumps({"kafka_conn_id": cluster}))
 
 
-def run_cluster(folder: Path) -> str | None:
+def run_cluster(folder: StorePath) -> str | None:
     """The cluster a run folder belongs to; None for a folder written before clusters were named."""
     try:
         return json.loads((folder / CLUSTER_MARK).read_text())["kafka_conn_id"]
@@ -67,11 +66,13 @@ def run_cluster(folder: Path) -> str | None:
         return None
 
 
-def state_files(dag_id: str, cluster: str | None = None) -> list[Path]:
+def state_files(dag_id: str, cluster: str | None = None) -> list[StorePath]:
     """The runbook's state files, of ``cluster`` only when given (unmarked old runs count for any:
     before clusters were named, one run at a time was the rule)."""
     root = runbook_dir(dag_id)
-    paths = sorted(root.glob(f"*/{EXEC_STATE}")) + sorted(root.glob(f"*/{ADOPT_STATE}"))
+    depth = root.key.count("/") + 2  # reassign/<dag>/<run>/<file>
+    found = [p for p in root.files() if p.key.count("/") == depth]
+    paths = [p for p in found if p.name == EXEC_STATE] + [p for p in found if p.name == ADOPT_STATE]
     if cluster is None:
         return paths
     return [p for p in paths if run_cluster(p.parent) in (None, cluster)]
@@ -218,11 +219,11 @@ def _seconds(minutes: Any) -> float:
 # ------------------------------------------------------------------ the reassignment run
 
 
-def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[list[int], Path]]:
+def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[list[int], StorePath]]:
     """Partitions some run of this runbook submitted on ``cluster`` and has not seen finish."""
     from kafka_runbooks.failed_broker.execute import load_state
 
-    owned: dict[str, tuple[list[int], Path]] = {}
+    owned: dict[str, tuple[list[int], StorePath]] = {}
     for path in state_files(dag_id, cluster):
         try:
             state = load_state(path)
@@ -235,7 +236,7 @@ def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[
 
 
 def clean_leftover_throttles(
-    admin: ClusterAdmin, dag_id: str, only: list[Path] | None = None, cluster: str | None = None
+    admin: ClusterAdmin, dag_id: str, only: list[StorePath] | None = None, cluster: str | None = None
 ) -> dict[str, Any]:
     """Take off throttles that runs recorded and did not remove (a killed task, a dead worker).
 
@@ -360,7 +361,7 @@ def review_plan(
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
     snapshot_path = upstream_result_or_skip(snapshot_info, "snapshot_cluster", "the snapshot")["path"]
-    plan_dir = Path(checked["plan_dir"])
+    plan_dir = storage.locate(checked["plan_dir"])
     try:
         plan = load_plan(plan_dir)
     except PlanImpossible as exc:
@@ -496,7 +497,14 @@ STOP_DAG_ID = "kafka_reassignment_stop"
 
 
 def stop_run_state(
-    admin, state, path: Path, request, progress_file: Path | None, run_id: str, logger, checkpoint=None
+    admin,
+    state,
+    path: StorePath,
+    request,
+    progress_file: StorePath | None,
+    run_id: str,
+    logger,
+    checkpoint=None,
 ) -> dict:
     """The executing task stops its own run: cancel, throttle off, read back, acknowledge.
 
@@ -570,7 +578,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
     return {"request": asdict(request), "path": str(path), "active_runs": active_runs}
 
 
-def _states(conn_id: str) -> dict[str, tuple[Path, Any]]:
+def _states(conn_id: str) -> dict[str, tuple[StorePath, Any]]:
     from kafka_runbooks.failed_broker.execute import load_state
 
     out = {}
@@ -598,7 +606,7 @@ def wait_for_executing_task(
     conn_id = requested["request"]["kafka_conn_id"]
     deadline = time.monotonic() + wait_s
     while True:
-        request = read_request(Path(requested["path"]))
+        request = read_request(storage.locate(requested["path"]))
         if request and request.acknowledged:  # first: the task may have stopped before this task began
             decisions.record(
                 "stop",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from kafka_runbooks import storage
 from kafka_runbooks.health import log_findings
@@ -14,7 +13,9 @@ log = logging.getLogger(__name__)
 
 
 def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | None = None) -> dict:
-    report_file = Path(snapshot_path) / "health" / "report.json"
+    """The health job's report (``<snapshot>/health/report.json``, in the data store: the job may
+    have run on another worker or a Spark cluster) published where the Kafka page reads it."""
+    report_file = storage.locate(snapshot_path) / "health" / "report.json"
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
     text = report_file.read_text()

@@ -1,7 +1,7 @@
 """Task bodies of ``kafka_unclean_recovery``: thin glue over ``kafka_runbooks.unclean.runbook``.
 
 The params become a request (bad input is refused before any cluster call), the
-artifacts get their folder under the data dir, the hook supplies the admin client, and
+artifacts get their folder in the data store, the hook supplies the admin client, and
 the runbook's results go back as XCom.
 """
 
@@ -10,12 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_runbooks import decisions
-from kafka_runbooks.paths import artifact_dir, safe_name
+from kafka_runbooks import decisions, storage
+from kafka_runbooks.paths import safe_name
+from kafka_runbooks.storage import StorePath
 
 ARTIFACTS = "unclean_recovery"
 
 log = logging.getLogger("kafka_runbooks.unclean")
+
+
+def artifacts(run_id: str) -> StorePath:
+    """The run's folder in the data store (replica table, plan, manual files, elections.json)."""
+    return StorePath(storage.store(), f"{ARTIFACTS}/{safe_name(run_id)}")
 
 
 def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -28,7 +34,7 @@ def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
-        return plan(admin, request, artifact_dir(ARTIFACTS, run_id), logger=log)
+        return plan(admin, request, artifacts(run_id), logger=log)
     finally:
         admin.close()
 
@@ -66,7 +72,6 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
         hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
     )
 
-    from kafka_runbooks import storage
     from kafka_runbooks.fence import Guarded, run_guard
 
     # Airflow lets a task it marked failed or cleared run on for seconds beside the new attempt:
@@ -80,7 +85,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
         report = recover(
             Guarded(admin, guard, ("reorder_replicas", "elect_unclean", "alter_partition_reassignments")),
             document,
-            artifact_dir(ARTIFACTS, run_id),
+            artifacts(run_id),
             restore_order=params["restore_replica_order"],
             settle_s=params.get("settle_period_s", 30),
             state_file=ReorderState(params["kafka_conn_id"]),

@@ -41,7 +41,7 @@ from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.failed_broker import progress, throttle
 from kafka_runbooks.fence import Superseded  # noqa: F401  (callers catch it from here; not a ReassignError: a superseded process takes nothing off)
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
-from kafka_runbooks.storage import Store
+from kafka_runbooks.storage import Store, StorePath
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
 
@@ -166,9 +166,9 @@ def fenced_checkpoint(
     return save
 
 
-def chunks_from_plan_dir(plan_dir: Path) -> list[ChunkState]:
+def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
     """The plan's ordered chunks (kafka-reassign-partitions' JSON) with each move's bytes."""
-    plan_dir = Path(plan_dir)
+    plan_dir = storage.locate(plan_dir)
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
     sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in summary.get("moves", [])}
     out = []

@@ -16,6 +16,7 @@ from itertools import takewhile
 from pathlib import Path
 from typing import Any, Protocol
 
+from kafka_runbooks import storage
 from kafka_runbooks.snapshot_contract import (
     BROKERS_FILE,
     ERROR_FILE,
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.storage import StorePath
 
 MAX_LISTED_VIOLATIONS = 50
 
@@ -64,7 +66,7 @@ class PartitionTarget:
 class Plan:
     """A finished plan: targets in chunk order, the chunks, and the planner's summary."""
 
-    directory: Path
+    directory: StorePath
     failed_brokers: tuple[int, ...]
     receivers: tuple[int, ...]
     partitions: tuple[PartitionTarget, ...]
@@ -103,12 +105,11 @@ class Plan:
         return {"version": 1, "partitions": [t.as_json() for t in targets]}
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _read_json(path: StorePath) -> Any:
+    return json.loads(path.read_text())
 
 
-def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
+def _targets(content: Mapping, where: StorePath) -> tuple[PartitionTarget, ...]:
     if not isinstance(content, Mapping) or content.get("version") != 1 or "partitions" not in content:
         raise BadInput(f"{where}: not a version-1 reassignment JSON")
     targets = []
@@ -124,9 +125,10 @@ def _targets(content: Mapping, where: Path) -> tuple[PartitionTarget, ...]:
     return tuple(targets)
 
 
-def load_plan(out_dir: Path | str) -> Plan:
-    """Read a planning job's output; PlanImpossible when it wrote error.json instead."""
-    out = Path(out_dir)
+def load_plan(out_dir: StorePath | Path | str) -> Plan:
+    """Read a planning job's output (a folder of the data store); PlanImpossible when it wrote
+    error.json instead."""
+    out = storage.locate(out_dir)
     error = out / ERROR_FILE
     if error.exists():
         raise PlanImpossible(str(_read_json(error).get("error", "the planner gave no reason")))
@@ -153,15 +155,16 @@ def load_plan(out_dir: Path | str) -> Plan:
 class SnapshotRows:
     """Rows of one snapshot Parquet file, streamed in batches each time it is iterated."""
 
-    def __init__(self, path: Path, columns: list[str] | None = None) -> None:
+    def __init__(self, path: StorePath, columns: list[str] | None = None) -> None:
         self.path = path
         self.columns = columns
 
     def __iter__(self) -> Iterator[dict]:
         import pyarrow.parquet as pq
 
-        for batch in pq.ParquetFile(self.path).iter_batches(columns=self.columns, batch_size=65536):
-            yield from batch.to_pylist()
+        with self.path.open_binary() as f:
+            for batch in pq.ParquetFile(f).iter_batches(columns=self.columns, batch_size=65536):
+                yield from batch.to_pylist()
 
 
 CHECKED_COLUMNS = [  # the replica columns check_plan reads
@@ -176,12 +179,13 @@ CHECKED_COLUMNS = [  # the replica columns check_plan reads
 ]
 
 
-def read_snapshot_rows(snapshot_dir: Path | str) -> tuple[SnapshotRows, list[dict]]:
-    """(replica rows, broker rows) of a snapshot folder, for ``check_plan``."""
+def read_snapshot_rows(snapshot_dir: StorePath | Path | str) -> tuple[SnapshotRows, list[dict]]:
+    """(replica rows, broker rows) of a snapshot folder of the data store, for ``check_plan``."""
     import pyarrow.parquet as pq
 
-    snapshot = Path(snapshot_dir)
-    brokers = pq.read_table(snapshot / BROKERS_FILE).to_pylist()
+    snapshot = storage.locate(snapshot_dir)
+    with (snapshot / BROKERS_FILE).open_binary() as f:
+        brokers = pq.read_table(f).to_pylist()
     return SnapshotRows(snapshot / REPLICAS_FILE, CHECKED_COLUMNS), brokers
 
 

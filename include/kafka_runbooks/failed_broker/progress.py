@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kafka_runbooks import storage
+from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, format_size
 
 PROGRESS_FILE = "progress.json"
@@ -136,17 +138,15 @@ def finished(state, now: float) -> Progress:
     )
 
 
-def write(path: Path | None, progress: Progress) -> None:
-    """Write ``progress.json`` atomically (the UI page reads it while the run goes on)."""
+def write(path: StorePath | Path | None, progress: Progress) -> None:
+    """Write ``progress.json`` whole (the UI page reads it, from any machine, while the run goes on)."""
     if path is None:
         return
-    from kafka_runbooks.state_file import write_atomic
-
-    write_atomic(Path(path), json.dumps(progress.as_dict(), sort_keys=True))
+    storage.locate(path).write_text(json.dumps(progress.as_dict(), sort_keys=True))
 
 
-def read(path: Path) -> dict[str, Any] | None:
+def read(path: StorePath | Path) -> dict[str, Any] | None:
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(storage.locate(path).read_text())
     except (OSError, ValueError):
         return None

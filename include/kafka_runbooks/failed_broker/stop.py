@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.failed_broker import throttle
 from kafka_runbooks.failed_broker.execute import MOVING, ExecState, key, split, target_of
 from kafka_runbooks.paths import safe_name
-from kafka_runbooks.state_file import write_atomic
+from kafka_runbooks.storage import StorePath
 
 if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
@@ -66,19 +66,18 @@ class StopRequest:
         )
 
 
-def request_path(state_root: Path, kafka_conn_id: str) -> Path:
-    """``<data dir>/reassign/<dag>/stop/<connection>.json``: one request per cluster."""
-    return Path(state_root) / "stop" / f"{safe_name(kafka_conn_id)}.json"
+def request_path(state_root: StorePath | Path, kafka_conn_id: str) -> StorePath:
+    """``reassign/<dag>/stop/<connection>.json`` in the data store: one request per cluster."""
+    return storage.locate(state_root) / "stop" / f"{safe_name(kafka_conn_id)}.json"
 
 
-def write_request(path: Path, request: StopRequest) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(Path(path), json.dumps(asdict(request), indent=1, sort_keys=True))
+def write_request(path: StorePath | Path, request: StopRequest) -> None:
+    storage.locate(path).write_text(json.dumps(asdict(request), indent=1, sort_keys=True))
 
 
-def read_request(path: Path) -> StopRequest | None:
+def read_request(path: StorePath | Path) -> StopRequest | None:
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = json.loads(storage.locate(path).read_text())
     except (OSError, ValueError):
         return None
     try:
@@ -87,7 +86,7 @@ def read_request(path: Path) -> StopRequest | None:
         return None
 
 
-def acknowledge(path: Path, run_id: str, now_ms: int) -> None:
+def acknowledge(path: StorePath | Path, run_id: str, now_ms: int) -> None:
     """The executing task says it stopped (the stop DAG then need not do it itself)."""
     request = read_request(path)
     if request is None:

@@ -39,11 +39,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.fence import Superseded  # a superseded run acts no more: never swallowed as a call error
 from kafka_runbooks.model import PartitionState
-from kafka_runbooks.state_file import ClusterStateFile, write_atomic
+from kafka_runbooks.state_file import ClusterStateFile
+from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice
 
 log = logging.getLogger(__name__)
@@ -331,14 +332,14 @@ def _forget(state_file: ReorderState, names: list[str]) -> None:
             state_file.write_entries({k: v for k, v in current.items() if k not in names})
 
 
-def _write_report(path: Path | None, report: ElectionReport, outcomes, choices) -> None:
+def _write_report(path: StorePath | Path | None, report: ElectionReport, outcomes, choices) -> None:
+    """``elections.json``, whole, in the data store: every outcome so far, whatever happens next."""
     if path is None:
         return
     import json
 
     report.outcomes = [outcomes[(c.topic, c.partition)] for c in choices]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(report.as_dict(), indent=2) + "\n")
+    storage.locate(path).write_text(json.dumps(report.as_dict(), indent=2) + "\n")
 
 
 Key = tuple[str, int]
@@ -366,7 +367,7 @@ def elect_chosen(
     settle_s: float = 30.0,
     settle_timeout_s: float = 60.0,
     state_file: ReorderState | None = None,
-    report_path: Path | None = None,
+    report_path: StorePath | Path | None = None,
     logger: logging.Logger | None = None,
     sleep: Callable[[float], None] = time.sleep,
     between_steps: Callable[[str, list[tuple[str, int]]], None] | None = None,

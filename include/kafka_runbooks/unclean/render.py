@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, ReplicaRow
 
 EPOCH_NOTE = (
@@ -295,7 +296,7 @@ def manual_markdown(steps: list[dict]) -> str:
     return "\n".join(out)
 
 
-def write_json(path: Path, document: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_json(path: StorePath, document: dict) -> StorePath:
+    """Write one artifact whole, in the data store."""
     path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     return path

@@ -2,7 +2,8 @@
 
 ``plan`` resolves the partitions, gathers the replicas' log info, chooses, logs the
 table and writes it (text and Markdown; and, in ``manual_recovery_file`` mode, the
-manual path's files and commands under ``manual/``) to ``out_dir``.
+manual path's files and commands under ``manual/``) to ``out_dir``, a folder of the data
+store (the run's tasks, and the person reading the files, may be on other machines).
 ``recover`` runs the elections of a plan and raises unless every one of them held.
 """
 
@@ -12,9 +13,10 @@ import json
 import logging
 from pathlib import Path
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, choose
 from kafka_runbooks.unclean.elect import ElectionReport, ReorderState, elect_chosen
 from kafka_runbooks.unclean.loginfo import gather
@@ -36,9 +38,13 @@ class RecoveryFailed(RunbookFailed):
 
 
 def plan(
-    admin: ClusterAdmin, request: RecoveryRequest, out_dir: Path, logger: logging.Logger | None = None
+    admin: ClusterAdmin,
+    request: RecoveryRequest,
+    out_dir: StorePath | Path,
+    logger: logging.Logger | None = None,
 ) -> dict:
     logger = logger or log
+    out_dir = storage.locate(out_dir)
     state = admin.read_state(include_log_dirs=False)
     targets = resolve(request, state)  # unknown topics/partitions fail here
     for p in targets.online:
@@ -82,7 +88,6 @@ def plan(
         )
     table = replica_table(choices, [p.name for p in targets.online])
     logger.info("replica table (%d offline, %d online):\n%s", len(choices), len(targets.online), table)
-    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "replica_table.txt").write_text(table + "\n")
     document = {
         "mode": request.mode,
@@ -104,9 +109,9 @@ def plan(
         folder = out_dir / "manual"
         for name, body in manual_files(choices).items():
             document["artifacts"][name] = str(write_json(folder / name, body))
-        steps = manual_steps(choices, admin.bootstrap_servers, folder)
+        local, fetch = _command_folder(folder)
+        steps = fetch + manual_steps(choices, admin.bootstrap_servers, local)
         document["manual_steps"] = steps
-        (folder / "STEPS.md").parent.mkdir(parents=True, exist_ok=True)
         (folder / "STEPS.md").write_text(manual_markdown(steps) + "\n")
         document["artifacts"]["steps"] = str(folder / "STEPS.md")
         logger.info("manual recovery steps written to %s:\n%s", folder / "STEPS.md", manual_markdown(steps))
@@ -115,10 +120,31 @@ def plan(
     return document
 
 
+def _command_folder(folder: StorePath) -> tuple[Path, list[dict]]:
+    """Where the manual commands read their JSON files, and the step that puts them there.
+
+    On a local store the run's own folder. On an object store the Kafka tools cannot read
+    ``s3://``: a first step copies the folder to ``./manual`` where the person runs them.
+    """
+    if folder.store.is_local:
+        return folder.store.local_path(folder.key), []
+    copy = {
+        "s3": ["aws", "s3", "cp", "--recursive", str(folder), "manual"],
+        "gs": ["gcloud", "storage", "cp", "--recursive", str(folder), "."],
+    }.get(folder.store.protocol, ["copy", str(folder), "manual"])
+    step = {
+        "group": "files",
+        "step": "copy this run's files from the data store to the machine you run the commands on",
+        "command": copy,
+        "verify": "./manual holds the JSON files named in the steps below",
+    }
+    return Path("manual"), [step]
+
+
 def recover(
     admin: ClusterAdmin,
     document: dict,
-    out_dir: Path,
+    out_dir: StorePath | Path,
     restore_order: bool = True,
     settle_s: float = 30.0,
     state_file: ReorderState | None = None,
@@ -127,6 +153,8 @@ def recover(
 ) -> ElectionReport:
     """Run the plan's elections; ``elections.json`` holds every outcome so far, whatever happens."""
     logger = logger or log
+    default_state = ReorderState("default", directory=out_dir) if isinstance(out_dir, Path) else None
+    out_dir = storage.locate(out_dir)
     choices = [Choice.from_dict(d) for d in document["choices"]]
     report = elect_chosen(
         admin,
@@ -134,7 +162,7 @@ def recover(
         attempts=int(document["recovery_election_attempts"]),
         restore_order=restore_order,
         settle_s=settle_s,
-        state_file=state_file or ReorderState("default", directory=out_dir),
+        state_file=state_file or default_state or ReorderState("default"),
         report_path=out_dir / "elections.json",
         logger=logger,
         between_steps=between_steps,

@@ -7,20 +7,22 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from kafka_runbooks import decisions
-from kafka_runbooks.paths import artifact_dir
-from kafka_runbooks.snapshot import write_snapshot
+from kafka_runbooks import decisions, storage
+from kafka_runbooks.paths import safe_name
+from kafka_runbooks.snapshot import store_snapshot
+from kafka_runbooks.storage import StorePath
 
 
 class KafkaClusterSnapshotOperator(BaseOperator):
     """Read brokers, quorum, partitions and log-dir sizes; write them as a snapshot.
 
-    Read-only: it never changes the cluster. Returns (as XCom) the snapshot folder and
-    headline counts, so the next task can submit a Spark job over it.
+    Read-only: it never changes the cluster. Returns (as XCom) the snapshot folder (its URL in
+    the data store, a plain path on a local one) and headline counts, so the next task can
+    submit a Spark job over it from any worker.
 
     :param kafka_config_id: Airflow Kafka connection id.
-    :param output_subdir: folder under the runbooks' data dir (templated); defaults to
-        ``snapshots/<dag_id>/<run_id>``.
+    :param output_subdir: folder in the runbooks' data store (templated); defaults to
+        ``snapshots/<dag_id>/<run_id>/<kafka_config_id>``.
     :param include_log_dirs: also read replica sizes (DescribeLogDirs on every live broker).
     """
 
@@ -51,7 +53,8 @@ class KafkaClusterSnapshotOperator(BaseOperator):
         # one folder per cluster: a fleet sweep snapshots several clusters in one run
         default = ("snapshots", self.dag_id, context["run_id"], self.kafka_config_id)
         parts = (self.output_subdir,) if self.output_subdir else default
-        path = write_snapshot(state, artifact_dir(*parts), bootstrap_servers=admin.bootstrap_servers)
+        where = StorePath(storage.store(), "/".join(safe_name(p) for p in parts))
+        path = store_snapshot(state, where, bootstrap_servers=admin.bootstrap_servers)
         dead = [b.broker_id for b in state.brokers.values() if not b.available]
         decisions.record(
             "snapshot",

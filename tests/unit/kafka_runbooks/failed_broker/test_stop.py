@@ -34,7 +34,7 @@ def _state(status: str, throttle=None, finished=False, stop_request=None) -> Exe
 
 def test_a_request_applies_to_its_connection_and_to_runs_started_before_it(tmp_path):
     path = request_path(tmp_path, "kafka/prod")
-    assert path.parent == tmp_path / "stop" and "/" not in path.name
+    assert str(path.parent) == str(tmp_path / "stop") and "/" not in path.name
     write_request(path, StopRequest("kafka/prod", "alice", "why", requested_at_ms=2000, request_id="s1"))
     request = read_request(path)
     assert request.text == "stopped by alice: why"
