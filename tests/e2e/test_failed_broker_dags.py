@@ -88,12 +88,13 @@ def add_balanceable_topics(admin, bs: str) -> list[str]:
     create_topic(bs, even2, assignment=dict(enumerate(rf2)))
     if rf3:
         create_topic(bs, even3, assignment=dict(enumerate(rf3)))
-    # ~20 MB per partition, one forced move to 1 and one to 3: past the first fetch (1 MB per
-    # partition, 10 MB per response, unthrottled) the copy takes minutes at 50 kB/s
+    # ~5 MB per partition, one forced move to 1 and one to 3: past the first fetch (1 MB per
+    # partition, 10 MB per response, unthrottled) the copy takes over a minute at 50 kB/s: time
+    # enough to kill the task mid-chunk, and not the 6 minutes 20 MB took to finish after it
     bulky = unique_topic("heal-bulky")
     create_topic(bs, bulky, assignment={0: only_to[1], 1: only_to[3]})
     assert produce(bs, even2, 20000, size=200) == 20000
-    assert produce(bs, bulky, 100000, size=400) == 100000
+    assert produce(bs, bulky, 25000, size=400) == 25000
     even = even2
     return [even, bulky, even3] if rf3 else [even, bulky]
 
