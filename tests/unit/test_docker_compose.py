@@ -11,22 +11,33 @@ import json
 import os
 import re
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from kafka_runbooks import storage
 from kafka_runbooks.probes import probe_from_config
 from kafka_runbooks.restart.backends import backend_from_config
 from kafka_runbooks.restart.docker import DockerBackend
+from kafka_runbooks_airflow.data_store import options_from_connection
+from kafka_runbooks_dev.local_spark import S3A_LIB, S3A_POM
+from kafka_runbooks_dev.localstack import s3proxy as local_s3proxy
 from kafka_runbooks_dev.localstack.stack import LocalStack, ensure_jars
 from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, CONTROLLER, Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_TAG = re.compile(r"^[^:@\s]+:(?!latest$)[^:\s]*\d[^:\s]*$")
-HOST_PATHS_ALLOWED = {"/var/run/docker.sock"}  # the Docker restart back end's socket
+DOCKER_SOCKET = "/var/run/docker.sock"  # the Docker restart back end's
+HOST_PATHS_ALLOWED = {DOCKER_SOCKET}
+# Airflow's own volumes, shared by its components as in Airflow's compose file (the
+# generated config with its JWT secret, task logs); nothing of the runbooks' is shared.
+AIRFLOW_OWN_VOLUMES = {"airflow-config": "/opt/airflow/config", "airflow-logs": "/opt/airflow/logs"}
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 JMX_AGENT = re.compile(r"-javaagent:(?P<jar>[^=\s]+)=(?P<port>\d+):(?P<config>\S+)")
 # Properties that name addresses or paths: compared by shape, not by value.
 ADDRESS_KEYS = {
@@ -41,6 +52,7 @@ ADDRESS_KEYS = {
     "plugin.path",
 }
 LAUNCHER = ROOT / "docker" / "kafka" / "kafka-node.sh"
+S3PROXY_LAUNCHER = ROOT / "docker" / "s3proxy" / "s3proxy.sh"
 
 
 _VARIABLE = re.compile(
@@ -168,6 +180,86 @@ def _one_shots() -> set[str]:
     }
 
 
+def _airflow_services() -> dict[str, dict]:
+    """The Airflow components (the one-shot init included): every one runs the project."""
+    return {n: s for n, s in _services().items() if n.startswith("airflow-")}
+
+
+def _command(service: dict) -> list[str]:
+    command = service.get("command") or []
+    return command.split() if isinstance(command, str) else list(command)
+
+
+def _task_runners() -> dict[str, dict]:
+    """The services that run tasks: Celery workers (`airflow celery worker`)."""
+    return {n: s for n, s in _airflow_services().items() if _command(s)[:2] == ["celery", "worker"]}
+
+
+def _named_volumes(service: dict) -> dict[str, str]:
+    """Named volume -> mount target (bind mounts and host paths left out)."""
+    out = {}
+    for volume in service.get("volumes", []):
+        source, target = (
+            (volume["source"], volume["target"]) if isinstance(volume, dict) else volume.split(":")[:2]
+        )
+        if not source.startswith((".", "/")):
+            out[source] = target
+    return out
+
+
+def _maven_urls(dockerfile: Path) -> dict[str, str]:
+    """Maven Central jars a Dockerfile ADDs: URL -> the sha256 its --checksum demands."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    return {
+        m["url"]: m["sha"]
+        for m in re.finditer(
+            rf"^ADD .*?--checksum=sha256:(?P<sha>[0-9a-f]{{64}}) +(?P<url>{re.escape(MAVEN_CENTRAL)}\S+\.jar) ",
+            text,
+            flags=re.M,
+        )
+    }
+
+
+def _pom_dependencies(pom: Path) -> dict[tuple[str, str], str]:
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    return {
+        (d.find("m:groupId", ns).text, d.find("m:artifactId", ns).text): d.find("m:version", ns).text
+        for d in ET.parse(pom).getroot().findall("m:dependencies/m:dependency", ns)
+    }
+
+
+def _maven_url(group: str, artifact: str, version: str, classifier: str = "") -> str:
+    suffix = f"-{classifier}" if classifier else ""
+    return f"{MAVEN_CENTRAL}{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}{suffix}.jar"
+
+
+def _store_env(service: dict) -> dict[str, str]:
+    """What kafka_runbooks.storage reads of a service's environment."""
+    return {k: v for k, v in _env(service).items() if k.startswith(("KAFKA_RUNBOOKS_DATA", "AWS_"))}
+
+
+def _store_credentials(env: dict[str, str]) -> tuple[str | None, str | None]:
+    """The key pair a component signs with: its data connection's, else its AWS_* ones."""
+    conn_id = env.get(storage.CONN_ENV)
+    if conn_id:
+        conn = json.loads(env[f"AIRFLOW_CONN_{conn_id.upper()}"])
+        options = options_from_connection("s3", conn.get("login"), conn.get("password"), conn.get("extra"))
+        return options.get("key"), options.get("secret")
+    return env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+
+
+def _s3proxy_config(env: dict[str, str]) -> dict[str, str]:
+    """What docker/s3proxy/s3proxy.sh gives S3Proxy as its properties, from its environment."""
+    out = subprocess.run(
+        ["bash", str(S3PROXY_LAUNCHER), "--render"],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if line)
+
+
 # ------------------------------------------------------------------ images and builds
 def test_every_service_has_a_pinned_image_or_a_build_from_pinned_images():
     for name, service in _services().items():
@@ -200,6 +292,12 @@ def test_built_images_carry_the_versions_the_project_pins():
         assert services[name]["image"].split(":")[1].startswith(pyspark), name
     plugin_path = _read_properties(ROOT / "stack" / "docker" / "connect.properties")["plugin.path"]
     assert plugin_path == f"/opt/kafka/libs/connect-file-{kafka}.jar"
+    # S3Proxy: the local stack's pin, as Maven Central's jar-with-dependencies.
+    s3proxy = _pom_dependencies(ROOT / "stack" / "s3proxy" / "pom.xml")[("org.gaul", "s3proxy")]
+    assert services["s3proxy"]["image"].split(":")[1] == s3proxy
+    assert list(_maven_urls(_dockerfile(services["s3proxy"]))) == [
+        _maven_url("org.gaul", "s3proxy", s3proxy, "jar-with-dependencies")
+    ]
 
 
 def test_spark_workers_run_the_drivers_python():
@@ -241,6 +339,71 @@ def test_every_kafka_node_runs_the_launcher_the_image_carries():
     assert rendered == {"num.partitions": "3"}
 
 
+def test_s3proxy_runs_the_launcher_the_image_carries_with_the_local_stacks_settings(monkeypatch, tmp_path):
+    """Same S3Proxy settings as the local stack's, but for addresses, secrets and paths."""
+    service = _services()["s3proxy"]
+    dockerfile = _dockerfile(service).read_text()
+    target = re.search(r"COPY --chmod=755 docker/s3proxy/s3proxy.sh (\S+)", dockerfile).group(1)
+    assert _command(service) == [target]
+    compose = _s3proxy_config(_env(service))
+
+    # The local stack writes its configuration just before it starts the process: stop there.
+    class Started(Exception):
+        pass
+
+    def popen(*args, **kwargs):
+        raise Started
+
+    monkeypatch.setattr(local_s3proxy, "ensure_jars", lambda lib_dir: lib_dir)
+    monkeypatch.setattr(local_s3proxy.subprocess, "Popen", popen)
+    proxy = local_s3proxy.S3Proxy(home=tmp_path, port=1)
+    with pytest.raises(Started):
+        proxy.start()
+    monkeypatch.undo()
+    local = _read_properties(tmp_path / "s3proxy.conf")
+    per_deployment = {
+        "s3proxy.endpoint",
+        "s3proxy.identity",
+        "s3proxy.credential",
+        "jclouds.filesystem.basedir",
+    }
+    assert set(compose) == set(local)
+    assert {k: v for k, v in compose.items() if k not in per_deployment} == {
+        k: v for k, v in local.items() if k not in per_deployment
+    }
+    # The objects are kept where the service's volume is mounted.
+    assert compose["jclouds.filesystem.basedir"] in _named_volumes(service).values()
+
+
+def test_both_spark_images_carry_the_s3a_connector_the_project_pins():
+    """The driver (Airflow image) and the executors (Spark image) both read and write s3a://."""
+    services = _services()
+    pinned = {_maven_url(g, a, v) for (g, a), v in _pom_dependencies(S3A_POM).items()}
+    assert len(pinned) == 3
+    images = {name: _dockerfile(services[name]) for name in ("airflow-worker", "spark-worker")}
+    checksums = {}
+    for name, dockerfile in images.items():
+        added = _maven_urls(dockerfile)
+        assert set(added) == pinned, f"{dockerfile}: {sorted(set(added) ^ pinned)}"
+        checksums[name] = added
+        # On the class path spark-submit and spark-class build: pyspark's own jars/ folder.
+        assert re.search(
+            r"^RUN ln -s /opt/spark-s3a/\*\.jar .*pyspark.*/jars/", dockerfile.read_text(), flags=re.M
+        ), f"{dockerfile} does not put the S3A jars on Spark's class path"
+        targets = re.findall(r"\.jar \\\n\s+(/opt/spark-s3a/\S+\.jar)$", dockerfile.read_text(), flags=re.M)
+        assert sorted(t.rsplit("/", 1)[1] for t in targets) == sorted(u.rsplit("/", 1)[1] for u in pinned)
+    assert checksums["airflow-worker"] == checksums["spark-worker"]
+
+
+def test_the_s3a_checksums_are_those_of_the_jars_the_s3a_test_runs():
+    if not (S3A_LIB / ".complete").exists():
+        pytest.skip("no S3A jars here: tests/spark/test_s3a_store.py fetches them")
+    added = _maven_urls(_dockerfile(_services()["spark-worker"]))
+    for url, sha in added.items():
+        jar = S3A_LIB / url.rsplit("/", 1)[1]
+        assert hashlib.sha256(jar.read_bytes()).hexdigest() == sha, jar.name
+
+
 # ------------------------------------------------------------------ mounts and volumes
 def test_every_bind_mounted_file_exists_and_every_named_volume_is_declared():
     declared = set((_compose().get("volumes") or {}).keys())
@@ -251,15 +414,75 @@ def test_every_bind_mounted_file_exists_and_every_named_volume_is_declared():
                 assert (ROOT / source).exists(), f"{name} mounts {source}, which is not in the repo"
             elif source.startswith("/"):
                 assert source in HOST_PATHS_ALLOWED, f"{name} mounts host path {source}"
+                # Root-equivalent: only where the restart back end runs, the task runners.
+                assert source != DOCKER_SOCKET or name in _task_runners(), f"{name} mounts the Docker socket"
             else:
                 assert source in declared, f"{name} uses volume {source!r}, not declared"
 
 
-def test_the_spark_executors_see_the_snapshots_where_airflow_writes_them():
-    data_dir = _airflow_env()["KAFKA_RUNBOOKS_DATA_DIR"]
-    for name in ("airflow-scheduler", "spark-worker"):
-        targets = {v.split(":")[1] for v in _services()[name]["volumes"] if not v.startswith(".")}
-        assert data_dir in targets, f"{name} does not mount the snapshot folder {data_dir}"
+def test_no_volume_holds_runbook_state_and_none_is_shared_but_airflows_own():
+    """Tasks land on any worker: what one writes, the next must find without a shared disk."""
+    services = _services()
+    mounted_by: dict[str, set[str]] = {}
+    for name, service in services.items():
+        assert storage.DATA_DIR_ENV not in _env(service), f"{name} keeps runbook data in a local folder"
+        for volume, target in _named_volumes(service).items():
+            mounted_by.setdefault(volume, set()).add(name)
+            if volume in AIRFLOW_OWN_VOLUMES:
+                assert target == AIRFLOW_OWN_VOLUMES[volume], f"{name} mounts {volume} at {target}"
+    for volume, names in mounted_by.items():
+        if volume in AIRFLOW_OWN_VOLUMES:
+            assert all(n.startswith("airflow-") for n in names), f"{volume} mounted by {sorted(names)}"
+        else:
+            assert len(names) == 1, f"{volume} is shared by {sorted(names)}"
+    # What runs tasks or Spark executors mounts nothing but Airflow's own volumes.
+    for name in [*_task_runners(), "spark-worker"]:
+        extra = set(_named_volumes(services[name])) - set(AIRFLOW_OWN_VOLUMES)
+        assert not extra, f"{name} mounts {sorted(extra)}"
+
+
+# ------------------------------------------------------------------ the data store
+def test_every_airflow_component_keeps_runbook_data_in_the_s3proxy_bucket():
+    services = _services()
+    proxy = _env(services["s3proxy"])
+    config = _s3proxy_config(proxy)
+    port = urlsplit(config["s3proxy.endpoint"]).port
+    assert port == int(proxy["S3PROXY_PORT"])
+    for name, service in _airflow_services().items():
+        env = _store_env(service)
+        url = env.get(storage.DATA_URL_ENV, "")
+        assert storage.protocol_of(url) == "s3", f"{name}: {storage.DATA_URL_ENV}={url!r} is not an S3 URL"
+        bucket = url.split("://", 1)[1].split("/", 1)[0]
+        assert bucket == proxy["S3PROXY_BUCKET"], f"{name} writes to bucket {bucket}, S3Proxy makes another"
+        client = json.loads(env.get(storage.OPTIONS_ENV, "{}")).get("client_kwargs") or {}
+        endpoint = urlsplit(client.get("endpoint_url", ""))
+        assert endpoint.hostname in ("s3proxy", services["s3proxy"].get("hostname")), name
+        assert endpoint.port == port, f"{name} calls S3Proxy on {endpoint.port}, it listens on {port}"
+        key, secret = _store_credentials(_env(service))
+        assert (key, secret) == (config["s3proxy.identity"], config["s3proxy.credential"]), name
+    # All of them the same store: a report one writes is the one the Kafka page reads.
+    assert len({json.dumps(_store_env(s), sort_keys=True) for s in _airflow_services().values()}) == 1
+
+
+def test_spark_reads_and_writes_the_same_store_over_s3a(monkeypatch):
+    env = _store_env(_services()["airflow-worker"])
+    for key in (storage.DATA_URL_ENV, storage.OPTIONS_ENV, storage.CONN_ENV):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    conf = storage.spark_conf()
+    endpoint = json.loads(env[storage.OPTIONS_ENV])["client_kwargs"]["endpoint_url"]
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == endpoint
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    # S3A takes no key from the conf (it would be on a command line): the executors sign
+    # with the pair in their own environment, which must be the one S3Proxy checks.
+    config = _s3proxy_config(_env(_services()["s3proxy"]))
+    worker = _env(_services()["spark-worker"])
+    assert (worker.get("AWS_ACCESS_KEY_ID"), worker.get("AWS_SECRET_ACCESS_KEY")) == (
+        config["s3proxy.identity"],
+        config["s3proxy.credential"],
+    )
+    assert config["s3proxy.credential"] not in json.dumps(conf)
 
 
 # ------------------------------------------------------------------ health and start order
@@ -286,6 +509,27 @@ def test_dependents_wait_for_health_or_for_completion():
             assert cond["condition"] == want, f"{name} -> {dep}: {cond['condition']} (want {want})"
     for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
         assert "airflow-init" in services[name]["depends_on"], name
+    for name in _task_runners():
+        assert "airflow-init" in services[name]["depends_on"], name
+
+
+def test_airflow_waits_for_the_broker_and_the_store_and_their_health_checks_are_real():
+    services = _services()
+    broker = urlsplit(_airflow_env()["AIRFLOW__CELERY__BROKER_URL"]).hostname
+    for name, service in _airflow_services().items():
+        if name in _one_shots():
+            continue
+        depends = service.get("depends_on") or {}
+        for dep in (broker, "s3proxy", "postgres"):
+            assert depends.get(dep) == {"condition": "service_healthy"}, f"{name} does not wait for {dep}"
+    # Tasks call the Execution API: the workers start once the API server answers.
+    for name, service in _task_runners().items():
+        assert service["depends_on"].get("airflow-apiserver") == {"condition": "service_healthy"}, name
+    assert services[broker]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    # S3Proxy's own health endpoint, on the port it listens on.
+    check = " ".join(services["s3proxy"]["healthcheck"]["test"])
+    port = _env(services["s3proxy"])["S3PROXY_PORT"]
+    assert f"http://localhost:{port}/healthz" in check and "'OK'" in check
 
 
 # ------------------------------------------------------------------ connections
@@ -397,9 +641,11 @@ def test_restart_back_end_names_every_nodes_container():
     assert isinstance(backend, DockerBackend)
     for name, node_id in _node_ids().items():
         assert backend.container(node_id) == _services()[name]["container_name"], name
-    scheduler = _services()["airflow-scheduler"]
+    # The restarts run in tasks, so in the workers.
     socket_path = backend.docker_host[len("unix://") :]
-    assert any(v.split(":")[1] == socket_path for v in scheduler["volumes"]), "the socket is not mounted"
+    assert _task_runners()
+    for name, worker in _task_runners().items():
+        assert any(v.split(":")[1] == socket_path for v in worker["volumes"]), f"{name}: no Docker socket"
 
 
 def test_spark_default_resolves_to_the_compose_master(monkeypatch):
@@ -414,6 +660,14 @@ def test_spark_default_resolves_to_the_compose_master(monkeypatch):
         master[master.index("--host") + 1] == "spark-master" and master[master.index("--port") + 1] == "7077"
     )
     assert _services()["spark-worker"]["command"][-1] == resolved["master"]
+
+
+def test_the_spark_driver_runs_where_tasks_run_and_names_itself_so_executors_reach_it():
+    """Client mode: the driver is the task's process; executors call it back by name."""
+    named = {n for n, s in _services().items() if "SPARK_LOCAL_HOSTNAME" in _env(s)}
+    assert named == set(_task_runners())
+    for name, service in _task_runners().items():
+        assert _env(service)["SPARK_LOCAL_HOSTNAME"] in (name, service.get("hostname")), name
 
 
 # ------------------------------------------------------------------ Kafka = the local stack
@@ -511,14 +765,91 @@ def test_every_airflow_setting_names_a_real_option_with_a_usable_value():
 
     described = conf.configuration_description
     env = _airflow_env()
-    settings = [k for k in env if k.startswith("AIRFLOW__")]
-    assert settings
+    settings = {
+        k for service in _airflow_services().values() for k in _env(service) if k.startswith("AIRFLOW__")
+    }
+    assert {"AIRFLOW__CELERY__BROKER_URL", "AIRFLOW__CELERY__RESULT_BACKEND"} <= settings
     for name in settings:
         section, key = name[len("AIRFLOW__") :].lower().split("__", 1)
         assert key in described.get(section, {}).get("options", {}), f"{name} is not an Airflow option"
     module, _, cls = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
     assert hasattr(importlib.import_module(module), cls)
-    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     for user in env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(","):
         _, role = user.split(":")
         assert role.upper() in SimpleAuthManagerRole.__members__, user
+
+
+# ------------------------------------------------------------------ the Celery executor
+def test_celery_executor_with_redis_as_broker_and_postgres_as_result_backend():
+    services = _services()
+    for name, service in _airflow_services().items():
+        assert _env(service)["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
+    env = _airflow_env()
+    broker = urlsplit(env["AIRFLOW__CELERY__BROKER_URL"])
+    assert broker.scheme == "redis" and broker.port == 6379
+    assert services[broker.hostname]["image"].startswith("redis:")
+    assert str(broker.port) in [str(p) for p in services[broker.hostname].get("expose", [])]
+    # The result backend is the metadata DB (as in Airflow's compose file): same server,
+    # database and user as SQL_ALCHEMY_CONN and the postgres service.
+    backend = env["AIRFLOW__CELERY__RESULT_BACKEND"]
+    assert backend.startswith("db+postgresql")
+    metadata = urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    result = urlsplit(backend[len("db+") :])
+    assert (result.hostname, result.path, result.username, result.password) == (
+        metadata.hostname,
+        metadata.path,
+        metadata.username,
+        metadata.password,
+    )
+    postgres = _env(services[result.hostname])
+    assert (result.path.lstrip("/"), result.username) == (postgres["POSTGRES_DB"], postgres["POSTGRES_USER"])
+
+
+def test_a_celery_worker_runs_the_tasks_and_its_health_check_pings_itself():
+    workers = _task_runners()
+    assert workers, "no service runs `airflow celery worker`"
+    scheduler = _services()["airflow-scheduler"]
+    for name, worker in workers.items():
+        assert worker["image"] == scheduler["image"] and worker["build"] == scheduler["build"], name
+        check = " ".join(worker["healthcheck"]["test"])
+        # The worker's own node name (Celery names it celery@<host name>), as the shell sees it.
+        assert check.startswith("CMD-SHELL ") and 'inspect ping -d "celery@${HOSTNAME}"' in check, check
+        # Airflow's compose file: the stop signal reaches the Celery worker (warm shutdown).
+        assert _env(worker)["DUMB_INIT_SETSID"] == "0", name
+
+
+def test_the_scheduler_loads_the_celery_executor_with_the_compose_settings(tmp_path):
+    """Loads the executor class and its Celery app as airflow-scheduler would, and the app
+    the worker's health check names: the pins of celery and its provider must agree."""
+    env = _airflow_env()
+    [worker] = _task_runners().values()
+    app = re.search(r"celery --app (\S+) inspect ping", " ".join(worker["healthcheck"]["test"])).group(1)
+    module, _, attribute = app.rpartition(".")
+    code = f"""
+import json
+from airflow.executors.executor_loader import ExecutorLoader
+cls, _ = ExecutorLoader.import_default_executor_cls()
+import importlib
+app = getattr(importlib.import_module({module!r}), {attribute!r})
+print(json.dumps([cls.__name__, app.conf.broker_url, app.conf.result_backend]))
+"""
+    settings = {
+        k: v for k, v in env.items() if k.startswith(("AIRFLOW__CORE__EXECUTOR", "AIRFLOW__CELERY__"))
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "AIRFLOW_HOME": str(tmp_path),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            **settings,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    name, broker, backend = json.loads(out.stdout.strip().splitlines()[-1])
+    assert name == "CeleryExecutor"
+    assert (broker, backend) == (env["AIRFLOW__CELERY__BROKER_URL"], env["AIRFLOW__CELERY__RESULT_BACKEND"])
