@@ -655,7 +655,8 @@ def s3a_url(url: str) -> str:
 
 def s3_environment(url: str | None = None) -> dict[str, str]:
     """The S3 keys of the store's options (from its connection) as the ``AWS_*`` variables S3A
-    reads; empty when the options name none (S3A then finds its own: env, IRSA, a role)."""
+    reads; empty when the options name none (S3A then finds its own: ``AWS_*``, an instance role,
+    or IRSA once ``fs.s3a.aws.credentials.provider`` names the web-identity provider)."""
     url = url or data_url()
     if protocol_of(url) != "s3":
         return {}
@@ -671,7 +672,8 @@ def spark_conf(url: str | None = None) -> dict[str, str]:
     S3 analytics accelerator at the versions of Spark's Hadoop (``stack/spark-s3a/pom.xml``).
     No secret goes into the conf (it would be on a command line): S3A finds credentials in
     its own chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` in the driver's
-    environment, IRSA, an instance role). With an ``endpoint_url`` (an S3-compatible store):
+    environment, an instance role; IRSA only with ``fs.s3a.aws.credentials.provider`` set to the
+    web-identity provider, which S3A's default chain lacks). With an ``endpoint_url`` (an S3-compatible store):
     path-style requests, and no bulk DeleteObjects, whose checksum header S3Proxy 2.6.0
     does not know; checksums only where an API requires them, on every store.
     """

@@ -40,8 +40,9 @@ def lease_ttl_s() -> float:
 
 
 def lease_store():
-    """Where leases live: ``state/leases/`` of the configured data store (a local path, or
-    ``s3://``, ``gs://``, ``abfs://`` with conditional writes: see the production guide)."""
+    """Where leases live: ``state/leases/`` of the configured data store: a local path, or
+    ``s3://`` with conditional writes; ``gs://`` and ``abfs://`` are refused
+    (``ConditionalWritesUnsupported``: their preconditions are not wired; production guide)."""
     from kafka_runbooks.storage import Records, store
 
     return Records(store(), "state/leases")

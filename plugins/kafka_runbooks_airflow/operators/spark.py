@@ -28,7 +28,8 @@ class DataStoreSparkSubmitOperator(SparkSubmitOperator):
     conf; ``$KAFKA_RUNBOOKS_SPARK_JARS`` / ``$KAFKA_RUNBOOKS_SPARK_PACKAGES`` join ``jars`` /
     ``packages`` (a Spark image that carries the S3A jars needs neither). Credentials are never
     put on the command line: S3A reads ``AWS_*`` from the driver's environment (spark-submit
-    inherits the worker's), or IRSA / an instance role. On any other store nothing changes.
+    inherits the worker's), an instance role, or IRSA with ``fs.s3a.aws.credentials.provider`` set
+    (docs/production.md). On any other store nothing changes.
     """
 
     def execute(self, context: Any) -> None:
@@ -52,7 +53,7 @@ class DataStoreSparkSubmitOperator(SparkSubmitOperator):
 
         Only for a driver spark-submit starts on this worker (local or standalone client mode):
         for YARN and Kubernetes the provider would put them on the command line, so there S3A
-        must find its own (IRSA, an instance role) and nothing is passed.
+        must find its own (an instance role, IRSA with the web-identity provider) and nothing is passed.
         """
         from kafka_runbooks import storage
 
@@ -63,7 +64,8 @@ class DataStoreSparkSubmitOperator(SparkSubmitOperator):
         if hook._is_yarn or hook._is_kubernetes:
             self.log.warning(
                 "the data store's keys are not passed to a YARN or Kubernetes Spark (they would be on its "
-                "command line): give its driver and executors IRSA or an instance role for the bucket"
+                "command line): give its driver and executors a role for the bucket (docs/production.md: IRSA needs "
+                "fs.s3a.aws.credentials.provider)"
             )
             return
         self.env_vars = {**keys, **(self.env_vars or {})}
