@@ -22,7 +22,7 @@ import fnmatch
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -54,6 +54,27 @@ def validate_patterns(patterns: Iterable[str] | None) -> list[str]:
 
 def excluded_by(name: str, patterns: Iterable[str]) -> str | None:
     return next((p for p in patterns if fnmatch.fnmatchcase(name, p)), None)
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """What every connector's decision in one sweep shares, passed as one instead of name by name.
+
+    The report is the one the sweep returns: the decisions add their restarts, errors and
+    alerts to it as they go. ``now`` is read once per sweep, after the listing call, so
+    every connector of the sweep is judged at the same time.
+    """
+
+    cluster: str
+    client: ConnectClient
+    policy: RestartPolicy
+    patterns: list[str]
+    now: float
+    report: dict[str, Any]
+    logger: logging.Logger
+
+    def subject(self, status: ConnectorStatus) -> str:
+        return f"{self.cluster}/{status.name}"
 
 
 def sweep_cluster(
@@ -99,13 +120,10 @@ def sweep_cluster(
             )
             report.update(http_calls=client.calls - calls_before, wall_s=round(time.monotonic() - started, 3))
             return report
-        now = clock()
+        sweep = _Sweep(cluster, client, policy, patterns, clock(), report, logger)
         new_states: dict[str, RestartState] = {}
         for name in sorted(listing):
-            status = listing[name]
-            row, state = _one_connector(
-                cluster, client, policy, status, states.get(name), patterns, now, report, logger
-            )
+            row, state = _one_connector(sweep, listing[name], states.get(name))
             report["connectors"].append(row)
             if state is not None and state.worth_keeping:
                 new_states[name] = state
@@ -134,19 +152,12 @@ def sweep_cluster(
 
 
 def _one_connector(
-    cluster: str,
-    client: ConnectClient,
-    policy: RestartPolicy,
-    status: ConnectorStatus,
-    previous: RestartState | None,
-    patterns: list[str],
-    now: float,
-    report: dict[str, Any],
-    logger: logging.Logger,
+    sweep: _Sweep, status: ConnectorStatus, previous: RestartState | None
 ) -> tuple[dict[str, Any], RestartState | None]:
-    subject = f"{cluster}/{status.name}"
+    cluster, client, policy, now = sweep.cluster, sweep.client, sweep.policy, sweep.now
+    report, logger, subject = sweep.report, sweep.logger, sweep.subject(status)
     observed = status.as_dict()
-    pattern = excluded_by(status.name, patterns)
+    pattern = excluded_by(status.name, sweep.patterns)
     state = previous
     action = "none"
     next_due = None
@@ -185,21 +196,9 @@ def _one_connector(
             except UnaddressableConnector as exc:
                 action = "unaddressable"
                 state = replace(state, unaddressable=exc.answer)
-                _unaddressable(cluster, status, exc, observed, report, subject, logger)
+                _unaddressable(sweep, status, exc, observed)
             except ConnectError as exc:
-                state, action = _restart_error(
-                    cluster,
-                    policy,
-                    status,
-                    state,
-                    exc,
-                    now,
-                    verdict.reason,
-                    observed,
-                    report,
-                    subject,
-                    logger,
-                )
+                state, action = _restart_error(sweep, status, state, exc, verdict.reason, observed)
             else:
                 state = state.after_restart(now)
                 entry = {
@@ -261,15 +260,10 @@ def _one_connector(
 
 
 def _unaddressable(
-    cluster: str,
-    status: ConnectorStatus,
-    exc: UnaddressableConnector,
-    observed: dict[str, Any],
-    report: dict[str, Any],
-    subject: str,
-    logger: logging.Logger,
+    sweep: _Sweep, status: ConnectorStatus, exc: UnaddressableConnector, observed: dict[str, Any]
 ) -> None:
     """Report, once, a connector that no REST call can reach, and what to do about it."""
+    cluster, report, subject, logger = sweep.cluster, sweep.report, sweep.subject(status), sweep.logger
     report["errors"].append({"connector": status.name, "error": exc.answer, "unaddressable": True})
     report["alerts"].append(
         {
@@ -293,19 +287,16 @@ def _unaddressable(
 
 
 def _restart_error(
-    cluster: str,
-    policy: RestartPolicy,
+    sweep: _Sweep,
     status: ConnectorStatus,
     state: RestartState,
     exc: ConnectError,
-    now: float,
     why: str,
     observed: dict[str, Any],
-    report: dict[str, Any],
-    subject: str,
-    logger: logging.Logger,
 ) -> tuple[RestartState, str]:
     """A restart call answered with an error: count it if the worker tried, alert if it persists."""
+    cluster, policy, now, report = sweep.cluster, sweep.policy, sweep.now, sweep.report
+    subject, logger = sweep.subject(status), sweep.logger
     error = str(exc)
     if exc.refused:
         state = state.after_refused_restart(now, error)
