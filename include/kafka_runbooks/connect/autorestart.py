@@ -96,12 +96,35 @@ def sweep_cluster(
     clock: Callable[[], float] = time.time,
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
-    """Sweep one cluster; never raises for the cluster's own failures (they are reported)."""
+    """Sweep one cluster; never raises for the cluster's own failures (they are reported).
+
+    Under the state file's lock (one sweep of a cluster at a time): one listing call, a
+    decision per connector, then the state worth keeping, written only when it changed.
+    """
     logger = logger or log
     patterns = validate_patterns(exclude)
     started = time.monotonic()
     calls_before = client.calls
-    report: dict[str, Any] = {
+    report = _new_report(cluster, client)
+    with store.locked():
+        states = store.load()
+        try:
+            listing = client.list_connectors()
+        except ConnectError as exc:
+            _skip_unreachable(report, exc, logger)
+            return _measured(report, client.calls - calls_before, started)
+        sweep = _Sweep(cluster, client, policy, patterns, clock(), report, logger)
+        new_states = _decide_all(sweep, listing, states)
+        if new_states != states:
+            store.save(new_states)
+    _measured(report, client.calls - calls_before, started)
+    report["counts"] = _counts(report)
+    return report
+
+
+def _new_report(cluster: str, client: ConnectClient) -> dict[str, Any]:
+    """The report a sweep fills in: the decisions append rows, restarts, errors and alerts."""
+    return {
         "cluster": cluster,
         "url": client.url,
         "reachable": True,
@@ -111,53 +134,67 @@ def sweep_cluster(
         "alerts": [],
         "errors": [],
     }
-    with store.locked():
-        states = store.load()
-        try:
-            listing = client.list_connectors()
-        except ConnectError as exc:
-            report.update(reachable=False, error=str(exc))
-            report["alerts"].append({"cluster": cluster, "alert": "unreachable", "detail": str(exc)})
-            decisions.record(
-                STEP,
-                "cluster skipped",
-                "its Connect REST API did not answer the listing call; the other clusters go on",
-                observed={"url": client.url, "error": str(exc)},
-                subject=cluster,
-                logger=logger,
-                level=logging.ERROR,
-            )
-            report.update(http_calls=client.calls - calls_before, wall_s=round(time.monotonic() - started, 3))
-            return report
-        sweep = _Sweep(cluster, client, policy, patterns, clock(), report, logger)
-        new_states: dict[str, RestartState] = {}
-        for name in sorted(listing):
-            row, state = _one_connector(sweep, listing[name], states.get(name))
-            report["connectors"].append(row)
-            if state is not None and state.worth_keeping:
-                new_states[name] = state
-        forgotten = sorted(set(states) - set(listing))
-        if forgotten:
-            decisions.record(
-                STEP,
-                "state forgotten",
-                "these connectors no longer exist on the cluster",
-                observed={"connectors": forgotten},
-                subject=cluster,
-                logger=logger,
-            )
-        if new_states != states:
-            store.save(new_states)
-    report["http_calls"] = client.calls - calls_before
+
+
+def _skip_unreachable(report: dict[str, Any], exc: ConnectError, logger: logging.Logger) -> None:
+    """No listing, no decision: the cluster is an alert (never 'nothing failed'), the others go on."""
+    cluster = report["cluster"]
+    report.update(reachable=False, error=str(exc))
+    report["alerts"].append({"cluster": cluster, "alert": "unreachable", "detail": str(exc)})
+    decisions.record(
+        STEP,
+        "cluster skipped",
+        "its Connect REST API did not answer the listing call; the other clusters go on",
+        observed={"url": report["url"], "error": str(exc)},
+        subject=cluster,
+        logger=logger,
+        level=logging.ERROR,
+    )
+
+
+def _decide_all(
+    sweep: _Sweep, listing: dict[str, ConnectorStatus], states: dict[str, RestartState]
+) -> dict[str, RestartState]:
+    """Each listed connector's decision, in name order; returns the states worth keeping.
+
+    A connector no longer listed has its state dropped, and that is said: its restart count
+    is gone, so the same name created again starts a fresh schedule.
+    """
+    new_states: dict[str, RestartState] = {}
+    for name in sorted(listing):
+        row, state = _one_connector(sweep, listing[name], states.get(name))
+        sweep.report["connectors"].append(row)
+        if state is not None and state.worth_keeping:
+            new_states[name] = state
+    forgotten = sorted(set(states) - set(listing))
+    if forgotten:
+        decisions.record(
+            STEP,
+            "state forgotten",
+            "these connectors no longer exist on the cluster",
+            observed={"connectors": forgotten},
+            subject=sweep.cluster,
+            logger=sweep.logger,
+        )
+    return new_states
+
+
+def _measured(report: dict[str, Any], http_calls: int, started: float) -> dict[str, Any]:
+    """What the sweep cost: HTTP calls made and wall time (the report says both, reachable or not)."""
+    report["http_calls"] = http_calls
     report["wall_s"] = round(time.monotonic() - started, 3)
-    report["counts"] = {
+    return report
+
+
+def _counts(report: dict[str, Any]) -> dict[str, int]:
+    """The cluster's totals, readable without walking every row of a large cluster."""
+    return {
         "connectors": len(report["connectors"]),
         "failed": sum(1 for r in report["connectors"] if r["failed"]),
         "restarted": len(report["restarts"]),
         "errors": len(report["errors"]),
         "alerts": len(report["alerts"]),
     }
-    return report
 
 
 def _one_connector(
