@@ -83,49 +83,16 @@ def manual_restart(
     ids = validate_request(connector, scope, task_ids)
     if settle_timeout_s < 0 or stable_s < 0:
         raise BadInput(f"settle_timeout_s and stable_s must be >= 0, got {settle_timeout_s}, {stable_s}")
-    listing = client.list_connectors()
-    if connector not in listing:
-        raise UnknownConnector(
-            f"connector {connector!r} does not exist on {client.url}; it has: {sorted(listing) or 'no connectors'}",
-            404,
-        )
-    before = listing[connector]
-    unknown = sorted(set(ids) - set(before.task_ids))
-    if unknown:
-        raise UnknownTask(
-            f"connector {connector!r} on {client.url} has no task {unknown}; its tasks are {before.task_ids}",
-            404,
-        )
-    subject = f"{client.url}/{connector}"
+    before = _status_before(client, connector, ids)
     decisions.record(
         STEP,
         f"restart {scope}",
         f"requested by hand: {SCOPES[scope]}",
         observed={**before.as_dict(), "task_ids": ids},
-        subject=subject,
+        subject=f"{client.url}/{connector}",
         logger=logger,
     )
-    if scope == "tasks":
-        statuses = [client.restart_task(connector, t) for t in ids]
-        result = {
-            "method": "per-task",
-            "restarted_connector": False,
-            "restarted_tasks": ids,
-            "http_statuses": statuses,
-        }
-    elif scope == "connector":
-        result = {
-            "method": "connector",
-            "restarted_connector": True,
-            "restarted_tasks": [],
-            "http_statuses": [client.restart_connector(connector)],
-        }
-    else:
-        outcome = client.restart(connector, include_tasks=True, only_failed=scope == "failed", known=before)
-        result = outcome.as_dict()
-    action = (
-        f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}"
-    )
+    result = _restart_scope(client, connector, scope, ids, before)
     settle = settle_restart(
         client, connector, result["restarted_tasks"], timeout_s=settle_timeout_s, stable_s=stable_s
     )
@@ -139,6 +106,77 @@ def manual_restart(
         "seen": settle["seen"],
         "waited_s": settle["waited_s"],
     }
+    _judge(client, connector, result, settle, stable_s, fail_if_not_settled, logger)
+    return report
+
+
+def _status_before(client: ConnectClient, connector: str, ids: list[int]) -> ConnectorStatus:
+    """The connector's status before the restart, from one listing call.
+
+    An unknown connector or task id fails here, before any restart, naming what does exist
+    (a typo must not restart something else, nor nothing silently).
+    """
+    listing = client.list_connectors()
+    if connector not in listing:
+        raise UnknownConnector(
+            f"connector {connector!r} does not exist on {client.url}; it has: {sorted(listing) or 'no connectors'}",
+            404,
+        )
+    before = listing[connector]
+    unknown = sorted(set(ids) - set(before.task_ids))
+    if unknown:
+        raise UnknownTask(
+            f"connector {connector!r} on {client.url} has no task {unknown}; its tasks are {before.task_ids}",
+            404,
+        )
+    return before
+
+
+def _restart_scope(
+    client: ConnectClient, connector: str, scope: str, ids: list[int], before: ConnectorStatus
+) -> dict[str, Any]:
+    """The restart calls for the scope; returns what the worker says it restarted.
+
+    ``tasks`` and ``connector`` are plain per-item calls; ``failed`` and ``all`` are one
+    KIP-745 call (the client falls back to per-item calls on an older worker).
+    """
+    if scope == "tasks":
+        statuses = [client.restart_task(connector, t) for t in ids]
+        return {
+            "method": "per-task",
+            "restarted_connector": False,
+            "restarted_tasks": ids,
+            "http_statuses": statuses,
+        }
+    if scope == "connector":
+        return {
+            "method": "connector",
+            "restarted_connector": True,
+            "restarted_tasks": [],
+            "http_statuses": [client.restart_connector(connector)],
+        }
+    outcome = client.restart(connector, include_tasks=True, only_failed=scope == "failed", known=before)
+    return outcome.as_dict()
+
+
+def _judge(
+    client: ConnectClient,
+    connector: str,
+    result: dict[str, Any],
+    settle: dict[str, Any],
+    stable_s: float,
+    fail_if_not_settled: bool,
+    logger: logging.Logger,
+) -> None:
+    """Restarted only when read back settled: else NOT SETTLED, raised unless only a warning is asked.
+
+    The worker's answer to the restart call says nothing about whether what it restarted
+    runs; the record says what was seen since, so the person reading the log need not look.
+    """
+    subject = f"{client.url}/{connector}"
+    action = (
+        f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}"
+    )
     if settle["settled"]:
         decisions.record(
             STEP,
@@ -150,7 +188,7 @@ def manual_restart(
             subject=subject,
             logger=logger,
         )
-        return report
+        return
     problem = settle["problem"]
     decisions.record(
         STEP,
@@ -168,7 +206,6 @@ def manual_restart(
             f"states seen since the restart: {settle['seen']}",
             settle["seen"],
         )
-    return report
 
 
 def settle_restart(
