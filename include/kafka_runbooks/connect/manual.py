@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -48,6 +49,17 @@ class RestartNotSettled(ConnectError, RunbookFailed):
     def __init__(self, message: str, seen: dict[str, Any]) -> None:
         super().__init__(message)
         self.seen = seen
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What reading the status back after a restart found."""
+
+    settled: bool  # the connector and the watched tasks read RUNNING for stable_s in a row
+    after: dict[str, Any]  # the last status read (ConnectorStatus.as_dict)
+    seen: dict[str, list[str]]  # the states each watched item went through, repeats folded
+    waited_s: float
+    problem: str | None  # why it did not settle (None when it did)
 
 
 def validate_request(connector: str, scope: str, task_ids: Iterable[int] | None) -> list[int]:
@@ -101,10 +113,10 @@ def manual_restart(
         "scope": scope,
         **result,
         "before": before.as_dict(),
-        "after": settle["after"],
-        "settled": settle["settled"],
-        "seen": settle["seen"],
-        "waited_s": settle["waited_s"],
+        "after": settle.after,
+        "settled": settle.settled,
+        "seen": settle.seen,
+        "waited_s": settle.waited_s,
     }
     _judge(client, connector, result, settle, stable_s, fail_if_not_settled, logger)
     return report
@@ -163,7 +175,7 @@ def _judge(
     client: ConnectClient,
     connector: str,
     result: dict[str, Any],
-    settle: dict[str, Any],
+    settle: Settled,
     stable_s: float,
     fail_if_not_settled: bool,
     logger: logging.Logger,
@@ -177,24 +189,24 @@ def _judge(
     action = (
         f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}"
     )
-    if settle["settled"]:
+    if settle.settled:
         decisions.record(
             STEP,
             "restarted",
             f"the connector and the restarted tasks read RUNNING for {stable_s:g}s in a row "
-            f"(after {settle['waited_s']:.1f}s)",
-            observed=settle["after"],
+            f"(after {settle.waited_s:.1f}s)",
+            observed=settle.after,
             action=action,
             subject=subject,
             logger=logger,
         )
         return
-    problem = settle["problem"]
+    problem = settle.problem
     decisions.record(
         STEP,
         "NOT SETTLED" if fail_if_not_settled else "not settled (warning only)",
         f"the restart was made but {problem}",
-        observed={"after": settle["after"], "seen": settle["seen"]},
+        observed={"after": settle.after, "seen": settle.seen},
         action=action,
         subject=subject,
         logger=logger,
@@ -203,8 +215,8 @@ def _judge(
     if fail_if_not_settled:
         raise RestartNotSettled(
             f"connector {connector!r} on {client.url}: the restart was made but {problem}; "
-            f"states seen since the restart: {settle['seen']}",
-            settle["seen"],
+            f"states seen since the restart: {settle.seen}",
+            settle.seen,
         )
 
 
@@ -216,12 +228,11 @@ def settle_restart(
     timeout_s: float,
     stable_s: float = STABLE_S,
     poll_s: float = POLL_S,
-) -> dict[str, Any]:
+) -> Settled:
     """Read the status until the connector and ``task_ids`` have read RUNNING for ``stable_s``.
 
     Gives up early when an item FAILED again after it was seen in another state (the
-    restart showed, then failed). Returns ``settled``, the last status (``after``), the
-    states each item went through (``seen``, repeats folded), and ``problem`` (why not).
+    restart showed, then failed). Returns what was found (:class:`Settled`).
     """
     watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
     seen: dict[str, list[str]] = {w: [] for w in watched}
@@ -277,11 +288,5 @@ def _describe(items: list[str], states: dict[str, str], status: ConnectorStatus,
 
 def _settled(
     ok: bool, status: ConnectorStatus, seen: dict[str, list[str]], started: float, problem: str | None
-) -> dict[str, Any]:
-    return {
-        "settled": ok,
-        "after": status.as_dict(),
-        "seen": seen,
-        "waited_s": round(time.monotonic() - started, 3),
-        "problem": problem,
-    }
+) -> Settled:
+    return Settled(ok, status.as_dict(), seen, round(time.monotonic() - started, 3), problem)
