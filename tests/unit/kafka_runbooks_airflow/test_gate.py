@@ -444,3 +444,41 @@ def test_the_decision_gate_refuses_an_unknown_plan_or_an_approve_option_it_does_
         PlanDecisionBranchOperator(action_kind="reboot", approve_option=RESTART_IT, **common)
     with pytest.raises(BadInput, match="approve_option 'Yes' is not one of"):
         PlanDecisionBranchOperator(action_kind="controller", approve_option="Yes", **common)
+
+
+def test_the_approved_trigger_starts_exactly_the_approved_run_and_only_after_an_approval(
+    decision, monkeypatch
+):
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator
+
+    started: list[tuple[str, dict]] = []
+    monkeypatch.setattr(
+        TriggerDagRunOperator,
+        "execute",
+        lambda self, context: started.append((self.trigger_run_id, self.conf)),
+    )
+    escalation = decision.xcoms[("sweep", "controller_escalation")]
+
+    def trigger(**changes) -> ApprovedTriggerDagRunOperator:
+        fields = {"trigger_run_id": escalation["trigger_run_id"], "conf": dict(escalation["conf"]), **changes}
+        return ApprovedTriggerDagRunOperator(
+            task_id=f"restart_it_{len(started)}_{len(changes)}",
+            trigger_dag_id="kafka_broker_restart",
+            action_kind="controller",
+            gate_task_id="decide",
+            **fields,
+        )
+
+    with pytest.raises(AirflowFailException, match="nothing was done"):
+        trigger().execute(decision.context("restart_it"))  # no answer yet
+    _decide(decision, RESTART_IT)
+    with pytest.raises(AirflowFailException, match="not the one approved"):
+        trigger(conf={**escalation["conf"], "node_ids": "1"}).execute(decision.context("restart_it"))
+    with pytest.raises(AirflowFailException, match="not the one approved"):
+        trigger(trigger_run_id="manual__other").execute(decision.context("restart_it"))
+    assert started == []
+    trigger().execute(decision.context("restart_it"))
+    assert started == [(escalation["trigger_run_id"], escalation["conf"])]
