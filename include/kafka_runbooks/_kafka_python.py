@@ -216,11 +216,20 @@ def list_replica_log_ends(
     (epoch None when the log has no record to read it from) or the exception that
     broker's requests failed with; plus the number of requests sent.
     """
+    planned = _plan_log_end_requests(by_broker, batch)
+    answers = _send_all(client._client._manager, by_broker, planned, timeout_ms)
+    return _merge_log_ends(by_broker, answers), len(planned)
+
+
+def _plan_log_end_requests(
+    by_broker: dict[int, list[tuple[str, int]]], batch: int | None
+) -> list[tuple[int, int, object]]:
+    """``(broker, timestamp, request)``: per broker and chunk of ``batch`` partitions, one LATEST
+    and one MAX_TIMESTAMP request, each naming a partition once (a duplicate is INVALID_REQUEST)."""
     from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
     topic_cls = ListOffsetsRequest.ListOffsetsTopic
     part_cls = topic_cls.ListOffsetsPartition
-    manager = client._client._manager
     planned: list[tuple[int, int, object]] = []
     for broker_id, partitions in by_broker.items():
         size = batch or max(1, len(partitions))
@@ -244,6 +253,19 @@ def list_replica_log_ends(
                     ],
                 )
                 planned.append((broker_id, timestamp, request))
+    return planned
+
+
+def _send_all(
+    manager,
+    by_broker: dict[int, list[tuple[str, int]]],
+    planned: list[tuple[int, int, object]],
+    timeout_ms: int,
+) -> list[tuple[int, int, object]]:
+    """Send every planned request at once, each to its broker; ``(broker, timestamp, answer or exception)``.
+
+    A request that cannot be sent or answered is that broker's failure, never the others'.
+    """
 
     async def send_all():
         # kafka-python only connects to brokers its cached metadata knows; a broker that
@@ -276,10 +298,21 @@ def list_replica_log_ends(
                 answers.append((broker_id, timestamp, exc))
         return answers
 
+    return manager.run(send_all)
+
+
+def _merge_log_ends(
+    by_broker: dict[int, list[tuple[str, int]]], answers: list[tuple[int, int, object]]
+) -> dict[int, list[tuple[str, int, int, int, int | None]] | Exception]:
+    """Per broker, one row per partition from its two answers; or its first failure.
+
+    The epoch is None unless MAX_TIMESTAMP found a record (no error, an offset >= 0, an epoch
+    >= 0): an empty log or an old broker says nothing about the epoch, never epoch -1.
+    """
     ends: dict[int, dict[tuple[str, int], tuple[int, int]]] = {}
     epochs: dict[int, dict[tuple[str, int], int | None]] = {}
     failed: dict[int, Exception] = {}
-    for broker_id, timestamp, answer in manager.run(send_all):
+    for broker_id, timestamp, answer in answers:
         if isinstance(answer, Exception):
             failed.setdefault(broker_id, answer)
             continue
@@ -301,7 +334,7 @@ def list_replica_log_ends(
             (topic, partition, code, offset, epochs.get(broker_id, {}).get((topic, partition)))
             for (topic, partition), (code, offset) in ends.get(broker_id, {}).items()
         ]
-    return out, len(planned)
+    return out
 
 
 def reorder_replicas(

@@ -66,8 +66,6 @@ def run_autorestart_sweep(
     """Sweep the Connect clusters of one group (one Kafka cluster's, from
     :func:`kafka_runbooks_airflow.fleet.connect_fleet`; without a group, the ``connect_conn_ids``
     param's); one that fails is reported, the others go on."""
-    from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
-
     logger = logger or log
     policy = policy_from_params(params)  # bad params fail here, before any call
     group = group or {"kafka_conn_id": None, "connect_conn_ids": conn_ids_from_params(params)}
@@ -88,19 +86,7 @@ def run_autorestart_sweep(
         subject=f"Kafka cluster {kafka_conn_id}" if kafka_conn_id else None,
         logger=logger,
     )
-    clusters = _group_problems(group, logger)
-    for conn_id in conn_ids:
-        try:
-            client = KafkaConnectHook(conn_id).get_conn()
-        except Exception as exc:  # a broken or missing connection: report it, sweep the others
-            clusters.append(_failed_cluster(conn_id, "bad connection", exc, logger))
-            continue
-        with client:
-            try:
-                store = JsonStateStore(conn_id)
-                clusters.append(sweep_cluster(conn_id, client, store, policy, exclude=exclude, logger=logger))
-            except Exception as exc:  # e.g. a corrupt state file: this cluster fails, the others go on
-                clusters.append(_failed_cluster(conn_id, "sweep failed", exc, logger))
+    clusters = _group_problems(group, logger) + _sweep_each(conn_ids, policy, exclude, logger)
     report = {
         "run_id": run_id,
         "kafka_conn_id": kafka_conn_id,
@@ -113,17 +99,56 @@ def run_autorestart_sweep(
         "http_calls": sum(c.get("http_calls", 0) for c in clusters),
         "wall_s": round(time.monotonic() - started, 3),
     }
+    report["report_path"] = _write_report(report, kafka_conn_id)
+    _log_report(report, logger)
+    return report
+
+
+def _sweep_each(
+    conn_ids: list[str], policy: RestartPolicy, exclude: list[str], logger: logging.Logger
+) -> list[dict]:
+    """Each Connect cluster's sweep report, in order; a cluster that cannot be swept is its own
+    failed report (an alert), never the end of the others' sweeps."""
+    from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
+
+    clusters = []
+    for conn_id in conn_ids:
+        try:
+            client = KafkaConnectHook(conn_id).get_conn()
+        except Exception as exc:  # a broken or missing connection: report it, sweep the others
+            clusters.append(_failed_cluster(conn_id, "bad connection", exc, logger))
+            continue
+        with client:
+            try:
+                store = JsonStateStore(conn_id)
+                clusters.append(sweep_cluster(conn_id, client, store, policy, exclude=exclude, logger=logger))
+            except Exception as exc:  # e.g. a corrupt state file: this cluster fails, the others go on
+                clusters.append(_failed_cluster(conn_id, "sweep failed", exc, logger))
+    return clusters
+
+
+def _write_report(report: dict[str, Any], kafka_conn_id: str | None) -> str:
+    """Write the report to the data store; returns where this group's report is.
+
+    ``latest.json`` is the last group's; with a Kafka cluster named, each also keeps its own
+    (``by_connection/<conn id>.json``), so one cluster's report is not lost to the next's.
+    """
     store = storage.store()
     text = json.dumps(report, indent=1, sort_keys=True)
-    store.write_text(LATEST_REPORT, text)  # the last group's; each Kafka cluster also keeps its own
-    report["report_path"] = store.url_of(LATEST_REPORT)
-    if kafka_conn_id:
-        from kafka_runbooks.paths import safe_name
+    store.write_text(LATEST_REPORT, text)
+    if not kafka_conn_id:
+        return store.url_of(LATEST_REPORT)
+    from kafka_runbooks.paths import safe_name
 
-        key = f"reports/connect_autorestart/by_connection/{safe_name(kafka_conn_id)}.json"
-        store.write_text(key, text)
-        report["report_path"] = store.url_of(key)
-    for c in clusters:
+    key = f"reports/connect_autorestart/by_connection/{safe_name(kafka_conn_id)}.json"
+    store.write_text(key, text)
+    return store.url_of(key)
+
+
+def _log_report(report: dict[str, Any], logger: logging.Logger) -> None:
+    """The task log's summary: a line per cluster, a line per connector with a history, then
+    every error (WARNING) and alert (ERROR), so the log alone says what needs a person."""
+    for c in report["clusters"]:
         logger.info(
             "cluster %s: reachable=%s connectors=%d restarted=%d alerts=%d http_calls=%s",
             c["cluster"],
@@ -149,7 +174,6 @@ def run_autorestart_sweep(
         logger.warning("ERROR %s", json.dumps(error, sort_keys=True))
     for alert in report["alerts"]:
         logger.error("ALERT %s", json.dumps(alert, sort_keys=True))
-    return report
 
 
 def _group_problems(group: dict[str, Any], logger: logging.Logger) -> list[dict]:

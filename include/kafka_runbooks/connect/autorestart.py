@@ -22,7 +22,7 @@ import fnmatch
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -30,11 +30,20 @@ from kafka_runbooks.connect.client import (
     ConnectClient,
     ConnectError,
     ConnectorStatus,
+    RestartOutcome,
     UnaddressableConnector,
     UnknownConnector,
     unaddressable_advice,
 )
-from kafka_runbooks.connect.policy import GIVE_UP, RESTART, RestartPolicy, RestartState, decide, iso
+from kafka_runbooks.connect.policy import (
+    GIVE_UP,
+    RESTART,
+    RestartPolicy,
+    RestartState,
+    Verdict,
+    decide,
+    iso,
+)
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.errors import BadInput
 
@@ -56,6 +65,27 @@ def excluded_by(name: str, patterns: Iterable[str]) -> str | None:
     return next((p for p in patterns if fnmatch.fnmatchcase(name, p)), None)
 
 
+@dataclass(frozen=True)
+class _Sweep:
+    """What every connector's decision in one sweep shares, passed as one instead of name by name.
+
+    The report is the one the sweep returns: the decisions add their restarts, errors and
+    alerts to it as they go. ``now`` is read once per sweep, after the listing call, so
+    every connector of the sweep is judged at the same time.
+    """
+
+    cluster: str
+    client: ConnectClient
+    policy: RestartPolicy
+    patterns: list[str]
+    now: float
+    report: dict[str, Any]
+    logger: logging.Logger
+
+    def subject(self, status: ConnectorStatus) -> str:
+        return f"{self.cluster}/{status.name}"
+
+
 def sweep_cluster(
     cluster: str,
     client: ConnectClient,
@@ -66,12 +96,35 @@ def sweep_cluster(
     clock: Callable[[], float] = time.time,
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
-    """Sweep one cluster; never raises for the cluster's own failures (they are reported)."""
+    """Sweep one cluster; never raises for the cluster's own failures (they are reported).
+
+    Under the state file's lock (one sweep of a cluster at a time): one listing call, a
+    decision per connector, then the state worth keeping, written only when it changed.
+    """
     logger = logger or log
     patterns = validate_patterns(exclude)
     started = time.monotonic()
     calls_before = client.calls
-    report: dict[str, Any] = {
+    report = _new_report(cluster, client)
+    with store.locked():
+        states = store.load()
+        try:
+            listing = client.list_connectors()
+        except ConnectError as exc:
+            _skip_unreachable(report, exc, logger)
+            return _measured(report, client.calls - calls_before, started)
+        sweep = _Sweep(cluster, client, policy, patterns, clock(), report, logger)
+        new_states = _decide_all(sweep, listing, states)
+        if new_states != states:
+            store.save(new_states)
+    _measured(report, client.calls - calls_before, started)
+    report["counts"] = _counts(report)
+    return report
+
+
+def _new_report(cluster: str, client: ConnectClient) -> dict[str, Any]:
+    """The report a sweep fills in: the decisions append rows, restarts, errors and alerts."""
+    return {
         "cluster": cluster,
         "url": client.url,
         "reachable": True,
@@ -81,199 +134,253 @@ def sweep_cluster(
         "alerts": [],
         "errors": [],
     }
-    with store.locked():
-        states = store.load()
-        try:
-            listing = client.list_connectors()
-        except ConnectError as exc:
-            report.update(reachable=False, error=str(exc))
-            report["alerts"].append({"cluster": cluster, "alert": "unreachable", "detail": str(exc)})
-            decisions.record(
-                STEP,
-                "cluster skipped",
-                "its Connect REST API did not answer the listing call; the other clusters go on",
-                observed={"url": client.url, "error": str(exc)},
-                subject=cluster,
-                logger=logger,
-                level=logging.ERROR,
-            )
-            report.update(http_calls=client.calls - calls_before, wall_s=round(time.monotonic() - started, 3))
-            return report
-        now = clock()
-        new_states: dict[str, RestartState] = {}
-        for name in sorted(listing):
-            status = listing[name]
-            row, state = _one_connector(
-                cluster, client, policy, status, states.get(name), patterns, now, report, logger
-            )
-            report["connectors"].append(row)
-            if state is not None and state.worth_keeping:
-                new_states[name] = state
-        forgotten = sorted(set(states) - set(listing))
-        if forgotten:
-            decisions.record(
-                STEP,
-                "state forgotten",
-                "these connectors no longer exist on the cluster",
-                observed={"connectors": forgotten},
-                subject=cluster,
-                logger=logger,
-            )
-        if new_states != states:
-            store.save(new_states)
-    report["http_calls"] = client.calls - calls_before
+
+
+def _skip_unreachable(report: dict[str, Any], exc: ConnectError, logger: logging.Logger) -> None:
+    """No listing, no decision: the cluster is an alert (never 'nothing failed'), the others go on."""
+    cluster = report["cluster"]
+    report.update(reachable=False, error=str(exc))
+    report["alerts"].append({"cluster": cluster, "alert": "unreachable", "detail": str(exc)})
+    decisions.record(
+        STEP,
+        "cluster skipped",
+        "its Connect REST API did not answer the listing call; the other clusters go on",
+        observed={"url": report["url"], "error": str(exc)},
+        subject=cluster,
+        logger=logger,
+        level=logging.ERROR,
+    )
+
+
+def _decide_all(
+    sweep: _Sweep, listing: dict[str, ConnectorStatus], states: dict[str, RestartState]
+) -> dict[str, RestartState]:
+    """Each listed connector's decision, in name order; returns the states worth keeping.
+
+    A connector no longer listed has its state dropped, and that is said: its restart count
+    is gone, so the same name created again starts a fresh schedule.
+    """
+    new_states: dict[str, RestartState] = {}
+    for name in sorted(listing):
+        row, state = _one_connector(sweep, listing[name], states.get(name))
+        sweep.report["connectors"].append(row)
+        if state is not None and state.worth_keeping:
+            new_states[name] = state
+    forgotten = sorted(set(states) - set(listing))
+    if forgotten:
+        decisions.record(
+            STEP,
+            "state forgotten",
+            "these connectors no longer exist on the cluster",
+            observed={"connectors": forgotten},
+            subject=sweep.cluster,
+            logger=sweep.logger,
+        )
+    return new_states
+
+
+def _measured(report: dict[str, Any], http_calls: int, started: float) -> dict[str, Any]:
+    """What the sweep cost: HTTP calls made and wall time (the report says both, reachable or not)."""
+    report["http_calls"] = http_calls
     report["wall_s"] = round(time.monotonic() - started, 3)
-    report["counts"] = {
+    return report
+
+
+def _counts(report: dict[str, Any]) -> dict[str, int]:
+    """The cluster's totals, readable without walking every row of a large cluster."""
+    return {
         "connectors": len(report["connectors"]),
         "failed": sum(1 for r in report["connectors"] if r["failed"]),
         "restarted": len(report["restarts"]),
         "errors": len(report["errors"]),
         "alerts": len(report["alerts"]),
     }
-    return report
 
 
 def _one_connector(
-    cluster: str,
-    client: ConnectClient,
-    policy: RestartPolicy,
-    status: ConnectorStatus,
-    previous: RestartState | None,
-    patterns: list[str],
-    now: float,
-    report: dict[str, Any],
-    logger: logging.Logger,
+    sweep: _Sweep, status: ConnectorStatus, previous: RestartState | None
 ) -> tuple[dict[str, Any], RestartState | None]:
-    subject = f"{cluster}/{status.name}"
-    observed = status.as_dict()
-    pattern = excluded_by(status.name, patterns)
-    state = previous
-    action = "none"
-    next_due = None
-    if pattern is None and previous is not None and previous.unaddressable:
-        action = "unaddressable"
-        if status.failed:
-            decisions.record(
-                STEP,
-                "not restarted",
-                "Connect's REST API cannot address this name (reported when first seen); not retried",
-                observed={**observed, "worker_answer": previous.unaddressable},
-                subject=subject,
-                logger=logger,
-            )
-    elif pattern is not None and status.failed:
-        action = "excluded"
+    """One connector's report row and the state to keep for it, by the first rule that applies.
+
+    An exclusion comes first (an operator switched auto-restart off for it), then a name the
+    REST API cannot address (no call can help), then the back-off policy's verdict.
+    """
+    pattern = excluded_by(status.name, sweep.patterns)
+    if pattern is not None:
+        return _excluded(sweep, status, previous, pattern)
+    if previous is not None and previous.unaddressable:
+        return _known_unaddressable(sweep, status, previous)
+    verdict = decide(sweep.policy, previous, status.failed, sweep.now)
+    if verdict.action == RESTART:
+        return _restart(sweep, status, verdict)
+    if verdict.action == GIVE_UP:
+        return _give_up(sweep, status, verdict)
+    return _no_call(sweep, status, previous, verdict)
+
+
+def _excluded(
+    sweep: _Sweep, status: ConnectorStatus, previous: RestartState | None, pattern: str
+) -> tuple[dict[str, Any], RestartState | None]:
+    """An excluded connector is never restarted and its state is kept as it was.
+
+    A FAILED one is said at WARNING every sweep: auto-restart was switched off for it on
+    purpose, but a connector left FAILED must not go unnoticed.
+    """
+    if not status.failed:
+        return _row(status, previous, "none", pattern, None), previous
+    decisions.record(
+        STEP,
+        "not restarted",
+        f"auto-restart is switched off for it (exclude pattern {pattern!r})",
+        observed=status.as_dict(),
+        subject=sweep.subject(status),
+        logger=sweep.logger,
+        level=logging.WARNING,
+    )
+    return _row(status, previous, "excluded", pattern, None), previous
+
+
+def _known_unaddressable(
+    sweep: _Sweep, status: ConnectorStatus, previous: RestartState
+) -> tuple[dict[str, Any], RestartState]:
+    """A name the REST API cannot address was alerted on when first seen: never called again.
+
+    A name cannot change, so every further call would fail the same way; while the
+    connector is FAILED each sweep says why it is left alone (no new alert).
+    """
+    if status.failed:
         decisions.record(
             STEP,
             "not restarted",
-            f"auto-restart is switched off for it (exclude pattern {pattern!r})",
-            observed=observed,
-            subject=subject,
-            logger=logger,
-            level=logging.WARNING,
+            "Connect's REST API cannot address this name (reported when first seen); not retried",
+            observed={**status.as_dict(), "worker_answer": previous.unaddressable},
+            subject=sweep.subject(status),
+            logger=sweep.logger,
         )
-    elif pattern is None:
-        verdict = decide(policy, previous, status.failed, now)
-        state = verdict.state
-        action = verdict.action
-        observed = {**observed, "restart_count": verdict.state.count}
-        if verdict.action == RESTART:
-            try:
-                outcome = client.restart(status.name, include_tasks=True, only_failed=True, known=status)
-            except UnknownConnector:
-                return _row(status, None, "deleted", None, None), None
-            except UnaddressableConnector as exc:
-                action = "unaddressable"
-                state = replace(state, unaddressable=exc.answer)
-                _unaddressable(cluster, status, exc, observed, report, subject, logger)
-            except ConnectError as exc:
-                state, action = _restart_error(
-                    cluster,
-                    policy,
-                    status,
-                    state,
-                    exc,
-                    now,
-                    verdict.reason,
-                    observed,
-                    report,
-                    subject,
-                    logger,
-                )
-            else:
-                state = state.after_restart(now)
-                entry = {
-                    **outcome.as_dict(),
-                    "restart_count": state.count,
-                    "at": iso(now),
-                    "failed_tasks": status.failed_task_ids,
-                    "connector_state": status.state,
-                }
-                report["restarts"].append(entry)
-                decisions.record(
-                    STEP,
-                    f"restarted (#{state.count})",
-                    verdict.reason,
-                    observed=observed,
-                    action=f"{outcome.method} restart: connector={outcome.restarted_connector} "
-                    f"tasks={list(outcome.restarted_tasks)} in {outcome.calls} call(s)",
-                    subject=subject,
-                    logger=logger,
-                )
-            if action in ("restart", "restart_refused") and policy.exhausted(state.count):
-                decisions.record(
-                    STEP,
-                    "last automatic restart",
-                    f"restart #{state.count} is the policy's last; if it fails again it stays FAILED",
-                    subject=subject,
-                    logger=logger,
-                )
-        elif verdict.action == GIVE_UP:
-            alert = {
-                "cluster": cluster,
-                "connector": status.name,
-                "alert": "restarts exhausted",
-                "restart_count": state.count,
-                "first_failure_at": iso(state.first_failure_at),
-                "last_restart_at": iso(state.last_restart_at),
-                "failed_tasks": status.failed_task_ids,
-                "connector_state": status.state,
-                "trace": _first_line(status),
-                "last_error": state.last_error,
-            }
-            report["alerts"].append(alert)
-            decisions.record(
-                STEP,
-                "ALERT: left FAILED",
-                verdict.reason,
-                observed=observed,
-                subject=subject,
-                logger=logger,
-                level=logging.ERROR,
-            )
-        else:  # WAIT, RESET, RECOVERING, HEALTHY: a record only when there is history to explain
-            next_due = verdict.due_at
-            if status.failed or (previous is not None and previous.count):
-                decisions.record(
-                    STEP, verdict.action, verdict.reason, observed=observed, subject=subject, logger=logger
-                )
-    return _row(status, state, action, pattern, next_due), state
+    return _row(status, previous, "unaddressable", None, None), previous
+
+
+def _restart(
+    sweep: _Sweep, status: ConnectorStatus, verdict: Verdict
+) -> tuple[dict[str, Any], RestartState | None]:
+    """The policy says restart: one restart call, and the worker's answer decides what is counted.
+
+    A connector deleted since the listing is forgotten; an unaddressable name is alerted on
+    once and remembered; an error answer goes by :func:`_restart_error`. When the restart
+    made is the policy's last, that is said now (the next failure is a give-up alert).
+    """
+    state, action = verdict.state, verdict.action
+    observed = {**status.as_dict(), "restart_count": verdict.state.count}
+    try:
+        outcome = sweep.client.restart(status.name, include_tasks=True, only_failed=True, known=status)
+    except UnknownConnector:
+        return _row(status, None, "deleted", None, None), None
+    except UnaddressableConnector as exc:
+        action = "unaddressable"
+        state = replace(state, unaddressable=exc.answer)
+        _unaddressable(sweep, status, exc, observed)
+    except ConnectError as exc:
+        state, action = _restart_error(sweep, status, state, exc, verdict.reason, observed)
+    else:
+        state = _restarted(sweep, status, state, outcome, verdict.reason, observed)
+    if action in ("restart", "restart_refused") and sweep.policy.exhausted(state.count):
+        decisions.record(
+            STEP,
+            "last automatic restart",
+            f"restart #{state.count} is the policy's last; if it fails again it stays FAILED",
+            subject=sweep.subject(status),
+            logger=sweep.logger,
+        )
+    return _row(status, state, action, None, None), state
+
+
+def _restarted(
+    sweep: _Sweep,
+    status: ConnectorStatus,
+    state: RestartState,
+    outcome: RestartOutcome,
+    why: str,
+    observed: dict[str, Any],
+) -> RestartState:
+    """The worker restarted it: counted (the back-off grows), listed in the report's restarts."""
+    state = state.after_restart(sweep.now)
+    entry = {
+        **outcome.as_dict(),
+        "restart_count": state.count,
+        "at": iso(sweep.now),
+        "failed_tasks": status.failed_task_ids,
+        "connector_state": status.state,
+    }
+    sweep.report["restarts"].append(entry)
+    decisions.record(
+        STEP,
+        f"restarted (#{state.count})",
+        why,
+        observed=observed,
+        action=f"{outcome.method} restart: connector={outcome.restarted_connector} "
+        f"tasks={list(outcome.restarted_tasks)} in {outcome.calls} call(s)",
+        subject=sweep.subject(status),
+        logger=sweep.logger,
+    )
+    return state
+
+
+def _give_up(sweep: _Sweep, status: ConnectorStatus, verdict: Verdict) -> tuple[dict[str, Any], RestartState]:
+    """The policy's restarts are used up: left FAILED, and an alert gives a person what to look at."""
+    state = verdict.state
+    alert = {
+        "cluster": sweep.cluster,
+        "connector": status.name,
+        "alert": "restarts exhausted",
+        "restart_count": state.count,
+        "first_failure_at": iso(state.first_failure_at),
+        "last_restart_at": iso(state.last_restart_at),
+        "failed_tasks": status.failed_task_ids,
+        "connector_state": status.state,
+        "trace": _first_line(status),
+        "last_error": state.last_error,
+    }
+    sweep.report["alerts"].append(alert)
+    decisions.record(
+        STEP,
+        "ALERT: left FAILED",
+        verdict.reason,
+        observed={**status.as_dict(), "restart_count": state.count},
+        subject=sweep.subject(status),
+        logger=sweep.logger,
+        level=logging.ERROR,
+    )
+    return _row(status, state, verdict.action, None, None), state
+
+
+def _no_call(
+    sweep: _Sweep, status: ConnectorStatus, previous: RestartState | None, verdict: Verdict
+) -> tuple[dict[str, Any], RestartState]:
+    """WAIT, RESET, RECOVERING, HEALTHY: no call; the row says when the next restart is due.
+
+    A record only when there is history to explain (it is FAILED, or has been restarted):
+    a sweep over hundreds of healthy connectors logs nothing about them.
+    """
+    if status.failed or (previous is not None and previous.count):
+        decisions.record(
+            STEP,
+            verdict.action,
+            verdict.reason,
+            observed={**status.as_dict(), "restart_count": verdict.state.count},
+            subject=sweep.subject(status),
+            logger=sweep.logger,
+        )
+    return _row(status, verdict.state, verdict.action, None, verdict.due_at), verdict.state
 
 
 def _unaddressable(
-    cluster: str,
-    status: ConnectorStatus,
-    exc: UnaddressableConnector,
-    observed: dict[str, Any],
-    report: dict[str, Any],
-    subject: str,
-    logger: logging.Logger,
+    sweep: _Sweep, status: ConnectorStatus, exc: UnaddressableConnector, observed: dict[str, Any]
 ) -> None:
     """Report, once, a connector that no REST call can reach, and what to do about it."""
-    report["errors"].append({"connector": status.name, "error": exc.answer, "unaddressable": True})
-    report["alerts"].append(
+    sweep.report["errors"].append({"connector": status.name, "error": exc.answer, "unaddressable": True})
+    sweep.report["alerts"].append(
         {
-            "cluster": cluster,
+            "cluster": sweep.cluster,
             "connector": status.name,
             "alert": "unaddressable name",
             "detail": unaddressable_advice(status.name),
@@ -286,29 +393,29 @@ def _unaddressable(
         "ALERT: cannot be restarted over REST",
         unaddressable_advice(status.name),
         observed={**observed, "error": exc.answer},
-        subject=subject,
-        logger=logger,
+        subject=sweep.subject(status),
+        logger=sweep.logger,
         level=logging.ERROR,
     )
 
 
 def _restart_error(
-    cluster: str,
-    policy: RestartPolicy,
+    sweep: _Sweep,
     status: ConnectorStatus,
     state: RestartState,
     exc: ConnectError,
-    now: float,
     why: str,
     observed: dict[str, Any],
-    report: dict[str, Any],
-    subject: str,
-    logger: logging.Logger,
 ) -> tuple[RestartState, str]:
-    """A restart call answered with an error: count it if the worker tried, alert if it persists."""
+    """A restart call answered with an error: count it if the worker tried, alert if it persists.
+
+    A refused restart (the worker tried, the start threw) is a restart that failed at once:
+    counted, so the back-off and the give-up alert apply. Any other error (409, a timeout)
+    restarted nothing: not counted, retried when next due.
+    """
     error = str(exc)
     if exc.refused:
-        state = state.after_refused_restart(now, error)
+        state = state.after_refused_restart(sweep.now, error)
         action = "restart_refused"
         outcome = (
             f"the worker tried and the start failed: counted as restart #{state.count}, the back-off applies"
@@ -317,7 +424,7 @@ def _restart_error(
         state = state.after_error(error)
         action = "restart_failed"
         outcome = "nothing was restarted: not counted, retried when next due"
-    report["errors"].append(
+    sweep.report["errors"].append(
         {"connector": status.name, "error": error, "refused": exc.refused, "error_streak": state.error_streak}
     )
     decisions.record(
@@ -325,34 +432,47 @@ def _restart_error(
         "restart refused" if exc.refused else "restart call failed",
         f"{why}; {outcome} ({state.error_streak} error answer(s) in a row)",
         observed={**observed, "restart_count": state.count, "error": error},
-        subject=subject,
-        logger=logger,
+        subject=sweep.subject(status),
+        logger=sweep.logger,
         level=logging.ERROR,
     )
-    if state.error_streak >= policy.errors_before_alert:
-        report["alerts"].append(
-            {
-                "cluster": cluster,
-                "connector": status.name,
-                "alert": "restart refused" if exc.refused else "restart calls failing",
-                "error_streak": state.error_streak,
-                "error": error,
-                "restart_count": state.count,
-                "failed_tasks": status.failed_task_ids,
-                "connector_state": status.state,
-            }
-        )
-        decisions.record(
-            STEP,
-            "ALERT: restart calls keep failing",
-            f"{state.error_streak} restart calls in a row answered with an error "
-            f"(errors_before_alert={policy.errors_before_alert})",
-            observed={"error": error},
-            subject=subject,
-            logger=logger,
-            level=logging.ERROR,
-        )
+    _alert_if_errors_persist(sweep, status, state, exc)
     return state, action
+
+
+def _alert_if_errors_persist(
+    sweep: _Sweep, status: ConnectorStatus, state: RestartState, exc: ConnectError
+) -> None:
+    """``errors_before_alert`` error answers in a row: an alert on this one and every further one.
+
+    One 409 during a rebalance is normal and retried; the same answer sweep after sweep is
+    not, and must reach a person (the ``raise_alerts`` task fails) instead of going on silently.
+    """
+    if state.error_streak < sweep.policy.errors_before_alert:
+        return
+    error = str(exc)
+    sweep.report["alerts"].append(
+        {
+            "cluster": sweep.cluster,
+            "connector": status.name,
+            "alert": "restart refused" if exc.refused else "restart calls failing",
+            "error_streak": state.error_streak,
+            "error": error,
+            "restart_count": state.count,
+            "failed_tasks": status.failed_task_ids,
+            "connector_state": status.state,
+        }
+    )
+    decisions.record(
+        STEP,
+        "ALERT: restart calls keep failing",
+        f"{state.error_streak} restart calls in a row answered with an error "
+        f"(errors_before_alert={sweep.policy.errors_before_alert})",
+        observed={"error": error},
+        subject=sweep.subject(status),
+        logger=sweep.logger,
+        level=logging.ERROR,
+    )
 
 
 def _first_line(status: ConnectorStatus) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -48,6 +49,17 @@ class RestartNotSettled(ConnectError, RunbookFailed):
     def __init__(self, message: str, seen: dict[str, Any]) -> None:
         super().__init__(message)
         self.seen = seen
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What reading the status back after a restart found."""
+
+    settled: bool  # the connector and the watched tasks read RUNNING for stable_s in a row
+    after: dict[str, Any]  # the last status read (ConnectorStatus.as_dict)
+    seen: dict[str, list[str]]  # the states each watched item went through, repeats folded
+    waited_s: float
+    problem: str | None  # why it did not settle (None when it did)
 
 
 def validate_request(connector: str, scope: str, task_ids: Iterable[int] | None) -> list[int]:
@@ -83,6 +95,39 @@ def manual_restart(
     ids = validate_request(connector, scope, task_ids)
     if settle_timeout_s < 0 or stable_s < 0:
         raise BadInput(f"settle_timeout_s and stable_s must be >= 0, got {settle_timeout_s}, {stable_s}")
+    before = _status_before(client, connector, ids)
+    decisions.record(
+        STEP,
+        f"restart {scope}",
+        f"requested by hand: {SCOPES[scope]}",
+        observed={**before.as_dict(), "task_ids": ids},
+        subject=f"{client.url}/{connector}",
+        logger=logger,
+    )
+    result = _restart_scope(client, connector, scope, ids, before)
+    settle = settle_restart(
+        client, connector, result["restarted_tasks"], timeout_s=settle_timeout_s, stable_s=stable_s
+    )
+    report = {
+        "connector": connector,
+        "scope": scope,
+        **result,
+        "before": before.as_dict(),
+        "after": settle.after,
+        "settled": settle.settled,
+        "seen": settle.seen,
+        "waited_s": settle.waited_s,
+    }
+    _judge(client, connector, result, settle, stable_s, fail_if_not_settled, logger)
+    return report
+
+
+def _status_before(client: ConnectClient, connector: str, ids: list[int]) -> ConnectorStatus:
+    """The connector's status before the restart, from one listing call.
+
+    An unknown connector or task id fails here, before any restart, naming what does exist
+    (a typo must not restart something else, nor nothing silently).
+    """
     listing = client.list_connectors()
     if connector not in listing:
         raise UnknownConnector(
@@ -96,67 +141,72 @@ def manual_restart(
             f"connector {connector!r} on {client.url} has no task {unknown}; its tasks are {before.task_ids}",
             404,
         )
-    subject = f"{client.url}/{connector}"
-    decisions.record(
-        STEP,
-        f"restart {scope}",
-        f"requested by hand: {SCOPES[scope]}",
-        observed={**before.as_dict(), "task_ids": ids},
-        subject=subject,
-        logger=logger,
-    )
+    return before
+
+
+def _restart_scope(
+    client: ConnectClient, connector: str, scope: str, ids: list[int], before: ConnectorStatus
+) -> dict[str, Any]:
+    """The restart calls for the scope; returns what the worker says it restarted.
+
+    ``tasks`` and ``connector`` are plain per-item calls; ``failed`` and ``all`` are one
+    KIP-745 call (the client falls back to per-item calls on an older worker).
+    """
     if scope == "tasks":
         statuses = [client.restart_task(connector, t) for t in ids]
-        result = {
+        return {
             "method": "per-task",
             "restarted_connector": False,
             "restarted_tasks": ids,
             "http_statuses": statuses,
         }
-    elif scope == "connector":
-        result = {
+    if scope == "connector":
+        return {
             "method": "connector",
             "restarted_connector": True,
             "restarted_tasks": [],
             "http_statuses": [client.restart_connector(connector)],
         }
-    else:
-        outcome = client.restart(connector, include_tasks=True, only_failed=scope == "failed", known=before)
-        result = outcome.as_dict()
+    outcome = client.restart(connector, include_tasks=True, only_failed=scope == "failed", known=before)
+    return outcome.as_dict()
+
+
+def _judge(
+    client: ConnectClient,
+    connector: str,
+    result: dict[str, Any],
+    settle: Settled,
+    stable_s: float,
+    fail_if_not_settled: bool,
+    logger: logging.Logger,
+) -> None:
+    """Restarted only when read back settled: else NOT SETTLED, raised unless only a warning is asked.
+
+    The worker's answer to the restart call says nothing about whether what it restarted
+    runs; the record says what was seen since, so the person reading the log need not look.
+    """
+    subject = f"{client.url}/{connector}"
     action = (
         f"{result['method']}: connector={result['restarted_connector']} tasks={result['restarted_tasks']}"
     )
-    settle = settle_restart(
-        client, connector, result["restarted_tasks"], timeout_s=settle_timeout_s, stable_s=stable_s
-    )
-    report = {
-        "connector": connector,
-        "scope": scope,
-        **result,
-        "before": before.as_dict(),
-        "after": settle["after"],
-        "settled": settle["settled"],
-        "seen": settle["seen"],
-        "waited_s": settle["waited_s"],
-    }
-    if settle["settled"]:
+    if settle.settled:
         decisions.record(
             STEP,
             "restarted",
             f"the connector and the restarted tasks read RUNNING for {stable_s:g}s in a row "
-            f"(after {settle['waited_s']:.1f}s)",
-            observed=settle["after"],
+            f"(after {settle.waited_s:.1f}s)",
+            observed=settle.after,
             action=action,
             subject=subject,
             logger=logger,
         )
-        return report
-    problem = settle["problem"]
+        return
+    problem = settle.problem
     decisions.record(
         STEP,
         "NOT SETTLED" if fail_if_not_settled else "not settled (warning only)",
         f"the restart was made but {problem}",
-        observed={"after": settle["after"], "seen": settle["seen"]},
+        observed={"after": settle.after, "seen": settle.seen},
         action=action,
         subject=subject,
         logger=logger,
@@ -165,10 +215,9 @@ def manual_restart(
     if fail_if_not_settled:
         raise RestartNotSettled(
             f"connector {connector!r} on {client.url}: the restart was made but {problem}; "
-            f"states seen since the restart: {settle['seen']}",
-            settle["seen"],
+            f"states seen since the restart: {settle.seen}",
+            settle.seen,
         )
-    return report
 
 
 def settle_restart(
@@ -179,12 +228,11 @@ def settle_restart(
     timeout_s: float,
     stable_s: float = STABLE_S,
     poll_s: float = POLL_S,
-) -> dict[str, Any]:
+) -> Settled:
     """Read the status until the connector and ``task_ids`` have read RUNNING for ``stable_s``.
 
     Gives up early when an item FAILED again after it was seen in another state (the
-    restart showed, then failed). Returns ``settled``, the last status (``after``), the
-    states each item went through (``seen``, repeats folded), and ``problem`` (why not).
+    restart showed, then failed). Returns what was found (:class:`Settled`).
     """
     watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
     seen: dict[str, list[str]] = {w: [] for w in watched}
@@ -240,11 +288,5 @@ def _describe(items: list[str], states: dict[str, str], status: ConnectorStatus,
 
 def _settled(
     ok: bool, status: ConnectorStatus, seen: dict[str, list[str]], started: float, problem: str | None
-) -> dict[str, Any]:
-    return {
-        "settled": ok,
-        "after": status.as_dict(),
-        "seen": seen,
-        "waited_s": round(time.monotonic() - started, 3),
-        "problem": problem,
-    }
+) -> Settled:
+    return Settled(ok, status.as_dict(), seen, round(time.monotonic() - started, 3), problem)

@@ -41,7 +41,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef, discover
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
-from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS
+from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS, NodeMetrics
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore, NodeState
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.probes import RUNNING, STATE_NAMES
@@ -100,9 +100,51 @@ class SweepOptions:
 def assess(
     ref: NodeRef, reading: NodeReading, prev: NodeState | None, now_ms: int
 ) -> tuple[dict[str, Any], NodeState]:
-    """Compare one node's reading with its last state: the report row and the new state."""
+    """Compare one node's reading with its last state: the report row and the new state.
+
+    A node not read, or read without the counters of its role, is UNKNOWN (never healthy)
+    and keeps its last known values, to be compared with next time. Otherwise each counter
+    is compared (:func:`_compare_counters`) and the node judged (:func:`_status`).
+    """
     prev_state = prev or NodeState()
-    row: dict[str, Any] = {
+    row = _new_row(ref, reading, prev_state)
+    metrics = reading.metrics
+    if metrics is None:
+        row.update(status=UNKNOWN, change="not read")
+        return row, prev_state  # keep the last known values: compare with them next time
+    _learn_roles(ref, metrics, row)
+    missing = _missing_counters(ref, metrics)
+    _copy_reading(row, metrics, prev_state)
+    if not metrics.counters or missing:
+        what = ", ".join(missing) if missing else "any KIP-859 counter"
+        row.update(
+            status=UNKNOWN,
+            change="not read",
+            error=f"the exposition has no {what} (Kafka < 3.3, or the exporter rules drop it: "
+            "see stack/jmx-exporter/kafka.yml)",
+        )
+        return row, prev_state
+    restarted = bool(row["restarted_since_last_sweep"])
+    increased, rebased, based = _compare_counters(metrics.counters, prev_state.counters, restarted)
+    row.update(increased=increased, rebased=rebased, based=sorted(based))
+    new_state = NodeState(
+        counters=dict(metrics.counters),
+        seen_at_ms=now_ms,
+        process_start_s=metrics.process_start_s,
+        increase_streak=prev_state.increase_streak + 1 if increased else 0,
+        restart_run_id=prev_state.restart_run_id,
+        decision_run_id=prev_state.decision_run_id,
+    )
+    status, change = _status(prev, restarted, bool(increased), bool(rebased))
+    if status == HEALTHY and BROKER in ref.roles and metrics.broker_state not in (None, RUNNING):
+        status = NOT_RUNNING  # no counter went up, but a broker that is not RUNNING is not healthy
+    row.update(status=status, change=change, increase_streak=new_state.increase_streak)
+    return row, new_state
+
+
+def _new_row(ref: NodeRef, reading: NodeReading, prev_state: NodeState) -> dict[str, Any]:
+    """The node's report row before anything is read from its metrics (every key, always there)."""
+    return {
         "node_id": ref.node_id,
         "roles": sorted(ref.roles),
         "host": ref.host,
@@ -120,24 +162,35 @@ def assess(
         "error": reading.error,
         "restarted_since_last_sweep": None,
     }
-    metrics = reading.metrics
-    if metrics is None:
-        row.update(status=UNKNOWN, change="not read")
-        return row, prev_state  # keep the last known values: compare with them next time
-    # the exposition tells a node's role when the cluster did not (a configured node)
-    if not ref.roles:
-        if metrics.looks_like_broker:
-            ref.roles.add(BROKER)
-        if metrics.looks_like_controller:
-            ref.roles.add(CONTROLLER)
-        row["roles"] = sorted(ref.roles)
+
+
+def _learn_roles(ref: NodeRef, metrics: NodeMetrics, row: dict[str, Any]) -> None:
+    """A node the cluster did not describe (a configured one) gets its roles from its exposition,
+    so the counters its role must have are known."""
+    if ref.roles:
+        return
+    if metrics.looks_like_broker:
+        ref.roles.add(BROKER)
+    if metrics.looks_like_controller:
+        ref.roles.add(CONTROLLER)
+    row["roles"] = sorted(ref.roles)
+
+
+def _missing_counters(ref: NodeRef, metrics: NodeMetrics) -> list[str]:
+    """The counters the node's roles must have that its exposition lacks (then it is unknown:
+    an error count that cannot be read must never read as no errors)."""
     expected = [
         c
         for role, cs in ((BROKER, BROKER_COUNTERS), (CONTROLLER, CONTROLLER_COUNTERS))
         for c in cs
         if role in ref.roles
     ]
-    missing = [c for c in expected if c not in metrics.counters]
+    return [c for c in expected if c not in metrics.counters]
+
+
+def _copy_reading(row: dict[str, Any], metrics: NodeMetrics, prev_state: NodeState) -> None:
+    """What the row shows of the reading, and whether the process restarted since the last sweep
+    (its start time moved by more than a second; None when either reading lacks it)."""
     row.update(
         counters=dict(metrics.counters),
         metric_names=dict(metrics.names),
@@ -149,21 +202,23 @@ def assess(
     )
     if prev_state.process_start_s is not None and metrics.process_start_s is not None:
         row["restarted_since_last_sweep"] = abs(metrics.process_start_s - prev_state.process_start_s) > 1
-    if not metrics.counters or missing:
-        what = ", ".join(missing) if missing else "any KIP-859 counter"
-        row.update(
-            status=UNKNOWN,
-            change="not read",
-            error=f"the exposition has no {what} (Kafka < 3.3, or the exporter rules drop it: "
-            "see stack/jmx-exporter/kafka.yml)",
-        )
-        return row, prev_state
-    restarted = bool(row["restarted_since_last_sweep"])
+
+
+def _compare_counters(
+    counters: dict[str, float], previous: dict[str, float], restarted: bool
+) -> tuple[dict[str, list[float]], dict[str, list[float]], list[str]]:
+    """Each counter against its last value: (increased, re-based, based), each ``name: [before, now]``.
+
+    No last value: *based* (nothing to compare with, not flagged). After a restart the
+    counter started again from zero, so it is compared with zero: any error since is an
+    increase, even below the old value. Lower than last time without a restart seen:
+    *re-based* (the process restarted unseen; its new errors are unknown).
+    """
     increased: dict[str, list[float]] = {}
     rebased: dict[str, list[float]] = {}
     based: list[str] = []
-    for name, value in metrics.counters.items():
-        before = prev_state.counters.get(name)
+    for name, value in counters.items():
+        before = previous.get(name)
         if before is None:
             based.append(name)
             continue
@@ -173,36 +228,24 @@ def assess(
             increased[name] = [since, value]
         elif value < before:
             rebased[name] = [before, value]
-    row.update(increased=increased, rebased=rebased, based=sorted(based))
-    new_state = NodeState(
-        counters=dict(metrics.counters),
-        seen_at_ms=now_ms,
-        process_start_s=metrics.process_start_s,
-        increase_streak=prev_state.increase_streak + 1 if increased else 0,
-        restart_run_id=prev_state.restart_run_id,
-        decision_run_id=prev_state.decision_run_id,
-    )
+    return increased, rebased, based
+
+
+def _status(prev: NodeState | None, restarted: bool, increased: bool, rebased: bool) -> tuple[str, str]:
+    """(status, what changed): FLAGGED when a counter went up, else HEALTHY, saying why."""
     if increased:
-        row.update(
-            status=FLAGGED,
-            change="increased since its restart (counted from zero)" if restarted else "increased",
-        )
-    elif prev is None or not prev.counters:
-        row.update(status=HEALTHY, change="first seen")
-    elif restarted:
-        row.update(status=HEALTHY, change="re-based (restarted, no error since)")
-    elif rebased:
-        row.update(
-            status=HEALTHY,
-            change="re-based (a counter went down: the node restarted; no process start time to tell "
+        return FLAGGED, "increased since its restart (counted from zero)" if restarted else "increased"
+    if prev is None or not prev.counters:
+        return HEALTHY, "first seen"
+    if restarted:
+        return HEALTHY, "re-based (restarted, no error since)"
+    if rebased:
+        return (
+            HEALTHY,
+            "re-based (a counter went down: the node restarted; no process start time to tell "
             "the errors since)",
         )
-    else:
-        row.update(status=HEALTHY, change="unchanged")
-    if row["status"] == HEALTHY and BROKER in ref.roles and metrics.broker_state not in (None, RUNNING):
-        row["status"] = NOT_RUNNING
-    row["increase_streak"] = new_state.increase_streak
-    return row, new_state
+    return HEALTHY, "unchanged"
 
 
 def _counter_text(row: dict[str, Any]) -> str:

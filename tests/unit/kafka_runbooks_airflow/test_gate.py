@@ -279,3 +279,206 @@ def test_an_ungated_run_passes_the_gate_only_where_the_deployment_allows_it(rest
     restart_run.settings[rules.ALLOW_UNGATED_VARIABLE] = "false"  # withdrawn before the roll started
     with pytest.raises(AirflowFailException, match="ungated runs are not allowed"):
         require_approval(roll_ctx, "restart", "approval_gate")
+
+
+# -- PlanDecisionBranchOperator: a choice between a destructive option and a harmless one ----
+
+RESTART_IT, LEAVE_IT = "Restart it", "Leave it"
+
+
+@pytest.fixture
+def decision(monkeypatch):
+    """A PlanDecisionBranchOperator alone in a DAG, gating the escalation of a sweep's XCom."""
+    import pendulum
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    from kafka_runbooks_airflow import gate
+
+    settings: dict[str, str] = {}
+    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy(settings.get, {}))
+    monkeypatch.setattr(gate, "show_question", lambda operator, ti_id: operator.body)
+    with DAG("kafka_metadata_error_sweep", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        op = gate.PlanDecisionBranchOperator(
+            task_id="decide",
+            action_kind="controller",
+            approve_option=RESTART_IT,
+            options=[RESTART_IT, LEAVE_IT],
+            options_mapping={RESTART_IT: "restart_it", LEAVE_IT: "leave_it"},
+            subject="Active controller",
+            response_timeout=timedelta(hours=1),
+        )
+        op >> [EmptyOperator(task_id="restart_it"), EmptyOperator(task_id="leave_it")]
+    branched: list[list[str]] = []
+    monkeypatch.setattr(
+        op, "do_branch", lambda context, branches_to_execute: branched.append(branches_to_execute)
+    )
+    escalation = {
+        "node_id": 9001,
+        "trigger_run_id": "metadata_errors__kafka_default__controller_9001__r1",
+        "conf": {"node_ids": "9001", "kafka_conn_id": "kafka_default", "require_approval": True},
+        "reason": "KIP-859 metadata errors increasing on the active controller 9001",
+    }
+    xcoms = {("sweep", "controller_escalation"): escalation}
+
+    def context(task_id: str = "decide", triggered_by: str | None = "bob"):
+        return {
+            "dag": dag,
+            "run_id": "scheduled__2026-11-24T10:00:00+00:00",
+            "ti": FakeTI(task_id, xcoms),
+            "task_instance": SimpleNamespace(id="ti-9"),
+            "dag_run": SimpleNamespace(triggering_user_name=triggered_by),
+            "params": {},
+        }
+
+    return SimpleNamespace(op=op, context=context, xcoms=xcoms, settings=settings, branched=branched)
+
+
+def _decide(d, option: str | None, by: str = "alice", triggered_by: str | None = "bob"):
+    """Ask (up to where the gate waits), then answer ``option`` (None: the gate timed out)."""
+    import airflow.providers.standard.operators.hitl as hitl
+    from airflow.sdk.exceptions import TaskAwaitingInput
+
+    asking = d.context(triggered_by=triggered_by)
+    original, hitl.upsert_hitl_detail = hitl.upsert_hitl_detail, lambda **kw: None
+    try:
+        with pytest.raises(TaskAwaitingInput):
+            d.op.execute(asking)
+    finally:
+        hitl.upsert_hitl_detail = original
+        d.xcoms.update(asking["ti"].xcoms)
+    answering = d.context(triggered_by=triggered_by)
+    if option is None:
+        event = {"error": "The response timeout has passed", "error_type": "timeout"}
+    else:
+        event = {
+            "chosen_options": [option],
+            "params_input": {},
+            "responded_at": datetime(2026, 11, 24, 10, 5, tzinfo=UTC),
+            "responded_by_user": {"id": by, "name": by},
+        }
+    try:
+        return d.op.execute_complete(answering, event)
+    finally:
+        d.xcoms.update(answering["ti"].xcoms)
+
+
+def _act(d):
+    from kafka_runbooks_airflow.gate import require_approval
+
+    return require_approval(d.context("restart_it"), "controller", "decide")
+
+
+def test_the_destructive_option_is_an_approval_of_the_plan_and_takes_its_branch(decision):
+    _decide(decision, RESTART_IT)
+    record = decision.xcoms[("decide", "approval")]
+    assert record["outcome"] == rules.APPROVED and record["by"]["id"] == "alice"
+    assert record["digest"] in decision.op.body  # the digest shown is the one approved
+    assert decision.branched == [["restart_it"]]
+    assert _act(decision)["by"]["id"] == "alice"
+
+
+def test_the_harmless_option_is_recorded_as_rejected_and_takes_its_own_branch(decision):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _decide(decision, LEAVE_IT)
+    record = decision.xcoms[("decide", "approval")]
+    assert (record["outcome"], record["reason"]) == (rules.REJECTED, "['Leave it'] chosen by alice")
+    assert decision.branched == [["leave_it"]]
+    with pytest.raises(AirflowFailException, match="nothing was done"):
+        _act(decision)  # no destructive step on a 'Leave it'
+
+
+def test_four_eyes_the_triggering_user_cannot_choose_the_destructive_option(decision):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    decision.settings[rules.FOUR_EYES_VARIABLE] = "true"
+    with pytest.raises(AirflowFailException, match="four-eyes is on and alice triggered this run"):
+        _decide(decision, RESTART_IT, by="alice", triggered_by="alice")
+    assert decision.xcoms[("decide", "approval")]["outcome"] == rules.REFUSED
+    assert decision.branched == []  # no branch runs
+
+
+def test_no_answer_in_time_fails_the_gate_and_takes_no_branch(decision):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="not approved within 1:00:00"):
+        _decide(decision, None)
+    assert decision.xcoms[("decide", "approval")]["outcome"] == rules.TIMED_OUT
+    assert decision.branched == []
+
+
+def test_an_escalation_changed_while_the_gate_waited_is_not_approved(decision):
+    import airflow.providers.standard.operators.hitl as hitl
+    from airflow.sdk.exceptions import AirflowFailException, TaskAwaitingInput
+
+    asking = decision.context()
+    original, hitl.upsert_hitl_detail = hitl.upsert_hitl_detail, lambda **kw: None
+    try:
+        with pytest.raises(TaskAwaitingInput):
+            decision.op.execute(asking)
+    finally:
+        hitl.upsert_hitl_detail = original
+    decision.xcoms.update(asking["ti"].xcoms)
+    decision.xcoms[("sweep", "controller_escalation")] = {
+        **decision.xcoms[("sweep", "controller_escalation")],
+        "node_id": 9002,
+    }
+    event = {
+        "chosen_options": [RESTART_IT],
+        "params_input": {},
+        "responded_at": datetime(2026, 11, 24, 10, 5, tzinfo=UTC),
+        "responded_by_user": {"id": "alice", "name": "alice"},
+    }
+    with pytest.raises(AirflowFailException, match="the plan changed while the gate waited"):
+        decision.op.execute_complete(decision.context(), event)
+    assert decision.branched == []
+
+
+def test_the_decision_gate_refuses_an_unknown_plan_or_an_approve_option_it_does_not_offer():
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks_airflow.gate import PlanDecisionBranchOperator
+
+    common = {"task_id": "d", "options": [RESTART_IT, LEAVE_IT], "subject": "q"}
+    with pytest.raises(BadInput, match="unknown action_kind 'reboot'"):
+        PlanDecisionBranchOperator(action_kind="reboot", approve_option=RESTART_IT, **common)
+    with pytest.raises(BadInput, match="approve_option 'Yes' is not one of"):
+        PlanDecisionBranchOperator(action_kind="controller", approve_option="Yes", **common)
+
+
+def test_the_approved_trigger_starts_exactly_the_approved_run_and_only_after_an_approval(
+    decision, monkeypatch
+):
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator
+
+    started: list[tuple[str, dict]] = []
+    monkeypatch.setattr(
+        TriggerDagRunOperator,
+        "execute",
+        lambda self, context: started.append((self.trigger_run_id, self.conf)),
+    )
+    escalation = decision.xcoms[("sweep", "controller_escalation")]
+
+    def trigger(**changes) -> ApprovedTriggerDagRunOperator:
+        fields = {"trigger_run_id": escalation["trigger_run_id"], "conf": dict(escalation["conf"]), **changes}
+        return ApprovedTriggerDagRunOperator(
+            task_id=f"restart_it_{len(started)}_{len(changes)}",
+            trigger_dag_id="kafka_broker_restart",
+            action_kind="controller",
+            gate_task_id="decide",
+            **fields,
+        )
+
+    with pytest.raises(AirflowFailException, match="nothing was done"):
+        trigger().execute(decision.context("restart_it"))  # no answer yet
+    _decide(decision, RESTART_IT)
+    with pytest.raises(AirflowFailException, match="not the one approved"):
+        trigger(conf={**escalation["conf"], "node_ids": "1"}).execute(decision.context("restart_it"))
+    with pytest.raises(AirflowFailException, match="not the one approved"):
+        trigger(trigger_run_id="manual__other").execute(decision.context("restart_it"))
+    assert started == []
+    trigger().execute(decision.context("restart_it"))
+    assert started == [(escalation["trigger_run_id"], escalation["conf"])]

@@ -227,3 +227,37 @@ def test_the_lease_queue_keeps_each_run_once_and_forgets_old_entries():
     now[0] += 150
     queue.register("a", Holder("d", "r3"))
     assert queue.runs("a", "d") == ["r3"] and queue.runs("a", "e") == []
+
+
+def test_the_sensor_takes_the_lease_for_as_long_as_the_gate_may_wait(tmp_path, monkeypatch):
+    """Nothing renews the lease while the approval gate waits: it must hold that long past its TTL."""
+    from kafka_runbooks_airflow.lease import cluster_lease
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("KAFKA_RUNBOOKS_LEASE_TTL_S", "60")
+    sensor, ctx = _sensor_and_context(
+        "gated", {"on_lease_held": "wait", "dry_run": False}, {"gated": "running"}
+    )
+    sensor.hold_for_s = "3600"  # rendered from {{ params.approval_timeout_s }}
+    assert sensor.poke(ctx) is True
+    record, _ = cluster_lease(ctx, "kafka_a").current()
+    assert (record.run_id, record.expires_at - record.renewed_at) == ("gated", 3660.0)
+    sensor, ctx = _sensor_and_context("ungated", {"on_lease_held": "wait", "dry_run": False}, {})
+    sensor.kafka_conn_id = "kafka_b"
+    assert sensor.poke(ctx) is True
+    record, _ = cluster_lease(ctx, "kafka_b").current()
+    assert record.expires_at - record.renewed_at == 60.0  # no gate wait: the TTL alone
+
+
+def test_an_on_held_choice_it_does_not_know_fails_before_touching_the_lease(tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.lease import cluster_lease
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    sensor, ctx = _sensor_and_context("r1", {"on_lease_held": "steal", "dry_run": False}, {"r1": "running"})
+    with pytest.raises(
+        AirflowFailException, match=r"on_lease_held must be one of \('wait', 'fail'\), not 'steal'"
+    ):
+        sensor.poke(ctx)
+    assert cluster_lease(ctx, "kafka_a").current() == (None, None)

@@ -53,3 +53,50 @@ def test_restart_hook_names_an_unknown_back_end(monkeypatch):
     _connection(monkeypatch, "restart_unit", "generic", {"backend": "telepathy"})
     with pytest.raises(Exception, match="telepathy"):
         RestartBackendHook(restart_conn_id="restart_unit").get_backend()
+
+
+def test_restart_hook_builds_the_kubernetes_back_end_through_the_named_kubernetes_connection(monkeypatch):
+    import airflow.providers.cncf.kubernetes.hooks.kubernetes as k8s
+
+    from kafka_runbooks.restart.backends import KubernetesBackend
+
+    built: list[str] = []
+
+    class FakeKubernetesHook:  # stands in for the cluster API: only the client it hands out
+        def __init__(self, conn_id: str) -> None:
+            built.append(conn_id)
+            self.core_v1_client = f"core-v1 of {conn_id}"
+
+    monkeypatch.setattr(k8s, "KubernetesHook", FakeKubernetesHook)
+    extra = {
+        "backend": "kubernetes",
+        "kubernetes_conn_id": "k8s_prod",
+        "namespace": "kafka",
+        "pod_name_template": "my-cluster-kafka-{node_id}",
+        "strimzi": True,
+    }
+    _connection(monkeypatch, "restart_k8s", "generic", extra)
+    backend = RestartBackendHook(restart_conn_id="restart_k8s").get_backend()
+    assert isinstance(backend, KubernetesBackend) and built == ["k8s_prod"]
+    assert backend.core_v1 == "core-v1 of k8s_prod"
+    assert (backend.namespace, backend.pod_name_template, backend.strimzi) == (
+        "kafka",
+        "my-cluster-kafka-{node_id}",
+        True,
+    )
+    del extra["kubernetes_conn_id"]
+    _connection(monkeypatch, "restart_k8s", "generic", extra)
+    RestartBackendHook(restart_conn_id="restart_k8s").get_backend()
+    assert built[-1] == "kubernetes_default"
+
+
+def test_restart_hook_asks_no_kubernetes_connection_for_another_back_end(monkeypatch):
+    import airflow.providers.cncf.kubernetes.hooks.kubernetes as k8s
+
+    from kafka_runbooks.restart.docker import DockerBackend
+
+    monkeypatch.setattr(k8s, "KubernetesHook", lambda **kw: pytest.fail("no Kubernetes client is needed"))
+    _connection(
+        monkeypatch, "restart_docker", "generic", {"backend": "docker", "containers": {"1": "kafka-1"}}
+    )
+    assert isinstance(RestartBackendHook(restart_conn_id="restart_docker").get_backend(), DockerBackend)
