@@ -192,83 +192,93 @@ def _elect(bootstrap: str, file: Path) -> list[str]:
 
 
 def manual_steps(choices: list[Choice], bootstrap: str, folder: Path) -> list[dict]:
-    """The commands, in order, each with what must be seen before going on."""
+    """The commands, in order, each with what must be seen before going on: first the partitions
+    whose chosen replica Kafka's UNCLEAN election already takes, then those that need it put first."""
     files = manual_files(choices)
     direct = [c for c in choices if c.chosen is not None and not _needs_reorder(c)]
     reorder = [c for c in choices if _needs_reorder(c)]
-    reassign = ["kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap]
     steps: list[dict] = []
-
-    def leaders(group):
-        return ", ".join(f"{c.name}: Leader {c.chosen}" for c in group)
-
-    def live_first(group):
-        return "; ".join(
-            f"{c.name}: Leader none, broker {c.chosen} up and unfenced, no other live replica before it"
-            for c in group
-        )
-
     if "elect.json" in files:
-        topics = sorted({c.topic for c in direct})
-        steps += [
-            {
-                "group": "elect.json",
-                "step": "check: still offline, the chosen broker is the first live replica",
-                "command": _describe(bootstrap, topics),
-                "verify": live_first(direct)
-                + ". Otherwise STOP: the UNCLEAN election would elect another replica",
-            },
-            {
-                "group": "elect.json",
-                "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
-                "command": _elect(bootstrap, folder / "elect.json"),
-                "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
-            },
-            {
-                "group": "elect.json",
-                "step": "verify the leaders, then again after a settle period (30 s or more)",
-                "command": _describe(bootstrap, topics),
-                "verify": leaders(direct) + ", both times. Any other leader is data loss: report it",
-            },
-        ]
+        steps += _direct_steps(direct, bootstrap, folder)
     if "reorder.json" in files:
-        topics = sorted({c.topic for c in reorder})
-        first = "; ".join(f"{c.name}: Replicas start with {c.chosen}, Leader none" for c in reorder)
-        steps += [
-            {
-                "group": "reorder.json",
-                "step": "put the chosen replica first (same replica set: nothing moves, no leader is "
-                "elected). " + REASSIGN_REFUSES,
-                "command": [*reassign, "--execute", "--reassignment-json-file", str(folder / "reorder.json")],
-                "verify": "'Successfully started partition reassignments'",
-            },
-            {
-                "group": "reorder.json",
-                "step": "verify the new order; the partitions are still offline",
-                "command": _describe(bootstrap, topics),
-                "verify": first + ". The chosen broker must be up and unfenced, else STOP",
-            },
-            {
-                "group": "reorder.json",
-                "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
-                "command": _elect(bootstrap, folder / "elect-after-reorder.json"),
-                "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
-            },
-            {
-                "group": "reorder.json",
-                "step": "verify the leaders, then again after a settle period (30 s or more)",
-                "command": _describe(bootstrap, topics),
-                "verify": leaders(reorder) + ", both times. Any other leader is data loss: report it",
-            },
-            {
-                "group": "reorder.json",
-                "step": "put the original replica order back (the leader stays)",
-                "command": [*reassign, "--execute", "--reassignment-json-file", str(folder / "restore.json")],
-                "verify": "'Successfully started partition reassignments'; then kafka-topics --describe "
-                "shows the original Replicas order",
-            },
-        ]
+        steps += _reorder_steps(reorder, bootstrap, folder)
     return steps
+
+
+def _leaders(group: list[Choice]) -> str:
+    return ", ".join(f"{c.name}: Leader {c.chosen}" for c in group)
+
+
+def _direct_steps(direct: list[Choice], bootstrap: str, folder: Path) -> list[dict]:
+    """Check, elect, verify twice: the chosen broker is the first live replica, so Kafka's own
+    UNCLEAN election takes it, unless something changed since the plan (the check)."""
+    topics = sorted({c.topic for c in direct})
+    live_first = "; ".join(
+        f"{c.name}: Leader none, broker {c.chosen} up and unfenced, no other live replica before it"
+        for c in direct
+    )
+    return [
+        {
+            "group": "elect.json",
+            "step": "check: still offline, the chosen broker is the first live replica",
+            "command": _describe(bootstrap, topics),
+            "verify": live_first + ". Otherwise STOP: the UNCLEAN election would elect another replica",
+        },
+        {
+            "group": "elect.json",
+            "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
+            "command": _elect(bootstrap, folder / "elect.json"),
+            "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
+        },
+        {
+            "group": "elect.json",
+            "step": "verify the leaders, then again after a settle period (30 s or more)",
+            "command": _describe(bootstrap, topics),
+            "verify": _leaders(direct) + ", both times. Any other leader is data loss: report it",
+        },
+    ]
+
+
+def _reorder_steps(reorder: list[Choice], bootstrap: str, folder: Path) -> list[dict]:
+    """Put the chosen replica first (nothing moves), elect, verify, put the order back: Kafka's
+    UNCLEAN election takes the first live replica, which is not the chosen one until reordered."""
+    topics = sorted({c.topic for c in reorder})
+    reassign = ["kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap]
+    first = "; ".join(f"{c.name}: Replicas start with {c.chosen}, Leader none" for c in reorder)
+    return [
+        {
+            "group": "reorder.json",
+            "step": "put the chosen replica first (same replica set: nothing moves, no leader is "
+            "elected). " + REASSIGN_REFUSES,
+            "command": [*reassign, "--execute", "--reassignment-json-file", str(folder / "reorder.json")],
+            "verify": "'Successfully started partition reassignments'",
+        },
+        {
+            "group": "reorder.json",
+            "step": "verify the new order; the partitions are still offline",
+            "command": _describe(bootstrap, topics),
+            "verify": first + ". The chosen broker must be up and unfenced, else STOP",
+        },
+        {
+            "group": "reorder.json",
+            "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
+            "command": _elect(bootstrap, folder / "elect-after-reorder.json"),
+            "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
+        },
+        {
+            "group": "reorder.json",
+            "step": "verify the leaders, then again after a settle period (30 s or more)",
+            "command": _describe(bootstrap, topics),
+            "verify": _leaders(reorder) + ", both times. Any other leader is data loss: report it",
+        },
+        {
+            "group": "reorder.json",
+            "step": "put the original replica order back (the leader stays)",
+            "command": [*reassign, "--execute", "--reassignment-json-file", str(folder / "restore.json")],
+            "verify": "'Successfully started partition reassignments'; then kafka-topics --describe "
+            "shows the original Replicas order",
+        },
+    ]
 
 
 def manual_markdown(steps: list[dict]) -> str:
