@@ -64,6 +64,7 @@ class Outcome:
     status: str
     chosen: int | None
     leader: int | None = None
+    leader_epoch: int | None = None  # the epoch the chosen leader was read at, after the election
     attempts: int = 0
     detail: str = ""
     seen: list[str] = field(default_factory=list)  # what was read back, for a failure
@@ -198,15 +199,26 @@ def _probe_chosen(
 
 
 def _settle(
-    admin: ClusterAdmin, elected: dict[tuple[str, int], Choice], settle_s: float, interval_s: float = 1.0
+    admin: ClusterAdmin,
+    elected: dict[tuple[str, int], Choice],
+    settle_s: float,
+    interval_s: float = 1.0,
+    epochs: dict[tuple[str, int], int | None] | None = None,
 ) -> dict[tuple[str, int], list[str]]:
     """Watch the elected partitions for ``settle_s`` seconds; per partition, what broke the hold.
 
     Held = online, led by the chosen replica, whose broker is registered and unfenced, at
     every read, the last one at or after the end of the period. An empty list = held.
+
+    A read older than the election is no evidence either way: metadata reaches the brokers
+    one by one, and the broker that answers may not have the election yet (seen under load:
+    "leader -1" right after another broker had shown the chosen leader). A partition read at
+    a leader epoch below ``epochs[key]`` (the one the chosen leader was seen at) is read
+    again; a loss after the election always comes with a newer epoch.
     """
     started = time.monotonic()
     broken: dict[tuple[str, int], list[str]] = {k: [] for k in elected}
+    epochs = epochs or {}
     while True:
         now = time.monotonic() - started
         try:
@@ -215,10 +227,15 @@ def _settle(
         except Exception as exc:  # one failed read proves nothing either way: read again
             log.info("settle read failed at +%.1f s: %s", now, exc)
             states, brokers = None, None
+        stale = []
         if states is not None:
             for key, c in elected.items():
                 state = states.get(key)
                 broker = brokers.get(c.chosen)
+                seen_at = epochs.get(key)
+                if state is not None and seen_at is not None and state.leader_epoch < seen_at:
+                    stale.append(key)  # from a broker without the election yet: read again
+                    continue
                 if state is None:
                     seen = "partition not described"
                 elif state.leader != c.chosen:
@@ -233,10 +250,10 @@ def _settle(
                     broken[key].append(f"+{now:.1f} s after the election: {seen}")
                 elif seen and len(broken[key]) < 5 and seen not in broken[key][-1]:
                     broken[key].append(f"+{now:.1f} s: {seen}")
-        if now >= settle_s and states is not None:
+        if now >= settle_s and states is not None and not stale:
             return broken
-        if now >= settle_s + 60:  # no read succeeded since the period ended: nothing proves it held
-            for key in elected:
+        if now >= settle_s + 60:  # no current read since the period ended: nothing proves it held
+            for key in elected if states is None else stale:
                 broken[key].append(f"+{now:.1f} s: could not read the partition after the settle period")
             return broken
         time.sleep(min(interval_s, max(0.05, settle_s - now)))
@@ -657,6 +674,7 @@ def _judge_leader(outcome: Outcome, c: Choice, state: PartitionState, not_needed
     """
     outcome.leader = state.leader
     if state.leader == c.chosen:
+        outcome.leader_epoch = state.leader_epoch
         outcome.detail = f"broker {c.chosen} leads at epoch {state.leader_epoch}; settling"
         return True
     if not_needed:
@@ -692,7 +710,7 @@ def _judge_leader(outcome: Outcome, c: Choice, state: PartitionState, not_needed
 
 def _verify_settled(admin: ClusterAdmin, elected, outcomes, settle_s, logger) -> None:
     """An election counts only if it still holds after the settle period."""
-    broken = _settle(admin, elected, settle_s)
+    broken = _settle(admin, elected, settle_s, epochs={k: outcomes[k].leader_epoch for k in elected})
     for key, c in elected.items():
         outcome = outcomes[key]
         if broken[key]:

@@ -113,3 +113,36 @@ def test_asked_to_keep_the_new_order_nothing_is_left_to_put_back(tmp_path):
     elect._finish(run, report, False)
     assert report.restores == {"t-0": "left chosen-first (restore_replica_order=false)"}
     assert elect._orders_left_changed(state_file, logging.getLogger("t")) == {}
+
+
+class Reads:
+    """A cluster whose metadata answers come from a list, one per read (the last one repeats)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def describe_topic_partitions(self, topics):
+        return [self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]]
+
+    def describe_brokers(self):
+        from kafka_runbooks.model import Broker
+
+        return {b: Broker(b) for b in (1, 2, 3)}
+
+
+def test_a_read_older_than_the_election_is_read_again_not_taken_for_a_loss():
+    """Seen under load: the broker that answered had not got the election yet (leader -1 at
+    the old epoch 5) right after another had shown the chosen leader at epoch 6."""
+    cluster = Reads([leaderless(), led_by(2), led_by(2)])
+    key = ("t", 0)
+    assert elect._settle(cluster, {key: choice()}, 0.2, interval_s=0.05, epochs={key: 6}) == {key: []}
+    # without the epoch the same read is a loss: what the epoch guards against
+    cluster = Reads([leaderless(), led_by(2), led_by(2)])
+    assert elect._settle(cluster, {key: choice()}, 0.2, interval_s=0.05)[key]
+
+
+def test_a_loss_after_the_election_comes_with_a_newer_epoch_and_breaks_the_hold():
+    offline_again = PartitionState("t", 0, -1, 7, (2, 1, 3), ())
+    key = ("t", 0)
+    broken = elect._settle(Reads([led_by(2), offline_again]), {key: choice()}, 0.2, 0.05, epochs={key: 6})
+    assert broken[key] and "leader -1 (offline)" in broken[key][0]
