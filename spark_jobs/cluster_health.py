@@ -2,10 +2,15 @@
 
 Usage::
 
-    spark-submit spark_jobs/cluster_health.py --snapshot DIR --output DIR [--max-listed N]
+    spark-submit spark_jobs/cluster_health.py --snapshot DIR|URL --output DIR|URL [--max-listed N]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster (``spark-submit`` takes it as the application file; nothing else needs installing).
+
+``--snapshot`` and ``--output`` are local folders or Hadoop URLs (``s3a://bucket/key``,
+``file:///...``): every file is read and written through Hadoop's FileSystem (meta.json and
+report.json by the driver), so with ``s3a://`` nothing lands on the driver's disk and the task
+that reads the report can run on another machine.
 
 Input, as written by the admin facade with pyarrow:
 
@@ -21,7 +26,9 @@ Output:
 * ``<output>/partitions.parquet``: a one-file parquet directory, one row per partition with its
   replicas, ISR and health flags (see ``partition_health``).
 * ``<output>/report.json``: counts, capped lists of unhealthy partitions, the broker table and
-  the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``). Written last, by the driver, so its presence means the run finished.
+  the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``).
+  Written last, by the driver, whole (never half a file under its name), so its presence means
+  the run finished.
 
 Health flags, per partition (they are not exclusive: a partition is typically both
 ``under_replicated`` and ``at_min_isr``). "Leader alive" means the leader's broker is alive and not
@@ -57,6 +64,8 @@ from pyspark.sql import functions as F
 
 APP_NAME = "kafka-cluster-health"
 DEFAULT_MAX_LISTED = 1000
+REPORT_FILE = "report.json"  # written last: its presence means the run finished
+PARTITIONS_FILE = "partitions.parquet"  # a one-file parquet folder, one row per partition
 # A broker is out of balance when its leader (or replica) count is more than this many
 # percent away from the mean of the live brokers (Cruise Control's default balance
 # thresholds are 10% too), rounded outwards to whole partitions.
@@ -138,19 +147,95 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+# Stores where a file written with FileSystem.create is seen whole or not at all: the object is
+# uploaded when the stream closes. Every other file system (a local folder, HDFS...) shows a file
+# as it grows, so there a write goes to a temporary name in the same folder and is renamed.
+WHOLE_ON_CLOSE = ("s3a", "s3", "gs")
+WRITE_SLICE = 1 << 20  # bytes per py4j call: one message per MiB rather than one huge one
 
-    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
-    driver from its local filesystem.
+
+def hadoop_fs(spark, url: str):
+    """(FileSystem, Path) of a local path or a Hadoop URL (``s3a://bucket/key``, ``file:///...``).
+
+    The driver reads and writes its small files through the same Hadoop FileSystem as Spark's
+    parquet reads and writes (same configuration, same connectors), so one code path serves a
+    local folder and an object store; the next task may run on another machine. A local folder
+    goes through the raw local file system: the checksummed one would add a ``.name.crc`` beside
+    every file and rename the pair in two steps.
+    """
+    path = spark._jvm.org.apache.hadoop.fs.Path(url)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.getUri().getScheme() == "file":
+        fs = fs.getRawFileSystem()
+    return fs, path
+
+
+def exists(spark, url: str) -> bool:
+    """Whether a file or folder (on an object store: any key below the prefix) is there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.exists(path))
+
+
+def read_text(spark, url: str) -> str | None:
+    """A small file's UTF-8 text, or None when there is no such file."""
+    fs, path = hadoop_fs(spark, url)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        return bytes(stream.readAllBytes()).decode("utf-8")
+    finally:
+        stream.close()
+
+
+def write_text(spark, url: str, text: str) -> None:
+    """Replace a file with ``text``; a reader sees the old file, the new one, or none: never a part.
+
+    On an object store (``WHOLE_ON_CLOSE``) the object appears when the stream closes. Elsewhere the
+    text goes to a hidden temporary name in the same folder first, then is renamed over the name;
+    where a rename does not replace (HDFS) the old file is deleted first, so for a moment there is
+    no file, never half of one.
+    """
+    fs, path = hadoop_fs(spark, url)
+    if fs.getUri().getScheme() in WHOLE_ON_CLOSE:
+        _write_stream(fs.create(path, True), text.encode("utf-8"))
+        return
+    unique = spark._jvm.java.util.UUID.randomUUID().toString()
+    tmp = spark._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{unique}.tmp")
+    try:
+        _write_stream(fs.create(tmp, True), text.encode("utf-8"))
+        if not fs.rename(tmp, path):
+            fs.delete(path, False)
+            if not fs.rename(tmp, path):
+                raise OSError(f"could not rename {tmp.toString()} to {url}")
+    finally:
+        fs.delete(tmp, False)  # nothing left behind when the write failed half-way
+
+
+def _write_stream(stream, data: bytes) -> None:
+    try:
+        for start in range(0, len(data), WRITE_SLICE):
+            stream.write(data[start : start + WRITE_SLICE])
+    finally:
+        stream.close()
+
+
+def remove(spark, url: str) -> bool:
+    """Delete a file, or a folder with everything below it; False when nothing was there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.delete(path, True))
+
+
+def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder or URL; meta is {} when meta.json is absent.
+
+    Everything goes through Hadoop's FileSystem (the parquet files through Spark, meta.json
+    through ``read_text`` on the driver), so a local folder and ``s3a://`` read the same way.
     """
     replicas = spark.read.parquet(_join(snapshot, REPLICAS_FILE))
     brokers = spark.read.parquet(_join(snapshot, BROKERS_FILE))
-    meta: dict[str, Any] = {}
-    meta_path = _join(snapshot, META_FILE)
-    if os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    text = read_text(spark, _join(snapshot, META_FILE))
+    meta: dict[str, Any] = json.loads(text) if text is not None else {}
     return replicas, brokers, meta
 
 
@@ -345,22 +430,29 @@ def imbalance(brokers: list[dict[str, Any]], field: str, threshold_pct: float) -
     }
 
 
-def write_report(report: dict[str, Any], output: str) -> str:
-    """Write report.json atomically (temp file + rename): readers never see a half-written file."""
-    os.makedirs(output, exist_ok=True)
-    path = _join(output, "report.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, sort_keys=False)
-        f.write("\n")
-    os.replace(tmp, path)
+def write_report(spark: SparkSession, report: dict[str, Any], output: str) -> str:
+    """Write report.json whole (``write_text``: never half a file under the name); its path or URL.
+
+    Through Hadoop's FileSystem like partitions.parquet, so an ``s3a://`` output holds both and
+    the task that publishes the report can run on another machine than this driver.
+    """
+    path = _join(output, REPORT_FILE)
+    write_text(spark, path, json.dumps(report, indent=2, sort_keys=False) + "\n")
     return path
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="cluster_health.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--snapshot", required=True, help="snapshot folder (replicas.parquet, ...)")
-    parser.add_argument("--output", required=True, help="output folder (driver-local for report.json)")
+    parser.add_argument(
+        "--snapshot",
+        required=True,
+        help="snapshot folder or Hadoop URL (s3a://...) with replicas.parquet, ...",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="output folder or Hadoop URL (s3a://...) for partitions.parquet, report.json",
+    )
     parser.add_argument(
         "--max-listed",
         type=int,
@@ -428,9 +520,9 @@ def main(argv: list[str] | None = None) -> int:
             partitions.repartition(1)
             .sortWithinPartitions("topic", "partition")
             .write.mode("overwrite")
-            .parquet(_join(args.output, "partitions.parquet"))
+            .parquet(_join(args.output, PARTITIONS_FILE))
         )
-        path = write_report(report, args.output)
+        path = write_report(spark, report, args.output)
         partitions.unpersist()
     finally:
         spark.stop()

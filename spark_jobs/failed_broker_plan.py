@@ -2,13 +2,16 @@
 
 Usage::
 
-    spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR --failed 4[,5...] --out DIR
+    spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --failed 4[,5...] --out DIR|URL
         [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
 replica with ``size_bytes``, ``broker_rack``, ``broker_alive``; ``brokers.parquet``; optional
-``meta.json``).
+``meta.json``). ``--snapshot`` and ``--out`` are local folders or Hadoop URLs (``s3a://bucket/key``,
+``file:///...``): the driver reads meta.json and writes every output file through Hadoop's
+FileSystem, as Spark reads the parquet files, so with ``s3a://`` the plan lands in the store for
+the next task, whichever machine it runs on, and nothing on the driver's disk.
 
 Spark does the cluster-wide part: per-broker replica counts and bytes, and picking out the
 partitions that have a replica on a failed broker (plus those whose size has to be inferred).
@@ -52,7 +55,8 @@ Output in ``--out``: ``plan.json`` (kafka-reassign-partitions' format, every mov
 target replica list, in chunk order), ``chunks/0001.json``... (same format, one per chunk) and
 ``summary.json`` (written last: its presence means the run finished). An impossible plan (unknown
 broker, a failed broker among the receivers, too few receivers to keep the replication factor...)
-writes ``error.json`` ``{"error": reason}`` instead, and the job exits with code 2.
+writes ``error.json`` ``{"error": reason}`` instead, and the job exits with code 2. A run first
+removes a previous run's files (summary.json first); each file appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -61,7 +65,6 @@ import argparse
 import heapq
 import json
 import os
-import shutil
 import sys
 import time
 from bisect import insort
@@ -124,25 +127,101 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+# Stores where a file written with FileSystem.create is seen whole or not at all: the object is
+# uploaded when the stream closes. Every other file system (a local folder, HDFS...) shows a file
+# as it grows, so there a write goes to a temporary name in the same folder and is renamed.
+WHOLE_ON_CLOSE = ("s3a", "s3", "gs")
+WRITE_SLICE = 1 << 20  # bytes per py4j call: one message per MiB rather than one huge one
 
-    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
-    driver from its local filesystem.
+
+def hadoop_fs(spark, url: str):
+    """(FileSystem, Path) of a local path or a Hadoop URL (``s3a://bucket/key``, ``file:///...``).
+
+    The driver reads and writes its small files through the same Hadoop FileSystem as Spark's
+    parquet reads and writes (same configuration, same connectors), so one code path serves a
+    local folder and an object store; the next task may run on another machine. A local folder
+    goes through the raw local file system: the checksummed one would add a ``.name.crc`` beside
+    every file and rename the pair in two steps.
+    """
+    path = spark._jvm.org.apache.hadoop.fs.Path(url)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.getUri().getScheme() == "file":
+        fs = fs.getRawFileSystem()
+    return fs, path
+
+
+def exists(spark, url: str) -> bool:
+    """Whether a file or folder (on an object store: any key below the prefix) is there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.exists(path))
+
+
+def read_text(spark, url: str) -> str | None:
+    """A small file's UTF-8 text, or None when there is no such file."""
+    fs, path = hadoop_fs(spark, url)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        return bytes(stream.readAllBytes()).decode("utf-8")
+    finally:
+        stream.close()
+
+
+def write_text(spark, url: str, text: str) -> None:
+    """Replace a file with ``text``; a reader sees the old file, the new one, or none: never a part.
+
+    On an object store (``WHOLE_ON_CLOSE``) the object appears when the stream closes. Elsewhere the
+    text goes to a hidden temporary name in the same folder first, then is renamed over the name;
+    where a rename does not replace (HDFS) the old file is deleted first, so for a moment there is
+    no file, never half of one.
+    """
+    fs, path = hadoop_fs(spark, url)
+    if fs.getUri().getScheme() in WHOLE_ON_CLOSE:
+        _write_stream(fs.create(path, True), text.encode("utf-8"))
+        return
+    unique = spark._jvm.java.util.UUID.randomUUID().toString()
+    tmp = spark._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{unique}.tmp")
+    try:
+        _write_stream(fs.create(tmp, True), text.encode("utf-8"))
+        if not fs.rename(tmp, path):
+            fs.delete(path, False)
+            if not fs.rename(tmp, path):
+                raise OSError(f"could not rename {tmp.toString()} to {url}")
+    finally:
+        fs.delete(tmp, False)  # nothing left behind when the write failed half-way
+
+
+def _write_stream(stream, data: bytes) -> None:
+    try:
+        for start in range(0, len(data), WRITE_SLICE):
+            stream.write(data[start : start + WRITE_SLICE])
+    finally:
+        stream.close()
+
+
+def remove(spark, url: str) -> bool:
+    """Delete a file, or a folder with everything below it; False when nothing was there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.delete(path, True))
+
+
+def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder or URL; meta is {} when meta.json is absent.
+
+    Everything goes through Hadoop's FileSystem (the parquet files through Spark, meta.json
+    through ``read_text`` on the driver), so a local folder and ``s3a://`` read the same way.
     """
     replicas = spark.read.parquet(_join(snapshot, REPLICAS_FILE))
     brokers = spark.read.parquet(_join(snapshot, BROKERS_FILE))
-    meta: dict[str, Any] = {}
-    meta_path = _join(snapshot, META_FILE)
-    if os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    text = read_text(spark, _join(snapshot, META_FILE))
+    meta: dict[str, Any] = json.loads(text) if text is not None else {}
     return replicas, brokers, meta
 
 
 # --- snapshot contract: end ---
 
-OUTPUT_FILES = (PLAN_FILE, SUMMARY_FILE, ERROR_FILE)
+OUTPUT_FILES = (SUMMARY_FILE, PLAN_FILE, ERROR_FILE)  # summary first: see clear_output
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,25 +676,23 @@ def _reassignment(moves: list[Move]) -> dict:
     }
 
 
-def _write_json(path: str, content: Any) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(content, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+def _write_json(spark, path: str, content: Any) -> None:
+    """One output file, whole or not at all (``write_text``), through Hadoop's FileSystem."""
+    write_text(spark, path, json.dumps(content, indent=1) + "\n")
 
 
-def clear_output(out: str) -> None:
-    """Remove a previous run's files so a reader never mixes two runs."""
-    os.makedirs(out, exist_ok=True)
+def clear_output(spark, out: str) -> None:
+    """Remove a previous run's files so a reader never mixes two runs.
+
+    summary.json goes first: without it no reader takes what is left for a finished plan.
+    """
     for name in OUTPUT_FILES:
-        path = os.path.join(out, name)
-        if os.path.exists(path):
-            os.remove(path)
-    shutil.rmtree(os.path.join(out, CHUNKS_DIR), ignore_errors=True)
+        remove(spark, _join(out, name))
+    remove(spark, _join(out, CHUNKS_DIR))
 
 
 def write_plan(
+    spark,
     out: str,
     inputs: Inputs,
     failed: list[int],
@@ -629,15 +706,14 @@ def write_plan(
 ) -> dict:
     """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
     ordered = [m for chunk in chunks for m in chunk]
-    os.makedirs(os.path.join(out, CHUNKS_DIR), exist_ok=True)
     chunk_entries = []
     for index, chunk in enumerate(chunks, start=1):
         name = f"{CHUNKS_DIR}/{index:04d}.json"
-        _write_json(os.path.join(out, name), _reassignment(chunk))
+        _write_json(spark, _join(out, name), _reassignment(chunk))
         chunk_entries.append(
             {"index": index, "file": name, "partitions": len(chunk), "bytes": sum(m.size for m in chunk)}
         )
-    _write_json(os.path.join(out, PLAN_FILE), _reassignment(ordered))
+    _write_json(spark, _join(out, PLAN_FILE), _reassignment(ordered))
     brokers = inputs.brokers
     per_broker = {}
     for b in sorted(brokers):
@@ -689,7 +765,7 @@ def write_plan(
             for m in ordered
         ],
     }
-    _write_json(os.path.join(out, SUMMARY_FILE), summary)
+    _write_json(spark, _join(out, SUMMARY_FILE), summary)
     return summary
 
 
@@ -699,12 +775,18 @@ def write_plan(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="failed_broker_plan.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--snapshot", required=True, help="snapshot folder (replicas.parquet, ...)")
+    parser.add_argument(
+        "--snapshot",
+        required=True,
+        help="snapshot folder or Hadoop URL (s3a://...) with replicas.parquet, ...",
+    )
     parser.add_argument("--failed", required=True, help="comma-separated ids of the failed brokers")
     parser.add_argument("--receivers", default=None, help="comma-separated ids (default: every live broker)")
     parser.add_argument("--max-partitions-per-chunk", default=str(DEFAULT_MAX_PARTITIONS))
     parser.add_argument("--max-bytes-per-chunk", default=str(DEFAULT_MAX_BYTES))
-    parser.add_argument("--out", required=True, help="output folder (driver-local)")
+    parser.add_argument(
+        "--out", required=True, help="output folder or Hadoop URL (s3a://...) for the plan files"
+    )
     return parser.parse_args(argv)
 
 
@@ -752,7 +834,7 @@ def run(spark, argv: list[str] | None = None) -> int:
     """Plan with an existing session; writes plan or error.json; returns the exit code."""
     args = parse_args(argv)
     out = args.out
-    clear_output(out)
+    clear_output(spark, out)
     started = time.monotonic()
     try:
         failed = _ids(args.failed, "--failed")
@@ -763,7 +845,7 @@ def run(spark, argv: list[str] | None = None) -> int:
             _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),
             _positive(args.max_bytes_per_chunk, "--max-bytes-per-chunk"),
         )
-        if not os.path.isdir(args.snapshot) and "://" not in args.snapshot:
+        if not exists(spark, args.snapshot):
             raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
         inputs = load_inputs(spark, args.snapshot, set(failed))
         loaded = time.monotonic()
@@ -772,10 +854,20 @@ def run(spark, argv: list[str] | None = None) -> int:
         moves, not_moved, balancer = assign(inputs, failed, chosen)
         chunks = make_chunks(moves, *limits)
         summary = write_plan(
-            out, inputs, failed, chosen, chunks, not_moved, before, balancer.moved, limits, args.snapshot
+            spark,
+            out,
+            inputs,
+            failed,
+            chosen,
+            chunks,
+            not_moved,
+            before,
+            balancer.moved,
+            limits,
+            args.snapshot,
         )
     except PlanImpossible as exc:
-        _write_json(os.path.join(out, ERROR_FILE), {"error": str(exc)})
+        _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})
         print(f"plan impossible: {exc}", file=sys.stderr)
         return EXIT_IMPOSSIBLE
     finished = time.monotonic()

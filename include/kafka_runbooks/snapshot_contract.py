@@ -3,20 +3,27 @@
 The snapshot folder (written by ``kafka_runbooks.snapshot``) and the failed-broker plan
 folder (written by ``spark_jobs/failed_broker_plan.py``, read by
 ``kafka_runbooks.failed_broker.plan``) are named here, with the snapshot's columns and their
-Arrow types, ``PlanImpossible`` and the loading of a snapshot into Spark.
+Arrow types, ``PlanImpossible``, the loading of a snapshot into Spark and the driver's
+small-file I/O (``read_text``, ``write_text``, ``exists``, ``remove``).
+
+A snapshot and a job's output are a local folder or a Hadoop URL (``s3a://bucket/key``): the
+jobs read and write every file through Hadoop's FileSystem, the parquet files through Spark
+and the small JSON files from the driver over py4j (``hadoop_fs``), so one code path serves
+both and, on an object store, the next Airflow task finds the files whatever machine it runs
+on. A written file appears whole or not at all (see ``write_text``).
 
 The Spark jobs are submitted as single files (no ``--py-files``), so each carries a
 verbatim copy of the block between the two marker lines below;
-``tests/unit/test_snapshot_contract.py`` fails when a copy differs from this one (its
-message says how to copy it back) and when a job names a snapshot file by a literal.
-Nothing in the block imports anything but the standard library: ``spark`` is the
-caller's session.
+``tests/unit/kafka_runbooks/test_snapshot_contract.py`` fails when a copy differs from this
+one (its message says how to copy it back), when a job names a snapshot file by a literal
+and when a job opens a driver-local file itself. Nothing in the block imports anything:
+it uses ``json`` and ``typing.Any``, which every job imports, and ``spark`` is the caller's
+session (its JVM gives the Hadoop classes).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 # --- snapshot contract: begin (copied verbatim from include/kafka_runbooks/snapshot_contract.py) ---
@@ -68,19 +75,95 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(replicas, brokers, meta) of a snapshot folder; meta is {} when meta.json is absent.
+# Stores where a file written with FileSystem.create is seen whole or not at all: the object is
+# uploaded when the stream closes. Every other file system (a local folder, HDFS...) shows a file
+# as it grows, so there a write goes to a temporary name in the same folder and is renamed.
+WHOLE_ON_CLOSE = ("s3a", "s3", "gs")
+WRITE_SLICE = 1 << 20  # bytes per py4j call: one message per MiB rather than one huge one
 
-    The parquet files go through Spark so any Hadoop filesystem works; meta.json is read by the
-    driver from its local filesystem.
+
+def hadoop_fs(spark, url: str):
+    """(FileSystem, Path) of a local path or a Hadoop URL (``s3a://bucket/key``, ``file:///...``).
+
+    The driver reads and writes its small files through the same Hadoop FileSystem as Spark's
+    parquet reads and writes (same configuration, same connectors), so one code path serves a
+    local folder and an object store; the next task may run on another machine. A local folder
+    goes through the raw local file system: the checksummed one would add a ``.name.crc`` beside
+    every file and rename the pair in two steps.
+    """
+    path = spark._jvm.org.apache.hadoop.fs.Path(url)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.getUri().getScheme() == "file":
+        fs = fs.getRawFileSystem()
+    return fs, path
+
+
+def exists(spark, url: str) -> bool:
+    """Whether a file or folder (on an object store: any key below the prefix) is there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.exists(path))
+
+
+def read_text(spark, url: str) -> str | None:
+    """A small file's UTF-8 text, or None when there is no such file."""
+    fs, path = hadoop_fs(spark, url)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        return bytes(stream.readAllBytes()).decode("utf-8")
+    finally:
+        stream.close()
+
+
+def write_text(spark, url: str, text: str) -> None:
+    """Replace a file with ``text``; a reader sees the old file, the new one, or none: never a part.
+
+    On an object store (``WHOLE_ON_CLOSE``) the object appears when the stream closes. Elsewhere the
+    text goes to a hidden temporary name in the same folder first, then is renamed over the name;
+    where a rename does not replace (HDFS) the old file is deleted first, so for a moment there is
+    no file, never half of one.
+    """
+    fs, path = hadoop_fs(spark, url)
+    if fs.getUri().getScheme() in WHOLE_ON_CLOSE:
+        _write_stream(fs.create(path, True), text.encode("utf-8"))
+        return
+    unique = spark._jvm.java.util.UUID.randomUUID().toString()
+    tmp = spark._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{unique}.tmp")
+    try:
+        _write_stream(fs.create(tmp, True), text.encode("utf-8"))
+        if not fs.rename(tmp, path):
+            fs.delete(path, False)
+            if not fs.rename(tmp, path):
+                raise OSError(f"could not rename {tmp.toString()} to {url}")
+    finally:
+        fs.delete(tmp, False)  # nothing left behind when the write failed half-way
+
+
+def _write_stream(stream, data: bytes) -> None:
+    try:
+        for start in range(0, len(data), WRITE_SLICE):
+            stream.write(data[start : start + WRITE_SLICE])
+    finally:
+        stream.close()
+
+
+def remove(spark, url: str) -> bool:
+    """Delete a file, or a folder with everything below it; False when nothing was there."""
+    fs, path = hadoop_fs(spark, url)
+    return bool(fs.delete(path, True))
+
+
+def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(replicas, brokers, meta) of a snapshot folder or URL; meta is {} when meta.json is absent.
+
+    Everything goes through Hadoop's FileSystem (the parquet files through Spark, meta.json
+    through ``read_text`` on the driver), so a local folder and ``s3a://`` read the same way.
     """
     replicas = spark.read.parquet(_join(snapshot, REPLICAS_FILE))
     brokers = spark.read.parquet(_join(snapshot, BROKERS_FILE))
-    meta: dict[str, Any] = {}
-    meta_path = _join(snapshot, META_FILE)
-    if os.path.isfile(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    text = read_text(spark, _join(snapshot, META_FILE))
+    meta: dict[str, Any] = json.loads(text) if text is not None else {}
     return replicas, brokers, meta
 
 

@@ -63,11 +63,16 @@ PROBE_KEY = ".conditional-write-probe"
 # S3-compatible servers reject botocore's default flexible checksums (x-amz-checksum-*)
 # unless they implement them (S3Proxy 2.6.0 answers "Unknown header"): send them only
 # where the API requires them. Amazon S3 accepts either way.
+# No listings cache: other processes write here too (Spark jobs, other workers), and s3fs
+# answers reads and exists() from a folder's cached listing, which never learns of a file
+# someone else added after this process listed the folder (a job's summary.json would stay
+# "missing" for a long-lived worker).
 S3_DEFAULTS: dict[str, Any] = {
     "config_kwargs": {
         "request_checksum_calculation": "when_required",
         "response_checksum_validation": "when_required",
-    }
+    },
+    "use_listings_cache": False,
 }
 
 

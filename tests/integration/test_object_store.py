@@ -147,6 +147,23 @@ def test_folders_go_up_and_come_back_whole(s3proxy, s3_env, tmp_path):
     assert (back / "chunks" / "chunk-001.json").read_text() == '{"partitions": []}'
 
 
+def test_a_file_another_process_adds_to_a_listed_folder_is_seen(s3proxy, s3_env):
+    """A Spark job writes a plan where this worker listed an older one: the new file is read."""
+    import fsspec
+
+    mine = storage.store()
+    other = storage.Store(mine.url)  # another process: its own connection and caches
+    other._fs = fsspec.filesystem("s3", skip_instance_cache=True, **storage.storage_options(mine.url))
+    other.write_text("plan/summary.json", "{}")
+    assert mine.list("plan") == ["plan/summary.json"]  # this process has listed the folder
+    other.delete("plan/summary.json")
+    other.write_text("plan/error.json", '{"error": "x"}')
+    assert mine.list("plan") == ["plan/error.json"]
+    assert mine.exists("plan/error.json")
+    assert mine.read_text("plan/error.json") == '{"error": "x"}'
+    assert not mine.exists("plan/summary.json")
+
+
 # ---------------------------------------------------------------- the local store
 
 

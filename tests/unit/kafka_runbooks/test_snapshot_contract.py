@@ -61,6 +61,33 @@ def test_no_spark_job_names_a_contract_file_outside_the_block(job: Path):
     assert "def load_snapshot" not in rest and "class PlanImpossible" not in rest and "def _join" not in rest
 
 
+def _local_file_calls(source: str) -> list[str]:
+    """Calls that touch the driver's own disk instead of going through Hadoop's FileSystem."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        local = name in ("open", "io.open", "pathlib.Path", "Path") or name.startswith(("os.", "shutil."))
+        if local and name != "os.environ.get":
+            found.append(name)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.name)
+def test_no_spark_job_reads_or_writes_a_driver_local_file_itself(job: Path):
+    """An output on the driver's disk is lost to the next task on another worker: the block's
+    Hadoop FileSystem helpers are the only way in and out."""
+    assert _local_file_calls(job.read_text()) == [], f"{job.name}: use read_text/write_text/remove/exists"
+
+
+def test_the_check_finds_a_driver_local_write():
+    rest = (
+        'os.makedirs(out)\nwith open(out + "/report.json", "w") as f:\n    f.write(text)\nos.replace(a, b)\n'
+    )
+    assert _local_file_calls(rest) == ["open", "os.makedirs", "os.replace"]
+
+
 def test_the_check_finds_a_literal_file_name():
     rest = 'x = spark.read.parquet(_join(snapshot, "replicas.parquet"))\n'
     assert [n.value for n in ast.walk(ast.parse(rest)) if isinstance(n, ast.Constant)] == ["replicas.parquet"]

@@ -1,0 +1,207 @@
+"""Both Spark jobs end to end on the data store: ``--snapshot s3a://…`` and ``--out s3a://…``.
+
+On a Celery or Kubernetes deployment the task after a Spark job runs on another worker, so
+the job's outputs must be in the store, not on the driver's disk. Each test uploads one
+synthetic snapshot to a real S3Proxy, runs the job through ``spark-submit`` (Hadoop's S3A
+connector, the settings ``storage.spark_conf`` gives) with the driver's home and working
+folder an empty folder, reads what it wrote back through ``kafka_runbooks.storage.Store`` and
+compares it with what the same job writes to a local folder for the same snapshot. A job
+that still wrote with ``open()`` would leave its files under ``./s3a:/…`` in that folder and
+none in the store: both are checked. The wall time of each run is printed (s3a vs local).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kafka_runbooks import storage
+from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+from kafka_runbooks_dev.local_spark import ensure_s3a_jars, spark_submit_command
+
+JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
+DEAD = 6
+RACKS = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", DEAD: "c"}
+PARTITIONS = 120
+CHUNK = "8"  # partitions per chunk: the plan is several chunk files, not one
+
+
+def rotated(n: int, rf: int, p: int) -> list[int]:
+    return [(p + i) % n + 1 for i in range(rf)]
+
+
+def cluster_with_a_dead_broker() -> tuple[list[dict], list[dict]]:
+    """(brokers, partitions): six brokers on three racks, broker 6 dead; half the partitions
+    had a replica on it (under-replicated, one of them offline), every one RF 3, min ISR 2."""
+    brokers = [{"id": b, "rack": rack, "alive": b != DEAD} for b, rack in RACKS.items()]
+    parts = []
+    for p in range(PARTITIONS):
+        replicas = rotated(len(RACKS), 3, p)
+        isr = [b for b in replicas if b != DEAD]
+        parts.append(
+            {
+                "topic": "orders",
+                "partition": p,
+                "replicas": replicas,
+                "isr": isr,
+                "leader": isr[0],
+                "min_isr": 2,
+            }
+        )
+    parts.append(
+        {"topic": "audit", "partition": 0, "replicas": [DEAD], "isr": [DEAD], "leader": -1, "min_isr": 1}
+    )
+    return brokers, parts
+
+
+class OnTheStore:
+    """The data store of one test (S3Proxy), and spark-submit runs of a job on it or locally."""
+
+    def __init__(self, s3proxy, monkeypatch, tmp_path: Path) -> None:
+        for key, value in s3proxy.env(f"jobs-s3a/{tmp_path.name}").items():
+            monkeypatch.setenv(key, value)
+        storage._STORES.clear()
+        self.store = storage.store()
+        self.tmp = tmp_path
+        jars = ensure_s3a_jars()
+        # the same class path for both runs, so the times differ by where the files are only
+        self.conf = {**storage.spark_conf(), "spark.jars": ",".join(str(j) for j in jars)}
+
+    def upload_snapshot(self, local: Path, key: str) -> str:
+        self.store.upload_dir(local, key)
+        return self.url(key)
+
+    def url(self, key: str) -> str:
+        return storage.s3a_url(self.store.url_of(key))
+
+    def run(self, job: str, args: list[str], where: str) -> tuple[subprocess.CompletedProcess, float, Path]:
+        """(process, seconds, driver home) of one spark-submit; the driver's home and working
+        folder is a fresh empty folder, so anything it writes locally shows up there."""
+        home = self.tmp / f"driver-{where}-{job.removesuffix('.py')}"
+        home.mkdir()
+        argv, env = spark_submit_command(JOBS / job, args, master="local[2]", conf=self.conf)
+        env["HOME"] = str(home)
+        started = time.monotonic()
+        proc = subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=900)
+        return proc, time.monotonic() - started, home
+
+    def json_files(self, prefix: str) -> dict[str, object]:
+        """Every JSON file under ``prefix``, by its name relative to it, read through the Store."""
+        keys = [k for k in self.store.list(prefix) if k.endswith(".json")]
+        return {k[len(prefix) + 1 :]: json.loads(self.store.read_text(k)) for k in keys}
+
+
+def local_json_files(folder: Path) -> dict[str, object]:
+    return {
+        str(p.relative_to(folder)): json.loads(p.read_text())
+        for p in sorted(folder.rglob("*.json"))
+        if not p.name.startswith(".")
+    }
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def report_times(capsys, job: str, local_s: float, s3a_s: float) -> None:
+    with capsys.disabled():
+        print(f"\n{job}: local {local_s:.1f} s, s3a {s3a_s:.1f} s (spark-submit wall time, local[2])")
+
+
+@pytest.fixture
+def on_the_store(s3proxy, monkeypatch, tmp_path) -> OnTheStore:
+    return OnTheStore(s3proxy, monkeypatch, tmp_path)
+
+
+def test_cluster_health_reads_and_writes_the_store(on_the_store, make_snapshot, capsys):
+    brokers, parts = cluster_with_a_dead_broker()
+    local_snapshot = make_snapshot(brokers, parts)
+    snapshot = on_the_store.upload_snapshot(local_snapshot, "snapshots/health")
+    local_out = on_the_store.tmp / "local-health"
+    flags = ["--max-listed", "5"]
+
+    proc, local_s, _ = on_the_store.run(
+        "cluster_health.py", ["--snapshot", str(local_snapshot), "--output", str(local_out), *flags], "local"
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(p.name for p in local_out.iterdir()) == [
+        "partitions.parquet",
+        "report.json",
+    ]  # no temp, no .crc
+    out = on_the_store.url("health/out")
+    proc, s3a_s, home = on_the_store.run(
+        "cluster_health.py", ["--snapshot", snapshot, "--output", out, *flags], "s3a"
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report_times(capsys, "cluster_health", local_s, s3a_s)
+    assert f"{out}/report.json: {PARTITIONS + 1} partitions" in proc.stdout
+    assert files_under(home) == [], "the job wrote to the driver's disk"
+
+    written = on_the_store.json_files("health/out")
+    assert list(written) == ["report.json"]
+    report = written["report.json"]
+    assert report == json.loads((local_out / "report.json").read_text())
+    assert report["cluster_id"] == make_snapshot.cluster_id  # meta.json was read from the store
+    assert report["counts"]["offline"] == 1 and report["counts"]["under_replicated"] == PARTITIONS // 2
+
+    parquet = [k for k in on_the_store.store.list("health/out/partitions.parquet") if k.endswith(".parquet")]
+    assert len(parquet) == 1
+    rows = pq.read_table(io.BytesIO(on_the_store.store.read_bytes(parquet[0]))).to_pylist()
+    assert rows == pq.read_table(local_out / "partitions.parquet").to_pylist()
+    assert not [k for k in on_the_store.store.list("health") if ".tmp" in k]
+
+
+def test_failed_broker_plan_reads_and_writes_the_store(on_the_store, make_snapshot, capsys):
+    brokers, parts = cluster_with_a_dead_broker()
+    local_snapshot = make_snapshot(brokers, parts)
+    snapshot = on_the_store.upload_snapshot(local_snapshot, "snapshots/plan")
+    local_out = on_the_store.tmp / "local-plan"
+    flags = ["--failed", str(DEAD), "--max-partitions-per-chunk", CHUNK]
+
+    proc, local_s, _ = on_the_store.run(
+        "failed_broker_plan.py", ["--snapshot", str(local_snapshot), "--out", str(local_out), *flags], "local"
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(p.name for p in local_out.iterdir()) == [
+        "chunks",
+        "plan.json",
+        "summary.json",
+    ]  # no temp, no .crc
+    assert all(p.name.endswith(".json") and p.name[0] != "." for p in (local_out / "chunks").iterdir())
+    out = on_the_store.url("plan/out")
+    proc, s3a_s, home = on_the_store.run(
+        "failed_broker_plan.py", ["--snapshot", snapshot, "--out", out, *flags], "s3a"
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report_times(capsys, "failed_broker_plan", local_s, s3a_s)
+    assert files_under(home) == [], "the job wrote to the driver's disk"
+
+    written = on_the_store.json_files("plan/out")
+    local = local_json_files(local_out)
+    assert sorted(written) == sorted(local)
+    assert len([name for name in written if name.startswith("chunks/")]) > 1
+    assert written.pop("summary.json") | {"snapshot": None} == local.pop("summary.json") | {"snapshot": None}
+    assert written == local  # plan.json and every chunk, byte for byte as JSON
+    assert not [k for k in on_the_store.store.list("plan") if ".tmp" in k]
+
+    # What the next task does with it: the plan, loaded from the store, keeps every rule.
+    plan = load_plan(on_the_store.store.download_dir("plan/out", on_the_store.tmp / "downloaded"))
+    assert plan.summary["snapshot"] == snapshot and plan.summary["cluster_id"] == make_snapshot.cluster_id
+    assert plan.chunk_count > 1 and check_plan(plan, *read_snapshot_rows(local_snapshot)) == []
+    assert plan.partitions == load_plan(local_out).partitions
+
+    # A second run that cannot plan replaces the first run's files in the store with error.json.
+    proc, _, home = on_the_store.run(
+        "failed_broker_plan.py", ["--snapshot", snapshot, "--out", out, "--failed", "42"], "s3a-again"
+    )
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    assert files_under(home) == []
+    assert on_the_store.store.list("plan/out") == ["plan/out/error.json"]
+    with pytest.raises(PlanImpossible, match=r"failed broker\(s\) \[42\] unknown"):
+        load_plan(on_the_store.store.download_dir("plan/out", on_the_store.tmp / "downloaded-again"))
