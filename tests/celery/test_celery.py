@@ -1,0 +1,400 @@
+"""The runbooks on a distributed Airflow: CeleryExecutor, Redis, PostgreSQL, two Celery workers
+whose local folders differ, and the runbooks' state only in a real object store (S3Proxy).
+
+The module's fixtures start all of it once and stop it when the module ends (this folder is
+collected before tests/e2e, whose session Airflow would otherwise run beside this one on
+the same two cores).
+
+Everything is real and local (devtools/kafka_runbooks_dev/localstack/celery.py): a private
+PostgreSQL (the metadata DB; Airflow refuses Celery on SQLite), a private redis-server (the
+Celery broker), S3Proxy (``KAFKA_RUNBOOKS_DATA_URL=s3://...`` on every component and worker),
+Airflow's components, and workers ``a`` and ``b``, each with its own ``KAFKA_RUNBOOKS_DATA_DIR``,
+log folder and hostname. Ports: ``KR_CELERY_PORT_BASE`` (default 28200: PostgreSQL +0, Redis +1,
+S3Proxy +2, api-server +10, log servers +11..+14); folder: ``KR_CELERY_TEST_HOME`` (default
+``.stack/celery-test``). The Kafka stack is the session's (``kafka_stack``, tests/conftest.py).
+
+1. The Connect sweep: worker a restarts a failed task; worker b, which never saw a's disk,
+   counts on from a's count: the count came from the object store.
+2. A failed broker healed by ``kafka_failed_broker_reassignment`` on worker a: snapshot, Spark
+   plan over ``s3a://``, approval, chunks under a throttle; worker a is SIGKILLed in the
+   middle of a poke while a chunk copies; the task is failed by the scheduler (its heartbeat
+   stopped), the cleanup takes the throttle off on worker b, the cleared task resumes on
+   worker b from the state in the object store, submits nothing twice, and the run verifies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks_dev.local_spark import ensure_s3a_jars
+from kafka_runbooks_dev.localstack.celery import (
+    API_OFFSET,
+    PG_OFFSET,
+    REDIS_OFFSET,
+    S3PROXY_OFFSET,
+    AirflowCelery,
+    LocalPostgres,
+    LocalRedis,
+    port_base,
+)
+from kafka_runbooks_dev.localstack.s3proxy import S3Proxy
+from tests.connect_helpers import file_sink, task_failed, unique_name
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+
+pytestmark = pytest.mark.timeout(1800)
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = Path(os.environ.get("KR_CELERY_TEST_HOME") or ROOT / ".stack" / "celery-test").resolve()
+START_TIMEOUT_S = float(os.environ.get("KR_AIRFLOW_TEST_START_TIMEOUT", "600"))
+AUTO = "kafka_connect_autorestart"
+REASSIGN = "kafka_failed_broker_reassignment"
+RESTART = "kafka_broker_restart"
+DEAD = 4
+HEARTBEAT_TIMEOUT_S = 45  # a task whose worker died is failed after this (Airflow's default: 300 s)
+PREFIX = "fleet"  # the runbooks' keys live under s3://<bucket>/fleet/
+STATE_KEY = "state/connect_autorestart/kafka_connect_default.json"
+REPORT_KEY = "reports/connect_autorestart/by_connection/kafka_default.json"
+
+
+@pytest.fixture(scope="module")
+def celery_home() -> Iterator[Path]:
+    """The test's folder, wiped at the start; a concurrent session using it fails this one."""
+    HOME.parent.mkdir(parents=True, exist_ok=True)
+    with open(HOME.with_name(HOME.name + ".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.fail(f"another test session is using {HOME}; set KR_CELERY_TEST_HOME")
+        # whatever an interrupted session left running there
+        LocalPostgres(HOME / "postgres", port_base() + PG_OFFSET).stop()
+        LocalRedis(HOME / "redis", port_base() + REDIS_OFFSET).stop()
+        S3Proxy(HOME / "s3proxy", port_base() + S3PROXY_OFFSET).stop()
+        shutil.rmtree(HOME, ignore_errors=True)
+        HOME.mkdir(parents=True)
+        yield HOME
+
+
+@pytest.fixture(scope="module")
+def postgres(celery_home) -> Iterator[LocalPostgres]:
+    pg = LocalPostgres(celery_home / "postgres", port_base() + PG_OFFSET)
+    try:
+        yield pg.start()
+    finally:
+        pg.stop()
+
+
+@pytest.fixture(scope="module")
+def redis(celery_home) -> Iterator[LocalRedis]:
+    server = LocalRedis(celery_home / "redis", port_base() + REDIS_OFFSET)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def celery_store(celery_home) -> Iterator[S3Proxy]:
+    """S3Proxy 4.1.0 (filesystem back end; honours conditional writes, so leases and fences hold)."""
+    proxy = S3Proxy(celery_home / "s3proxy", port_base() + S3PROXY_OFFSET)
+    try:
+        yield proxy.start(timeout_s=START_TIMEOUT_S)
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def celery_airflow(
+    celery_home, postgres, redis, celery_store, airflow_connections
+) -> Iterator[AirflowCelery]:
+    airflow = AirflowCelery(
+        celery_home / "airflow",
+        port=port_base() + API_OFFSET,
+        dags_folders=[ROOT / "dags"],
+        plugins_folder=ROOT / "plugins",
+        connections=airflow_connections,
+        sql_alchemy_conn=postgres.url,
+        broker_url=redis.url,
+        workers=("a", "b"),
+        extra_env={
+            **celery_store.env(PREFIX),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
+            "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
+            "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
+            "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
+            # the Spark plan job reads the snapshot and writes the plan over s3a://
+            "KAFKA_RUNBOOKS_SPARK_JARS": ",".join(str(j) for j in ensure_s3a_jars()),
+            # a task whose worker was killed is failed soon (its heartbeat stops)
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+        },
+    )
+    started = time.monotonic()
+    try:
+        airflow.start(timeout=START_TIMEOUT_S)
+        print(f"\nCelery Airflow started in {time.monotonic() - started:.1f}s at {airflow.base_url}")
+        yield airflow
+    finally:
+        airflow.stop()
+
+
+@pytest.fixture
+def topic(kafka_stack) -> str:
+    name = unique_topic("celery-e2e")
+    create_topic(kafka_stack.bootstrap_servers, name, 2, 3)
+    return name
+
+
+def _store(proxy: S3Proxy):
+    from kafka_runbooks.storage import Store, storage_options
+
+    return Store(proxy.url(PREFIX), options={**storage_options("s3://x"), **proxy.storage_options()})
+
+
+def _files(folder: Path) -> list[str]:
+    return (
+        sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        if folder.exists()
+        else []
+    )
+
+
+def _report(airflow: AirflowCelery, run_id: str) -> dict:
+    """The sweep report of the run's one cluster group (its XCom)."""
+    import json
+    from urllib.parse import quote
+
+    xcom = airflow.api(
+        "GET",
+        f"/dags/{AUTO}/dagRuns/{quote(run_id, safe='')}/taskInstances/cluster.sweep/xcomEntries/return_value",
+        params={"deserialize": "true", "stringify": "false", "map_index": 0},
+    )
+    value = xcom["value"]
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _row(report: dict, name: str) -> dict:
+    cluster = next(c for c in report["clusters"] if c["cluster"] == "kafka_connect_default")
+    return next(r for r in cluster["connectors"] if r["name"] == name)
+
+
+def _sweep_on(airflow: AirflowCelery, worker: str, conf: dict) -> tuple[str, dict]:
+    """Trigger a sweep; it must succeed with every task on ``worker``; its report row."""
+    run_id = airflow.trigger(AUTO, conf)
+    state = airflow.wait_for_run(AUTO, run_id, timeout=600)
+    tis = airflow.task_instances(AUTO, run_id)
+    where = {(ti["task_id"], ti["map_index"]): (ti["state"], ti["hostname"]) for ti in tis}
+    assert state == "success", f"{run_id} ended {state}: {where}"
+    hostname = airflow.workers[worker].hostname
+    assert {h for _, h in where.values()} == {hostname}, f"not all on worker {worker} ({hostname}): {where}"
+    return run_id, _report(airflow, run_id)
+
+
+def _seconds_since(iso: str) -> float:
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return (datetime.now(timezone.utc) - when).total_seconds()
+
+
+def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
+    celery_airflow, celery_store, connect, topic, tmp_path
+):
+    airflow = celery_airflow
+    airflow.wait_for_dag(AUTO, timeout=180)
+    store = _store(celery_store)
+    name = unique_name("celery-auto")
+    file_sink(connect, name, tmp_path / name / "out.txt", topic)  # fails: its folder does not exist
+    connect.created.append(name)
+    connect.wait_for(name, task_failed, 60)
+    fast = {"minute_seconds": 1}  # a policy minute is a second: restarts at 0, 2, 6, ... s
+    try:
+        # 1. only worker a serves: it restarts the failed task and records the restart
+        airflow.stop_worker("b")
+        first, report = _sweep_on(airflow, "a", fast)
+        row = _row(report, name)
+        assert row["restart_count"] >= 1 and row["last_restart_at"], row
+        assert "DECISION connect-autorestart" in airflow.task_log_text(
+            AUTO, first, "cluster.sweep", map_index=0
+        )
+        assert store.exists(STATE_KEY), store.list()
+
+        # 2. only worker b serves, which has never seen a's disk; once the next restart is due
+        # (2 policy minutes per restart so far), b restarts again and counts on from a's count:
+        # the count came from the object store
+        airflow.start_worker("b")
+        airflow.stop_worker("a")
+        due = 2 * row["restart_count"]
+        wait_until(lambda: _seconds_since(row["last_restart_at"]) > due + 0.5, due + 30, 0.2, "restart due")
+        second, report = _sweep_on(airflow, "b", fast)
+        row2 = _row(report, name)
+        assert row2["restart_count"] == row["restart_count"] + 1, (row, row2)
+        assert row2["total_restarts"] == row["total_restarts"] + 1, (row, row2)
+        b_log = airflow.worker_task_log("b", AUTO, second, "cluster.sweep", map_index=0)
+        assert any("DECISION connect-autorestart" in str(r.get("event")) for r in b_log), b_log[-10:]
+    finally:
+        airflow.start_worker("a")
+        airflow.start_worker("b")
+        mask, paused = {"update_mask": "is_paused"}, {"is_paused": True}
+        airflow.api("PATCH", f"/dags/{AUTO}", params=mask, json=paused)
+
+    # the state and the report are objects in the bucket ...
+    keys = store.list()
+    assert STATE_KEY in keys and REPORT_KEY in keys, keys
+    on_disk = celery_store.data_dir / celery_store.bucket / PREFIX
+    assert (on_disk / STATE_KEY).is_file()  # S3Proxy's own files: really in the object store
+    # ... and no runbook wrote anything to a local data folder: not the workers', not the components'
+    for worker in airflow.workers.values():
+        assert _files(worker.data_dir) == [], f"worker {worker.name} wrote to {worker.data_dir}"
+    components_dir = airflow.home / "kafka_runbooks"
+    assert _files(components_dir) == [], f"a component wrote to {components_dir}"
+
+
+# ---------------------------------------------------------------- a heal that loses its worker
+
+
+def _log_text(airflow: AirflowCelery, worker: str, task_id: str, run_id: str, try_number: int = 1) -> str:
+    records = airflow.worker_task_log(worker, REASSIGN, run_id, task_id, try_number)
+    return "\n".join(str(r.get("event", "")) for r in records)
+
+
+def _hosts(airflow: AirflowCelery, run_id: str) -> dict[str, str]:
+    names = {w.hostname: name for name, w in airflow.workers.items()}
+    return {
+        ti["task_id"]: names.get(ti["hostname"], ti["hostname"])
+        for ti in airflow.task_instances(REASSIGN, run_id)
+    }
+
+
+def _try_host(airflow: AirflowCelery, run_id: str, task_id: str, try_number: int) -> str:
+    from urllib.parse import quote
+
+    path = f"/dags/{REASSIGN}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/tries/{try_number}"
+    host = airflow.api("GET", path)["hostname"]
+    return next((name for name, w in airflow.workers.items() if w.hostname == host), host)
+
+
+@pytest.fixture
+def bulky_topic(restore_stack) -> str:
+    """Two partitions with a replica on broker 4, ~4 MB each: past the first fetch (1 MB a
+    partition, unthrottled) they copy for a minute or more at 50 kB/s, so the worker is killed
+    while a chunk is still moving."""
+    bs = restore_stack.bootstrap_servers
+    name = unique_topic("celery-heal")
+    create_topic(bs, name, assignment={0: [DEAD, 1, 2], 1: [3, DEAD, 1]})
+    assert produce(bs, name, 20000, size=400) == 20000
+    return name
+
+
+def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
+    celery_airflow, celery_store, restore_stack, admin, bulky_topic
+):
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
+    from kafka_runbooks.paths import safe_name
+
+    airflow = celery_airflow
+    store = _store(celery_store)
+    airflow.wait_for_dag(REASSIGN, timeout=180)
+    airflow.unpause(REASSIGN)
+    airflow.stop_worker("b")  # worker a alone runs everything until it dies
+    restore_stack.kill(f"broker-{DEAD}")
+    wait_until(lambda: not (b := admin.describe_brokers().get(DEAD)) or b.fenced, 60, 1, "broker 4 fenced")
+    conf = {"failed_brokers": str(DEAD), "throttle_bytes_per_sec": 50_000, "max_partitions_per_chunk": 50}
+    run = airflow.trigger(REASSIGN, conf)
+    airflow.wait_for_approval(REASSIGN, run, "approval_gate", timeout=600)
+    airflow.answer(REASSIGN, run, "approval_gate", ["Approve"])
+    state_key = f"reassign/{REASSIGN}/{safe_name(run)}/exec-state.json"
+
+    # the reassignment holds its cluster's lease (an object in the bucket): a restart of the same
+    # cluster is refused, naming it (on_lease_held=fail; the two-cluster case is tests/e2e/test_fleet.py)
+    airflow.wait_for_dag(RESTART, timeout=180)
+    airflow.unpause(RESTART)
+    restart = airflow.trigger(
+        RESTART, {"node_ids": "1", "reason": "lease test: never approved", "on_lease_held": "fail"}
+    )
+    assert airflow.wait_for_run(RESTART, restart, timeout=600) == "failed"
+    assert airflow.task_instance(RESTART, restart, "acquire_lease")["state"] == "failed"
+    lease = json.loads(store.read_text("state/leases/kafka_default.json"))
+    assert (lease["dag_id"], lease["run_id"]) == (REASSIGN, run)
+
+    # kill worker a in the middle of a poke of execute_chunks, while a chunk copies under its throttle
+    first_seen: dict[int, float] = {}
+
+    def copying_mid_poke():
+        text = store.read_text(state_key)
+        ti = airflow.task_instance(REASSIGN, run, "execute_chunks")
+        if not text or ti["state"] != "running":
+            return None
+        state, now = json.loads(text), time.monotonic()
+        for chunk in state["chunks"]:
+            copying = chunk["status"] == "moving" and state["throttle"]
+            if copying and now - first_seen.setdefault(chunk["index"], now) >= 3:
+                return state
+        return None
+
+    moving = wait_until(copying_mid_poke, 900, 0.3, "execute_chunks mid-poke while a chunk copies")
+    airflow.kill_worker("a")
+    started_before_kill = [c["index"] for c in moving["chunks"] if c["status"] != "pending"]
+    submitted_before_kill = {k for c in moving["chunks"] for k in c["moving"]}
+    airflow.start_worker("b")
+
+    # the scheduler fails the task whose heartbeat stopped; the cleanup runs on worker b
+    assert airflow.wait_for_run(REASSIGN, run, timeout=HEARTBEAT_TIMEOUT_S + 600) == "failed"
+    hosts = _hosts(airflow, run)
+    assert hosts["plan_reassignment"] == "a" and hosts["remove_throttles"] == "b", hosts
+    assert airflow.task_instance(REASSIGN, run, "remove_throttles")["state"] == "success"
+    assert json.loads(store.read_text(state_key))["throttle"] is None
+    assert leftover_throttles(admin, [1, 2, 3], [bulky_topic]) == {}
+
+    # clear the killed task: its attempt on worker b resumes from the state in the object store
+    airflow.api(
+        "POST",
+        f"/dags/{REASSIGN}/clearTaskInstances",
+        json={
+            "dry_run": False,
+            "dag_run_id": run,
+            "task_ids": ["execute_chunks"],
+            "include_downstream": True,
+            "only_failed": False,
+            "reset_dag_runs": True,
+        },
+    )
+    wait_until(lambda: airflow.dag_run(REASSIGN, run)["state"] != "failed", 60, 1, "the run re-queued")
+    state = airflow.wait_for_run(REASSIGN, run, timeout=900)
+    resumed = _log_text(airflow, "b", "execute_chunks", run, try_number=2)
+    verify_log = _log_text(airflow, "b", "verify_result", run)
+    assert state == "success", (
+        f"{airflow.task_instances(REASSIGN, run)}\n{resumed[-3000:]}\n{verify_log[-2000:]}"
+    )
+    assert _try_host(airflow, run, "execute_chunks", 1) == "a"
+    assert _try_host(airflow, run, "execute_chunks", 2) == "b"
+    assert "DECISION verify: healed" in verify_log, verify_log[-3000:]
+    # nothing submitted twice: the resumed attempt adopted what worker a had in flight
+    final = json.loads(store.read_text(state_key))
+    assert final["finished"] and final["throttle"] is None
+    assert started_before_kill
+    assert [i for i in started_before_kill if f"[chunk {i}]: submit" in resumed] == [], resumed[-3000:]
+    assert {k for c in final["chunks"] if c["index"] in started_before_kill for k in c["moving"]} == (
+        submitted_before_kill
+    )
+    # the cluster: nothing on broker 4, full ISR, no throttle left
+    parts = admin.describe_partitions()
+    assert [p.name for p in parts if DEAD in p.replicas] == []
+    assert [p.name for p in parts if set(p.isr) != set(p.replicas)] == []
+    assert leftover_throttles(admin, [1, 2, 3], sorted({p.topic for p in parts})) == {}
+    # the run's snapshot, plan and state are objects in the bucket; no worker wrote a local file
+    keys = store.list(f"reassign/{REASSIGN}/{safe_name(run)}")
+    assert {"exec-state.json", "adopt-state.json", "progress.json", "plan/summary.json"} <= {
+        k.split(f"{safe_name(run)}/", 1)[1] for k in keys
+    }, keys
+    assert any(k.endswith("replicas.parquet") for k in store.list(f"snapshots/{REASSIGN}")), store.list()
+    for worker in airflow.workers.values():
+        assert _files(worker.data_dir) == [], f"worker {worker.name} wrote to {worker.data_dir}"
