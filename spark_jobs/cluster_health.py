@@ -152,10 +152,33 @@ def _join(base: str, name: str) -> str:
 # as it grows, so there a write goes to a temporary name in the same folder and is renamed.
 WHOLE_ON_CLOSE = ("s3a", "s3", "gs")
 WRITE_SLICE = 1 << 20  # bytes per py4j call: one message per MiB rather than one huge one
+_HADOOP: dict[Any, dict[str, Any]] = {}  # per Spark session: see _hadoop
 
 
-def hadoop_fs(spark, url: str):
-    """(FileSystem, Path) of a local path or a Hadoop URL (``s3a://bucket/key``, ``file:///...``).
+def _hadoop(spark) -> dict[str, Any]:
+    """Hadoop's Path class, its configuration, a token for temporary names and the file systems
+    by folder, looked up once per session.
+
+    Each py4j call is a round trip to the JVM (a class name costs one per dot) and the plan job
+    writes one file per chunk, thousands for a large cluster: looked up per file, they took
+    longer than the plan itself. Writer threads share it (two racing first lookups only make
+    two entries, each with its own token, so temporary names stay unique).
+    """
+    found = _HADOOP.get(spark)
+    if found is None:
+        jvm = spark._jvm
+        found = _HADOOP[spark] = {
+            "Path": jvm.org.apache.hadoop.fs.Path,
+            "conf": spark._jsc.hadoopConfiguration(),
+            "token": jvm.java.util.UUID.randomUUID().toString(),
+            "names": iter(range(1 << 62)),  # next() on it is atomic: writer threads get their own names
+            "fs": {},
+        }
+    return found
+
+
+def hadoop_fs(spark, url: str) -> tuple[Any, Any, str]:
+    """(FileSystem, Path, scheme) of a local path or a Hadoop URL (``s3a://bucket/key``, ``file:///...``).
 
     The driver reads and writes its small files through the same Hadoop FileSystem as Spark's
     parquet reads and writes (same configuration, same connectors), so one code path serves a
@@ -163,22 +186,26 @@ def hadoop_fs(spark, url: str):
     goes through the raw local file system: the checksummed one would add a ``.name.crc`` beside
     every file and rename the pair in two steps.
     """
-    path = spark._jvm.org.apache.hadoop.fs.Path(url)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
-    if fs.getUri().getScheme() == "file":
-        fs = fs.getRawFileSystem()
-    return fs, path
+    hadoop = _hadoop(spark)
+    path = hadoop["Path"](url)
+    folder = url.rstrip("/").rpartition("/")[0]  # one file system for every file of a folder
+    found = hadoop["fs"].get(folder)
+    if found is None:
+        fs = path.getFileSystem(hadoop["conf"])
+        scheme = fs.getUri().getScheme()
+        found = hadoop["fs"][folder] = (fs.getRawFileSystem() if scheme == "file" else fs, scheme)
+    return found[0], path, found[1]
 
 
 def exists(spark, url: str) -> bool:
     """Whether a file or folder (on an object store: any key below the prefix) is there."""
-    fs, path = hadoop_fs(spark, url)
+    fs, path, _ = hadoop_fs(spark, url)
     return bool(fs.exists(path))
 
 
 def read_text(spark, url: str) -> str | None:
     """A small file's UTF-8 text, or None when there is no such file."""
-    fs, path = hadoop_fs(spark, url)
+    fs, path, _ = hadoop_fs(spark, url)
     if not fs.exists(path):
         return None
     stream = fs.open(path)
@@ -192,24 +219,27 @@ def write_text(spark, url: str, text: str) -> None:
     """Replace a file with ``text``; a reader sees the old file, the new one, or none: never a part.
 
     On an object store (``WHOLE_ON_CLOSE``) the object appears when the stream closes. Elsewhere the
-    text goes to a hidden temporary name in the same folder first, then is renamed over the name;
-    where a rename does not replace (HDFS) the old file is deleted first, so for a moment there is
-    no file, never half of one.
+    text goes to a hidden temporary name in the same folder first (unique to this driver), then is
+    renamed over the name; where a rename does not replace (HDFS) the old file is deleted first, so
+    for a moment there is no file, never half of one.
     """
-    fs, path = hadoop_fs(spark, url)
-    if fs.getUri().getScheme() in WHOLE_ON_CLOSE:
-        _write_stream(fs.create(path, True), text.encode("utf-8"))
+    fs, path, scheme = hadoop_fs(spark, url)
+    data = text.encode("utf-8")
+    if scheme in WHOLE_ON_CLOSE:
+        _write_stream(fs.create(path, True), data)
         return
-    unique = spark._jvm.java.util.UUID.randomUUID().toString()
-    tmp = spark._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{unique}.tmp")
+    hadoop = _hadoop(spark)
+    folder, slash, name = url.rstrip("/").rpartition("/")
+    tmp = hadoop["Path"](f"{folder}{slash}.{name}.{hadoop['token']}-{next(hadoop['names'])}.tmp")
     try:
-        _write_stream(fs.create(tmp, True), text.encode("utf-8"))
+        _write_stream(fs.create(tmp, True), data)
         if not fs.rename(tmp, path):
             fs.delete(path, False)
             if not fs.rename(tmp, path):
                 raise OSError(f"could not rename {tmp.toString()} to {url}")
-    finally:
+    except BaseException:
         fs.delete(tmp, False)  # nothing left behind when the write failed half-way
+        raise
 
 
 def _write_stream(stream, data: bytes) -> None:
@@ -222,7 +252,7 @@ def _write_stream(stream, data: bytes) -> None:
 
 def remove(spark, url: str) -> bool:
     """Delete a file, or a folder with everything below it; False when nothing was there."""
-    fs, path = hadoop_fs(spark, url)
+    fs, path, _ = hadoop_fs(spark, url)
     return bool(fs.delete(path, True))
 
 
