@@ -82,11 +82,13 @@ with DAG(
     @task
     def spark_args(snapshot_info: dict, params=None) -> list[str]:
         """The health job's arguments for this cluster's snapshot."""
+        from kafka_runbooks_airflow.reports import HEALTH_DIR
+
         return [
             "--snapshot",
             snapshot_info["path"],
             "--output",
-            f"{snapshot_info['path']}/health",
+            f"{snapshot_info['path']}/{HEALTH_DIR}",
             "--max-listed",
             str(params["max_listed"]),
             "--imbalance-threshold-pct",

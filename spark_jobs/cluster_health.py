@@ -64,8 +64,6 @@ from pyspark.sql import functions as F
 
 APP_NAME = "kafka-cluster-health"
 DEFAULT_MAX_LISTED = 1000
-REPORT_FILE = "report.json"  # written last: its presence means the run finished
-PARTITIONS_FILE = "partitions.parquet"  # a one-file parquet folder, one row per partition
 # A broker is out of balance when its leader (or replica) count is more than this many
 # percent away from the mean of the live brokers (Cruise Control's default balance
 # thresholds are 10% too), rounded outwards to whole partitions.
@@ -133,6 +131,8 @@ PLAN_FILE = "plan.json"  # every moved partition's target, kafka-reassign-partit
 CHUNKS_DIR = "chunks"  # chunks/0001.json ...: the same format, one file per chunk
 SUMMARY_FILE = "summary.json"  # written last: its presence means the planning job finished
 ERROR_FILE = "error.json"  # {"error": reason} instead of a plan, when no plan keeps the rules
+REPORT_FILE = "report.json"  # the health job's report, written last: its presence means the run finished
+PARTITIONS_FILE = "partitions.parquet"  # the health job's one-file parquet folder, one row per partition
 
 
 class PlanImpossible(Exception):

@@ -1,8 +1,9 @@
 """The snapshot contract between the runbooks and the Spark jobs: one place for its names.
 
-The snapshot folder (written by ``kafka_runbooks.snapshot``) and the failed-broker plan
+The snapshot folder (written by ``kafka_runbooks.snapshot``), the failed-broker plan
 folder (written by ``spark_jobs/failed_broker_plan.py``, read by
-``kafka_runbooks.failed_broker.plan``) are named here, with the snapshot's columns and their
+``kafka_runbooks.failed_broker.plan``) and the health job's output (read by the health DAG's
+``publish_report``) are named here, with the snapshot's columns and their
 Arrow types, ``PlanImpossible``, the loading of a snapshot into Spark and the driver's
 small-file I/O (``read_text``, ``write_text``, ``exists``, ``remove``).
 
@@ -61,6 +62,8 @@ PLAN_FILE = "plan.json"  # every moved partition's target, kafka-reassign-partit
 CHUNKS_DIR = "chunks"  # chunks/0001.json ...: the same format, one file per chunk
 SUMMARY_FILE = "summary.json"  # written last: its presence means the planning job finished
 ERROR_FILE = "error.json"  # {"error": reason} instead of a plan, when no plan keeps the rules
+REPORT_FILE = "report.json"  # the health job's report, written last: its presence means the run finished
+PARTITIONS_FILE = "partitions.parquet"  # the health job's one-file parquet folder, one row per partition
 
 
 class PlanImpossible(Exception):

@@ -8,6 +8,9 @@ import logging
 from kafka_runbooks import storage
 from kafka_runbooks.health import log_findings
 from kafka_runbooks.paths import safe_name
+from kafka_runbooks.snapshot_contract import REPORT_FILE
+
+HEALTH_DIR = "health"  # the health job's output folder, inside the snapshot's (the DAG passes it)
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +18,7 @@ log = logging.getLogger(__name__)
 def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | None = None) -> dict:
     """The health job's report (``<snapshot>/health/report.json``, in the data store: the job may
     have run on another worker or a Spark cluster) published where the Kafka page reads it."""
-    report_file = storage.locate(snapshot_path) / "health" / "report.json"
+    report_file = storage.locate(snapshot_path) / HEALTH_DIR / REPORT_FILE
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
     text = report_file.read_text()

@@ -29,6 +29,8 @@ FILE_NAMES = {
     contract.PLAN_FILE,
     contract.SUMMARY_FILE,
     contract.ERROR_FILE,
+    contract.REPORT_FILE,
+    contract.PARTITIONS_FILE,
 }
 
 
