@@ -1,0 +1,123 @@
+"""DataStoreSparkSubmitOperator's decisions, without spark-submit: what it hands the provider.
+
+spark-submit itself (the provider's ``SparkSubmitOperator.execute``) is stood in for by a
+recorder of the operator's arguments at that moment; the real submissions, local and over
+``s3a://`` against S3Proxy, are in tests/celery/test_celery.py and tests/spark/. Checked:
+on a local store nothing changes; on an ``s3://`` store the store's URLs become ``s3a://``,
+its Spark settings and ``KAFKA_RUNBOOKS_SPARK_JARS`` are added (the task's own conf wins),
+and the store connection's keys reach a local driver's environment, never its command line,
+and no YARN or Kubernetes Spark at all.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pendulum
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG
+
+from kafka_runbooks import storage
+from kafka_runbooks_airflow.operators.spark import DataStoreSparkSubmitOperator
+
+ARGS = [
+    "--snapshot",
+    "s3://bucket/runbooks/snapshots/x",
+    "--out",
+    "s3://bucket/runbooks/plans/x",
+    "--failed",
+    "4",
+]
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    """What the operator hands spark-submit; one local Spark master by default."""
+    seen: dict = {}
+
+    def record(self, context):
+        seen.update(
+            args=list(self.application_args),
+            conf=dict(self.conf or {}),
+            jars=self.jars,
+            packages=self.packages,
+            env=dict(self.env_vars or {}),
+        )
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", record)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.delenv("KAFKA_RUNBOOKS_SPARK_JARS", raising=False)
+    monkeypatch.delenv("KAFKA_RUNBOOKS_SPARK_PACKAGES", raising=False)
+    storage._STORES.clear()
+    yield seen
+    storage.set_options_provider(None)
+
+
+def _task(**kwargs) -> DataStoreSparkSubmitOperator:
+    with DAG("d", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        return DataStoreSparkSubmitOperator(
+            task_id="plan", application="job.py", application_args=list(ARGS), **kwargs
+        )
+
+
+def _on_s3(monkeypatch) -> None:
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_URL", "s3://bucket/runbooks")
+    monkeypatch.setenv(
+        "KAFKA_RUNBOOKS_DATA_STORAGE_OPTIONS",
+        json.dumps(
+            {"client_kwargs": {"endpoint_url": "http://s3.internal:9000", "region_name": "eu-west-1"}}
+        ),
+    )
+
+
+def test_on_a_local_store_nothing_changes(submitted, monkeypatch, tmp_path):
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_URL", str(tmp_path))
+    monkeypatch.setenv("KAFKA_RUNBOOKS_SPARK_JARS", "/opt/s3a/hadoop-aws.jar")
+    _task(conf={"spark.driver.memory": "1g"}).execute({})
+    assert submitted == {
+        "args": ARGS,
+        "conf": {"spark.driver.memory": "1g"},
+        "jars": None,
+        "packages": None,
+        "env": {},
+    }
+
+
+def test_on_s3_the_job_reads_and_writes_over_s3a_with_the_stores_settings(submitted, monkeypatch):
+    _on_s3(monkeypatch)
+    monkeypatch.setenv("KAFKA_RUNBOOKS_SPARK_JARS", "/opt/s3a/hadoop-aws.jar, /opt/s3a/bundle.jar")
+    _task(conf={"spark.hadoop.fs.s3a.path.style.access": "false"}, jars="/opt/own.jar").execute({})
+    assert submitted["args"] == [
+        "--snapshot",
+        "s3a://bucket/runbooks/snapshots/x",
+        "--out",
+        "s3a://bucket/runbooks/plans/x",
+        "--failed",
+        "4",
+    ]
+    conf = submitted["conf"]
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://s3.internal:9000"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"  # the task's own setting wins
+    assert submitted["jars"] == "/opt/own.jar,/opt/s3a/hadoop-aws.jar,/opt/s3a/bundle.jar"
+    assert submitted["env"] == {}  # no connection: S3A finds its own credentials
+
+
+def test_the_store_connections_keys_reach_a_local_driver_only_through_its_environment(submitted, monkeypatch):
+    _on_s3(monkeypatch)
+    storage.set_options_provider(lambda protocol: {"key": "AKIAEXAMPLE", "secret": "s3cr3t-value"})
+    _task().execute({})
+    assert submitted["env"] == {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value"}
+    on_command_line = json.dumps([submitted["args"], submitted["conf"], submitted["jars"]])
+    assert "s3cr3t-value" not in on_command_line and "AKIAEXAMPLE" not in on_command_line
+
+
+@pytest.mark.parametrize("master", ["yarn", "k8s://https://kubernetes.default.svc:443"])
+def test_a_yarn_or_kubernetes_spark_never_gets_the_keys(submitted, monkeypatch, master):
+    _on_s3(monkeypatch)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": master}))
+    storage.set_options_provider(lambda protocol: {"key": "AKIAEXAMPLE", "secret": "s3cr3t-value"})
+    _task().execute({})
+    assert submitted["env"] == {}
+    assert "s3cr3t-value" not in json.dumps(submitted)
