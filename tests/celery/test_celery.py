@@ -133,6 +133,8 @@ def celery_airflow(
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
+            # no test changes a DAG file: parse each once, not again and again beside the tests
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             # the Spark plan job reads the snapshot and writes the plan over s3a://
             "KAFKA_RUNBOOKS_SPARK_JARS": ",".join(str(j) for j in ensure_s3a_jars()),
             # a task whose worker was killed is failed soon (its heartbeat stops)
