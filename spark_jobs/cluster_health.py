@@ -530,35 +530,40 @@ def get_spark() -> SparkSession:
     return spark
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read the snapshot, compute, write partitions.parquet then report.json; returns the exit code."""
+def run(spark: SparkSession, argv: list[str] | None = None) -> int:
+    """Read the snapshot, compute, write partitions.parquet then report.json with an existing
+    session (tests run it in theirs); returns the exit code."""
     args = parse_args(argv)
-    spark = get_spark()
-    try:
-        replicas, brokers, meta = load_snapshot(spark, args.snapshot)
-        partitions = partition_health(replicas, brokers).persist()
-        report = build_report(
-            partitions,
-            broker_load(replicas, brokers),
-            max_listed=args.max_listed,
-            meta=meta,
-            imbalance_threshold_pct=args.imbalance_threshold_pct,
-        )
-        # One file is plenty (one small row per partition); repartition rather than coalesce keeps
-        # the aggregation itself parallel.
-        (
-            partitions.repartition(1)
-            .sortWithinPartitions("topic", "partition")
-            .write.mode("overwrite")
-            .parquet(_join(args.output, PARTITIONS_FILE))
-        )
-        path = write_report(spark, report, args.output)
-        partitions.unpersist()
-    finally:
-        spark.stop()
+    replicas, brokers, meta = load_snapshot(spark, args.snapshot)
+    partitions = partition_health(replicas, brokers).persist()
+    report = build_report(
+        partitions,
+        broker_load(replicas, brokers),
+        max_listed=args.max_listed,
+        meta=meta,
+        imbalance_threshold_pct=args.imbalance_threshold_pct,
+    )
+    # One file is plenty (one small row per partition); repartition rather than coalesce keeps
+    # the aggregation itself parallel.
+    (
+        partitions.repartition(1)
+        .sortWithinPartitions("topic", "partition")
+        .write.mode("overwrite")
+        .parquet(_join(args.output, PARTITIONS_FILE))
+    )
+    path = write_report(spark, report, args.output)
+    partitions.unpersist()
     counts = ", ".join(f"{flag}={n}" for flag, n in report["counts"].items())
     print(f"{path}: {report['partitions']} partitions; {counts}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    spark = get_spark()
+    try:
+        return run(spark, argv)
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":
