@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(600)
 
 def _run_health(airflow_local) -> tuple[str, dict, str]:
     airflow_local.wait_for_dag(DAG_ID, timeout=120)
-    run_id = airflow_local.trigger(DAG_ID, {"max_listed": 500})
+    run_id = airflow_local.trigger(DAG_ID, {"max_listed": 100000})  # every partition listed
     state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=400)
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(DAG_ID, run_id)}
     assert state == "success", f"run {run_id} ended {state}: {states}"
@@ -38,46 +38,37 @@ def _names(entries: list[dict]) -> set[str]:
     return {f"{e['topic']}-{e['partition']}" for e in entries}
 
 
-def test_a_killed_broker_shows_up_as_under_replicated(airflow_local, restore_stack, admin):
+def test_killed_brokers_show_up_as_under_replicated_and_offline(airflow_local, restore_stack, admin):
+    """One health run sees both: brokers 3 and 4 killed; a topic with one or two replicas on
+    them is under-replicated (still led), a partition whose replicas are all on them is offline
+    and only offline (never also listed as under-replicated)."""
     stack = restore_stack
-    topic = unique_topic("health-urp")
-    create_topic(stack.bootstrap_servers, topic, 4, 3)
-    produce(stack.bootstrap_servers, topic, 200)
-    on_4 = {f"{p.topic}-{p.partition}" for p in admin.describe_partitions([topic]) if 4 in p.replicas}
-    assert on_4, "broker 4 hosts none of the test topic's partitions"
-    stack.kill(4)
-    wait_until(
-        lambda: all(4 not in p.isr for p in admin.describe_partitions([topic])),
-        60,
-        what="ISR without broker 4",
-    )
-
-    run_id, report, publish_log = _run_health(airflow_local)
-
-    assert on_4 <= _names(report["under_replicated"])
-    assert report["counts"]["offline"] == 0
-    brokers = {b["broker_id"]: b for b in report["brokers"]}
-    assert brokers[4]["alive"] is False and brokers[1]["alive"] is True
-    assert "under replicated" in publish_log and "DECISION health" in publish_log
-    assert topic in publish_log
-
-
-def test_a_partition_whose_replicas_are_all_dead_is_offline(airflow_local, restore_stack, admin):
-    stack = restore_stack
-    topic = unique_topic("health-offline")
-    create_topic(stack.bootstrap_servers, topic, assignment={0: [3, 4], 1: [1, 2]})
-    produce(stack.bootstrap_servers, topic, 100)
+    bs = stack.bootstrap_servers
+    urp = unique_topic("health-urp")
+    create_topic(bs, urp, assignment={0: [1, 3, 4], 1: [2, 4, 1], 2: [4, 1, 2], 3: [1, 2, 3]})
+    produce(bs, urp, 200)
+    offline = unique_topic("health-offline")
+    create_topic(bs, offline, assignment={0: [3, 4], 1: [1, 2]})
+    produce(bs, offline, 100)
     stack.kill(3)
     stack.kill(4)
     wait_until(
-        lambda: next(p for p in admin.describe_partitions([topic]) if p.partition == 0).leader == -1,
+        lambda: (
+            next(p for p in admin.describe_partitions([offline]) if p.partition == 0).leader == -1
+            and all(not {3, 4} & set(p.isr) for p in admin.describe_partitions([urp]))
+        ),
         60,
-        what=f"{topic}-0 without a leader",
+        what=f"{offline}-0 without a leader, {urp} without brokers 3 and 4 in its ISRs",
     )
 
     run_id, report, publish_log = _run_health(airflow_local)
 
-    assert f"{topic}-0" in _names(report["offline"])
-    assert f"{topic}-1" not in _names(report["offline"])
-    assert f"{topic}-0" not in _names(report["under_replicated"])
-    assert "offline" in publish_log and f"{topic}-0" in publish_log
+    assert {f"{urp}-{p}" for p in range(4)} <= _names(report["under_replicated"])
+    assert not {f"{urp}-{p}" for p in range(4)} & _names(report["offline"])
+    assert f"{offline}-0" in _names(report["offline"])
+    assert f"{offline}-1" not in _names(report["offline"]) | _names(report["under_replicated"])
+    assert f"{offline}-0" not in _names(report["under_replicated"])
+    brokers = {b["broker_id"]: b for b in report["brokers"]}
+    assert brokers[3]["alive"] is False and brokers[4]["alive"] is False and brokers[1]["alive"] is True
+    assert "under replicated" in publish_log and "offline" in publish_log and "DECISION health" in publish_log
+    assert urp in publish_log and f"{offline}-0" in publish_log
