@@ -68,6 +68,10 @@ class DataStoreSparkSubmitOperator(SparkSubmitOperator):
                 "fs.s3a.aws.credentials.provider)"
             )
             return
+        from airflow.sdk.log import mask_secret
+
+        for name, value in keys.items():
+            mask_secret(value, name)  # masked in every log line of this task, whatever logs it
         self.env_vars = {**keys, **(self.env_vars or {})}
 
 
