@@ -11,7 +11,7 @@ records:
 **offline** partitions, partitions **under min ISR**, **at min ISR**, **under-replicated**,
 and per-broker replica and leader counts. The report is published as the Asset
 `kafka_cluster_health_report` (one event per cluster, naming it) and written per
-cluster to `$KAFKA_RUNBOOKS_DATA_DIR/reports/cluster_health/by_connection/<conn_id>.json`.
+cluster to `reports/cluster_health/by_connection/<conn_id>.json` in the data store.
 An unreachable cluster fails its own mapped tasks; the other clusters still report.
 
 It never changes the cluster. Created paused; unpause it, or trigger it by hand.

@@ -26,9 +26,9 @@ back-off, same give-up alert. From `errors_before_alert` error answers in a row 
 or `%` in it) is reported once, with what to do, and never called again.
 
 Per connector, the restart count and last restart time are kept in
-`$KAFKA_RUNBOOKS_DATA_DIR/state/connect_autorestart/<conn_id>.json` (they survive an
+`state/connect_autorestart/<conn_id>.json` in the data store (they survive an
 Airflow restart) and shown in the report,
-`$KAFKA_RUNBOOKS_DATA_DIR/reports/connect_autorestart/by_connection/<kafka conn id>.json`
+`reports/connect_autorestart/by_connection/<kafka conn id>.json` in the data store
 (and `latest.json`, the last group's), which names its Kafka cluster.
 
 Switch auto-restart off per connector with `exclude` (names or shell patterns, e.g.

@@ -8,7 +8,7 @@ task group per Kafka connection: the run's `kafka_conn_ids`, else the Variable
 `kafka_default`; an unreachable cluster fails only its own tasks): read the cluster and
 track **failed brokers**: brokers
 the assignments still name that are down or fenced. The time each was first seen failed
-is kept in `$KAFKA_RUNBOOKS_DATA_DIR/state/failed_brokers/<kafka_conn_id>.json` (it
+is kept in `state/failed_brokers/<kafka_conn_id>.json` in the data store (it
 survives a scheduler restart, an Airflow upgrade and a cleared run) and forgotten as
 soon as the broker is back: **a bounce never starts a reassignment**.
 

@@ -29,7 +29,7 @@ Which partitions: `partitions_json` in the proposal's format
 `{"partitions": [{"topic": "foo", "partitions": [0, 3]}]}`, or
 `all_offline_partitions: true` (exactly one). Unknown topics or partitions fail before
 anything is elected; partitions that are online are reported and left alone, so the
-runbook is safe to run again. Artifacts: `$KAFKA_RUNBOOKS_DATA_DIR/unclean_recovery/<run id>/`.
+runbook is safe to run again. Artifacts: `unclean_recovery/<run id>/` in the data store.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the auto-restart sweep keeps each connector's restart count and last restart time.
 
 A JSON file per Connect cluster under the runbooks' data dir
-(``$KAFKA_RUNBOOKS_DATA_DIR/state/connect_autorestart/<conn_id>.json``), not an Airflow
+(``state/connect_autorestart/<conn_id>.json`` in the data store), not an Airflow
 Variable, because:
 
 - it lives outside Airflow's processes and metadata DB, so it survives a restart of Airflow

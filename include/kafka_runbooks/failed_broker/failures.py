@@ -3,7 +3,7 @@
 A broker has *failed* when the cluster's assignments still name it but it is not
 available (not registered, or registered but fenced). The time it was first seen failed
 is kept in a JSON file under the runbooks' data dir
-(``$KAFKA_RUNBOOKS_DATA_DIR/state/failed_brokers/<conn id>.json``), so the countdown
+(``state/failed_brokers/<conn id>.json`` in the data store), so the countdown
 survives a scheduler restart, an Airflow upgrade and a cleared run, and is forgotten the
 moment the broker is back: a bounce shorter than the failure threshold never starts a
 reassignment (the KIP's "a broker being bounced must not count as a failure").

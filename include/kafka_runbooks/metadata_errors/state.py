@@ -1,6 +1,6 @@
 """Each node's last counter values, kept between sweeps in a JSON file.
 
-``$KAFKA_RUNBOOKS_DATA_DIR/state/metadata_errors/<cluster>.json`` (cluster = the Kafka
+``state/metadata_errors/<cluster>.json`` in the data store (cluster = the Kafka
 connection id), outside Airflow's metadata DB so "increased since the last sweep"
 survives an Airflow restart or a rebuilt DB. An operator can read it with ``jq`` or
 delete a node's entry to re-base it. Writes are atomic (temp file + rename) under an
