@@ -273,7 +273,16 @@ def _restart(
     observed = {**status.as_dict(), "restart_count": verdict.state.count}
     try:
         outcome = sweep.client.restart(status.name, include_tasks=True, only_failed=True, known=status)
-    except UnknownConnector:
+    except UnknownConnector as exc:
+        decisions.record(
+            STEP,
+            "not restarted: deleted",
+            "the connector was deleted between the listing and the restart call; its state is forgotten",
+            observed={**observed, "error": str(exc)},
+            subject=sweep.subject(status),
+            logger=sweep.logger,
+            level=logging.WARNING,
+        )
         return _row(status, None, "deleted", None, None), None
     except UnaddressableConnector as exc:
         action = "unaddressable"

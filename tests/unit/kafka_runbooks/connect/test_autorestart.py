@@ -144,6 +144,8 @@ def test_an_unaddressable_name_is_alerted_once_and_remembered():
 def test_a_connector_deleted_since_the_listing_is_forgotten():
     row, state = _one_connector(sweep(Worker(UnknownConnector("gone", 404))), status(), None)
     assert row["action"] == "deleted" and state is None
+    assert made() == [("c1/sink", "not restarted: deleted")]
+    assert "deleted between the listing and the restart call" in decisions.made()[0].reason
 
 
 def test_the_policys_last_restart_says_so():
