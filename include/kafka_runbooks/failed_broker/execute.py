@@ -75,6 +75,9 @@ class ChunkState:
     started_ms: int | None = None
     finished_ms: int | None = None
     copied_at_start: int | None = None
+    # in flight before this run first looked (a killed run's submission): the copy rate counts
+    # from that look. Its own flag, since nothing may have been copied yet when it was adopted
+    adopted: bool = False
 
     @property
     def planned_bytes(self) -> int:
@@ -449,6 +452,7 @@ class ChunkExecutor:
                 copied += min(chunk.bytes.get(k, 0), min((got.get((b, k), 0) for b in adding), default=0))
         if chunk.copied_at_start is None:  # adopted after a kill: its bytes were copied before
             chunk.copied_at_start = copied
+            chunk.adopted = True
             chunk.started_ms = int(now * 1000)
             self.checkpoint(state)
         figures = progress.measure(state, chunk, done, copied, now)

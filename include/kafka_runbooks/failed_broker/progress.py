@@ -112,7 +112,7 @@ def measure(state, chunk, done: list[str], copied_in_chunk: int, now: float) -> 
         elapsed_s=elapsed,
         throttle_bytes_per_sec=state.throttle_bytes_per_sec,
         updated_at_ms=int(now * 1000),
-        adopted=bool(chunk.copied_at_start),
+        adopted=chunk.adopted,
     )
 
 

@@ -53,9 +53,28 @@ def test_dropped_partitions_count_as_done_and_later_chunks_as_not_started():
 def test_an_adopted_chunk_measures_from_its_first_check_and_nothing_copied_yet_is_unknown():
     state = _state(t0_ms=0)
     chunk = state.chunks[0]
-    chunk.copied_at_start = 2 * MIB  # copied before this run adopted it
+    chunk.copied_at_start, chunk.adopted = 2 * MIB, True  # copied before this run adopted it
     figures = progress.measure(state, chunk, [], 2 * MIB, now=5.0)
     assert figures.rate_bytes_per_sec is None and "rate unknown" in figures.line()
     assert "time left unknown" in figures.line()
     closing = progress.finished(ExecState("r", [4], 1, [], finished=True), now=1.0)
     assert closing.line().startswith("all 0 chunk(s) done") and closing.percent_bytes == 100.0
+
+
+def test_a_chunk_adopted_before_any_byte_was_copied_still_says_since_adopted(tmp_path, caplog):
+    """Seen on a loaded machine: a killed run's chunk adopted while its receivers held 0 bytes
+    was reported "since submission", a submission this run never made."""
+    state = _state(t0_ms=0)
+    chunk = state.chunks[0]
+    chunk.copied_at_start, chunk.started_ms = None, None  # in flight from a killed run
+    executor = ChunkExecutor(
+        None, clock=lambda: 10.0, progress_every_s=0, progress_file=tmp_path / "progress.json"
+    )
+    with caplog.at_level(logging.INFO):
+        executor._progress(state, chunk, [], ["t:0", "t:1"], set())  # no receiver live: 0 B copied
+    assert (chunk.adopted, chunk.copied_at_start, chunk.started_ms) == (True, 0, 10_000)
+    line = [r.getMessage() for r in caplog.records if "progress because" in r.getMessage()][-1]
+    assert "since adopted" in line and "since submission" not in line, line
+    assert json.loads((tmp_path / "progress.json").read_text())["adopted"] is True
+    # the flag survives the state file: a resumed attempt keeps measuring from the adoption
+    assert ExecState.from_json(state.to_json()).chunks[0].adopted is True
