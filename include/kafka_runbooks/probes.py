@@ -113,7 +113,16 @@ def _or_unknown(value: int | None) -> str:
 
 
 def _count(value: Any) -> int | None:
-    """A non-negative whole number, or None: a bool, a string, NaN or -1 is not a count."""
+    """A non-negative whole number, or None: a bool, NaN, +Inf or -1 is not a count.
+
+    A number sent as a JSON string (``"2"``) is the number: it is legal JSON for a number,
+    and reading it as unknown would make a broker in RECOVERY look stuck (force-restartable).
+    """
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if value != value or value in (float("inf"), float("-inf")) or value < 0 or value != int(value):
@@ -169,43 +178,65 @@ class PrometheusProbe:
             return _unknown(node_id, self.kind, f"{type(exc).__name__}: {exc}"[:300])
 
 
-_SUMMED = (
-    "kafka_server_brokerstate",
-    "kafka_log_remaining_logs_to_recover",
-    "kafka_log_remaining_segments_to_recover",
-)
+#: gauges with one sample per log dir (and recovery thread): their total is the sum
+_SUMMED = ("kafka_log_remaining_logs_to_recover", "kafka_log_remaining_segments_to_recover")
+#: gauges a node has once: several different samples are a conflict, never a sum
+_SINGLE = ("kafka_server_brokerstate", "process_start_time_seconds")
 
 
 def parse_exposition(node_id: int, text: str) -> BrokerStateReading:
     """BrokerState, recovery totals (summed over log dirs and recovery threads) and the
-    process start time. Never raises: a body it cannot read is "unknown"."""
+    process start time. Never raises: a body it cannot read is "unknown".
+
+    Any legal exposition is read (comments, timestamps, labels in any order, escaped label
+    values, +Inf/-Inf/NaN). Two different BrokerState samples are "unknown: conflicting
+    samples": summed, STARTING (1) and RECOVERY (2) would read as RUNNING (3).
+    """
     from prometheus_client.parser import text_string_to_metric_families
 
-    totals: dict[str, float] = {}
-    started: float | None = None
+    samples: dict[str, list[float]] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in _SUMMED:
-                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-                elif sample.name == "process_start_time_seconds":
-                    started = sample.value
+                if sample.name in _SUMMED or sample.name in _SINGLE:
+                    samples.setdefault(sample.name, []).append(sample.value)
     except Exception as exc:
         return _unknown(node_id, "prometheus", f"unparseable exposition: {type(exc).__name__}: {exc}"[:300])
-    state = _count(totals.get("kafka_server_brokerstate"))
-    start_ms = _count(None if started is None else started * 1000)
+    raw_state, state_error = _single(samples.get("kafka_server_brokerstate"))
+    started, _ = _single(samples.get("process_start_time_seconds"))
+    state = _count(raw_state)
+    if state is None and raw_state is not None:
+        state_error = f"BrokerState {raw_state!r} is not a state"
     return BrokerStateReading(
         node_id,
         state,
-        _count(totals.get("kafka_log_remaining_logs_to_recover")),
-        _count(totals.get("kafka_log_remaining_segments_to_recover")),
+        _summed(samples.get("kafka_log_remaining_logs_to_recover")),
+        _summed(samples.get("kafka_log_remaining_segments_to_recover")),
         source="prometheus",
-        error=None if state is not None else "no kafka_server_brokerstate in the exposition",
-        process_start_ms=start_ms,
+        error=None if state is not None else state_error or "no kafka_server_brokerstate in the exposition",
+        process_start_ms=_count(None if started is None else started * 1000),
         # the exporter runs inside the broker's JVM: it answering without BrokerState
         # means Kafka has not registered it yet, i.e. the broker is early in its start
-        state_not_registered=state is None and "kafka_server_brokerstate" not in totals,
+        state_not_registered="kafka_server_brokerstate" not in samples,
     )
+
+
+def _single(values: list[float] | None) -> tuple[float | None, str | None]:
+    """The value of a gauge a node has once, or (None, why): different samples conflict."""
+    if not values:
+        return None, None
+    distinct = sorted({repr(float(v)) for v in values})
+    if len(distinct) > 1:
+        return None, f"conflicting samples: {', '.join(distinct)}"
+    return float(values[0]), None
+
+
+def _summed(values: list[float] | None) -> int | None:
+    """The total of per-dir/per-thread counts; unknown if any sample is not a count."""
+    if not values:
+        return None
+    counts = [_count(v) for v in values]
+    return None if None in counts else sum(counts)
 
 
 class StrimziAgentProbe:

@@ -109,8 +109,8 @@ class MetricsEndpoints:
             return NodeReading(node_id, url, None, f"HTTP {resp.status_code}")
         try:
             return NodeReading(node_id, url, parse(resp.text))
-        except ValueError as exc:
-            return NodeReading(node_id, url, None, f"unparseable exposition: {exc}")
+        except Exception as exc:  # one node's odd answer is that node's unknown, never the sweep's end
+            return NodeReading(node_id, url, None, f"unparseable exposition: {exc}"[:300])
 
     def read_all(self, nodes: list[tuple[int, bool, str | None]]) -> dict[int, NodeReading]:
         """Read ``(node_id, is_controller, host)`` nodes in parallel: one slow node does not add up."""

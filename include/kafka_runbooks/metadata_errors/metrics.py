@@ -63,6 +63,8 @@ class NodeMetrics:
     active_controller_count: int | None = None
     raft_leader: int | None = None
     process_start_s: float | None = None
+    # metric (logical name) -> why it is unknown though present: conflicting samples, +Inf, NaN
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     @property
     def looks_like_broker(self) -> bool:
@@ -82,6 +84,7 @@ class NodeMetrics:
             "active_controller_count": self.active_controller_count,
             "raft_leader": self.raft_leader,
             "process_start_s": self.process_start_s,
+            "unreadable": dict(self.unreadable),
         }
 
 
@@ -98,37 +101,87 @@ def normalise(name: str, labels: dict[str, str]) -> str:
 def parse(text: str) -> NodeMetrics:
     """Read the counters and gauges this sweep needs; ``ValueError`` if the text is not an exposition.
 
-    Several samples of one metric (labels) are summed; NaN samples are ignored.
+    Any legal exposition is read (comments, timestamps, labels in any order, escaped label
+    values, +Inf/-Inf/NaN). A counter's samples (one per label set) are summed; a gauge a
+    node has once (BrokerState, ActiveControllerCount, the raft leader, the process start
+    time) with different samples is unknown ("conflicting samples"), never their sum. A
+    value that is not a finite number leaves its metric unknown, the reason in ``unreadable``.
     """
     from prometheus_client.parser import text_string_to_metric_families
 
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = normalise(sample.name, sample.labels)
-            if key in _WANTED and not math.isnan(sample.value):
-                found[key] = found.get(key, 0.0) + sample.value
-
-    counters: dict[str, float] = {}
-    names: dict[str, str] = {}
-    for logical, candidates in COUNTERS.items():
-        for candidate in candidates:
-            if candidate in found:
-                counters[logical] = found[candidate]
-                names[logical] = candidate
-                break
-
-    def first(candidates: tuple[str, ...]) -> float | None:
-        return next((found[c] for c in candidates if c in found), None)
-
-    def as_int(value: float | None) -> int | None:
-        return None if value is None else int(value)
-
+    found: dict[str, list[float]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = normalise(sample.name, sample.labels)
+                if key in _WANTED:
+                    found.setdefault(key, []).append(float(sample.value))
+    except Exception as exc:  # whatever the parser raises on text it cannot read: "not an exposition"
+        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+    unreadable: dict[str, str] = {}
+    counters, names = _counters(found, unreadable)
     return NodeMetrics(
         counters=counters,
         names=names,
-        broker_state=as_int(first(BROKER_STATE)),
-        active_controller_count=as_int(first(ACTIVE_CONTROLLER)),
-        raft_leader=as_int(first(RAFT_LEADER)),
-        process_start_s=first(PROCESS_START),
+        broker_state=_whole(
+            _gauge(found, BROKER_STATE, "broker_state", unreadable), "broker_state", unreadable
+        ),
+        active_controller_count=_whole(
+            _gauge(found, ACTIVE_CONTROLLER, "active_controller_count", unreadable),
+            "active_controller_count",
+            unreadable,
+        ),
+        raft_leader=_whole(_gauge(found, RAFT_LEADER, "raft_leader", unreadable), "raft_leader", unreadable),
+        process_start_s=_gauge(found, PROCESS_START, "process_start_s", unreadable),
+        unreadable=unreadable,
     )
+
+
+def _counters(
+    found: dict[str, list[float]], unreadable: dict[str, str]
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Each logical counter from its first accepted name: the sum of its samples, or unknown
+    (in ``unreadable``) when a sample is not a finite number (an error count of +Inf or NaN
+    says nothing about errors)."""
+    counters: dict[str, float] = {}
+    names: dict[str, str] = {}
+    for logical, candidates in COUNTERS.items():
+        name = next((c for c in candidates if c in found), None)
+        if name is None:
+            continue
+        names[logical] = name
+        bad = [v for v in found[name] if not math.isfinite(v)]
+        if bad:
+            unreadable[logical] = f"{name} has a sample of {bad[0]!r}"
+        else:
+            counters[logical] = sum(found[name])
+    return counters, names
+
+
+def _gauge(
+    found: dict[str, list[float]], candidates: tuple[str, ...], logical: str, unreadable: dict[str, str]
+) -> float | None:
+    """The one value of a gauge a node has once; None (with the reason) if its samples differ
+    or it is not a finite number."""
+    name = next((c for c in candidates if c in found), None)
+    if name is None:
+        return None
+    distinct = sorted({repr(v) for v in found[name]})
+    if len(distinct) > 1:
+        unreadable[logical] = f"{name}: conflicting samples: {', '.join(distinct)}"
+        return None
+    value = found[name][0]
+    if not math.isfinite(value):
+        unreadable[logical] = f"{name} is {value!r}"
+        return None
+    return value
+
+
+def _whole(value: float | None, logical: str, unreadable: dict[str, str]) -> int | None:
+    """A gauge that counts or names something is a whole number; 2.5 is unknown, not 2."""
+    if value is None:
+        return None
+    if value != int(value):
+        unreadable[logical] = f"{logical} {value!r} is not a whole number"
+        return None
+    return int(value)

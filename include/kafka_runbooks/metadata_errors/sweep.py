@@ -116,13 +116,7 @@ def assess(
     missing = _missing_counters(ref, metrics)
     _copy_reading(row, metrics, prev_state)
     if not metrics.counters or missing:
-        what = ", ".join(missing) if missing else "any KIP-859 counter"
-        row.update(
-            status=UNKNOWN,
-            change="not read",
-            error=f"the exposition has no {what} (Kafka < 3.3, or the exporter rules drop it: "
-            "see stack/jmx-exporter/kafka.yml)",
-        )
+        row.update(status=UNKNOWN, change="not read", error=_missing_text(missing, metrics))
         return row, prev_state
     restarted = bool(row["restarted_since_last_sweep"])
     increased, rebased, based = _compare_counters(metrics.counters, prev_state.counters, restarted)
@@ -138,6 +132,10 @@ def assess(
     status, change = _status(prev, restarted, bool(increased), bool(rebased))
     if status == HEALTHY and BROKER in ref.roles and metrics.broker_state not in (None, RUNNING):
         status = NOT_RUNNING  # no counter went up, but a broker that is not RUNNING is not healthy
+    if status == HEALTHY and BROKER in ref.roles and "broker_state" in metrics.unreadable:
+        # a broker state that is there but unreadable (conflicting samples) is not "running"
+        status, change = UNKNOWN, "broker state unreadable"
+        row["error"] = metrics.unreadable["broker_state"]
     row.update(status=status, change=change, increase_streak=new_state.increase_streak)
     return row, new_state
 
@@ -186,6 +184,21 @@ def _missing_counters(ref: NodeRef, metrics: NodeMetrics) -> list[str]:
         if role in ref.roles
     ]
     return [c for c in expected if c not in metrics.counters]
+
+
+def _missing_text(missing: list[str], metrics: NodeMetrics) -> str:
+    """Why the node's counters are unknown: present but unreadable (+Inf, NaN), or absent."""
+    bad = [metrics.unreadable[c] for c in missing if c in metrics.unreadable]
+    absent = [c for c in missing if c not in metrics.unreadable]
+    if not missing:
+        absent = ["any KIP-859 counter"]
+    parts = [f"unreadable: {'; '.join(bad)}"] if bad else []
+    if absent:
+        parts.append(
+            f"the exposition has no {', '.join(absent)} (Kafka < 3.3, or the exporter rules drop it: "
+            "see stack/jmx-exporter/kafka.yml)"
+        )
+    return "; ".join(parts)
 
 
 def _copy_reading(row: dict[str, Any], metrics: NodeMetrics, prev_state: NodeState) -> None:

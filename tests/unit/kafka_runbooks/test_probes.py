@@ -20,7 +20,7 @@ AGENT_BODIES = [
     ({"brokerState": 2, "recoveryState": "unavailable"}, 2, None, None),  # issue 13: raised AttributeError
     ({"brokerState": 2, "recovery": None}, 2, None, None),
     ({"brokerState": 2, "recovery": [1, 2]}, 2, None, None),
-    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, None, None),
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, 12, None),  # numbers as strings
     (
         {"brokerState": 2, "recovery": {"remainingLogsToRecover": -1, "remainingSegmentsToRecover": 3}},
         2,
@@ -32,7 +32,8 @@ AGENT_BODIES = [
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 4, "remainingSegmentsToRecover": 0}}, 2, 4, 0),
     ({"brokerState": 3}, 3, None, None),
     ({"brokerState": 1.0}, 1, None, None),
-    ({"brokerState": "2"}, None, None, None),
+    ({"brokerState": "2"}, 2, None, None),  # issue 23: read as unknown, so force-restartable
+    ({"brokerState": " 3.0 "}, 3, None, None),
     ({"brokerState": True}, None, None, None),
     ({"brokerState": None}, None, None, None),
     ({"brokerState": -1}, None, None, None),
@@ -63,6 +64,26 @@ def test_agent_bodies_that_are_not_json_are_unknown(raw):
     assert reading.state is None and reading.error.startswith("unexpected body")
 
 
+# every legal feature at once: HELP/TYPE and free comments, timestamps, labels in any order with
+# escaped values, +Inf/-Inf/NaN in metrics the probe does not need, a trailing comma in labels
+LEGAL_EXPOSITION = (
+    "# A free comment line\n"
+    "# HELP kafka_server_brokerstate The state the broker is in. (0=NOT_RUNNING,...)\n"
+    "# TYPE kafka_server_brokerstate gauge\n"
+    "kafka_server_brokerstate 2.0 1763900000123\n"
+    "# TYPE kafka_log_remaining_logs_to_recover gauge\n"
+    'kafka_log_remaining_logs_to_recover{dir="/var/lib/kafka/a",} 3.0\n'
+    'kafka_log_remaining_logs_to_recover{dir="/var/lib/kafka/b \\"x\\"\\n",} 4.0 1763900000123\n'
+    'kafka_log_remaining_segments_to_recover{threadNum="0",dir="/var/lib/kafka/a"} 5\n'
+    'kafka_log_remaining_segments_to_recover{dir="/var/lib/kafka/a",threadNum="1"} 4\n'
+    "# TYPE jvm_gc_collection_seconds summary\n"
+    'jvm_gc_collection_seconds{gc="G1 Young",quantile="+Inf"} +Inf\n'
+    "jvm_memory_ratio -Inf\n"
+    "jvm_buffer_ratio NaN\n"
+    "process_start_time_seconds 1.7e9\n"
+    "process_start_time_seconds 1.7e9\n"
+)
+
 EXPOSITIONS = [
     ("kafka_server_brokerstate 3.0\n", 3, None, None),
     ("kafka_server_brokerstate 1.0\nprocess_start_time_seconds 1.7e9\n", 1, None, None),
@@ -83,7 +104,17 @@ EXPOSITIONS = [
     ("\x00\x01\x02", None, None, None),
     ("", None, None, None),
     ("# TYPE kafka_server_brokerstate gauge\n", None, None, None),
+    # issue 23: two samples of the single BrokerState were summed, 1 + 2 read as 3 RUNNING
+    ("kafka_server_brokerstate 1\nkafka_server_brokerstate 2\n", None, None, None),
+    ('kafka_server_brokerstate{pod="a"} 1\nkafka_server_brokerstate{pod="b"} 2\n', None, None, None),
+    ("kafka_server_brokerstate 3\nkafka_server_brokerstate 3.0\n", 3, None, None),  # the same value twice
 ]
+
+
+def test_every_legal_exposition_feature_is_read():
+    reading = parse_exposition(1, LEGAL_EXPOSITION)
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (2, 7, 9)
+    assert reading.process_start_ms == 1_700_000_000_000  # two equal samples are that value, not a sum
 
 
 @pytest.mark.parametrize("text,state,logs,segments", EXPOSITIONS)
@@ -92,6 +123,18 @@ def test_expositions_never_raise_and_never_invent_a_state(text, state, logs, seg
     assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (state, logs, segments)
     if state is None:
         assert reading.error
+
+
+def test_conflicting_brokerstate_samples_are_unknown_with_the_reason_never_summed():
+    reading = parse_exposition(1, "kafka_server_brokerstate 1\nkafka_server_brokerstate 2\n")
+    assert reading.state is None and "conflicting samples: 1.0, 2.0" in reading.error
+    assert not reading.state_not_registered  # it is there: not a broker early in its start
+    assert assess(reading).kind == UNKNOWN
+
+
+def test_a_state_sent_as_a_string_is_the_state_not_an_unknown_that_may_be_forced():
+    verdict = assess(parse_agent_body(1, b'{"brokerState": "2"}'))
+    assert verdict.kind == WAIT_STARTING and not verdict.may_force
 
 
 def test_the_process_start_time_is_read_as_restart_evidence():
