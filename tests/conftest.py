@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,68 @@ def s3proxy():
         yield proxy
     finally:
         proxy.stop()
+
+
+# ------------------------------------------------------------------ the order of the suite
+# Unit tests first, so a mistake fails in a minute; then the Spark job tests, the real
+# stack, the real Airflow, and the Celery fleet last. Within a folder pytest's order stays.
+_STAGES = ("unit", "spark", "integration", "e2e", "celery")
+# the whole `make test` must fit in half an hour on the 2-core CI machine (issue #25)
+SUITE_BUDGET_S = 30 * 60
+
+
+class _SuiteClock:
+    """Where the run's time went, per test file and per stage, and whether a unit test failed."""
+
+    def __init__(self) -> None:
+        self.unit_failed = False
+        self.by_file: dict[str, float] = {}
+        self.started = time.monotonic()
+
+
+_CLOCK = _SuiteClock()
+
+
+def _stage_of(nodeid: str) -> int:
+    parts = nodeid.split("/")
+    return _STAGES.index(parts[1]) if len(parts) > 2 and parts[1] in _STAGES else len(_STAGES)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items) -> None:
+    items.sort(key=lambda item: _stage_of(item.nodeid))
+
+
+def pytest_runtest_logreport(report) -> None:
+    path = report.nodeid.split("::")[0]
+    _CLOCK.by_file[path] = _CLOCK.by_file.get(path, 0.0) + report.duration
+    if report.failed and _stage_of(report.nodeid) == 0:
+        _CLOCK.unit_failed = True
+
+
+def pytest_runtest_setup(item) -> None:
+    """Once a unit test failed, the slow stages are not started: the run ends in minutes,
+    not after half an hour of real stacks testing code known to be wrong
+    (``KR_TEST_KEEP_GOING=1`` runs them anyway)."""
+    if _stage_of(item.nodeid) > 0 and _CLOCK.unit_failed and not os.environ.get("KR_TEST_KEEP_GOING"):
+        pytest.exit("unit tests failed: the Spark, stack and Airflow tests were not started", returncode=1)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Per stage and per file (setup + call + teardown), and the run against its budget."""
+    write = terminalreporter.write_line
+    stages: dict[str, float] = {}
+    for path, seconds in _CLOCK.by_file.items():
+        stage = path.split("/")[1] if path.count("/") > 1 else "other"
+        stages[stage] = stages.get(stage, 0.0) + seconds
+    write("")
+    write(
+        "time per stage: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1]))
+    )
+    write("the 15 costliest test files:")
+    for path, seconds in sorted(_CLOCK.by_file.items(), key=lambda kv: -kv[1])[:15]:
+        write(f"  {seconds:7.1f} s  {path}")
+    wall = time.monotonic() - _CLOCK.started
+    verdict = "within" if wall <= SUITE_BUDGET_S else "OVER"
+    write(f"suite wall time {wall:.0f} s: {verdict} its budget of {SUITE_BUDGET_S} s")
