@@ -112,6 +112,14 @@ with DAG(
             description="On: after each election put the partition's original replica order back (so the "
             "preferred leader is unchanged). Off: the elected replica stays first.",
         ),
+        "allow_committed_loss": Param(
+            False,
+            type="boolean",
+            description="Off (default): a partition whose ISR/ELR/last known ELR names a replica holding every "
+            "committed record, or names none, gets the clean path (bring that replica back), no election. "
+            "On: the longest live log is elected anyway and the gate and outcome name the acknowledged records "
+            "it loses; the run then ends failed with RecoveredWithLoss even when every election held.",
+        ),
         "on_lease_held": on_lease_held_param(),
         "approval_timeout_s": Param(
             7200, type="integer", minimum=1, description="No answer at the gate within this: the run fails"
@@ -148,7 +156,9 @@ with DAG(
             "Offline partitions and the replica chosen for each (CHOSEN). "
             "`truncated_if_choice_stands`: the offsets that replica holds beyond the chosen one, "
             "which its broker truncates once it follows the chosen leader. SUMMARY: what the choice "
-            "loses against the longest log, and what Kafka's own unclean election would take and lose."
+            "loses against the longest log, and what Kafka's own unclean election would take and lose. "
+            "A SUMMARY starting LACKS COMMITTED RECORDS elects a replica the controller does not record as "
+            "holding every committed record (allow_committed_loss): acknowledged records are lost."
             "\n\n{{ ti.xcom_pull(task_ids='plan_recovery')['table_md'] }}\n\n"
             "Unanswered brokers: {{ ti.xcom_pull(task_ids='plan_recovery')['unanswered_brokers'] }}"
         ),

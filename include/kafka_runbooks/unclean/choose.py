@@ -14,6 +14,16 @@ What a choice costs, per replica: the offsets it holds beyond the chosen replica
 end, which its broker truncates once it follows the chosen leader. When its newest epoch
 is older than the chosen one's, its log may have diverged before the chosen log's end,
 and it loses more than that: the figure is then a lower bound (``at_least``).
+
+Clean before unclean, from the controller's own record (KIP-966): the replicas in the ISR,
+the ELR or the last known ELR hold every committed record. Where one of them answers, only
+they are candidates (no acknowledged record is lost). Where they exist but none answers,
+the answer is the clean path (bring one back, Kafka elects it) and no replica is chosen,
+unless the operator explicitly allows losing committed records (``allow_committed_loss``);
+the longest live log is then what is offered, named as lacking committed records. The
+loss against the committed offset is never stated as 0 unless the chosen replica is one
+of those that hold every committed record: the committed offset lives on the replicas
+that did not answer, so it is "unknown", with what the table does know beside it.
 """
 
 from __future__ import annotations
@@ -49,6 +59,15 @@ class Choice:
     loss_vs_longest: int | None = None  # offsets of the longest log the choice does not keep
     kafka_pick_loss_vs_longest: int | None = None  # the same for Kafka's own unclean election
     epoch_known: bool = False  # every candidate's newest epoch was read
+    # KIP-966: replicas the controller records as holding every committed record (ISR, ELR,
+    # last known ELR), in assignment order; empty = the controller names none
+    clean_replicas: tuple[int, ...] = ()
+    chosen_is_clean: bool = False  # the chosen replica is one of clean_replicas: nothing committed is lost
+    clean_path: str = ""  # what to do instead of an unclean election (a clean replica exists, none answered)
+    unclean_option: int | None = None  # longest live log lacking committed records (offered only if allowed)
+    committed_loss: str = (
+        ""  # acknowledged records the choice (or the option) loses, in words; never "0" unless clean
+    )
 
     @property
     def name(self) -> str:
@@ -68,7 +87,13 @@ class Choice:
         fields = {k: v for k, v in d.items() if k in Choice.__dataclass_fields__}
         fields["replicas"] = tuple(d["replicas"])
         fields["rows"] = tuple(ReplicaRow(**r) for r in d["rows"])
+        fields["clean_replicas"] = tuple(d.get("clean_replicas") or ())
         return Choice(**fields)
+
+    @property
+    def loses_committed(self) -> bool:
+        """Electing the chosen replica may lose acknowledged records (it is not known to hold them all)."""
+        return self.chosen is not None and not self.chosen_is_clean
 
 
 def _cost(info, best) -> tuple[int | None, bool]:
@@ -109,22 +134,49 @@ def _reason(best, candidates, epoch_known: bool) -> str:
     )
 
 
-def choose(partition: PartitionState, gathered: GatherResult, brokers: dict[int, Broker]) -> Choice:
-    infos = gathered.for_partition(partition.topic, partition.partition, partition.replicas)
-    candidates = [
-        info
-        for info in infos
-        if info.answered and brokers.get(info.broker_id) is not None and brokers[info.broker_id].available
-    ]
-    epoch_known = bool(candidates) and all(c.newest_epoch is not None for c in candidates)
-    position = {info.broker_id: i for i, info in enumerate(infos)}
+def clean_replicas(partition: PartitionState) -> tuple[int, ...]:
+    """Replicas the controller records as holding every committed record (ISR, ELR, last known
+    ELR: KIP-966), in assignment order. A replica left out is not known to hold them."""
+    known = set(partition.isr) | set(partition.elr) | set(partition.last_known_elr)
+    return tuple(b for b in partition.replicas if b in known)
 
-    def rank(info):
-        epoch = info.newest_epoch if epoch_known else 0
-        return (-epoch, -info.log_end_offset, position[info.broker_id])
 
-    ordered = sorted(candidates, key=rank)
-    best = ordered[0] if ordered else None
+def _committed_loss(best, clean: tuple[int, ...], infos) -> str:
+    """The acknowledged records the election of ``best`` loses, in words; "0" only for a clean replica.
+
+    The committed offset is on the clean replicas; when none of them answered it is unknown,
+    and what the longest answered clean log (if any) holds beyond ``best`` is said as a bound.
+    """
+    if best is None:
+        return "nothing elected"
+    if best.broker_id in clean:
+        return f"0: broker {best.broker_id} holds every committed record (ISR/ELR/last known ELR)"
+    if not clean:
+        return "unknown: the controller names no replica holding every committed record"
+    answered = [i for i in infos if i.broker_id in clean and i.answered]
+    beyond = max((i.log_end_offset - best.log_end_offset for i in answered), default=None)
+    bound = f"; up to {beyond} (what a clean replica holds beyond it)" if beyond is not None else ""
+    return (
+        f"unknown, may be above 0: broker(s) {', '.join(map(str, clean))} hold every committed record "
+        f"and did not answer; the committed offset is not known{bound}"
+    )
+
+
+def _clean_path(partition: PartitionState, clean: tuple[int, ...], brokers: dict[int, Broker]) -> str:
+    """What to do instead of an unclean election when the clean replicas exist but none answered."""
+    states = ", ".join(
+        f"{b} ({'down' if brokers.get(b) is None or not brokers[b].alive else 'fenced' if brokers[b].fenced else 'not answering'})"
+        for b in clean
+    )
+    return (
+        f"CLEAN PATH: broker(s) {states} hold every committed record of {partition.name} "
+        "(ISR/ELR/last known ELR). Bring one back: after a clean shutdown it stays in the ELR and "
+        "the controller elects it by itself; re-run this runbook once it is up. Electing another "
+        "replica loses acknowledged records: only with allow_committed_loss"
+    )
+
+
+def _rows(infos, candidates, best, brokers) -> tuple[ReplicaRow, ...]:
     rows = []
     for info in infos:
         broker = brokers.get(info.broker_id)
@@ -146,9 +198,68 @@ def choose(partition: PartitionState, gathered: GatherResult, brokers: dict[int,
                 at_least,
             )
         )
-    reason = _reason(best, candidates, epoch_known)
-    if len(ordered) > 1 and rank(ordered[0])[:2] == rank(ordered[1])[:2]:
+    return tuple(rows)
+
+
+def _rank_candidates(candidates, infos):
+    """Candidates best first (newest epoch when every one is known, longest log, assignment order)."""
+    epoch_known = bool(candidates) and all(c.newest_epoch is not None for c in candidates)
+    position = {info.broker_id: i for i, info in enumerate(infos)}
+
+    def rank(info):
+        epoch = info.newest_epoch if epoch_known else 0
+        return (-epoch, -info.log_end_offset, position[info.broker_id])
+
+    return sorted(candidates, key=rank), rank, epoch_known
+
+
+def _choice_reason(partition, option, best, ordered, rank, sets, epoch_known: bool) -> str:
+    """Why this replica (or none): clean first, the withheld option named with what it lacks."""
+    clean, clean_live, live = sets
+    reason = _reason(option, clean_live or live, epoch_known)
+    if clean_live:
+        reason = f"holds every committed record (ISR/ELR/last known ELR {list(clean)}); " + reason
+    elif option is not None and best is None:
+        lacking = "not known to hold every committed record" if not clean else "lacks committed records"
+        path = _clean_path_short(partition, clean)
+        reason = path + (
+            f"; the longest live log (broker {option.broker_id}) {lacking}: "
+            "not chosen without allow_committed_loss"
+        )
+    if best is not None and len(ordered) > 1 and rank(ordered[0])[:2] == rank(ordered[1])[:2]:
         reason += f"; tie with broker {ordered[1].broker_id}, broken by assignment order"
+    return reason
+
+
+def _clean_path_short(partition, clean) -> str:
+    if clean:
+        return f"clean path: broker(s) {', '.join(map(str, clean))} hold every committed record and did not answer"
+    return f"no replica is known to hold every committed record of {partition.name}"
+
+
+def choose(
+    partition: PartitionState,
+    gathered: GatherResult,
+    brokers: dict[int, Broker],
+    allow_committed_loss: bool = False,
+) -> Choice:
+    """The replica to elect: a clean one if any answered; else the clean path, or (only when the
+    operator allows losing committed records) the best live log, named as lacking them."""
+    infos = gathered.for_partition(partition.topic, partition.partition, partition.replicas)
+    live = [
+        i
+        for i in infos
+        if i.answered and brokers.get(i.broker_id) is not None and brokers[i.broker_id].available
+    ]
+    clean = clean_replicas(partition)
+    clean_live = [i for i in live if i.broker_id in clean]
+    ordered, rank, epoch_known = _rank_candidates(clean_live or live, infos)
+    option = ordered[0] if ordered else None
+    clean_path = _clean_path(partition, clean, brokers) if clean and not clean_live else ""
+    withheld = option is not None and not clean_live and not allow_committed_loss
+    best = None if withheld else option
+    candidates = [] if withheld else (clean_live or live)
+    reason = _choice_reason(partition, option, best, ordered, rank, (clean, clean_live, live), epoch_known)
     answered = [i for i in infos if i.answered]
     longest = max((i.log_end_offset for i in answered), default=None)
     kafka_pick = next((b for b in partition.replicas if brokers.get(b) and brokers[b].available), None)
@@ -158,7 +269,7 @@ def choose(partition: PartitionState, gathered: GatherResult, brokers: dict[int,
         partition=partition.partition,
         replicas=partition.replicas,
         leader_epoch=partition.leader_epoch,
-        rows=tuple(rows),
+        rows=_rows(infos, candidates, best, brokers),
         chosen=best.broker_id if best else None,
         reason=reason,
         kafka_unclean_pick=kafka_pick,
@@ -168,4 +279,9 @@ def choose(partition: PartitionState, gathered: GatherResult, brokers: dict[int,
             None if pick_info is None or longest is None else longest - pick_info.log_end_offset
         ),
         epoch_known=epoch_known,
+        clean_replicas=clean,
+        chosen_is_clean=best is not None and best.broker_id in clean,
+        clean_path=clean_path,
+        unclean_option=option.broker_id if option is not None and option.broker_id not in clean else None,
+        committed_loss=_committed_loss(option, clean, infos),
     )

@@ -48,18 +48,29 @@ def _marks(c: Choice, row: ReplicaRow) -> str:
 
 
 def _summary(c: Choice) -> str:
-    """What the choice keeps against the longest log, and what Kafka's own election would."""
+    """What the choice loses: acknowledged records (against the committed offset, which only the
+    clean replicas hold) and offsets against the longest log that answered; and what Kafka's own
+    election would take. Never "loses 0" where a replica that was not read may hold more."""
     if c.chosen is None:
+        if c.clean_path and c.unclean_option is not None:
+            return (
+                f"{c.clean_path}. Unclean option (NOT chosen): broker {c.unclean_option}, "
+                f"acknowledged records lost: {c.committed_loss}"
+            )
         return "NO CANDIDATE: " + c.reason
     kafka = (
         "no live replica"
         if c.kafka_unclean_pick is None
-        else f"broker {c.kafka_unclean_pick}, loses {_cell(c.kafka_pick_loss_vs_longest)}"
+        else f"broker {c.kafka_unclean_pick}, loses {_cell(c.kafka_pick_loss_vs_longest)} vs the longest answered log"
     )
     epoch = "" if c.epoch_known else " (epoch unknown: by log end offset only)"
+    unread = [r.broker_id for r in c.rows if r.log_end_offset is None]
+    more = f" (not read: broker(s) {', '.join(map(str, unread))}, may hold more)" if unread else ""
+    lacks = "" if c.chosen_is_clean else "LACKS COMMITTED RECORDS: "
     return (
-        f"choice broker {c.chosen} loses {_cell(c.loss_vs_longest)} vs the longest log "
-        f"({_cell(c.longest_log_end_offset)}){epoch}; Kafka's unclean election: {kafka}"
+        f"{lacks}choice broker {c.chosen}: acknowledged records lost: {c.committed_loss}; "
+        f"loses {_cell(c.loss_vs_longest)} vs the longest answered log ({_cell(c.longest_log_end_offset)})"
+        f"{more}{epoch}; Kafka's unclean election: {kafka}"
     )
 
 

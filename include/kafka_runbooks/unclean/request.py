@@ -29,6 +29,9 @@ class RecoveryRequest:
     partitions: tuple[tuple[str, int], ...] | None  # None = all offline partitions
     recovery_duration_ms: int = 30000
     recovery_election_attempts: int = 3
+    # elect a replica not known to hold every committed record (ISR/ELR/last known ELR) even
+    # though one that does exists or none is known: the operator's explicit, separate choice
+    allow_committed_loss: bool = False
 
     @property
     def all_offline(self) -> bool:
@@ -90,6 +93,7 @@ def build_request(params: dict[str, Any]) -> RecoveryRequest:
         partitions=None if all_offline else parse_partitions(raw),
         recovery_duration_ms=duration,
         recovery_election_attempts=attempts,
+        allow_committed_loss=params.get("allow_committed_loss", False) is True,
     )
 
 

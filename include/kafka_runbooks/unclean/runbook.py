@@ -18,7 +18,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, choose
-from kafka_runbooks.unclean.elect import ElectionReport, ReorderState, elect_chosen
+from kafka_runbooks.unclean.elect import ELECTED, ElectionReport, ReorderState, elect_chosen
 from kafka_runbooks.unclean.loginfo import gather
 from kafka_runbooks.unclean.render import (
     manual_files,
@@ -35,6 +35,33 @@ log = logging.getLogger(__name__)
 
 class RecoveryFailed(RunbookFailed):
     """At least one election of the input did not succeed."""
+
+
+class RecoveredWithLoss(RunbookFailed):
+    """Every election held, but at least one elected a replica not known to hold every committed
+    record: the partitions are back and acknowledged records may be gone. Never a plain success."""
+
+
+def _lossy_elections(report: ElectionReport, choices: list[Choice], logger) -> dict[str, str]:
+    """The held elections of replicas lacking committed records, each in a final decision record."""
+    by_name = {c.name: c for c in choices}
+    lossy = {
+        o.partition: by_name[o.partition].committed_loss
+        for o in report.outcomes
+        if o.status == ELECTED and by_name[o.partition].loses_committed
+    }
+    for name, loss in lossy.items():
+        decisions.record(
+            "outcome",
+            "RECOVERED WITH LOSS of acknowledged records",
+            f"broker {by_name[name].chosen} leads but is not known to hold every committed record "
+            f"(clean replicas {list(by_name[name].clean_replicas)}); acknowledged records lost: {loss}",
+            observed={"chosen": by_name[name].chosen, "clean_replicas": list(by_name[name].clean_replicas)},
+            subject=name,
+            logger=logger,
+            level=logging.ERROR,
+        )
+    return lossy
 
 
 def plan(
@@ -67,7 +94,7 @@ def plan(
             logger=logger,
             level=logging.WARNING,
         )
-    choices = [choose(p, gathered, state.brokers) for p in targets.offline]
+    choices = [choose(p, gathered, state.brokers, request.allow_committed_loss) for p in targets.offline]
     for c in choices:
         decisions.record(
             "choose",
@@ -81,6 +108,9 @@ def plan(
                 "loss_vs_longest": c.loss_vs_longest,
                 "kafka_unclean_pick": c.kafka_unclean_pick,
                 "kafka_pick_loss_vs_longest": c.kafka_pick_loss_vs_longest,
+                "clean_replicas": list(c.clean_replicas),
+                "acknowledged_records_lost": c.committed_loss,
+                "unclean_option": c.unclean_option,
             },
             subject=c.name,
             logger=logger,
@@ -91,6 +121,7 @@ def plan(
     (out_dir / "replica_table.txt").write_text(table + "\n")
     document = {
         "mode": request.mode,
+        "allow_committed_loss": request.allow_committed_loss,
         "recovery_duration_ms": request.recovery_duration_ms,
         "recovery_election_attempts": request.recovery_election_attempts,
         "choices": [c.as_dict() for c in choices],
@@ -177,6 +208,7 @@ def recover(
             o.attempts,
             o.detail,
         )
+    lossy = _lossy_elections(report, choices, logger)  # recorded even when other elections failed
     if report.failures:
         lines = "\n".join(f"  {o.partition}: {o.status}: {o.detail}" for o in report.failures)
         logger.error(
@@ -189,4 +221,9 @@ def recover(
     not_restored = {k: v for k, v in report.restores.items() if v.startswith("NOT")}
     if not_restored:
         raise RecoveryFailed(f"replica order not restored: {json.dumps(not_restored)}")
+    if lossy:
+        raise RecoveredWithLoss(
+            f"{len(lossy)} partition(s) back online from a replica lacking committed records; "
+            f"acknowledged records lost: {json.dumps(lossy)}"
+        )
     return report

@@ -100,10 +100,16 @@ def _gathered(rows: list[tuple[int, int | None, int | None, str | None]], topic=
     return result
 
 
+def _unclean(partition, gathered, brokers):
+    """The choice among replicas not known to hold every committed record (these partitions'
+    ISR, ELR and last known ELR are empty), which the operator has to allow explicitly."""
+    return choose(partition, gathered, brokers, allow_committed_loss=True)
+
+
 def test_newest_epoch_wins_then_longest_log_and_every_cost_is_shown():
     state = _state()
     p = state.partitions[0]  # replicas (1, 3, 2); 1 is fenced
-    c = choose(
+    c = _unclean(
         p,
         _gathered([(1, None, None, "broker fenced: cannot lead"), (3, 100, 4, None), (2, 200, 4, None)]),
         state.brokers,
@@ -115,7 +121,7 @@ def test_newest_epoch_wins_then_longest_log_and_every_cost_is_shown():
     # A newer epoch beats a longer log: the longer one holds 80 offsets beyond the choice,
     # truncated if the choice stands, at least (it ended in an older epoch: it may have
     # diverged earlier). The choice loses 80 against the longest log.
-    c = choose(p, _gathered([(3, 120, 5, None), (2, 200, 4, None)]), state.brokers)
+    c = _unclean(p, _gathered([(3, 120, 5, None), (2, 200, 4, None)]), state.brokers)
     assert c.chosen == 3 and c.epoch_known
     rows = {r.broker_id: r for r in c.rows}
     assert (rows[2].truncated_if_chosen_stands, rows[2].at_least) == (80, True)
@@ -124,13 +130,14 @@ def test_newest_epoch_wins_then_longest_log_and_every_cost_is_shown():
     assert "leader epoch 5" in c.reason and "broker 2: epoch 4, log end offset 200" in c.reason
     table = replica_table([c])
     assert any(line.split()[:5] == ["foo-0", "2", "4", "200", ">=80"] for line in table.splitlines())
-    assert "choice broker 3 loses 80 vs the longest log (200)" in table
+    assert "choice broker 3: acknowledged records lost: unknown" in table
+    assert "loses 80 vs the longest answered log (200)" in table
 
 
 def test_an_unknown_epoch_means_the_log_end_offset_alone_decides_and_says_so():
     state = _state()
     p = state.partitions[0]
-    c = choose(p, _gathered([(3, 120, 5, None), (2, 200, None, None)]), state.brokers)
+    c = _unclean(p, _gathered([(3, 120, 5, None), (2, 200, None, None)]), state.brokers)
     assert c.chosen == 2 and not c.epoch_known
     assert "by log end offset only: epoch unknown for broker(s) 2" in c.reason
     assert "epoch" not in c.reason.split(";")[0]  # no claim about epochs the data does not support
@@ -144,17 +151,17 @@ def test_an_unknown_epoch_means_the_log_end_offset_alone_decides_and_says_so():
 def test_ties_go_to_assignment_order_and_no_answer_means_no_candidate():
     state = _state()
     p = state.partitions[0]
-    c = choose(p, _gathered([(3, 150, 4, None), (2, 150, 4, None)]), state.brokers)
+    c = _unclean(p, _gathered([(3, 150, 4, None), (2, 150, 4, None)]), state.brokers)
     assert c.chosen == 3 and "tie with broker 2" in c.reason
-    c = choose(p, _gathered([(3, None, None, "no answer within 10 ms (KafkaTimeoutError)")]), state.brokers)
+    c = _unclean(p, _gathered([(3, None, None, "no answer within 10 ms (KafkaTimeoutError)")]), state.brokers)
     assert c.chosen is None and "no candidate" in c.reason
     assert "NO CANDIDATE" in replica_table([c])
 
 
 def test_table_markdown_and_plan_round_trip():
     state = _state()
-    c = choose(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), state.brokers)
-    none = choose(state.partitions[2], _gathered([], "bar", 0), state.brokers)
+    c = _unclean(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), state.brokers)
+    none = _unclean(state.partitions[2], _gathered([], "bar", 0), state.brokers)
     table = replica_table([c, none], ["foo-1"])
     lines = table.splitlines()
     assert lines[0].split() == [
@@ -182,8 +189,8 @@ def test_table_markdown_and_plan_round_trip():
 def test_manual_files_carry_only_what_todays_tools_read():
     state = _state()
     brokers = state.brokers
-    reorder = choose(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), brokers)
-    direct = choose(state.partitions[2], _gathered([(4, 50, 4, None), (3, 10, 4, None)], "bar", 0), brokers)
+    reorder = _unclean(state.partitions[0], _gathered([(3, 100, 4, None), (2, 200, 4, None)]), brokers)
+    direct = _unclean(state.partitions[2], _gathered([(4, 50, 4, None), (3, 10, 4, None)], "bar", 0), brokers)
     assert (reorder.chosen, reorder.kafka_unclean_pick, direct.chosen, direct.kafka_unclean_pick) == (
         2,
         3,
@@ -215,3 +222,51 @@ def test_manual_files_carry_only_what_todays_tools_read():
     assert "Unknown broker id" in steps[3]["step"]  # said, not hidden
     assert "foo-0: Leader 2" in steps[6]["verify"] and "bar-0: Leader 4" in steps[2]["verify"]
     assert "kafka-leader-election.sh" in manual_markdown(steps)
+
+
+def _offline(isr=(), elr=(), last_known_elr=()) -> PartitionState:
+    """foo-0 assigned (1, 3, 2), offline; what the controller records as clean is given."""
+    return PartitionState(
+        "foo", 0, -1, 9, (1, 3, 2), tuple(isr), elr=tuple(elr), last_known_elr=tuple(last_known_elr)
+    )
+
+
+def test_a_stale_replica_is_not_offered_as_loss_free_while_a_clean_one_is_down():
+    """Issue 23.1: broker 1 (down) is in the ELR, broker 3 (live, longest live log) is not:
+    the plan proposes the clean path, elects nothing and states what the stale one would lose."""
+    state = _state()
+    gathered = _gathered(
+        [(1, None, None, "broker fenced: cannot lead"), (3, 1000, 4, None), (2, 900, 4, None)]
+    )
+    for clean in ({"elr": (1,)}, {"last_known_elr": (1,)}, {"isr": (1,)}):
+        c = choose(_offline(**clean), gathered, state.brokers)
+        assert (c.chosen, c.unclean_option, c.clean_replicas) == (None, 3, (1,))
+        assert "CLEAN PATH" in c.clean_path and "broker(s) 1 (fenced)" in c.clean_path
+        assert c.committed_loss.startswith("unknown") and not c.loses_committed
+        summary = [line for line in replica_table([c]).splitlines() if "SUMMARY" in line][0]
+        assert "CLEAN PATH" in summary and "Unclean option (NOT chosen): broker 3" in summary
+        assert " 0 " not in summary.replace("(0)", "")
+
+
+def test_a_live_clean_replica_is_chosen_over_a_longer_stale_log():
+    state = _state()
+    gathered = _gathered([(3, 1000, 4, None), (2, 900, 4, None)])
+    c = choose(_offline(elr=(2,)), gathered, state.brokers)
+    assert (c.chosen, c.chosen_is_clean, c.loses_committed) == (2, True, False)
+    assert c.committed_loss.startswith("0: broker 2 holds every committed record")
+    assert {r.broker_id: r.candidate for r in c.rows} == {1: False, 3: False, 2: True}
+
+
+def test_allowed_unclean_choice_names_the_loss_and_never_says_zero_when_unknown():
+    """Issue 24.5: with a clean replica unread, the summary never states the loss as 0."""
+    state = _state()
+    gathered = _gathered(
+        [(1, None, None, "broker fenced: cannot lead"), (3, 1000, 4, None), (2, 900, 4, None)]
+    )
+    c = choose(_offline(elr=(1,)), gathered, state.brokers, allow_committed_loss=True)
+    assert (c.chosen, c.loses_committed, c.loss_vs_longest) == (3, True, 0)
+    summary = [line for line in replica_table([c]).splitlines() if "SUMMARY" in line][0]
+    assert "LACKS COMMITTED RECORDS: choice broker 3: acknowledged records lost: unknown" in summary
+    assert "not read: broker(s) 1, may hold more" in summary
+    assert "loses 0 vs the longest log" not in summary
+    assert Choice.from_dict(json.loads(json.dumps(c.as_dict()))) == c
