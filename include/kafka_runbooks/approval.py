@@ -9,7 +9,12 @@ a resumed run, a new run or a plan that changed since the gate therefore goes ba
 gate instead of past it.
 
 Who may remove a gate is the deployment's decision (``allow_ungated``), not the trigger
-form's; and with ``four_eyes`` the person who triggered a run cannot approve it.
+form's; and with ``four_eyes`` the person who triggered a run cannot approve it, nor can
+anyone who approved a decision upstream that started it (the run's ``upstream_approvals``:
+a sweep's gate whose answer started this run). An approval also expires
+(``approval_max_age_s``, default one hour): it is checked against the time the destructive
+task started, both times as Airflow recorded them, so a clear of the destructive task alone
+long after the gate goes back to the gate.
 
 No Airflow here: the adapters in ``plugins/kafka_runbooks_airflow/gate.py`` read the
 settings and the run, and call these functions.
@@ -20,8 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_runbooks.errors import BadInput, SafetyRefusal
@@ -30,6 +36,10 @@ ALLOW_UNGATED_ENV = "KAFKA_RUNBOOKS_ALLOW_UNGATED"
 ALLOW_UNGATED_VARIABLE = "kafka_runbooks_allow_ungated"
 FOUR_EYES_ENV = "KAFKA_RUNBOOKS_FOUR_EYES"
 FOUR_EYES_VARIABLE = "kafka_runbooks_four_eyes"
+MAX_AGE_ENV = "KAFKA_RUNBOOKS_APPROVAL_MAX_AGE_S"
+MAX_AGE_VARIABLE = "kafka_runbooks_approval_max_age_s"
+DEFAULT_MAX_AGE_S = 3600.0
+UPSTREAM_KEY = "upstream_approvals"  # conf key of the approvals that started a run
 
 APPROVED = "approved"
 REJECTED = "rejected"
@@ -77,6 +87,7 @@ class ApprovalPolicy:
 
     allow_ungated: bool = False
     four_eyes: bool = False
+    approval_max_age_s: float = DEFAULT_MAX_AGE_S  # an approval older than this at the task's start expires
     source: str = "defaults"  # where the settings came from, for the decision record
     errors: tuple[str, ...] = ()  # settings that could not be read (the safe value was taken)
 
@@ -116,12 +127,46 @@ def load_policy(
         else:
             values[key], where = False, "default"
         sources.append(f"{key}={str(values[key]).lower()} ({where})")
+    max_age, where, error = _max_age(variable, environ)
+    sources.append(f"approval_max_age_s={max_age:g} ({where})")
+    errors.extend([error] if error else [])
     return ApprovalPolicy(
         allow_ungated=values["allow_ungated"],
         four_eyes=values["four_eyes"],
+        approval_max_age_s=max_age,
         source="; ".join(sources),
         errors=tuple(errors),
     )
+
+
+def parse_seconds(text: str, name: str) -> float:
+    """A positive number of seconds; anything else is an error (0 would expire every approval)."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise PolicyError(f"{name}={text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise PolicyError(f"{name}={text!r} must be a positive number of seconds")
+    return value
+
+
+def _max_age(variable: Callable[[str], str | None], environ: Mapping[str, str]) -> tuple[float, str, str]:
+    """(seconds, where from, error): the Variable, else the environment, else one hour.
+
+    An unreadable value is an error and the default is taken: an approval never lives
+    longer than the default because a setting was mistyped.
+    """
+    for text, name in (
+        (variable(MAX_AGE_VARIABLE), f"Variable {MAX_AGE_VARIABLE}"),
+        (environ.get(MAX_AGE_ENV), MAX_AGE_ENV),
+    ):
+        if text is None or not str(text).strip():
+            continue
+        try:
+            return parse_seconds(text, name), name, ""
+        except PolicyError as exc:
+            return DEFAULT_MAX_AGE_S, "unreadable, default", str(exc)
+    return DEFAULT_MAX_AGE_S, "default", ""
 
 
 def ungated_refusal(require_approval: bool, dry_run: bool, policy: ApprovalPolicy) -> str | None:
@@ -165,14 +210,134 @@ def four_eyes_refusal(
     return None
 
 
+def _names(user: Any) -> set[str]:
+    """The ids and names a user is known by: a HITL user dict ``{id, name}`` or a plain name."""
+    if isinstance(user, Mapping):
+        return {str(user.get("id") or ""), str(user.get("name") or "")} - {""}
+    return {str(user)} if user else set()
+
+
+def upstream_entries(value: Any) -> list[dict[str, Any]]:
+    """The run's ``upstream_approvals`` (conf) as a list of entries; NotApproved when malformed.
+
+    Each entry is one approval that started this run: ``{user, at, dag_id, run_id, task_id,
+    map_index}``. A malformed chain is not read as "no chain": nobody can approve the run.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple) or not all(isinstance(e, Mapping) for e in value):
+        raise NotApproved(f"{UPSTREAM_KEY} in the run's conf is not a list of approvals: {value!r}")
+    for entry in value:
+        missing = [k for k in ("user", "at", "dag_id", "run_id", "task_id") if not entry.get(k)]
+        if missing:
+            raise NotApproved(f"an entry of {UPSTREAM_KEY} lacks {missing}: {dict(entry)!r}")
+    return [dict(e) for e in value]
+
+
+def _where(entry: Mapping[str, Any]) -> str:
+    return f"{entry.get('dag_id')} run {entry.get('run_id')}, gate {entry.get('task_id')}"
+
+
+def upstream_mismatch(entry: Mapping[str, Any], parent_record: Any) -> str | None:
+    """Why an upstream entry is not what the parent's gate recorded (its XCom record), or None.
+
+    The conf alone is not trusted: a person can start a run by hand with any conf. The
+    parent gate's own record must show an approval by the same user at the same time.
+    """
+    if not isinstance(parent_record, Mapping):
+        return f"the run names an upstream approval ({_where(entry)}) that its gate did not record"
+    if parent_record.get("outcome") != APPROVED:
+        return (
+            f"the upstream gate ({_where(entry)}) recorded {parent_record.get('outcome')!r}, not an approval"
+        )
+    if _names(parent_record.get("by")) != _names(entry.get("user")) or parent_record.get("at") != entry.get(
+        "at"
+    ):
+        return (
+            f"the run says {user_label(entry.get('user'))} approved at {entry.get('at')} ({_where(entry)}), "
+            f"but that gate recorded {user_label(parent_record.get('by'))} at {parent_record.get('at')}"
+        )
+    return None
+
+
+def upstream_refusal(
+    approver: Mapping[str, Any] | None, upstream: Sequence[Mapping[str, Any]], policy: ApprovalPolicy
+) -> str | None:
+    """Why, under four-eyes, this approver may not approve a run started by their own upstream approval.
+
+    Airflow gives a run started by another run the parent's triggering user (None for a
+    scheduled sweep), so the triggering-user rule alone lets one person answer the sweep's
+    gate and then approve the run it started. Everyone in the chain is excluded.
+    """
+    if not policy.four_eyes:
+        return None
+    mine = _names(approver)
+    for entry in upstream:
+        if mine and mine & _names(entry.get("user")):
+            return (
+                f"four-eyes is on and {user_label(approver)} approved the decision that started this run "
+                f"({_where(entry)}, at {entry.get('at')}): the approver must be someone who took no part "
+                "upstream (an approval by the same user does not count)"
+            )
+    return None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An aware datetime from a datetime or ISO text; None when unknown or without a time zone."""
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except (TypeError, ValueError):
+            return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def expiry_refusal(record: Mapping[str, Any], started_at: Any, policy: ApprovalPolicy) -> str | None:
+    """Why the approval is too old for a task that started at ``started_at``, or None.
+
+    Both times come from Airflow (the HITL answer's time, the task's start), never from
+    Kafka. An unknown time is not read as "fresh": the approval does not count.
+    """
+    limit = timedelta(seconds=policy.approval_max_age_s)
+    approved_at, started = parse_time(record.get("at")), parse_time(started_at)
+    if approved_at is None:
+        return (
+            f"the approval's time is unknown ({record.get('at')!r}): it cannot be shown younger than {limit}"
+        )
+    if started is None:
+        return (
+            f"the task's start time is unknown ({started_at!r}): the approval at {approved_at} cannot be aged"
+        )
+    if started < approved_at:
+        return (
+            f"approved at {approved_at.isoformat()}, after this task started at {started.isoformat()}: "
+            "the two Airflow times disagree, so the approval's age is unknown"
+        )
+    if started - approved_at > limit:
+        return (
+            f"approved at {approved_at.isoformat()}, expired after {limit} ({policy.source}): this task "
+            f"started at {started.isoformat()}, {started - approved_at} later; clear the gate to ask again"
+        )
+    return None
+
+
 def check_approval(
-    record: Mapping[str, Any] | None, digest: str, policy: ApprovalPolicy
+    record: Mapping[str, Any] | None,
+    digest: str,
+    policy: ApprovalPolicy,
+    *,
+    started_at: Any,
+    upstream: Sequence[Mapping[str, Any]] = (),
 ) -> Mapping[str, Any]:
     """The approval that lets the destructive step act on the plan with ``digest``; else NotApproved.
 
     ``record`` is what the gate stored for this run (None when it stored nothing). It counts
     only when it approves exactly this digest; an ungated record counts only while the
-    deployment still allows ungated runs; an approval still has to pass four-eyes.
+    deployment still allows ungated runs; an approval still has to pass four-eyes (the
+    triggering user and the ``upstream`` chain) and be younger than the policy's maximum age
+    at ``started_at`` (when the destructive task started).
     """
     if not record:
         raise NotApproved("no approval is recorded for this run: the approval gate has not approved it")
@@ -182,7 +347,8 @@ def check_approval(
         raise NotApproved(f"the gate's answer was {outcome!r} (by {by}): {record.get('reason')}")
     if record.get("digest") != digest:
         raise NotApproved(
-            f"the plan changed since the gate: approved {record.get('digest')}, about to do {digest}"
+            f"the plan changed since the gate: approved {record.get('digest')} at {record.get('at')}, "
+            f"about to do {digest}; clear the gate to ask again"
         )
     if outcome == NOT_REQUIRED:
         if record.get("dry_run"):
@@ -190,7 +356,11 @@ def check_approval(
         if not policy.allow_ungated:
             raise NotApproved(f"the run skipped its gate but ungated runs are not allowed ({policy.source})")
         return record
-    refusal = four_eyes_refusal(record.get("by"), record.get("triggered_by"), policy)
+    refusal = (
+        four_eyes_refusal(record.get("by"), record.get("triggered_by"), policy)
+        or upstream_refusal(record.get("by"), upstream, policy)
+        or expiry_refusal(record, started_at, policy)
+    )
     if refusal:
         raise NotApproved(refusal)
     return record

@@ -12,7 +12,12 @@ a later task could check: clear the task after the gate and it runs as if approv
   ..."), an approval by the triggering user under four-eyes, and a plan that changed while
   the gate waited; nothing after the gate runs;
 - the destructive task calls :func:`require_approval` before acting: it recomputes the
-  digest and refuses unless the gate approved exactly that for this run.
+  digest and refuses unless the gate approved exactly that for this run, and unless the
+  approval is younger than ``approval_max_age_s`` when the task started (a clear of the
+  destructive task alone, long after the gate, goes back to the gate);
+- a run started by another run's approved decision (a sweep's gate) carries that approval
+  in its conf (``upstream_approvals``, bound into its digest); the gate reads the parent
+  gate's own record to verify it, and under four-eyes nobody in that chain may approve.
 
 Runs with ``require_approval=false`` and dry runs pass the gate without asking, with a
 ``not_required`` record; ungated runs only where the deployment allows them
@@ -193,10 +198,70 @@ ACTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
 }
 
 
+def _run_conf(context) -> dict[str, Any]:
+    conf = getattr(context.get("dag_run"), "conf", None)
+    return dict(conf) if isinstance(conf, dict) else {}
+
+
 def current_action(kind: str, context) -> tuple[dict[str, Any], str]:
-    """What the destructive task would do now, and its digest."""
+    """What the destructive task would do now, and its digest.
+
+    The approvals that started the run (``upstream_approvals`` in its conf) are part of what
+    is approved: the chain the four-eyes check reads cannot differ from the one shown.
+    """
     action = ACTIONS[kind](context)
+    conf = _run_conf(context)
+    if rules.UPSTREAM_KEY in conf:
+        action[rules.UPSTREAM_KEY] = conf[rules.UPSTREAM_KEY]
     return action, rules.plan_digest(action)
+
+
+def upstream_approvals(context) -> list[dict[str, Any]]:
+    """The approvals that started this run (its conf); NotApproved when the conf's chain is malformed."""
+    return rules.upstream_entries(_run_conf(context).get(rules.UPSTREAM_KEY))
+
+
+def _parent_record(context, entry: dict[str, Any]) -> Any:
+    """The record the parent's gate stored (its XCom), read through this task's own Airflow access.
+
+    Why read it rather than trust the conf: anyone allowed to trigger a run can write any
+    conf in the trigger form. A task can read another run's XCom (``xcom_pull`` with
+    ``dag_id`` and ``run_id``), so the chain is checked against what the parent gate itself
+    recorded; a chain that names an approval the parent did not record is refused.
+    """
+    map_index = entry.get("map_index")
+    return context["ti"].xcom_pull(
+        task_ids=entry["task_id"],
+        dag_id=entry["dag_id"],
+        run_id=entry["run_id"],
+        key=RECORD_KEY,
+        map_indexes=map_index if isinstance(map_index, int) and map_index >= 0 else None,
+    )
+
+
+def verified_upstream(context) -> list[dict[str, Any]]:
+    """The run's upstream chain, each entry checked against its parent gate's record; else NotApproved."""
+    entries = upstream_approvals(context)
+    for entry in entries:
+        mismatch = rules.upstream_mismatch(entry, _parent_record(context, entry))
+        if mismatch:
+            raise rules.NotApproved(mismatch)
+    return entries
+
+
+def task_started_at(context) -> Any:
+    """When this task started, as Airflow recorded it (a reschedule sensor: its first poke).
+
+    Compared with the HITL answer's time, which Airflow's API server recorded: both are
+    Airflow's times, never a Kafka timestamp. A sensor re-checks its approval at every poke,
+    so "started" must stay the first poke's start, or a long roll would expire mid-way.
+    """
+    ti = context["ti"]
+    if context.get("task_reschedule_count"):
+        first = ti.get_first_reschedule_date(context)
+        if first is not None:
+            return first
+    return getattr(ti, "start_date", None)
 
 
 # ------------------------------------------------------------------ the gates
@@ -255,6 +320,7 @@ class _PlanGate:
             "by": dict(by) if by else None,
             "at": at.isoformat() if hasattr(at, "isoformat") else at,
             "triggered_by": _triggering_user(context),
+            rules.UPSTREAM_KEY: _run_conf(context).get(rules.UPSTREAM_KEY) or [],
             **extra,
         }
         context["ti"].xcom_push(key=RECORD_KEY, value=record)
@@ -344,7 +410,14 @@ class _PlanGate:
         return user, at, digest
 
     def _approve(self, context, user, at, digest: str) -> dict[str, Any]:
-        refusal = rules.four_eyes_refusal(user, _triggering_user(context), load_policy())
+        policy = load_policy()
+        try:
+            upstream = verified_upstream(context)
+        except rules.NotApproved as exc:
+            self._fail(context, rules.REFUSED, str(exc), by=user, at=at, digest=digest)
+        refusal = rules.four_eyes_refusal(user, _triggering_user(context), policy) or rules.upstream_refusal(
+            user, upstream, policy
+        )
         if refusal:
             self._fail(context, rules.REFUSED, refusal, by=user, at=at, digest=digest)
         return self._store(
@@ -441,15 +514,18 @@ def require_approval(context, kind: str, gate_task_id: str, logger: logging.Logg
     logger = logger or log
     action, digest = current_action(kind, context)
     record = _xcom(context, gate_task_id, RECORD_KEY)
+    started = task_started_at(context)
     try:
-        approved = rules.check_approval(record, digest, load_policy())
+        approved = rules.check_approval(
+            record, digest, load_policy(), started_at=started, upstream=upstream_approvals(context)
+        )
     except rules.NotApproved as exc:
         decisions.record(
             "approval",
             "refuse to act",
             str(exc),
             subject=context["ti"].task_id,
-            observed={"digest": digest, "gate_record": record, "action": action},
+            observed={"digest": digest, "gate_record": record, "action": action, "task_started_at": started},
             logger=logger,
             level=logging.ERROR,
         )
@@ -477,7 +553,29 @@ class ApprovedTriggerDagRunOperator(TriggerDagRunOperator):
     def execute(self, context):
         approved = require_approval(context, self.action_kind, self.gate_task_id)
         self.refuse_unless_approved_run(context, approved)
+        self.conf = {**dict(self.conf or {}), rules.UPSTREAM_KEY: self.chain_for_child(context, approved)}
         return super().execute(context)
+
+    def chain_for_child(self, context, approved: dict) -> list[dict[str, Any]]:
+        """The started run's ``upstream_approvals``: this run's own chain plus the approval that starts it.
+
+        The child's gate verifies each entry against the gate record named here (dag, run,
+        task, map index) and, under four-eyes, refuses an approver found in it.
+        """
+        chain = list(upstream_approvals(context))
+        if approved.get("outcome") == rules.APPROVED:
+            map_index = getattr(context["ti"], "map_index", None)
+            chain.append(
+                {
+                    "user": approved.get("by"),
+                    "at": approved.get("at"),
+                    "dag_id": context["dag"].dag_id,
+                    "run_id": context["run_id"],
+                    "task_id": self.gate_task_id,
+                    "map_index": map_index if isinstance(map_index, int) else -1,
+                }
+            )
+        return chain
 
     def refuse_unless_approved_run(self, context, approved: dict) -> None:
         """The run it would start (run id, conf as rendered) must be the one the digest covers."""

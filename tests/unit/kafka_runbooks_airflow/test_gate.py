@@ -53,16 +53,25 @@ def test_the_destructive_task_runs_only_after_the_gate_succeeded(dag_id):
 
 
 class FakeTI:
-    """XComs in a dict, keyed (task_id, key): what the gate reads and writes."""
+    """XComs in a dict, keyed (task_id, key): what the gate reads and writes.
 
-    def __init__(self, task_id: str, xcoms: dict | None = None) -> None:
+    Another run's XCom (``dag_id`` and ``run_id`` given, as the task SDK's ``xcom_pull``
+    takes them) is keyed (dag_id, run_id, task_id, map_index, key); ``map_indexes=None``
+    reads map index -1, as Airflow does. ``start_date`` is when Airflow says the task started.
+    """
+
+    def __init__(self, task_id: str, xcoms: dict | None = None, start_date: datetime | None = None) -> None:
         self.task_id = task_id
         self.xcoms = dict(xcoms or {})
+        self.start_date = start_date
 
     def xcom_push(self, key: str, value) -> None:
         self.xcoms[(self.task_id, key)] = value
 
-    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+    def xcom_pull(self, task_ids: str, key: str = "return_value", dag_id=None, run_id=None, map_indexes=None):
+        if dag_id is not None or run_id is not None:
+            index = -1 if map_indexes is None else map_indexes
+            return self.xcoms.get((dag_id, run_id, task_ids, index, key))
         return self.xcoms.get((task_ids, key))
 
 
@@ -88,12 +97,15 @@ def restart_run(tmp_path, monkeypatch):
         )
     )
 
+    conf: dict = {}  # the run's conf (upstream_approvals of a run started by another run's gate)
+    clock = {"started": datetime(2026, 11, 23, 15, 2, tzinfo=UTC)}  # the task's start, as Airflow records it
+
     def context(task_id: str, xcoms: dict, triggered_by: str | None = "bob", **params):
         return {
             "dag": dag,
             "run_id": run_id,
-            "ti": FakeTI(task_id, xcoms),
-            "dag_run": SimpleNamespace(triggering_user_name=triggered_by),
+            "ti": FakeTI(task_id, xcoms, start_date=clock["started"]),
+            "dag_run": SimpleNamespace(triggering_user_name=triggered_by, conf=conf),
             "params": {"require_approval": True, "dry_run": False, "approval_timeout_s": 30, **params},
         }
 
@@ -105,7 +117,14 @@ def restart_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gate, "show_question", show_question)
     return SimpleNamespace(
-        dag=dag, context=context, xcoms=xcoms, settings=settings, run_id=run_id, stored=stored
+        dag=dag,
+        context=context,
+        xcoms=xcoms,
+        settings=settings,
+        run_id=run_id,
+        stored=stored,
+        conf=conf,
+        clock=clock,
     )
 
 
@@ -281,6 +300,102 @@ def test_an_ungated_run_passes_the_gate_only_where_the_deployment_allows_it(rest
         require_approval(roll_ctx, "restart", "approval_gate")
 
 
+# -- a run started by another run's approved decision; an approval that expired -------------
+
+SWEEP_RUN = ("kafka_metadata_error_sweep", "scheduled__2026-11-23T14:45:00+00:00")
+
+
+def _started_by_a_sweep_gate(run, approver: str = "alice", recorded_by: str | None = None) -> dict:
+    """The run's conf names the sweep gate's approval; that gate's record (its XCom) says ``recorded_by``."""
+    entry = {
+        "user": {"id": approver, "name": approver},
+        "at": "2026-11-23T14:50:00+00:00",
+        "dag_id": SWEEP_RUN[0],
+        "run_id": SWEEP_RUN[1],
+        "task_id": "cluster.controller_decision",
+        "map_index": 0,
+    }
+    run.conf[rules.UPSTREAM_KEY] = [entry]
+    if recorded_by is not None:
+        who = {"id": recorded_by, "name": recorded_by}
+        parent = {"outcome": rules.APPROVED, "by": who, "at": entry["at"], "digest": "sha256:parent"}
+        run.xcoms[(*SWEEP_RUN, "cluster.controller_decision", 0, "approval")] = parent
+    return entry
+
+
+def test_four_eyes_nobody_who_approved_the_decision_that_started_the_run_may_approve_it(restart_run):
+    """Airflow gives the child the sweep's triggering user (None): only the chain excludes alice."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    restart_run.settings[rules.FOUR_EYES_VARIABLE] = "true"
+    entry = _started_by_a_sweep_gate(restart_run, "alice", recorded_by="alice")
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="alice approved the decision that started this run"):
+        _answer(restart_run, "Approve", by="alice", triggered_by=None)
+    assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
+    with pytest.raises(AirflowFailException, match="nothing was done"):
+        _roll_check(restart_run, triggered_by=None)
+    record, _ = _answer(restart_run, "Approve", by="carol", triggered_by=None)
+    assert record["outcome"] == rules.APPROVED and record[rules.UPSTREAM_KEY] == [entry]
+    assert _roll_check(restart_run, triggered_by=None)["by"]["id"] == "carol"
+    restart_run.conf[rules.UPSTREAM_KEY] = []  # the chain is bound into the approved plan
+    with pytest.raises(AirflowFailException, match="the plan changed since the gate"):
+        _roll_check(restart_run, triggered_by=None)
+
+
+def test_a_chain_the_parent_gate_did_not_record_is_refused(restart_run):
+    """A person may trigger the run by hand with any conf: the parent gate's own record decides."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _started_by_a_sweep_gate(restart_run, "bob")  # no record at that gate
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="that its gate did not record"):
+        _answer(restart_run, "Approve", by="carol")
+    _started_by_a_sweep_gate(restart_run, "bob", recorded_by="alice")
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="but that gate recorded alice at"):
+        _answer(restart_run, "Approve", by="carol")
+    assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
+
+
+def test_an_expired_approval_sends_a_cleared_roll_back_to_its_gate(restart_run, caplog):
+    """Approved 15:01 (the HITL answer's time); the roll's task started at the clock's time."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    _answer(restart_run, "Approve")
+    assert _roll_check(restart_run)["by"]["id"] == "alice"  # started 15:02
+    restart_run.clock["started"] = datetime(2026, 11, 23, 16, 1, 1, tzinfo=UTC)  # cleared later
+    with pytest.raises(
+        AirflowFailException, match=r"approved at 2026-11-23T15:01:00\+00:00, expired after 1:00:00"
+    ):
+        _roll_check(restart_run)
+    assert "DECISION approval [rolling_restart]: refuse to act because approved at" in caplog.text
+    restart_run.settings[rules.MAX_AGE_VARIABLE] = "7200"
+    assert _roll_check(restart_run)["by"]["id"] == "alice"
+    restart_run.clock["started"] = None
+    with pytest.raises(AirflowFailException, match="the task's start time is unknown"):
+        _roll_check(restart_run)
+
+
+def test_a_rescheduled_sensor_ages_the_approval_from_its_first_poke(restart_run):
+    """The roll re-checks at every poke: a long roll does not expire half-way."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.gate import require_approval
+
+    _ask(restart_run)
+    _answer(restart_run, "Approve")
+    restart_run.clock["started"] = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)  # this poke
+    ctx = restart_run.context("rolling_restart", restart_run.xcoms)
+    ctx["task_reschedule_count"] = 40
+    ctx["ti"].get_first_reschedule_date = lambda context: datetime(2026, 11, 23, 15, 2, tzinfo=UTC)
+    assert require_approval(ctx, "restart", "approval_gate")["by"]["id"] == "alice"
+    ctx["ti"].get_first_reschedule_date = lambda context: datetime(2026, 11, 23, 16, 2, tzinfo=UTC)
+    with pytest.raises(AirflowFailException, match="expired after 1:00:00"):
+        require_approval(ctx, "restart", "approval_gate")
+
+
 # -- PlanDecisionBranchOperator: a choice between a destructive option and a harmless one ----
 
 RESTART_IT, LEAVE_IT = "Restart it", "Leave it"
@@ -325,9 +440,9 @@ def decision(monkeypatch):
         return {
             "dag": dag,
             "run_id": "scheduled__2026-11-24T10:00:00+00:00",
-            "ti": FakeTI(task_id, xcoms),
+            "ti": FakeTI(task_id, xcoms, start_date=datetime(2026, 11, 24, 10, 6, tzinfo=UTC)),
             "task_instance": SimpleNamespace(id="ti-9"),
-            "dag_run": SimpleNamespace(triggering_user_name=triggered_by),
+            "dag_run": SimpleNamespace(triggering_user_name=triggered_by, conf={}),
             "params": {},
         }
 
@@ -481,4 +596,15 @@ def test_the_approved_trigger_starts_exactly_the_approved_run_and_only_after_an_
         trigger(trigger_run_id="manual__other").execute(decision.context("restart_it"))
     assert started == []
     trigger().execute(decision.context("restart_it"))
-    assert started == [(escalation["trigger_run_id"], escalation["conf"])]
+    # the started run carries who approved the decision that started it, and where that is recorded
+    chain = [
+        {
+            "user": {"id": "alice", "name": "alice"},
+            "at": "2026-11-24T10:05:00+00:00",
+            "dag_id": "kafka_metadata_error_sweep",
+            "run_id": "scheduled__2026-11-24T10:00:00+00:00",
+            "task_id": "decide",
+            "map_index": -1,
+        }
+    ]
+    assert started == [(escalation["trigger_run_id"], {**escalation["conf"], "upstream_approvals": chain})]
