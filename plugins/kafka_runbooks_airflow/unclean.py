@@ -8,6 +8,7 @@ the runbook's results go back as XCom.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from typing import Any
 
 from kafka_runbooks import decisions, storage
@@ -34,9 +35,56 @@ def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
-        return plan(admin, request, artifacts(run_id), logger=log)
+        with _journal_if_lease_held(params) as journal:
+            return plan(admin, request, artifacts(run_id), logger=log, state_file=journal)
     finally:
         admin.close()
+
+
+@contextmanager
+def _journal_if_lease_held(params: dict[str, Any]):
+    """The cluster's reorder journal, when this run may restore what it holds; else None.
+
+    Restoring changes the cluster, so it is done under the cluster's lease: an automated run
+    holds it already; a read-only run takes it only for the restore, and leaves a pending
+    restore alone (a decision record says so) while another run holds it: that run may be
+    between its own reorder and election.
+    """
+    from airflow.sdk import get_current_context
+
+    from kafka_runbooks.unclean.elect import ReorderState, pending_restores
+    from kafka_runbooks_airflow.lease import cluster_lease, lease_needed
+
+    conn_id = params["kafka_conn_id"]
+    journal = ReorderState(conn_id)
+    context = get_current_context()
+    if lease_needed(context["dag"].dag_id, dict(params)) or not pending_restores(journal):
+        yield journal
+        return
+    lease = cluster_lease(context, conn_id)
+    taken = lease.acquire(hold_for_s=600)
+    if not taken.acquired:
+        decisions.record(
+            "restore-order",
+            "pending restore left for later",
+            f"the cluster's lease is held by {taken.record.holder}; it may be between a reorder and its election",
+            observed={"pending": sorted(pending_restores(journal))},
+            level=logging.WARNING,
+        )
+        yield None
+        return
+    try:
+        yield journal
+    finally:
+        lease.release()
+
+
+def pending_restores(kafka_conn_id: str) -> dict[str, dict]:
+    """Replica orders an unclean recovery left changed on this cluster (health report, console)."""
+    from kafka_runbooks.unclean.elect import ReorderState
+    from kafka_runbooks.unclean.elect import pending_restores as pending
+
+    return pending(ReorderState(kafka_conn_id))
 
 
 def automated_recovery_requested(document: dict[str, Any]) -> bool:

@@ -741,3 +741,44 @@ def _verify_settled(admin: ClusterAdmin, elected, outcomes, settle_s, logger) ->
                 subject=c.name,
                 logger=logger,
             )
+
+
+def pending_restores(state_file: ReorderState) -> dict[str, dict]:
+    """Replica orders this runbook changed on the cluster and has not put back yet, by partition.
+
+    For the health report and the console: a non-empty answer means a run died between a
+    reorder and its restore; the next run of the runbook on that cluster restores them first.
+    """
+    return state_file.read_entries()
+
+
+def restore_pending(
+    admin: ClusterAdmin,
+    state_file: ReorderState,
+    logger: logging.Logger | None = None,
+    timeout_s: float = 60.0,
+) -> dict[str, str]:
+    """Put back every replica order an earlier run left changed, before this run does anything else.
+
+    The journal entry was written before the reorder was sent, so it holds the order the
+    operator had. Restoring it is not a new destructive act (no plan, no approval): the
+    leader stays, only the preferred order comes back. Returns partition -> what happened.
+    """
+    logger = logger or log
+    original = _orders_left_changed(state_file, logger)
+    if not original:
+        return {}
+    report = ElectionReport()
+    _restore(admin, original, state_file, report, timeout_s, logger)
+    decisions.record(
+        "restore-order",
+        "restored first: replica orders left changed by an earlier run",
+        "an earlier run died between a reorder and its restore; this run puts the operator's order back "
+        "before planning",
+        observed={"restores": dict(report.restores)},
+        logger=logger,
+        level=logging.INFO
+        if not any(v.startswith("NOT") for v in report.restores.values())
+        else logging.ERROR,
+    )
+    return dict(report.restores)

@@ -19,7 +19,8 @@ from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, ReplicaRow
 
 EPOCH_NOTE = (
-    "newest epoch: the leader epoch of the replica's newest record by timestamp, read from its own "
+    "newest epoch: a lower bound of the last epoch written to the replica: the epoch of its newest "
+    "record by timestamp, read from its own "
     "log (ListOffsets MAX_TIMESTAMP); '?' = unknown"
 )
 

@@ -18,7 +18,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, choose
-from kafka_runbooks.unclean.elect import ELECTED, ElectionReport, ReorderState, elect_chosen
+from kafka_runbooks.unclean.elect import ELECTED, ElectionReport, ReorderState, elect_chosen, restore_pending
 from kafka_runbooks.unclean.loginfo import gather
 from kafka_runbooks.unclean.render import (
     manual_files,
@@ -69,9 +69,12 @@ def plan(
     request: RecoveryRequest,
     out_dir: StorePath | Path,
     logger: logging.Logger | None = None,
+    state_file: ReorderState | None = None,
 ) -> dict:
+    """Restore what an earlier run left reordered (``state_file``: the cluster's journal), then plan."""
     logger = logger or log
     out_dir = storage.locate(out_dir)
+    restored_first = restore_pending(admin, state_file, logger) if state_file is not None else {}
     state = admin.read_state(include_log_dirs=False)
     targets = resolve(request, state)  # unknown topics/partitions fail here
     for p in targets.online:
@@ -121,6 +124,7 @@ def plan(
     (out_dir / "replica_table.txt").write_text(table + "\n")
     document = {
         "mode": request.mode,
+        "restored_first": restored_first,
         "allow_committed_loss": request.allow_committed_loss,
         "recovery_duration_ms": request.recovery_duration_ms,
         "recovery_election_attempts": request.recovery_election_attempts,
