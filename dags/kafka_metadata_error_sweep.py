@@ -56,12 +56,12 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
 from kafka_runbooks_airflow.metadata_errors import ControllerDecisionOperator, ControllerRestartOperator
+from kafka_runbooks_airflow.operators.trigger import UnpausedTriggerDagRunOperator
 
 RESTART_DAG_ID = "kafka_broker_restart"
 REPORT_ASSET = Asset(name="kafka_metadata_error_report")
@@ -231,7 +231,7 @@ with DAG(
 
     # one mapped instance per restart run (each names its cluster): nested mapping inside the
     # mapped cluster group would multiply, not follow, each cluster's own count
-    start_broker_restarts = TriggerDagRunOperator.partial(
+    start_broker_restarts = UnpausedTriggerDagRunOperator.partial(
         task_id="start_broker_restarts",
         trigger_dag_id=RESTART_DAG_ID,
         logical_date=None,

@@ -52,6 +52,9 @@ with DAG(
     description="Recover offline partitions from the replica with the longest log, after approval.",
     doc_md=__doc__,
     schedule=None,
+    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
+    # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
+    is_paused_upon_creation=False,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "remediation", "unclean-election", "approval-gate"],

@@ -1,17 +1,57 @@
-"""Operator: start a runbook's run only when the decision read at run time says so."""
+"""Operators: start a runbook's run only into a DAG that will run it, and only when due."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
 
+log = logging.getLogger(__name__)
 
-class TriggerWhenDueOperator(TriggerDagRunOperator):
+
+def refuse_paused_target(context, dag_id: str) -> None:
+    """Fail, with a decision record, rather than start a run into a paused DAG.
+
+    Airflow queues a run started into a paused DAG and says nothing: a heal or a restart
+    a sweep decided on would wait there, unseen, until someone unpaused the DAG (and then
+    act on a decision hours old). Refusing makes the sweep's task fail where the operator
+    looks, naming the DAG to unpause; the next sweep decides again from the cluster.
+    """
+    paused = context["ti"].get_dag(dag_id).is_paused
+    if not paused:
+        return
+    why = (
+        f"the DAG {dag_id} is paused: a run started now would wait in the queue, unseen, until "
+        "someone unpauses it; unpause it (the toggle on its page) and the next sweep starts the run"
+    )
+    decisions.record(
+        "start-run",
+        f"not started: {dag_id} is paused",
+        why,
+        subject=context["ti"].task_id,
+        observed={"dag_id": dag_id, "is_paused": True},
+        logger=log,
+        level=logging.ERROR,
+    )
+    raise AirflowFailException(f"no run started: {why}")
+
+
+class UnpausedTriggerDagRunOperator(TriggerDagRunOperator):
+    """``TriggerDagRunOperator`` that refuses to start a run into a paused DAG
+    (:func:`refuse_paused_target`)."""
+
+    def execute(self, context):
+        refuse_paused_target(context, self.trigger_dag_id)
+        return super().execute(context)
+
+
+class TriggerWhenDueOperator(UnpausedTriggerDagRunOperator):
     """``TriggerDagRunOperator`` that checks the sweep's decision itself before it starts a run.
 
     Why not a short-circuit upstream: inside a mapped task group on Airflow 3.3.2 a

@@ -107,3 +107,19 @@ def test_kafka_broker_restart_gates_before_acting(dagbags):
     assert gate.task_id in roll.upstream_task_ids
     assert roll.mode == "reschedule"  # no worker slot held while it waits
     assert dag.params["require_approval"] is True and dag.params["allow_force_restart"] is False
+
+
+def test_manual_runbooks_ship_unpaused_and_sweeps_paused(dagbags):
+    """A manual runbook acts only past its gate, so it ships unpaused: a run started into a
+    paused DAG waits in the queue unseen (a sweep's heal, or a form's "Trigger" with the
+    "Unpause" box cleared). A scheduled sweep acts on its own, so it waits for an operator."""
+    dags = {d.dag_id: d for d in _dags(dagbags) if d.dag_id.startswith("kafka_")}
+    paused = {dag_id for dag_id, d in dags.items() if d.is_paused_upon_creation is not False}
+    scheduled = {dag_id for dag_id, d in dags.items() if d.timetable.can_be_scheduled}
+    assert paused == {
+        "kafka_cluster_health",
+        "kafka_connect_autorestart",
+        "kafka_failed_broker_sweep",
+        "kafka_metadata_error_sweep",
+    }
+    assert not (set(dags) - paused) & scheduled
