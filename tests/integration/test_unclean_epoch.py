@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import build_request
-from kafka_runbooks.unclean.runbook import plan, recover
+from kafka_runbooks.unclean.runbook import RecoveredWithLoss, plan, recover
 from tests import unclean_scenario as sc
 from tests.helpers import wait_until
 
@@ -20,9 +22,18 @@ def _request(topic: str, partitions: list[int], mode: str = "show_replica_info",
         {
             "partitions_json": json.dumps({"partitions": [{"topic": topic, "partitions": partitions}]}),
             "mode": mode,
+            "allow_committed_loss": True,
             **extra,
         }
     )
+
+
+def _recover_with_loss(*args, **kwargs):
+    """The scenario's dead broker 1 is in the ISR (it holds every committed record): electing
+    another replica is allowed explicitly and every held election ends as RecoveredWithLoss."""
+    with pytest.raises(RecoveredWithLoss) as caught:
+        recover(*args, **kwargs)
+    return caught.value.report
 
 
 # -- the epoch: diverged logs built with real leader changes ----------------------------
@@ -48,7 +59,7 @@ def test_a_newer_epoch_beats_a_longer_diverged_log(local_stack, admin, tmp_path)
         assert (rows[2]["truncated_if_chosen_stands"], rows[2]["at_least"]) == (80, True)
         assert (c["loss_vs_longest"], c["kafka_pick_loss_vs_longest"]) == (80, 0)
         assert f"leader epoch {built.new_epoch}" in c["reason"]
-        report = recover(admin, doc, tmp_path, settle_s=5)
+        report = _recover_with_loss(admin, doc, tmp_path, settle_s=5)
         assert [(o.status, o.leader) for o in report.outcomes] == [(outcomes.ELECTED, sc.DIVERGED_NEW)]
         assert sc.count_messages(local_stack.bootstrap_servers, built.topic, 0) == 120
     finally:

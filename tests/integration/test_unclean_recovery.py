@@ -20,7 +20,7 @@ import pytest
 
 from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request
-from kafka_runbooks.unclean.runbook import RecoveryFailed, plan, recover
+from kafka_runbooks.unclean.runbook import RecoveredWithLoss, RecoveryFailed, plan, recover
 from tests import unclean_scenario as sc
 from tests.helpers import wait_until
 
@@ -44,9 +44,18 @@ def _request(topic: str, partitions: list[int], mode: str = "show_replica_info",
         {
             "partitions_json": json.dumps({"partitions": [{"topic": topic, "partitions": partitions}]}),
             "mode": mode,
+            "allow_committed_loss": True,
             **extra,
         }
     )
+
+
+def _recover_with_loss(*args, **kwargs):
+    """The scenario's dead broker 1 is in the ISR (it holds every committed record): electing
+    another replica is allowed explicitly and every held election ends as RecoveredWithLoss."""
+    with pytest.raises(RecoveredWithLoss) as caught:
+        recover(*args, **kwargs)
+    return caught.value.report
 
 
 def _leader(admin, topic, partition):
@@ -157,7 +166,7 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
         "brokers 2 and 3 registered and unfenced",
     )
     doc = plan(admin, _request(topic, [0], "automated_recovery", recovery_duration_ms=10000), tmp_path)
-    report = recover(admin, doc, tmp_path, settle_s=8)
+    report = _recover_with_loss(admin, doc, tmp_path, settle_s=8)
     (outcome,) = report.outcomes
     assert (outcome.status, outcome.leader) == (outcomes.ELECTED, sc.LONGEST)
     assert "for the whole 8 s settle period" in outcome.detail
@@ -376,7 +385,7 @@ with ClusterAdmin({{"bootstrap.servers": {local_stack.bootstrap_servers!r}}}, ti
         f"{topic}-{partition}": {"topic": topic, "partition": partition, "original": sc.ASSIGNMENT}
     }
     assert _leader(admin, topic, partition).replicas == (2, 1, 3)  # left changed by the dead run
-    report = recover(admin, doc, tmp_path, settle_s=5, state_file=state)
+    report = _recover_with_loss(admin, doc, tmp_path, settle_s=5, state_file=state)
     assert [(o.status, o.leader) for o in report.outcomes] == [(outcomes.ELECTED, sc.LONGEST)]
     after = _leader(admin, topic, partition)
     assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)
@@ -489,7 +498,7 @@ def test_a_superseded_attempt_elects_nothing_and_the_new_one_recovers(scenario, 
     }
 
     new = Guarded(admin, run_guard(store, key, "try 3"), acting)
-    report = recover(new, doc, tmp_path, settle_s=5, state_file=state)
+    report = _recover_with_loss(new, doc, tmp_path, settle_s=5, state_file=state)
     assert [(o.status, o.leader) for o in report.outcomes] == [(outcomes.ELECTED, sc.LONGEST)]
     after = _leader(admin, topic, partition)
     assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)

@@ -226,8 +226,10 @@ def recover(
     if not_restored:
         raise RecoveryFailed(f"replica order not restored: {json.dumps(not_restored)}")
     if lossy:
-        raise RecoveredWithLoss(
+        failure = RecoveredWithLoss(
             f"{len(lossy)} partition(s) back online from a replica lacking committed records; "
             f"acknowledged records lost: {json.dumps(lossy)}"
         )
+        failure.report = report  # every election held: what they did, for whoever handles the failure
+        raise failure
     return report
