@@ -51,17 +51,42 @@ class Quorum:
     def active_controller(self) -> int:
         return self.leader_id
 
-    def caught_up_voters(self, now_ms: int, max_lag_ms: int = 10_000) -> list[int]:
-        """The leader, and voters the leader saw caught up within ``max_lag_ms``.
+    @property
+    def leader(self) -> QuorumMember | None:
+        """The leader's own entry: Kafka's LeaderState fills its timestamps with its own clock."""
+        return next((v for v in self.voters if v.node_id == self.leader_id), None)
 
-        Time-based like Kafka's own check (lastCaughtUpTimestamp): the metadata log
-        grows by a no-op record every half second, so an offset lag says little.
+    @property
+    def leader_now_ms(self) -> int | None:
+        """The leader's clock at the time of this answer (its own lastCaughtUpTimestamp), or None.
+
+        Every timestamp in the answer is the leader's: comparing them with this, never with
+        the worker's clock, keeps one clock per comparison (a skewed worker reads nothing).
+        """
+        me = self.leader
+        return None if me is None else me.last_caught_up_ms
+
+    def lag_ms(self, node_id: int) -> int | None:
+        """How long ago the leader last saw ``node_id`` caught up, by the leader's clock; None: unknown."""
+        if node_id == self.leader_id:
+            return 0
+        now = self.leader_now_ms
+        member = next((v for v in self.voters if v.node_id == node_id), None)
+        if now is None or member is None or member.last_caught_up_ms is None:
+            return None
+        return max(0, now - member.last_caught_up_ms)
+
+    def caught_up_voters(self, max_lag_ms: int = 10_000) -> list[int]:
+        """The leader, and voters the leader saw caught up within ``max_lag_ms`` of its own now.
+
+        Time-based like Kafka's own check (lastCaughtUpTimestamp): the metadata log grows
+        by a no-op record every half second, so an offset lag says little. A voter with no
+        caught-up time, or an answer without the leader's own time, is not caught up.
         """
         return [
             v.node_id
             for v in self.voters
-            if v.node_id == self.leader_id
-            or (v.last_caught_up_ms is not None and now_ms - v.last_caught_up_ms <= max_lag_ms)
+            if (lag := self.lag_ms(v.node_id)) is not None and lag <= max_lag_ms
         ]
 
 

@@ -9,8 +9,9 @@ allows it.
 
 A restart is observed, never assumed: ``evidence`` tells what identifies the node's
 current process (pid or pod UID, start time, container restart count) and the roller
-counts a node as restarted only on evidence newer than its restart request
-(``restart_observed``). Asking is not doing: a Strimzi-annotated pod keeps running
+counts a node as restarted only when that evidence changed from what the same source
+said just before the request (``restart_observed``), never by comparing a remote start
+time with the worker's clock. Asking is not doing: a Strimzi-annotated pod keeps running
 until the operator rolls it, a stop can time out, an engine can answer and do nothing.
 """
 
@@ -21,8 +22,11 @@ from typing import Any, Protocol
 
 from kafka_runbooks.errors import BadInput
 
-#: evidence keys that are start times (epoch ms): newer than the request means restarted
-START_TIME_KEYS = ("started_at_ms", "process_start_ms")
+#: evidence that identifies one process of a node: a restart changes at least one of them.
+#: Start times are read from the node's own host, engine or exporter: they are compared
+#: only with the same key read from the same source before the request, never with the
+#: worker's clock (a host two minutes ahead would make every process look new).
+EVIDENCE_KEYS = ("identity", "restart_count", "started_at_ms", "process_start_ms")
 
 
 class RestartBackend(Protocol):
@@ -41,32 +45,29 @@ class RestartBackend(Protocol):
         """What identifies the node's current process now; never raises (``error`` says why not)."""
 
 
-def restart_observed(before: dict, now: dict, requested_ms: int) -> tuple[bool, str]:
-    """Is there evidence, newer than the restart request, that the node was restarted?
+def restart_observed(before: dict, now: dict) -> tuple[bool, str]:
+    """Has the node's process changed since the evidence read just before the request?
 
-    ``before`` is the evidence read just before the request, ``now`` the latest. A start
-    time later than the request or than the one seen before it, a new identity (pod UID,
-    pid) or a higher container restart count is evidence; a roll still pending (the
-    Strimzi annotation still on the pod) is not done, whatever else changed.
+    Each key (start time, pid or pod UID, container restart count) is compared only with
+    the same key from the same source before the request: a changed value is a new
+    process. A key not read on both sides proves nothing ("unknown" is never "restarted");
+    a roll still pending (the Strimzi annotation still on the pod) is not done, whatever
+    else changed.
     """
     if now.get("roll_pending"):
         return False, "the roll is still pending (the pod still carries the roll annotation)"
-    for key in START_TIME_KEYS:
+    for key in EVIDENCE_KEYS:
         value, old = now.get(key), before.get(key)
-        if value is None:
-            continue
-        if value > requested_ms:
-            return True, f"{key}={value} is later than the restart request at {requested_ms}"
-        if old is not None and value > old:
-            return True, f"{key}={value} is later than {old}, seen just before the restart request"
-    if now.get("identity") and before.get("identity") and now["identity"] != before["identity"]:
-        return True, f"a new process: {before['identity']} -> {now['identity']}"
-    count, old_count = now.get("restart_count"), before.get("restart_count")
-    if count is not None and old_count is not None and count > old_count:
-        return True, f"container restart count {old_count} -> {count}"
-    if not any(now.get(k) is not None for k in (*START_TIME_KEYS, "identity", "restart_count")):
+        if value is not None and old is not None and value != old:
+            return True, f"{key} changed from {old} (read just before the restart request) to {value}"
+    if not any(now.get(k) is not None for k in EVIDENCE_KEYS):
         return False, "no restart evidence could be read: " + str(now.get("error") or "no source")
-    return False, "no evidence newer than the restart request yet"
+    if not any(now.get(k) is not None and before.get(k) is not None for k in EVIDENCE_KEYS):
+        return False, (
+            "no evidence read before the restart request to compare with: "
+            + str(before.get("error") or "none recorded")
+        )
+    return False, "no evidence changed since just before the restart request yet"
 
 
 def parse_rfc3339_ms(value: Any) -> int | None:

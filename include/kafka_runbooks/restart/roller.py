@@ -9,9 +9,14 @@ cleared run resume where it stopped. Every observation and decision is a decisio
 
 - A node not ready after the operation timeout is judged by ``restart.states`` (one
   table): STARTING and RECOVERY mean wait, never force.
-- ``wait_back`` ends only on restart evidence newer than the request (a new process
-  start time, pod UID, container restart count; the Strimzi annotation gone), never on
-  the request having been sent.
+- ``wait_back`` ends only on restart evidence that changed since just before the request
+  (a process start time, pid or pod UID, container restart count read from the same
+  source; the Strimzi annotation gone), never on the request having been sent nor on a
+  remote time compared with the worker's clock. A controller is back only on quorum
+  progress that only its new process can make: once the new process is seen, the quorum
+  leader's log end offset is recorded, and the controller counts as back when the leader
+  reports it fetching past that offset (DescribeQuorum keeps the old process's caught-up
+  time, and a controller shutting down goes on fetching for a moment).
 - ``wait_isr`` waits for the ISRs the node was in before its restart; partitions it is
   being added to by a reassignment are followed as catching up, not waited for.
 """
@@ -87,6 +92,9 @@ class NodeProgress:
     restart_observed: str = ""
     # when it was last seen starting: "stuck" needs a whole operation timeout after that
     last_starting_ms: int = 0
+    # a controller: the quorum leader's log end offset once its new process was seen (None:
+    # not yet); it is back when the leader reports it fetching past this offset
+    quorum_offset_at_restart: int | None = None
 
 
 @dataclass
@@ -123,10 +131,17 @@ class RollState:
         return cls(
             reason=data["reason"],
             order=[int(n) for n in data["order"]],
-            nodes={int(k): NodeProgress(**v) for k, v in data["nodes"].items()},
+            nodes={int(k): _node_progress(v) for k, v in data["nodes"].items()},
             options=RollOptions(**data["options"]),
             gate_rows=data.get("gate_rows", []),
         )
+
+
+def _node_progress(data: dict) -> NodeProgress:
+    """A node's progress from a state file, old or new: keys a newer roller added take their
+    defaults, keys this roller does not know are dropped."""
+    known = set(NodeProgress.__dataclass_fields__)
+    return NodeProgress(**{k: v for k, v in data.items() if k in known})
 
 
 def _ms(value) -> str:
@@ -226,7 +241,7 @@ class Roller:
                 partitions_hosted="-", leaders="-", under_replicated="-", at_min_isr="-", reassigning="-"
             )
         if role == CONTROLLER and state.quorum is not None:
-            v = controller_verdict(state.quorum, node_id, self.clock(), options.quorum_max_lag_ms)
+            v = controller_verdict(state.quorum, node_id, options.quorum_max_lag_ms)
             lags = ", ".join(f"{k}: {_ms(x)}" for k, x in v.observed["others_lag_ms"].items())
             row["controller_lag"] = f"{_ms(v.observed['lag_ms'])} (others {lags})"
         else:
@@ -248,28 +263,18 @@ class Roller:
 
     # -- observing -----------------------------------------------------------------
     def observe(
-        self, node_id: int, role: str, since_ms: int = 0, max_lag_ms: int = 5_000
+        self, node_id: int, role: str, past_offset: int | None = None, max_lag_ms: int = 5_000
     ) -> tuple[bool, dict, BrokerStateReading | None]:
         """Is the node ready (the roller's own definition), with the facts and the probe reading.
 
         A controller is ready when the quorum leader saw it caught up within ``max_lag_ms``
-        and, after a restart, later than ``since_ms``: DescribeQuorum keeps reporting the
-        old process's last caught-up time for a while after it is gone.
+        by the leader's own clock and, after a restart, fetching past ``past_offset`` (the
+        leader's log end offset once the new process was seen): DescribeQuorum keeps the
+        old process's caught-up time for a while after it is gone.
         """
         running = self.backend.is_running(node_id)
         if role == CONTROLLER:
-            quorum = self.admin.describe_quorum()
-            member = next((v for v in quorum.voters if v.node_id == node_id), None)
-            fresh = member is not None and (member.last_caught_up_ms or 0) > since_ms
-            caught_up = node_id in quorum.caught_up_voters(self.clock(), max_lag_ms) and (
-                fresh or node_id == quorum.leader_id and not since_ms
-            )
-            facts = {
-                "process_running": running,
-                "caught_up_in_quorum": caught_up,
-                "quorum_leader": quorum.leader_id,
-            }
-            return bool(caught_up and running is not False), facts, None
+            return self._observe_controller(node_id, running, past_offset, max_lag_ms)
         brokers = self.admin.describe_brokers()
         broker = brokers.get(node_id)
         registered = bool(broker and broker.available)
@@ -285,6 +290,52 @@ class Roller:
         # a broker that is about to load its logs.
         state_ok = reading is None or (reading.known and reading.running)
         return bool(registered and state_ok and running is not False), facts, reading
+
+    def _observe_controller(
+        self, node_id: int, running: bool | None, past_offset: int | None, max_lag_ms: int
+    ) -> tuple[bool, dict, None]:
+        """A controller's readiness from one DescribeQuorum answer: its timestamps and offsets
+        are compared only with each other (the leader's clock, the same metadata log)."""
+        quorum = self.admin.describe_quorum()
+        member = next((v for v in quorum.voters if v.node_id == node_id), None)
+        caught_up = node_id in quorum.caught_up_voters(max_lag_ms)
+        progressed = past_offset is None or (member is not None and member.log_end_offset > past_offset)
+        facts = {
+            "process_running": running,
+            "caught_up_in_quorum": caught_up,
+            "lag_ms_by_leader_clock": quorum.lag_ms(node_id),
+            "log_end_offset": None if member is None else member.log_end_offset,
+            "must_fetch_past_offset": past_offset,
+            "quorum_leader": quorum.leader_id,
+        }
+        return bool(caught_up and progressed and running is not False), facts, None
+
+    def _voters_down(self, quorum, node_id: int) -> frozenset[int]:
+        """Other voters whose process the back end says is not running (None: cannot tell)."""
+        return frozenset(
+            v.node_id
+            for v in quorum.voters
+            if v.node_id != node_id and self.backend.is_running(v.node_id) is False
+        )
+
+    def _mark_quorum_offset(self, state: RollState, node: NodeProgress) -> None:
+        """Once the new process is seen, record the leader's log end offset: the old process is
+        gone, so only the new one can be reported fetching past it. Checkpointed at once."""
+        quorum = self.admin.describe_quorum()
+        leader = quorum.leader
+        if leader is None or leader.log_end_offset < 0:
+            self._record("readiness", node, "wait", "the quorum leader's log end offset is unknown now")
+            return
+        node.quorum_offset_at_restart = leader.log_end_offset
+        self.checkpoint(state)
+        self._record(
+            "readiness",
+            node,
+            "wait for quorum progress",
+            f"new process seen; back once the quorum leader {quorum.leader_id} reports it fetching "
+            f"past offset {leader.log_end_offset} of the metadata log",
+            observed={"leader": quorum.leader_id, "leader_log_end_offset": leader.log_end_offset},
+        )
 
     # -- stepping ------------------------------------------------------------------
     def step(self, state: RollState) -> bool:
@@ -332,7 +383,7 @@ class Roller:
     def _wait_ready(self, state: RollState, node: NodeProgress) -> None:
         """Wait until the node is ready to be checked (never restart one that is starting)."""
         opts = state.options
-        ready, facts, reading = self.observe(node.node_id, node.role, 0, opts.quorum_max_lag_ms)
+        ready, facts, reading = self.observe(node.node_id, node.role, None, opts.quorum_max_lag_ms)
         self._remember_counts(node, reading)
         if ready:
             self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)
@@ -359,8 +410,9 @@ class Roller:
             verdict = broker_verdict(cluster, node.node_id)
             node.isr_before = sorted(p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr)
         else:
+            quorum = self.admin.describe_quorum()
             verdict = controller_verdict(
-                self.admin.describe_quorum(), node.node_id, self.clock(), opts.quorum_max_lag_ms
+                quorum, node.node_id, opts.quorum_max_lag_ms, self._voters_down(quorum, node.node_id)
             )
         if verdict.safe:
             self._record(
@@ -369,7 +421,7 @@ class Roller:
                 "safe to restart",
                 "no partition it hosts would drop below min.insync.replicas"
                 if node.role == BROKER
-                else "a majority of the other voters is caught up",
+                else "a majority of all voters stays caught up without it (by the leader's clock)",
                 observed=verdict.observed,
             )
             self._enter(node, RESTART)
@@ -404,19 +456,25 @@ class Roller:
             node,
             force=False,
             dry_run_reason="the run is a dry run",
-            reason=f"requested: {state.reason}; it counts as restarted only on evidence newer than this request",
+            reason=f"requested: {state.reason}; it counts as restarted only on evidence that changed "
+            "from what was read just before this request",
         )
 
     def _wait_back(self, state: RollState, node: NodeProgress) -> None:
-        """Wait for evidence of the restart newer than the request, then for the node to be ready."""
+        """Wait for restart evidence changed since the request, then for the node to be ready
+        (a controller: for quorum progress only its new process can make)."""
         opts = state.options
         ready, facts, reading = self.observe(
-            node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms
+            node.node_id, node.role, node.quorum_offset_at_restart, opts.quorum_max_lag_ms
         )
         self._remember_counts(node, reading)
         evidence = self._evidence(node.node_id, reading)
         node.last_evidence = evidence
-        restarted, why = restart_observed(node.evidence_before, evidence, node.restarted_at_ms)
+        restarted, why = restart_observed(node.evidence_before, evidence)
+        if node.role == CONTROLLER and node.quorum_offset_at_restart is None:
+            ready = False  # no offset to pass yet: the answer above may be the old process's
+            if restarted:
+                self._mark_quorum_offset(state, node)
         facts["restart_evidence"] = evidence
         facts["restart_observed"] = why
         if restarted and not node.restart_observed:
@@ -455,6 +513,8 @@ class Roller:
     def _wait_isr(self, state: RollState, node: NodeProgress) -> None:
         """Done when the node is back in every ISR it was in (a controller: caught up with the quorum)."""
         opts = state.options
+        if node.role == CONTROLLER and node.quorum_offset_at_restart is None:
+            self._mark_quorum_offset(state, node)  # a state file from before the offset was kept
         missing, following = self._missing_from_isr(node, opts)
         if not missing:
             self._record(
@@ -587,6 +647,7 @@ class Roller:
         mid-restart resumes by waiting for evidence, never by restarting again."""
         node.evidence_before = self._evidence(node.node_id, None)
         node.restart_observed = ""
+        node.quorum_offset_at_restart = None
         self._enter(node, WAIT_BACK)
         node.restarts += 1
         node.restarted_at_ms = self.clock()
@@ -658,7 +719,11 @@ class Roller:
         """Partitions whose ISR it was in before its restart and is not in now, and how the
         partitions it is being added to (not in their ISR before) are getting on."""
         if node.role == CONTROLLER:
-            ready, _, _ = self.observe(node.node_id, node.role, node.restarted_at_ms, opts.quorum_max_lag_ms)
+            if node.quorum_offset_at_restart is None:  # not recorded yet: nothing proves it is back
+                return ["__cluster_metadata-0"], {}
+            ready, _, _ = self.observe(
+                node.node_id, node.role, node.quorum_offset_at_restart, opts.quorum_max_lag_ms
+            )
             return ([] if ready else ["__cluster_metadata-0"]), {}
         me = node.node_id
         hosted = self._read_state().hosted_by(me)

@@ -10,7 +10,8 @@ it returns. The rules are Strimzi's KafkaRoller's (and Cruise Control's):
   tolerate a restart; refusing forever would block every roll).
 
 A KRaft controller may restart only while a majority of all voters, not counting it,
-are caught up: then the quorum keeps committing while it is away.
+are caught up by the quorum leader's own clock: then the quorum keeps committing while
+it is away, and two voters are never away at once.
 
 During a reassignment a partition's replica list holds both the replicas being added
 and those being removed, so its length is neither the replication factor before nor
@@ -125,9 +126,18 @@ def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) ->
     )
 
 
-def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: int = 5_000) -> Verdict:
+def controller_verdict(
+    quorum: Quorum, node_id: int, max_lag_ms: int = 5_000, down: frozenset[int] = frozenset()
+) -> Verdict:
+    """May controller ``node_id`` go away now? Only while a majority of all voters stays
+    caught up without it, so the quorum keeps committing: never two voters away at once.
+
+    Caught up is judged on the leader's clock alone (``Quorum.lag_ms``: its own time in
+    the same answer minus the voter's lastCaughtUpTimestamp), never the worker's; a voter
+    with no caught-up time, or whose process the back end says is down, is not caught up.
+    """
     voters = [v.node_id for v in quorum.voters]
-    caught_up_others = [v for v in quorum.caught_up_voters(now_ms, max_lag_ms) if v != node_id]
+    caught_up_others = [v for v in quorum.caught_up_voters(max_lag_ms) if v != node_id and v not in down]
     needed = len(voters) // 2 + 1
     safe = len(caught_up_others) >= needed
     reasons = (
@@ -138,12 +148,6 @@ def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: in
             f"the quorum of {len(voters)} needs {needed} while controller {node_id} restarts",
         )
     )
-    me = next((v for v in quorum.voters if v.node_id == node_id), None)
-    lag_ms = (
-        0
-        if node_id == quorum.leader_id
-        else (None if me is None or me.last_caught_up_ms is None else max(0, now_ms - me.last_caught_up_ms))
-    )
     return Verdict(
         node_id,
         safe,
@@ -152,16 +156,10 @@ def controller_verdict(quorum: Quorum, node_id: int, now_ms: int, max_lag_ms: in
             "voters": voters,
             "caught_up_others": caught_up_others,
             "leader": quorum.leader_id,
-            "lag_ms": lag_ms,
-            "others_lag_ms": {
-                str(v.node_id): (
-                    0
-                    if v.node_id == quorum.leader_id
-                    else (None if v.last_caught_up_ms is None else max(0, now_ms - v.last_caught_up_ms))
-                )
-                for v in quorum.voters
-                if v.node_id != node_id
-            },
+            "leader_now_ms": quorum.leader_now_ms,
+            "process_down": sorted(down),
+            "lag_ms": quorum.lag_ms(node_id),
+            "others_lag_ms": {str(v): quorum.lag_ms(v) for v in voters if v != node_id},
         },
     )
 

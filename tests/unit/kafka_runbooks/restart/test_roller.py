@@ -21,13 +21,22 @@ class Clock:
 
 
 class Cluster:
-    """Stands in for ClusterAdmin: a cluster whose broker 2 the test can make stuck."""
+    """Stands in for ClusterAdmin: a cluster whose broker 2 the test can make stuck.
+
+    Its quorum answers as KRaft's does: every timestamp is the leader's clock (``skew_ms``
+    away from the roller's), the leader's own entry carries its now, and the metadata log
+    grows between answers (a no-op record every half second). A voter in ``not_fetching``
+    keeps the offset and the caught-up time its old process was last seen with."""
 
     def __init__(self, clock):
         self.clock = clock
         self.stuck = set()
         self.extra_partitions: list[PartitionState] = []
         self.reassignments: dict = {}
+        self.skew_ms = 0
+        self.log_end = 5
+        self.behind_ms: dict[int, int] = {}  # voter -> how long ago the leader saw it caught up
+        self.not_fetching: dict[int, QuorumMember] = {}
 
     def list_reassignments(self):
         return dict(self.reassignments)
@@ -39,8 +48,16 @@ class Cluster:
         return {b: Broker(b, alive=b not in self.stuck) for b in (1, 2, 3)}
 
     def describe_quorum(self):
-        now = self.clock()
-        return Quorum(9001, 1, 5, tuple(QuorumMember(n, 5, now, now) for n in (9001, 9002, 9003)), ())
+        now = self.clock() + self.skew_ms
+        self.log_end += 1
+
+        def member(n):
+            if n in self.not_fetching:
+                return self.not_fetching[n]
+            seen = now - self.behind_ms.get(n, 0)
+            return QuorumMember(n, self.log_end, seen, seen)
+
+        return Quorum(9001, 1, self.log_end, tuple(member(n) for n in (9001, 9002, 9003)), ())
 
     def read_state(self, include_log_dirs=True):
         isr = tuple(b for b in (1, 2, 3) if b not in self.stuck)
@@ -92,6 +109,12 @@ class Probe:
         if node_id in self.cluster.stuck:
             return self.stuck_reading(node_id)
         return BrokerStateReading(node_id, 3, source="fake")
+
+
+def _until_done(roller, state, steps: int = 10) -> bool:
+    """Step as a sensor pokes: a controller needs a poke to be seen restarted and another to
+    be seen fetching past the leader's offset (the fake's log grows between answers)."""
+    return any(roller.step(state) for _ in range(steps))
 
 
 @pytest.fixture
@@ -148,7 +171,7 @@ def test_a_run_killed_during_a_restart_resumes_by_waiting_not_restarting(rig):
 def test_every_node_rolls_in_order_and_each_once(rig):
     _, _, backend, roller = rig
     state = roller.plan(None, "t", RollOptions())
-    assert roller.step(state) is True
+    assert _until_done(roller, state)
     assert backend.calls == [("restart", n) for n in (1, 2, 3, 9002, 9003, 9001)]
 
 
@@ -255,29 +278,43 @@ def test_the_next_node_waits_until_the_restart_is_observed(rig):
     backend.generation[1] = 1  # the operator rolled it at last
     assert roller.step(state) is True
     assert backend.calls == [("restart", 1), ("restart", 3)]
-    assert "a new process" in state.nodes[1].restart_observed
+    assert "identity changed from process 1.0" in state.nodes[1].restart_observed
 
 
 def test_restart_evidence_rules():
     from kafka_runbooks.restart.backends import restart_observed
 
     before = {"identity": "uid a", "started_at_ms": 1000, "restart_count": 0}
-    assert restart_observed(before, dict(before), 2000)[0] is False
-    assert restart_observed(before, {**before, "started_at_ms": 2001}, 2000)[0] is True
-    assert (
-        restart_observed(before, {**before, "started_at_ms": 1500}, 2000)[0] is True
-    )  # newer than seen before
-    assert restart_observed(before, {**before, "identity": "uid b"}, 2000)[0] is True
-    assert restart_observed(before, {**before, "restart_count": 1}, 2000)[0] is True
+    assert restart_observed(before, dict(before))[0] is False
+    assert restart_observed(before, {**before, "started_at_ms": 2001})[0] is True
+    assert restart_observed(before, {**before, "identity": "uid b"})[0] is True
+    assert restart_observed(before, {**before, "restart_count": 1})[0] is True
     pending = {"identity": "uid b", "started_at_ms": 3000, "roll_pending": True}
-    assert restart_observed(before, pending, 2000) == (
+    assert restart_observed(before, pending) == (
         False,
         "the roll is still pending (the pod still carries the roll annotation)",
     )
-    observed, why = restart_observed({}, {"error": "no such pod (being replaced)"}, 2000)
+    observed, why = restart_observed({}, {"error": "no such pod (being replaced)"})
     assert not observed and "no such pod" in why
-    assert restart_observed({}, {"process_start_ms": 2500}, 2000)[0] is True
-    assert restart_observed({}, {"process_start_ms": 1500}, 2000)[0] is False
+    # nothing read before the request: a start time alone proves nothing, whatever its value
+    observed, why = restart_observed({"error": "timeout"}, {"process_start_ms": 2500})
+    assert not observed and "nothing" not in why and "timeout" in why
+
+
+@pytest.mark.parametrize("skew_ms", [120_000, -120_000], ids=["host-ahead", "host-behind"])
+def test_restart_evidence_never_compares_a_remote_start_time_with_the_workers_clock(skew_ms):
+    """A broker host 2 minutes ahead of the worker: its unchanged process started "after"
+    the request by the worker's clock, and must not count (today's main counted it); a host
+    behind: a new process started "before" the request, and must count."""
+    from kafka_runbooks.restart.backends import restart_observed
+
+    worker_now = 1_000_000_000
+    old_start = worker_now - 60_000 + skew_ms  # an hour of uptime is the same: host clock
+    before = {"process_start_ms": old_start, "started_at_ms": old_start}
+    assert restart_observed(before, dict(before))[0] is False
+    new_start = worker_now + 5_000 + skew_ms
+    observed, why = restart_observed(before, {"process_start_ms": new_start, "started_at_ms": new_start})
+    assert observed and "changed from" in why
 
 
 # -- ISR waits that understand reassignments -----------------------------------------------------
@@ -473,3 +510,106 @@ def test_a_dry_run_says_which_restart_it_would_ask_for(rig, caplog):
         ("would restart (dry run)", "INFO", None, []),
         ("would force-restart (dry run)", "INFO", None, []),
     ]
+
+
+# -- controllers: one clock per comparison, quorum progress from the new process ------------------
+
+
+@pytest.mark.parametrize("skew_ms", [120_000, -120_000, 0], ids=["cluster-ahead", "cluster-behind", "same"])
+def test_a_lagging_voter_blocks_the_others_restart_whatever_the_workers_clock(rig, skew_ms):
+    """9003 is a minute behind by the leader's clock: 9002 must not restart (two voters away).
+    Judged with the worker's clock, a cluster 2 minutes ahead made 9003 look caught up and a
+    cluster 2 minutes behind made every voter look a minute and more behind."""
+    clock, cluster, backend, roller = rig
+    cluster.skew_ms = skew_ms
+    cluster.behind_ms = {9003: 60_000}
+    state = roller.plan([9002], "t", RollOptions(operation_timeout_s=10, max_attempts=1))
+    assert roller.step(state) is False
+    assert backend.calls == [] and state.nodes[9002].phase == "check_availability"
+    cluster.behind_ms = {}  # 9003 caught up again
+    assert _until_done(roller, state)
+    assert backend.calls == [("restart", 9002)]
+
+
+def test_a_voter_with_no_caught_up_time_is_not_caught_up():
+    from kafka_runbooks.model import Quorum, QuorumMember
+
+    quorum = Quorum(
+        9001, 1, 10, (QuorumMember(9001, 10, 5_000, 5_000), QuorumMember(9002, 10, None, None)), ()
+    )
+    assert quorum.caught_up_voters(max_lag_ms=10_000) == [9001]
+    no_leader_time = Quorum(
+        9001, 1, 10, (QuorumMember(9001, 10, None, None), QuorumMember(9002, 10, 5_000, 5_000)), ()
+    )
+    assert no_leader_time.caught_up_voters(max_lag_ms=10_000) == [9001]  # the leader itself only
+    assert no_leader_time.lag_ms(9002) is None
+
+
+def test_a_controller_is_back_only_when_its_new_process_fetches_past_the_leaders_offset(rig, caplog):
+    """The incident of issue #23: the old process's caught-up time (fresh, newer than the
+    request) stays in DescribeQuorum while the new JVM starts. 9002 must not count as back,
+    and 9003 must not be restarted, until the leader reports 9002 fetching past the offset
+    the leader had when the new process was seen."""
+    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
+    clock, cluster, backend, roller = rig
+    state = roller.plan([9002, 9003], "t", RollOptions(operation_timeout_s=600))
+    restart = backend.restart
+
+    def restart_then_stall(node_id):
+        out = restart(node_id)
+        if node_id == 9002:  # the old process's last fetch, with a caught-up time that keeps looking fresh
+            cluster.not_fetching[9002] = _FreshStall(cluster, cluster.log_end)
+        return out
+
+    backend.restart = restart_then_stall
+    for _ in range(5):
+        assert roller.step(state) is False
+    assert backend.calls == [("restart", 9002)]
+    node = state.nodes[9002]
+    assert node.restart_observed and node.quorum_offset_at_restart is not None
+    resumed = RollState.from_json(state.to_json())  # the offset is in the checkpointed state
+    assert resumed.nodes[9002].quorum_offset_at_restart == node.quorum_offset_at_restart
+    del cluster.not_fetching[9002]  # the new process fetches
+    assert _until_done(roller, resumed)
+    assert backend.calls == [("restart", 9002), ("restart", 9003)]
+
+
+class _FreshStall(QuorumMember):
+    """A voter entry stuck at one offset whose caught-up time always reads as just now."""
+
+    def __new__(cls, cluster, offset):
+        return object.__new__(cls)
+
+    def __init__(self, cluster, offset):
+        object.__setattr__(self, "_cluster", cluster)
+        object.__setattr__(self, "node_id", 9002)
+        object.__setattr__(self, "log_end_offset", offset)
+
+    @property
+    def last_caught_up_ms(self):
+        return self._cluster.clock.now + self._cluster.skew_ms
+
+    @property
+    def last_fetch_ms(self):
+        return self.last_caught_up_ms
+
+
+def test_a_state_file_from_before_the_quorum_offset_is_read_and_resumed_safely(rig):
+    """An old state file (no quorum_offset_at_restart) of a controller whose restart was
+    already observed: it waits for quorum progress from now on, it is not declared back on
+    the caught-up time it reads; a key this roller does not know is dropped, not fatal."""
+    import json
+
+    clock, cluster, backend, roller = rig
+    state = roller.plan([9002], "t", RollOptions())
+    data = json.loads(state.to_json())
+    node = data["nodes"]["9002"]
+    del node["quorum_offset_at_restart"]
+    node.update(phase="wait_isr", restart_observed="identity changed", future_key=1)
+    resumed = RollState.from_json(json.dumps(data))
+    assert resumed.nodes[9002].quorum_offset_at_restart is None
+    cluster.not_fetching[9002] = _FreshStall(cluster, cluster.log_end)
+    assert roller.step(resumed) is False
+    assert resumed.nodes[9002].quorum_offset_at_restart is not None
+    del cluster.not_fetching[9002]
+    assert _until_done(roller, resumed)

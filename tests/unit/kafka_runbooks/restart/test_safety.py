@@ -38,14 +38,22 @@ def _quorum(caught_up_at: dict[int, int], leader=9001):
 
 
 def test_a_controller_restarts_only_while_a_majority_of_the_others_is_caught_up():
-    now = 100_000
+    now = 100_000  # the leader's clock: its own entry carries its now
     healthy = _quorum({9001: now, 9002: now, 9003: now})
-    assert controller_verdict(healthy, 9002, now).safe
+    assert controller_verdict(healthy, 9002).safe
     lagging = _quorum({9001: now, 9002: now, 9003: now - 60_000})
-    verdict = controller_verdict(lagging, 9002, now)
+    verdict = controller_verdict(lagging, 9002)
     assert not verdict.safe and "9003" not in str(verdict.observed["caught_up_others"])
     assert "needs 2" in verdict.reasons[0]
-    assert controller_verdict(lagging, 9003, now).safe  # the lagging one itself may go
+    assert verdict.observed["others_lag_ms"] == {"9001": 0, "9003": 60_000}
+    assert controller_verdict(lagging, 9003).safe  # the lagging one itself may go
+
+
+def test_a_voter_whose_process_is_down_is_away_even_while_its_caught_up_time_is_fresh():
+    now = 100_000
+    healthy = _quorum({9001: now, 9002: now, 9003: now})
+    verdict = controller_verdict(healthy, 9002, down=frozenset({9003}))
+    assert not verdict.safe and verdict.observed["process_down"] == [9003]
 
 
 def test_order_unready_first_active_controller_last():
