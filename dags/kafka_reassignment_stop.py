@@ -34,7 +34,7 @@ with DAG(
     description="Stop the running failed-broker reassignment: cancel what it has in flight, remove its throttles.",
     doc_md=__doc__,
     schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
+    # manual: a stop undoes the reassignment's changes and must act at once, so it ships unpaused
     # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
     is_paused_upon_creation=False,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
