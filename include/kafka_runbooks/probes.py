@@ -22,6 +22,7 @@ depend on Kafka.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,13 @@ STATE_NAMES = {
 }
 RECOVERY = 2
 RUNNING = 3
+
+#: How long a probe waits for an answer. A JMX exporter took 4-11 s to answer while its
+#: broker recovered logs on a loaded machine (FIELD_NOTES): a 5 s timeout read "unknown"
+#: exactly while the answer mattered most. 20 s is about twice the slowest answer seen.
+DEFAULT_TIMEOUT_S = 20.0
+#: the environment's default for every probe (a connection's ``timeout_s`` extra wins)
+TIMEOUT_ENV = "KAFKA_RUNBOOKS_PROBE_TIMEOUT_S"
 
 
 @dataclass(frozen=True)
@@ -148,7 +156,7 @@ class PrometheusProbe:
         self,
         endpoints: dict[int, str] | None = None,
         url_template: str | None = None,
-        timeout_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         verify: str | bool = True,
     ) -> None:
         if not endpoints and not url_template:
@@ -254,7 +262,7 @@ class StrimziAgentProbe:
         cert_file: str,
         key_file: str,
         ca_file: str,
-        timeout_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         endpoints: dict[int, str] | None = None,
     ) -> None:
         self.url_template = url_template
@@ -359,11 +367,27 @@ class CombinedProbe:
         )
 
 
+def timeout_setting(extra: dict[str, Any]) -> float:
+    """A probe's timeout: the connection's ``timeout_s`` extra, else ``$KAFKA_RUNBOOKS_PROBE_TIMEOUT_S``,
+    else :data:`DEFAULT_TIMEOUT_S`; anything but a positive number is refused before any call."""
+    raw = extra.get("timeout_s")
+    where = "the connection's timeout_s"
+    if raw is None:
+        raw, where = os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise BadInput(f"{where} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
 def probe_from_config(extra: dict[str, Any]):
     """Build a probe from a connection's extras: ``{"kind": "prometheus" | "strimzi-agent" |
     "combined", ...}``; ``combined`` takes ``{"probes": [<extras>, ...]}``."""
     kind = extra.get("kind", "prometheus")
-    timeout = float(extra.get("timeout_s", 5.0))
+    timeout = timeout_setting(extra)
     if kind == "combined":
         return CombinedProbe([probe_from_config(p) for p in extra.get("probes") or []])
     if kind == "prometheus":

@@ -9,7 +9,8 @@ Configured like the restart runbook's broker-state probe (the same Airflow conne
   ``http://kafka-{node_id}.kafka:9404/metrics``; ``{host}`` is the node's host as the
   cluster reports it (brokers: DescribeCluster; controllers: DescribeQuorum, Kafka >= 3.8);
 - ``controller_url_template``: the same for controllers when they differ;
-- ``timeout_s`` (default 5), ``ca_file`` (TLS).
+- ``timeout_s`` (default ``$KAFKA_RUNBOOKS_PROBE_TIMEOUT_S``, else 20: exporters answer slowly
+  while their broker recovers logs), ``ca_file`` (TLS).
 
 An explicit endpoint wins over a template. A node with no URL, a refused connection, a
 timeout, a non-200 answer or an unparseable body is a reading with an error: "unknown".
@@ -23,6 +24,7 @@ from typing import Any
 
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.metadata_errors.metrics import NodeMetrics, parse
+from kafka_runbooks.probes import DEFAULT_TIMEOUT_S, timeout_setting
 
 MAX_PARALLEL = 8
 
@@ -45,7 +47,7 @@ class MetricsEndpoints:
         endpoints: dict[Any, str] | None = None,
         url_template: str | None = None,
         controller_url_template: str | None = None,
-        timeout_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         verify: str | bool = True,
     ) -> None:
         self.endpoints = {int(k): str(v) for k, v in (endpoints or {}).items()}
@@ -76,7 +78,7 @@ class MetricsEndpoints:
             endpoints=extra.get("endpoints"),
             url_template=extra.get("url_template"),
             controller_url_template=extra.get("controller_url_template"),
-            timeout_s=float(extra.get("timeout_s", 5.0)),
+            timeout_s=timeout_setting(extra),
             verify=extra.get("ca_file", True),
         )
 

@@ -179,6 +179,8 @@ class _Exporter(BaseHTTPRequestHandler):
             return
         if kind == "slow":
             threading.Event().wait(3)
+        if kind == "recovering":  # an exporter whose broker recovers logs: 4-11 s seen (FIELD_NOTES)
+            threading.Event().wait(6)
         status, body = {
             "ok": (200, b"kafka_server_brokerstate 3\n"),
             "500": (500, b"kafka_server_brokerstate 3\n"),
@@ -186,6 +188,7 @@ class _Exporter(BaseHTTPRequestHandler):
             "302": (302, b""),
             "binary": (200, b"\xff\xfe\xfa" * 100),
             "slow": (200, b"kafka_server_brokerstate 3\n"),
+            "recovering": (200, b"kafka_server_brokerstate 1\nkafka_log_remaining_logs_to_recover 1326\n"),
         }.get(kind, (404, b"no"))
         self.send_response(status)
         if status == 302:
@@ -258,3 +261,42 @@ def test_a_combined_probe_takes_the_counts_from_whichever_source_has_them(export
     assert built.read(1).state == 3
     with pytest.raises(ValueError, match="at least one probe"):
         probe_from_config({"kind": "combined", "probes": []})
+
+
+# -- the probe timeout (issue 23 item 11) ------------------------------------------------------
+
+
+def test_a_slow_answer_while_logs_recover_is_read_not_unknown(exporter, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints
+    from kafka_runbooks.probes import probe_from_config
+
+    monkeypatch.delenv("KAFKA_RUNBOOKS_PROBE_TIMEOUT_S", raising=False)  # the default timeout
+    extra = {"kind": "prometheus", "url_template": exporter + "/recovering"}
+    with ThreadPoolExecutor(2) as pool:  # both readers at once: one 6 s wait
+        probe = pool.submit(probe_from_config(extra).read, 1)
+        sweep = pool.submit(MetricsEndpoints.from_config(extra).read, 1)
+    reading = probe.result()
+    assert (reading.state, reading.remaining_logs, reading.error) == (1, 1326, None)
+    assert assess(reading).kind == WAIT_STARTING
+    assert sweep.result().ok and sweep.result().metrics.broker_state == 1
+
+
+def test_the_probe_timeout_is_a_setting_the_connection_overrides(monkeypatch):
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints
+    from kafka_runbooks.probes import TIMEOUT_ENV, probe_from_config
+
+    extra = {"kind": "prometheus", "url_template": "http://b{node_id}:9404/metrics"}
+    monkeypatch.setenv(TIMEOUT_ENV, "45")
+    assert probe_from_config(extra).timeout_s == 45 == MetricsEndpoints.from_config(extra).timeout_s
+    assert probe_from_config({**extra, "timeout_s": 8}).timeout_s == 8
+    combined = probe_from_config({"kind": "combined", "probes": [extra]})
+    assert combined.probes[0].timeout_s == 45
+    for bad in ("abc", "0", "-1", "inf", "nan"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(BadInput, match=TIMEOUT_ENV):
+            probe_from_config(extra)
+    with pytest.raises(BadInput, match="timeout_s"):
+        MetricsEndpoints.from_config({**extra, "timeout_s": "soon"})
