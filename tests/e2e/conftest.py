@@ -44,9 +44,17 @@ def _connections(request: pytest.FixtureRequest) -> dict[str, dict]:
 @pytest.fixture(scope="session")
 def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
     """A fresh Airflow (new metadata DB) on 127.0.0.1, stopped at the end of the session."""
+    port = int(os.environ.get("KR_AIRFLOW_TEST_PORT", DEFAULT_PORT))
+    stack_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
+    if stack_base <= port <= stack_base + 402:  # Airflow takes port, +1, +2; the stack base..base+400
+        pytest.fail(
+            f"KR_AIRFLOW_TEST_PORT={port} falls among the test stack's ports ({stack_base}-{stack_base + 400}, "
+            f"KR_TEST_PORT_BASE={stack_base}; Connect REST is {stack_base + 80}): pick a port outside them, "
+            f"e.g. {stack_base + 450}"
+        )
     airflow = AirflowLocal(
         AIRFLOW_TEST_HOME,
-        port=int(os.environ.get("KR_AIRFLOW_TEST_PORT", DEFAULT_PORT)),
+        port=port,
         dags_folders=[ROOT / "dags", HERE / "dags"],
         plugins_folder=ROOT / "plugins",
         connections=_connections(request),
