@@ -9,7 +9,8 @@ action, so what the runbook did is exactly what the engine was asked.
 - ``force_restart``: ``POST /containers/{name}/kill`` then ``POST /containers/{name}/start``.
 - ``is_running``: ``GET /containers/{name}/json``, ``State.Running`` and not restarting.
 - ``evidence``: the same answer's ``State.StartedAt`` and ``State.Pid``: a restart is
-  counted only when they are newer than the request (the engine answering 204 is not).
+  counted only when they changed from what the engine said just before the request (the
+  engine answering 204 is not), never against the worker's clock.
 """
 
 from __future__ import annotations
