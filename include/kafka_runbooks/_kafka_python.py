@@ -25,14 +25,32 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 class KafkaPythonClient:
-    """kafka-python's admin client, answering in the model's dataclasses."""
+    """kafka-python's admin client, answering in the model's dataclasses.
 
-    def __init__(self, config: dict[str, Any], request_timeout_ms: int = 30000) -> None:
+    ``request_timeout_ms`` is one attempt's deadline (the facade keeps it a fraction of a
+    call's): a broker that accepts connections but answers nothing (SIGSTOP, a long GC
+    pause, a half-open connection) costs one attempt, not the call. Such a broker becomes
+    a suspect (:attr:`suspects`, with the fact in words) and kafka-python's own node
+    choice skips it for ``suspect_ms``, so the next attempt goes to another broker.
+    """
+
+    def __init__(
+        self, config: dict[str, Any], request_timeout_ms: int = 30000, suspect_ms: int | None = None
+    ) -> None:
         from kafka.admin import KafkaAdminClient
 
-        kwargs = {"request_timeout_ms": request_timeout_ms, **to_kafka_python(config)}
+        kwargs = {
+            "request_timeout_ms": request_timeout_ms,
+            "bootstrap_timeout_ms": request_timeout_ms,
+            **to_kafka_python(config),
+        }
         kwargs.setdefault("client_id", "kafka-runbooks")
+        self.request_timeout_ms = int(kwargs["request_timeout_ms"])
+        self.suspect_ms = suspect_ms if suspect_ms is not None else 3 * self.request_timeout_ms
+        #: broker id -> why it is skipped ("broker 2 accepted the connection but did not answer within 3 s")
+        self.suspects: dict[int, str] = {}
         self._client = KafkaAdminClient(**kwargs)
+        _watch_nodes(self)
 
     def close(self) -> None:
         self._client.close()
@@ -41,6 +59,26 @@ class KafkaPythonClient:
         """Drop the broker kafka-python cached as "the controller" (under KRaft any broker
         from metadata); the next controller request asks the metadata for a live one."""
         self._client._controller_id = None
+
+    def suspect(self, node_id: int, fact: str) -> None:
+        """Skip ``node_id`` for ``suspect_ms``: kafka-python's reconnect back-off is what its
+        least-loaded node choice and its sends by node id already honour (a send to it fails
+        at once with NodeNotReadyError); a cached controller on it is forgotten."""
+        import time
+
+        manager = self._client._manager
+        failures, _, connect_ms = manager._backoff.get(node_id, (0, 0, manager.config["request_timeout_ms"]))
+        manager._backoff[node_id] = (failures + 1, time.monotonic() + self.suspect_ms / 1000, connect_ms)
+        if self._client._controller_id == node_id:
+            self.forget_controller()
+        if node_id not in self.suspects:
+            log.warning("%s; skipping it for %.0f s", fact, self.suspect_ms / 1000)
+        self.suspects[node_id] = fact
+
+    def answered(self, node_id: int) -> None:
+        """A node that answers is no longer a suspect."""
+        if self.suspects.pop(node_id, None) is not None:
+            log.info("broker %s answers again", node_id)
 
     def advertised_api_versions(self, api_key: int) -> tuple[int, int] | None:
         """(min, max) versions of ``api_key`` the connected broker advertised, None if absent."""
@@ -63,6 +101,10 @@ class KafkaPythonClient:
             for b in data["brokers"]
         ]
         return data["cluster_id"], brokers
+
+    def topic_names(self) -> list[str]:
+        """Every topic the metadata names, internal ones included (a Metadata request)."""
+        return list(self._client.list_topics())
 
     def describe_quorum(self) -> Quorum:
         data = self._client.describe_metadata_quorum()
@@ -171,6 +213,60 @@ class KafkaPythonClient:
 
 def _ts(value: int | None) -> int | None:
     return None if value is None or value < 0 else value
+
+
+def _watch_nodes(client: KafkaPythonClient) -> None:
+    """Route every request of kafka-python through one watched send (internal API, wrapped
+    here only): the node each request goes to is known, a node that lets a request time
+    out becomes a suspect, and a controller-bound request is never routed to a suspect.
+
+    The admin methods of kafka-python call ``manager.send`` (least-loaded node or a node
+    id) and ``_refresh_controller_id`` (under KRaft: any broker named by the metadata);
+    both are replaced on this client's instances only.
+    """
+    manager = client._client._manager
+    send = manager.send
+    refresh_controller_id = client._client._refresh_controller_id
+
+    def watched_send(request, node_id=None, request_timeout_ms=None):
+        node = node_id if node_id is not None else manager.least_loaded_node()
+        future = send(request, node_id=node, request_timeout_ms=request_timeout_ms)
+        if node is not None:
+            future.add_callback(lambda _: client.answered(node))
+            future.add_errback(lambda exc: _on_send_failure(client, node, exc, request_timeout_ms))
+        return future
+
+    async def controller_id_not_suspect(timeout_ms=30000):
+        node = await refresh_controller_id(timeout_ms)
+        if node in client.suspects:
+            others = sorted(b.node_id for b in manager.cluster.brokers() if b.node_id not in client.suspects)
+            if others:
+                log.info("controller requests go to broker %s, not to suspect broker %s", others[0], node)
+                node = others[0]
+        return node
+
+    manager.send = watched_send
+    client._client._refresh_controller_id = controller_id_not_suspect
+
+
+def _on_send_failure(
+    client: KafkaPythonClient, node: int, exc: BaseException, timeout_ms: int | None
+) -> None:
+    """A request that timed out on ``node`` (the connection was accepted, or is half-open,
+    and nothing came back) makes the node a suspect; a refused connection or a node already
+    in back-off is kafka-python's own business (it backs off by itself)."""
+    from kafka.errors import KafkaTimeoutError, RequestTimedOutError
+
+    if not isinstance(exc, (RequestTimedOutError, KafkaTimeoutError)):
+        return
+    seconds = (timeout_ms or client.request_timeout_ms) / 1000
+    if isinstance(exc, RequestTimedOutError):
+        fact = f"broker {node} accepted the connection but did not answer within {seconds:g} s"
+    elif "connection timed out" in str(exc).lower():
+        fact = f"broker {node} did not accept a connection in time ({exc})"
+    else:
+        fact = f"broker {node} did not answer in time ({exc})"
+    client.suspect(node, fact)
 
 
 # ---------------------------------------------------------------------------------

@@ -2,9 +2,17 @@
 
 It answers "what does the cluster look like now" and carries out the writes the
 runbooks decide (reassignments, replica reorders, leader elections, throttle configs).
-confluent-kafka does the work it can (topic listing); the RPCs it lacks go through
-kafka-python, in the private :mod:`kafka_runbooks._kafka_python`, which nothing else
-imports. The retry and fail-over rules live here, in two methods:
+Every RPC goes through kafka-python, in the private :mod:`kafka_runbooks._kafka_python`,
+which nothing else imports: it is the client that lets the facade choose the broker a
+request goes to (librdkafka's metadata call asks one broker and does not try another
+within its deadline, so one frozen broker failed a whole read). The retry and fail-over
+rules live here, in two methods, on one per-attempt deadline:
+
+- every attempt has ``attempt_timeout_s`` (a third of the call's ``timeout_s``): a broker
+  that accepts connections but does not answer (SIGSTOP, a long GC pause, a half-open
+  connection) costs one attempt, becomes a suspect that the next attempts skip, and is
+  reported in words (``not_answering``: "broker 2 accepted the connection but did not
+  answer within 5 s");
 
 - ``_retry``: a read that failed with a retriable error (connection lost, node not
   ready, request timed out) is tried again, on another broker when it can; after the
@@ -71,6 +79,8 @@ class ClusterAdmin:
         self.config = dict(config)
         self.bootstrap_servers = require_bootstrap(self.config)
         self.timeout_s = timeout_s
+        # one attempt's deadline: a frozen broker costs a third of the call, then another broker is asked
+        self.attempt_timeout_s = max(1.0, timeout_s / 3)
         quiet_client_logs()  # refused connections to a broker being worked on are not ERRORs
 
     def __repr__(self) -> str:
@@ -78,25 +88,16 @@ class ClusterAdmin:
 
     # Lazily built clients ------------------------------------------------------
     @cached_property
-    def confluent(self):
-        from confluent_kafka.admin import AdminClient
-
-        conf = {"socket.connection.setup.timeout.ms": int(self.timeout_s * 1000), **self.config}
-        conf.setdefault("client.id", "kafka-runbooks")
-        # librdkafka's own log lines go through Python logging, not straight to stderr.
-        conf.setdefault("logger", logging.getLogger("kafka_runbooks.librdkafka"))
-        return AdminClient(conf)
-
-    @cached_property
     def _kafka_python(self):
-        """kafka-python's client, for the RPCs confluent-kafka lacks (private to the facade)."""
+        """kafka-python's client (private to the facade), one attempt's deadline per request."""
         from kafka.errors import KafkaError
 
         from kafka_runbooks._kafka_python import KafkaPythonClient
 
-        timeout_ms = int(self.timeout_s * 1000)
+        attempt_ms = int(self.attempt_timeout_s * 1000)
+        suspect_ms = int(self.timeout_s * 1000)
         try:
-            return KafkaPythonClient(self.config, request_timeout_ms=timeout_ms)
+            return KafkaPythonClient(self.config, request_timeout_ms=attempt_ms, suspect_ms=suspect_ms)
         except KafkaError as exc:
             first_error = exc
         # kafka-python can stay stuck on a bootstrap server that accepts connections but
@@ -105,7 +106,9 @@ class ClusterAdmin:
         for server in servers if len(servers) > 1 else []:
             try:
                 return KafkaPythonClient(
-                    {**self.config, "bootstrap.servers": server}, request_timeout_ms=min(timeout_ms, 5000)
+                    {**self.config, "bootstrap.servers": server},
+                    request_timeout_ms=attempt_ms,
+                    suspect_ms=suspect_ms,
                 )
             except KafkaError as exc:
                 log.info("bootstrap through %s failed: %s", server, exc)
@@ -124,16 +127,19 @@ class ClusterAdmin:
         self.close()
 
     # Reads -------------------------------------------------------------------
-    @_rpc("Metadata")
+    def not_answering(self) -> dict[int, str]:
+        """Brokers skipped because they let a request time out, each with the fact in words
+        ("broker 2 accepted the connection but did not answer within 5 s"): for decision
+        records. Empty before the first call; a broker leaves once it answers again."""
+        if "_kafka_python" not in self.__dict__:
+            return {}
+        return dict(sorted(getattr(self._kafka_python, "suspects", {}).items()))
+
+    @_rpc("DescribeCluster")
     def ping(self) -> str:
         """Cluster id, or ClusterUnreachable: the check every runbook makes before acting."""
-        from confluent_kafka import KafkaException
-
-        try:
-            md = self.confluent.list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise ClusterUnreachable(f"no broker of {self.bootstrap_servers} answered: {exc}") from exc
-        return md.cluster_id
+        cluster_id, _ = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
+        return cluster_id
 
     @_rpc("DescribeCluster")
     def describe_brokers(self) -> dict[int, Broker]:
@@ -146,14 +152,8 @@ class ClusterAdmin:
 
     @_rpc("Metadata")
     def list_topics(self, include_internal: bool = True) -> list[str]:
-        from confluent_kafka import KafkaException
-
-        try:
-            md = self.confluent.list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise ClusterUnreachable(f"listing topics on {self.bootstrap_servers} failed: {exc}") from exc
-        names = [t for t in md.topics if include_internal or not t.startswith("__")]
-        return sorted(names)
+        names = self._retry("Metadata", lambda: self._kafka_python.topic_names())
+        return sorted(t for t in names if include_internal or not t.startswith("__"))
 
     @_rpc("DescribeConfigs")
     def min_insync_replicas(self, topics: list[str], batch: int = 500) -> dict[str, int]:
@@ -218,7 +218,9 @@ class ClusterAdmin:
             try:
                 replicas.extend(self._kafka_python.describe_log_dirs(broker_id))
             except Exception as exc:  # one broker's failure must not hide the others'
-                errors[broker_id] = f"{type(exc).__name__}: {exc}"
+                # a suspect fails at once (NodeNotReadyError): the reason is why it is one
+                suspect = self.not_answering().get(broker_id)
+                errors[broker_id] = suspect or f"{type(exc).__name__}: {exc}"
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
         return replicas, errors
 
@@ -352,8 +354,9 @@ class ClusterAdmin:
                 return fn()
             except RetriableError as exc:  # connection lost, node not ready, request timed out...
                 if attempt == attempts:
+                    facts = "".join(f"; {fact}" for fact in self.not_answering().values())
                     raise ClusterUnreachable(
-                        f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}"
+                        f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}{facts}"
                     ) from exc
                 log.info("%s failed (%s); retrying on another broker", what, exc)
                 time.sleep(0.5 * attempt)

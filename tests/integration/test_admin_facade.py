@@ -99,3 +99,54 @@ def test_a_hung_bootstrap_server_does_not_hide_the_live_ones(kafka_stack):
             assert sorted(client.describe_brokers()) == [1, 2, 3, 4]
     finally:
         hung.close()
+
+
+# A read that waits longer than this for the frozen broker has waited for it to be resumed:
+# the facade's attempts are a third of its 30 s call timeout, the reads before this fix
+# waited the whole 30 s on the one broker they had picked.
+FROZEN_SAFETY_S = 25
+
+
+def test_a_frozen_broker_does_not_block_cluster_wide_reads(restore_stack):
+    """Broker 1 is SIGSTOPped (its sockets stay open, nothing answers). It is the only
+    bootstrap server and the only broker the client is connected to, so every client picks
+    it first; the reads still answer, completely for brokers 2-4, before anyone resumes it,
+    and name broker 1 as the one that accepted the connection but did not answer."""
+    import threading
+
+    stack = restore_stack
+    frozen = 1
+    topic = unique_topic("facade-frozen")
+    create_topic(stack.bootstrap_servers, topic, 2, 3, assignment={0: [2, 3, 4], 1: [frozen, 2, 3]})
+    assert produce(stack.bootstrap_servers, topic, 50, size=100) == 50
+    with ClusterAdmin({"bootstrap.servers": stack.node(frozen).address}, timeout_s=30) as client:
+        client.describe_log_dirs([frozen])  # the client's one open connection: to the broker to freeze
+        returned = threading.Event()
+        resumed_by_watchdog = threading.Event()
+
+        def watchdog():
+            if not returned.wait(FROZEN_SAFETY_S):
+                resumed_by_watchdog.set()
+            stack.thaw(frozen)
+
+        stack.freeze(frozen)
+        guard = threading.Thread(target=watchdog, daemon=True)
+        guard.start()
+        try:
+            state = client.read_state()
+            client._kafka_python._client._controller_id = frozen  # the cached "controller" is the frozen one
+            reassignments = client.list_reassignments()
+            not_answering = client.not_answering()
+        finally:
+            returned.set()
+            guard.join()
+            stack.thaw(frozen)
+    assert not resumed_by_watchdog.is_set(), "the reads waited until the frozen broker was resumed"
+    assert not_answering == {frozen: "broker 1 accepted the connection but did not answer within 10 s"}
+    assert state.log_dir_errors == {frozen: not_answering[frozen]}
+    assert sorted(state.brokers) == [1, 2, 3, 4] and state.quorum.leader_id >= 0
+    mine = {(p.partition, p.replicas) for p in state.partitions if p.topic == topic}
+    assert mine == {(0, (2, 3, 4)), (1, (frozen, 2, 3))}
+    sized = sorted((r.broker_id, r.partition) for r in state.log_dirs if r.topic == topic)
+    assert sized == [(2, 0), (2, 1), (3, 0), (3, 1), (4, 0)]
+    assert all((t, p) != (topic, 0) for t, p in reassignments)
