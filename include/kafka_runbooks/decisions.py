@@ -1,9 +1,12 @@
 """Decision records: the audit trail every runbook step leaves in its task log.
 
-A record says what was observed, what was decided and why, and what was done. It is
-logged as one line a person can read, with the same facts as structured fields (Airflow
-3's task logs are JSON: extra keys land in the record), so a reviewer can follow a run
-and a machine can query it.
+A record says what was observed, what was decided and why, and what was done. Its log
+event is one line of prose a person reads (``DECISION step [subject]: decision because
+reason; action: ...``); the observed facts follow on a second, bounded line (``facts:
+key=value, ...``) that names the record's id, and the whole record, facts included, is in
+the structured ``decision_record`` key of the JSON log record (machines query it) and in
+the decision journal (the Kafka page shows it under that id). A blob of JSON in the prose
+line made every DECISION line need horizontal scrolling in the log view (issue #24.7).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,6 +24,8 @@ log = logging.getLogger("kafka_runbooks.decisions")
 # summary is built from them. Bounded, so a sensor poking for days cannot grow it.
 _made: list[DecisionRecord] = []
 _MAX_KEPT = 1000
+# the facts line stays readable: longer facts are cut here and read in full in the journal
+FACTS_LINE_CHARS = 240
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class DecisionRecord:
     action: str | None = None
     subject: str | None = None
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # names the record in the journal and on the Kafka page (the facts line points to it)
+    record_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,6 +47,29 @@ class DecisionRecord:
         subject = f" [{self.subject}]" if self.subject else ""
         action = f"; action: {self.action}" if self.action else ""
         return f"DECISION {self.step}{subject}: {self.decision} because {self.reason}{action}"
+
+    def facts_line(self, limit: int = FACTS_LINE_CHARS) -> str:
+        """The observed facts as ``key=value`` pairs on one bounded line, naming the record
+        whose journal entry holds them all; empty when nothing was observed."""
+        if not self.observed:
+            return ""
+        pairs = [f"{k}={_compact(v)}" for k, v in sorted(self.observed.items(), key=lambda kv: str(kv[0]))]
+        text = ", ".join(pairs)
+        if len(text) > limit:
+            text = text[:limit].rstrip() + " ..."
+        return f"facts: {text} (decision {self.record_id})"
+
+    def event(self) -> str:
+        """The log event: the prose line, then the facts line when there are facts."""
+        facts = self.facts_line()
+        return self.summary() + (f"\n  {facts}" if facts else "")
+
+
+def _compact(value: Any) -> str:
+    """A fact's value without JSON's quotes and spaces where they add nothing."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
 
 
 def record(
@@ -56,13 +87,7 @@ def record(
     rec = DecisionRecord(
         step=step, decision=decision, reason=reason, observed=observed or {}, action=action, subject=subject
     )
-    (logger or log).log(
-        level,
-        "%s | observed=%s",
-        rec.summary(),
-        json.dumps(rec.observed, sort_keys=True, default=str),
-        extra={"decision_record": rec.as_dict()},
-    )
+    (logger or log).log(level, "%s", rec.event(), extra={"decision_record": rec.as_dict()})
     _made.append(rec)
     del _made[:-_MAX_KEPT]
     from kafka_runbooks import journal
