@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 URL_PREFIX = "/kafka-console"
@@ -78,7 +78,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
                 "state": str(getattr(r.state, "value", r.state)),
                 "start_date": r.start_date.isoformat(timespec="seconds") if r.start_date else None,
                 "url": _ui_path("dags", r.dag_id, "runs", r.run_id),
-                **_stop_link(r.dag_id, r.conf, dag_ids),
+                **_stop_link(r.dag_id, r.run_id, r.conf),
             }
             for r in runs
         ],
@@ -96,13 +96,13 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
     )
 
 
-def _stop_link(dag_id: str, conf: Any, dag_ids: set[str]) -> dict[str, Any]:
-    """A running reassignment gets a Stop link: the stop runbook's page, where Trigger opens its form
-    (Airflow 3.3 has no URL of the form itself). Only for users who may see that runbook."""
-    if dag_id != REASSIGN_DAG_ID or STOP_DAG_ID not in dag_ids:
+def _stop_link(dag_id: str, run_id: str, conf: Any) -> dict[str, Any]:
+    """A running reassignment gets a Stop link: this app's stop page of that run (a reason and a Stop
+    button that acts at once, see :func:`stop_run`). The stop runbook stays for API and CLI users."""
+    if dag_id != REASSIGN_DAG_ID:
         return {}
     conn = (conf or {}).get("kafka_conn_id") if isinstance(conf, dict) else None
-    return {"stop_url": _ui_path("dags", STOP_DAG_ID), "kafka_conn_id": conn or "kafka_default"}
+    return {"stop_url": _stop_path(dag_id, run_id), "kafka_conn_id": conn or "kafka_default"}
 
 
 def _overview(user) -> dict[str, Any]:
@@ -124,3 +124,122 @@ def page(user: GetUserDep) -> HTMLResponse:
 def api_overview(user: GetUserDep) -> JSONResponse:
     """The same figures as JSON, for scripts and tests."""
     return JSONResponse(_overview(user))
+
+
+# ------------------------------------------------------------------ Stop (issue #24 item 2)
+
+
+def _stop_path(dag_id: str, run_id: str) -> str:
+    """This app's stop page of one run, under Airflow's base URL."""
+    return _ui_path("kafka-console", "runs", dag_id, run_id, "stop")
+
+
+def stop_refusal(
+    dag_id: str, run_state: str | None, may_edit_runs: bool, approvers: list[str] | None, user_id: str
+) -> str | None:
+    """Why this user may not stop this run (None: they may). The same people as the gate: those who
+    may edit the DAG's runs and, when the deployment names approvers, only them."""
+    if dag_id != REASSIGN_DAG_ID:
+        return f"only {REASSIGN_DAG_ID} runs are stopped here"
+    if run_state is None:
+        return "no such run"
+    if not may_edit_runs:
+        return f"you may not edit the runs of {dag_id}"
+    if approvers is not None and user_id not in approvers:
+        return f"only the approvers of its gate may stop it ({', '.join(approvers)})"
+    if run_state not in ("queued", "running"):
+        return f"the run is {run_state}: nothing to stop"
+    return None
+
+
+def _run_of(dag_id: str, run_id: str) -> tuple[str | None, dict[str, Any]]:
+    """(state, conf) of a run from Airflow's database; (None, {}) when there is none."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.execute(
+            select(DagRun.state, DagRun.conf).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)
+        ).first()
+    if row is None:
+        return None, {}
+    return str(getattr(row.state, "value", row.state)), dict(row.conf or {})
+
+
+def _refusal_for(user, dag_id: str, run_id: str) -> tuple[str | None, dict[str, Any]]:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    from kafka_runbooks_airflow.approvers import assigned_approvers
+
+    state, conf = _run_of(dag_id, run_id)
+    may_edit = get_auth_manager().is_authorized_dag(
+        method="PUT", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+    )
+    approvers = [a["id"] for a in assigned_approvers() or []] or None
+    return stop_refusal(dag_id, state, may_edit, approvers, str(user.get_id())), conf
+
+
+def _stop_page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    from html import escape
+
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title></head>"
+        f"<body style='font-family:sans-serif;max-width:60em;margin:2em'><h1>{escape(title)}</h1>{body}"
+        f"<p><a href='{escape(_ui_path('plugin', 'kafka'))}'>Back to the Kafka page</a></p></body></html>",
+        status_code=status,
+    )
+
+
+@app.get("/runs/{dag_id}/{run_id}/stop", response_class=HTMLResponse)
+def stop_form(dag_id: str, run_id: str, user: GetUserDep) -> HTMLResponse:
+    """The run's Stop button, with the reason it needs (recorded with the stop)."""
+    from html import escape
+
+    refusal, conf = _refusal_for(user, dag_id, run_id)
+    if refusal:
+        return _stop_page("Cannot stop this run", f"<p class='refused'>{escape(refusal)}</p>", 403)
+    conn = escape(str(conf.get("kafka_conn_id") or "kafka_default"))
+    return _stop_page(
+        f"Stop {run_id}",
+        f"<p>Cancels what this run has in flight on <b>{conn}</b> (only its own reassignments; the "
+        "partitions go back to their replicas before the move), removes its throttles, and ends the run "
+        "saying what moved, what was cancelled and what never started. The chunks done stay done.</p>"
+        f"<form method='post' action='{escape(_stop_path(dag_id, run_id))}'>"
+        "<label>Reason <input id='reason' name='reason' required minlength='1' size='60'></label> "
+        "<button id='stop' type='submit'>Stop</button></form>",
+    )
+
+
+@app.post("/runs/{dag_id}/{run_id}/stop")
+async def stop_run(dag_id: str, run_id: str, request: Request, user: GetUserDep):
+    """Record the stop request with the user and stop the run now (``failed_broker.stop_run_now``)."""
+    from html import escape
+    from urllib.parse import urlparse
+
+    from starlette.concurrency import run_in_threadpool
+
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlparse(origin).netloc != request.headers.get("host"):
+        return _stop_page("Refused", "<p class='refused'>a stop from another site is refused</p>", 403)
+    form = await request.form() if "form" in request.headers.get("content-type", "") else await request.json()
+    reason = str(form.get("reason") or "").strip()
+    refusal, conf = _refusal_for(user, dag_id, run_id)
+    if refusal or not reason:
+        why = refusal or "a reason is required (it is recorded with the stop)"
+        return _stop_page("Not stopped", f"<p class='refused'>{escape(why)}</p>", 403 if refusal else 400)
+    from kafka_runbooks_airflow.failed_broker import stop_run_now
+
+    conn = str(conf.get("kafka_conn_id") or "kafka_default")  # the run's own cluster, never the caller's
+    result = await run_in_threadpool(stop_run_now, dag_id, run_id, conn, str(user.get_name()), reason)
+    if "json" in request.headers.get("accept", ""):
+        return JSONResponse(result)
+    lines = "".join(
+        f"<li class='ending' data-state='{escape(name)}'>{escape(str(r.get('line') or r))}</li>"
+        for name, r in result["states"].items()
+    )
+    return _stop_page(
+        "Stopped",
+        f"<p>{escape(result['request']['by'])}: {escape(reason)}</p><ul>{lines or '<li>nothing was moving yet: the run stops before its first move</li>'}</ul>",
+    )

@@ -484,11 +484,64 @@ def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> di
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
         left = clean_leftover_throttles(admin, dag_id, only=[folder / ADOPT_STATE, folder / EXEC_STATE])
+        leaders = {
+            path.name: elect_after_stop(admin, path, bool(params.get("elect_preferred_leaders", True)))
+            for path in (folder / ADOPT_STATE, folder / EXEC_STATE)
+            if path.exists()
+        }
     finally:
         admin.close()
     if left:
         raise RunbookFailed(f"throttles could not be removed (the next run or sweep will retry): {left}")
-    return {"left": left}
+    return {"left": left, "leaders": {k: v for k, v in leaders.items() if v}}
+
+
+def elect_after_stop(admin: ClusterAdmin, path: StorePath, elect: bool) -> str | None:
+    """A run that ended before verify_result (stopped, failed) but moved replicas: elect the preferred
+    leaders of what it moved (approved with the plan), and say in its state and progress whether
+    leadership is balanced. None: the run finished (verify_result elects) or moved nothing."""
+    import time
+
+    from kafka_runbooks.failed_broker import progress
+    from kafka_runbooks.failed_broker.execute import claim, fenced_checkpoint, load_state
+    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
+    from kafka_runbooks.failed_broker.stop import final_progress, moved
+
+    state = load_state(path)
+    keys = set(moved(state))
+    if state.finished or not keys or (state.leaders and "NOT" not in state.leaders):
+        return None
+    state = claim(path, f"leaders after the end of {path.parent.name}")
+    if not elect:
+        state.leaders = (
+            f"leaders NOT re-balanced: elect_preferred_leaders is off; elect the preferred leaders of the "
+            f"{len(keys)} moved partition(s) with kafka-leader-election --election-type PREFERRED"
+        )
+    else:
+        topics = sorted({k.rsplit(":", 1)[0] for k in keys})
+        result = elect_preferred_leaders(
+            read=lambda: admin.describe_topic_partitions(topics),
+            elect=admin.elect_preferred,
+            keys=keys,
+            logger=log,
+        )
+        state.leaders = (
+            f"leaders re-balanced: the {len(keys)} moved partition(s) are led by their preferred replica"
+            if result.ok
+            else f"leaders NOT re-balanced: {len(result.not_led)} moved partition(s) not led by their preferred "
+            f"replica ({result.not_led[:5]}); elect them with kafka-leader-election --election-type PREFERRED"
+        )
+    fenced_checkpoint(path, state.fence)(state)
+    if state.stopped:
+        progress.write(_progress_file(path), final_progress(state, time.time()))
+    return state.leaders
+
+
+def _progress_file(path: StorePath) -> StorePath:
+    """progress.json beside exec-state.json (the Kafka page reads it), adopt-progress.json beside adopt-state.json."""
+    return path.parent / (
+        "progress.json" if path.name == EXEC_STATE else path.name.replace("state", "progress")
+    )
 
 
 # ------------------------------------------------------------------ stopping a reassignment
@@ -513,12 +566,18 @@ def stop_run_state(
 
     from kafka_runbooks.failed_broker import progress
     from kafka_runbooks.failed_broker.execute import save_state
-    from kafka_runbooks.failed_broker.stop import acknowledge, request_path, stop, verify_stopped
+    from kafka_runbooks.failed_broker.stop import (
+        acknowledge,
+        final_progress,
+        request_path,
+        stop,
+        verify_stopped,
+    )
 
     checkpoint = checkpoint or (lambda s: save_state(path, s))
     done = stop(admin, state, request, checkpoint=checkpoint, logger=logger)
     left = verify_stopped(admin, {run_id: (state, done["throttle"])})
-    progress.write(progress_file, progress.finished(state, time.time()))
+    progress.write(progress_file, final_progress(state, time.time()))
     _record_stopped(f"run {run_id}", request, done, left, logger)
     # the run's folder is in the runbook's state directory, next to the stop/ requests
     acknowledge(request_path(path.parent.parent, request.kafka_conn_id), run_id, int(time.time() * 1000))
@@ -679,3 +738,54 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
     if left:
         raise RunbookFailed(f"not fully stopped (run this again to retry): {left}")
     return {"stopped": sorted(chosen), "cancelled": len(total["cancelled"])}
+
+
+def stop_run_now(dag_id: str, run_id: str, conn_id: str, user: str, reason: str) -> dict[str, Any]:
+    """The console's Stop: write the same stop request as the stop DAG, then stop the run here at once.
+
+    It acts under the run's fence, so it need not wait for the executing task's next poke (under load
+    that was minutes): the claim makes every later write of a poke that is running, or of a zombie
+    attempt, fail before it sets a throttle or submits a move, since both are recorded before they
+    are done. What such a task had recorded just before the claim may still reach the cluster after
+    the first cancel: the read-back sees it (it is in the claimed state) and stops again. The next
+    poke finds the state stopped and fails its run saying who stopped it; the run's cleanup task
+    elects the preferred leaders of what moved.
+    """
+    requested = request_stop({"kafka_conn_id": conn_id, "reason": reason}, f"console {run_id}", user, 1)
+    from kafka_runbooks.failed_broker.stop import StopRequest
+
+    request = StopRequest(**requested["request"])
+    folder = run_dir(dag_id, run_id)
+    out: dict[str, Any] = {"request": requested["request"], "states": {}}
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        for path in (folder / ADOPT_STATE, folder / EXEC_STATE):
+            if path.exists():
+                out["states"][path.name] = _stop_state_now(admin, path, request, run_id)
+    finally:
+        admin.close()
+    return out
+
+
+def _stop_state_now(admin: ClusterAdmin, path: StorePath, request, run_id: str) -> dict[str, Any]:
+    """Claim one state of the run, stop it until the cluster reads clean, write its ending."""
+    import time
+    from dataclasses import asdict
+
+    from kafka_runbooks.failed_broker import progress
+    from kafka_runbooks.failed_broker.execute import Superseded, claim, fenced_checkpoint
+    from kafka_runbooks.failed_broker.stop import ending, final_progress, stop_until_clean
+
+    state = claim(path, f"stop request {request.request_id}")
+    if state.finished:
+        return {"finished": True, "line": "every chunk was already done: nothing to stop"}
+    try:
+        done, left = stop_until_clean(admin, state, request, fenced_checkpoint(path, state.fence), log)
+    except Superseded as exc:  # the executing task claimed it meanwhile: it stops its run itself
+        return {"taken_over": str(exc)}
+    progress.write(_progress_file(path), final_progress(state, time.time()))
+    _record_stopped(f"run {run_id}", request, done, left, log)
+    result = ending(state)
+    return {**asdict(result), "line": result.line(), "left": left}

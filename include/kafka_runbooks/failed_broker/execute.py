@@ -78,6 +78,9 @@ class ChunkState:
     # in flight before this run first looked (a killed run's submission): the copy rate counts
     # from that look. Its own flag, since nothing may have been copied yet when it was adopted
     adopted: bool = False
+    # a stopped chunk's partitions that the cluster showed on their target replicas after the stop
+    # (they finished before the cancel reached them): moved, not cancelled
+    completed: list[str] = field(default_factory=list)
 
     @property
     def planned_bytes(self) -> int:
@@ -98,6 +101,8 @@ class ExecState:
     stop_request: dict[str, Any] | None = None  # an operator's stop (reassign/stop.py): final
     fence: int = 0  # bumped by every claim: only the latest claimant may write (and act)
     claimed_by: str | None = None
+    # after a stop or a failure that moved replicas: whether their preferred leaders were elected
+    leaders: str | None = None
 
     def to_json(self) -> str:
         raw = asdict(self)

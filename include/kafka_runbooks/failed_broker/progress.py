@@ -38,6 +38,9 @@ class Progress:
     finished: bool = False
     stopped: str | None = None
     adopted: bool = False  # the chunk was in flight before this run: rate since this run first saw it
+    cancelled: int = 0  # partitions whose move a stop cancelled (back on their replicas before the move)
+    not_started: int = 0  # partitions of chunks a stop left unstarted
+    leaders: str | None = None  # after a stop: whether the moved partitions' leaders were re-balanced
 
     @property
     def percent_bytes(self) -> float:
@@ -51,7 +54,10 @@ class Progress:
         """One short line: 'chunk 3 of 8 | 41% bytes (4.2 GiB of 10.3 GiB) | 37% partitions (38/103) | ...'."""
         head = f"all {self.chunks} chunk(s) done" if self.finished else f"chunk {self.chunk} of {self.chunks}"
         if self.stopped:  # the chunks done stay done; the rest was cancelled or never started
-            head = f"STOPPED ({self.stopped}): {self.chunk} of {self.chunks} chunk(s) done"
+            head = (
+                f"STOPPED ({self.stopped}): {self.chunk} of {self.chunks} chunk(s) done, "
+                f"{self.cancelled} partition move(s) cancelled, {self.not_started} never started"
+            )
         rate = (
             "rate unknown" if self.rate_bytes_per_sec is None else f"{format_size(self.rate_bytes_per_sec)}/s"
         )
@@ -62,10 +68,11 @@ class Progress:
             if self.stopped
             else f"time left {'unknown' if self.eta_s is None else '~' + format_duration(self.eta_s)}"
         )
+        tail = f" | {self.leaders}" if self.stopped and self.leaders else ""
         return (
             f"{head} | {self.percent_bytes:.0f}% bytes ({format_size(self.bytes_done)} of {format_size(self.bytes)})"
             f" | {self.percent_partitions:.0f}% partitions ({self.partitions_done}/{self.partitions})"
-            f" | {rate} since {'adopted' if self.adopted else 'submission'} | {left}"
+            f" | {rate} since {'adopted' if self.adopted else 'submission'} | {left}{tail}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -117,16 +124,23 @@ def measure(state, chunk, done: list[str], copied_in_chunk: int, now: float) -> 
 
 
 def finished(state, now: float) -> Progress:
-    """Every chunk done (or the run stopped): the closing figures."""
+    """Every chunk done (or the run stopped): the closing figures. Only what the state records as in
+    place counts: the done chunks, and a stopped chunk's partitions the cluster showed on their
+    target after the stop (``completed``, see ``stop.settle``); a cancelled move's copied bytes are
+    not progress (the controller drops them)."""
     total_bytes = sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in state.chunks)
     total_parts = sum(len(c.targets) for c in state.chunks)
     done = [c for c in state.chunks if c.status == "done"]
+    stopped = [c for c in state.chunks if c.status == "stopped"]
+    in_place = [k for c in stopped for k in [*c.completed, *c.skipped] if k in c.targets]
+    sizes = {k: c.bytes.get(k, 0) for c in stopped for k in c.targets}
     return Progress(
         chunk=len(done),
         chunks=len(state.chunks),
-        partitions_done=sum(len(c.targets) for c in done),
+        partitions_done=sum(len(c.targets) for c in done) + len(in_place),
         partitions=total_parts,
-        bytes_done=sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in done),
+        bytes_done=sum(sum(c.bytes.get(k, 0) for k in c.targets) for c in done)
+        + sum(sizes[k] for k in in_place),
         bytes=total_bytes,
         rate_bytes_per_sec=None,
         eta_s=0.0 if state.finished else None,
@@ -135,6 +149,9 @@ def finished(state, now: float) -> Progress:
         updated_at_ms=int(now * 1000),
         finished=bool(state.finished),
         stopped=state.stopped,
+        cancelled=sum(len([k for k in c.moving if k not in c.completed]) for c in stopped),
+        not_started=sum(len(c.targets) for c in state.chunks if c.status == "pending"),
+        leaders=getattr(state, "leaders", None),
     )
 
 

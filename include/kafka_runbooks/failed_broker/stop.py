@@ -24,6 +24,7 @@ run's reassignments in flight, none of its throttle configs set.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -32,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, storage
-from kafka_runbooks.failed_broker import throttle
-from kafka_runbooks.failed_broker.execute import MOVING, ExecState, key, split, target_of
+from kafka_runbooks.failed_broker import progress, throttle
+from kafka_runbooks.failed_broker.execute import DONE, MOVING, PENDING, ExecState, key, split, target_of
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 
@@ -137,9 +138,11 @@ def stop(
             chunk.status = STOPPED
     checkpoint(state)
     errors: dict[str, str] = {}
+    cancelled_now: set[str] = set()
     if cancel:
         answer = admin.alter_partition_reassignments({split(k): None for k in cancel})
         errors = {key(*tp): e for tp, e in answer.items() if e and e != "NoReassignmentInProgressError"}
+        cancelled_now = {key(*tp) for tp, e in answer.items() if not e}
     decisions.record(
         "stop",
         "cancel the reassignments this run started" if cancel else "nothing of this run in flight to cancel",
@@ -160,7 +163,99 @@ def stop(
     )
     live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
     left = ChunkExecutor(admin, logger=logger, checkpoint=checkpoint).remove_throttle(state, live)
+    settle(state, replicas_now(admin, state), cancelled_now)
+    checkpoint(state)
     return {"cancelled": cancel, "errors": errors, "throttle": record, "throttle_left": left}
+
+
+def replicas_now(admin, state: ExecState) -> dict[str, list[int]]:
+    """The replicas the cluster names now for the partitions of the state's stopped chunks."""
+    keys = [k for c in state.chunks if c.status == STOPPED for k in c.moving]
+    topics = sorted({split(k)[0] for k in keys})
+    existing = set(admin.list_topics()) if topics else set()
+    parts = admin.describe_partitions([t for t in topics if t in existing]) if topics else []
+    return {key(p.topic, p.partition): list(p.replicas) for p in parts if key(p.topic, p.partition) in keys}
+
+
+def settle(state: ExecState, replicas: dict[str, list[int]], cancelled: set[str]) -> None:
+    """What a stop really ended, from the cluster: a stopped chunk's partition already on its target
+    replicas (and not among those whose reassignment this stop cancelled) finished before the stop:
+    it is moved, not cancelled; a stopped chunk whose every partition is so is done. Nothing else
+    counts as done: a partition whose replicas are unknown (not read) stays not completed."""
+    failed = set(state.failed_brokers)
+    for chunk in state.chunks:
+        if chunk.status != STOPPED:
+            continue
+        chunk.completed = sorted(
+            k
+            for k in chunk.moving
+            if k not in cancelled and k in replicas and _on_target(replicas[k], chunk.targets[k], failed)
+        )
+        if chunk.moving and len(chunk.completed) == len(chunk.moving):
+            chunk.status = DONE
+
+
+def _on_target(replicas: list[int], target: list[int], failed: set[int]) -> bool:
+    """On its target, or finished at the controller with this broker's metadata still naming the
+    failed replica (ListPartitionReassignments can be ahead of the metadata): a cancelled move is back
+    on its old replicas, which lack a receiver of the target."""
+    now, want = set(replicas), set(target)
+    return now == want or (want < now and now - want <= failed)
+
+
+def moved(state: ExecState) -> list[str]:
+    """Partitions this run put on their target replicas: its done chunks' moves (not the ones a chunk
+    dropped as already in place or changed) and the stopped chunks' completed ones."""
+    out = [k for c in state.chunks if c.status == DONE for k in c.moving if k not in c.skipped]
+    return sorted(set(out) | {k for c in state.chunks if c.status == STOPPED for k in c.completed})
+
+
+@dataclass(frozen=True)
+class Ending:
+    """The honest end of a stopped run: what moved, what was cancelled, what never started, leaders."""
+
+    stopped: str
+    chunks_done: int
+    chunks: int
+    completed: list[str]
+    cancelled: list[str]
+    not_started: list[str]
+    leaders: str
+
+    def line(self) -> str:
+        return (
+            f"STOPPED ({self.stopped}): {self.chunks_done} of {self.chunks} chunk(s) done; "
+            f"{len(self.completed)} partition(s) moved, {len(self.cancelled)} cancelled (back on their "
+            f"replicas before the move), {len(self.not_started)} never started; {self.leaders}"
+        )
+
+
+def ending(state: ExecState) -> Ending:
+    """The ending of a stopped state, as the chunks were settled against the cluster (:func:`settle`)."""
+    cancelled = [
+        k for c in state.chunks if c.status == STOPPED for k in c.moving if k not in set(c.completed)
+    ]
+    return Ending(
+        stopped=state.stopped or "stopped",
+        chunks_done=sum(1 for c in state.chunks if c.status == DONE),
+        chunks=len(state.chunks),
+        completed=moved(state),
+        cancelled=sorted(cancelled),
+        not_started=sorted(k for c in state.chunks if c.status == PENDING for k in c.targets),
+        leaders=leaders_text(state),
+    )
+
+
+def leaders_text(state: ExecState) -> str:
+    """Whether leadership was re-balanced: known only once the election ran (``state.leaders``)."""
+    if state.leaders:
+        return state.leaders
+    if not moved(state):
+        return "leaders: nothing moved, no election needed"
+    return (
+        f"leaders NOT re-balanced yet: the preferred-leader election of the {len(moved(state))} moved "
+        "partition(s) runs in the run's remove_throttles task"
+    )
 
 
 def our_throttles_left(admin: ClusterAdmin, record: dict[str, Any] | None, live: set[int]) -> dict[str, Any]:
@@ -248,3 +343,38 @@ def to_stop(
         if state.throttle is not None or moving or still or stopped_here:
             out[name] = state
     return out
+
+
+def final_progress(state: ExecState, now: float) -> progress.Progress:
+    """The closing figures of a stopped run, with whether its leaders were re-balanced (yet)."""
+    figures = progress.finished(state, now)
+    return dataclasses.replace(figures, leaders=leaders_text(state)) if state.stopped else figures
+
+
+def stop_until_clean(
+    admin,
+    state: ExecState,
+    request: StopRequest,
+    checkpoint,
+    logger=None,
+    tries: int = 3,
+    settle_s: float = 2.0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Stop, read back, and stop again while the read-back finds the run's moves in flight or its
+    throttle set: a task that recorded a submission or a throttle just before this stop claimed the
+    state may still send it after the first cancel (it cannot send anything it had not recorded: its
+    next fenced write fails). Returns (what the last stop did, what is left: empty when clean)."""
+    done = stop(admin, state, request, checkpoint, logger=logger)
+    record = done["throttle"]
+    left = verify_stopped(admin, {state.run_id: (state, record)}, settle_s=settle_s, timeout_s=settle_s * 2)
+    for _ in range(tries - 1):
+        if not left:
+            break
+        if left[state.run_id].get("throttles") and state.throttle is None and record:
+            state.throttle = throttle.ThrottleRecord.from_dict(record)  # set again after we took it off
+        done = stop(admin, state, request, checkpoint, logger=logger)
+        record = done["throttle"] or record
+        left = verify_stopped(
+            admin, {state.run_id: (state, record)}, settle_s=settle_s, timeout_s=settle_s * 2
+        )
+    return done, left

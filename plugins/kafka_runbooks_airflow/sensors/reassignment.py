@@ -112,17 +112,30 @@ class KafkaReassignmentSensor(BaseSensorOperator):
                 self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
                 done = executor.step(state)
         except Superseded as exc:
-            import logging
-
-            from kafka_runbooks import decisions
-
-            decisions.record("execute", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
-            raise AirflowFailException(str(exc)) from exc
+            self._superseded(path, exc)
         except ReassignError as exc:
             raise AirflowFailException(str(exc)) from exc
         finally:
             admin.close()
         return done
+
+    def _superseded(self, path, exc) -> None:
+        """Another process claimed the run's state mid-poke: act no more. When that was a stop (the
+        console's Stop acts at once, under the fence), the run fails saying who stopped it and how
+        it ended, not with a bare 'superseded'."""
+        import logging
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kafka_runbooks import decisions
+        from kafka_runbooks.failed_broker.execute import load_state
+        from kafka_runbooks.failed_broker.stop import ending
+
+        decisions.record("execute", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
+        state = load_state(path)
+        if state.stop_request:
+            raise AirflowFailException(ending(state).line()) from exc
+        raise AirflowFailException(str(exc)) from exc
 
     def _stop_request(self, context):
         """A reader of this connection's stop request that answers only one that applies to this run."""
@@ -150,9 +163,11 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         left = stop_run_state(
             admin, state, path, request, progress_file, context["run_id"], self.log, checkpoint
         )
+        from kafka_runbooks.failed_broker.stop import ending
+
         if left:
-            raise AirflowFailException(f"{request.text}; but the stop is not complete: {left}")
-        raise AirflowFailException(request.text)
+            raise AirflowFailException(f"{ending(state).line()}; but the stop is not complete: {left}")
+        raise AirflowFailException(ending(state).line())
 
     def on_kill(self) -> None:
         """Killed mid-poke: act no more, and take the throttle off unless someone claimed the
