@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import html
 import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import journal, storage
+from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.units import format_size
+
+if TYPE_CHECKING:
+    from kafka_runbooks.admin import ClusterAdmin
 
 COUNTS = (
     ("offline", "Offline", "no leader: clients of these partitions are down"),
@@ -92,18 +101,252 @@ def _read_json(store: storage.Store, key: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def overview(runs: list[dict], gates: list[dict], root: Path | None = None, decisions: int = 30) -> dict:
-    """Everything the page shows, as JSON (the page's API returns exactly this)."""
-    for run in runs:
-        run["progress"] = run_progress(run["dag_id"], run["run_id"], root)
+# ------------------------------------------------------------------ live state (read when the page loads)
+
+LIVE_DEADLINE_S = 4.0  # a page load waits at most this long for a cluster's answer
+LIVE_CACHE_S = 5.0  # a cluster is read at most once per this many seconds, however many pages load
+
+
+def read_live(admin: ClusterAdmin) -> dict[str, Any]:
+    """What the cluster says now: brokers, the quorum and the partition counts, read-only
+    through the admin facade (DescribeCluster v2 lists fenced brokers, DescribeQuorum,
+    DescribeTopicPartitions with each topic's min ISR)."""
+    cluster_id = admin.ping()
+    brokers = admin.describe_brokers()
+    quorum = admin.describe_quorum()
+    partitions = admin.describe_partitions()
+    for p in partitions:  # a replica on a broker the cluster no longer registers
+        for replica in p.replicas:
+            brokers.setdefault(replica, Broker(broker_id=replica, alive=False))
+    state = ClusterState(cluster_id=cluster_id, brokers=brokers, quorum=quorum, partitions=partitions)
+    return {
+        "cluster_id": cluster_id,
+        "brokers": [_live_broker(b) for _, b in sorted(brokers.items())],
+        "quorum": quorum_view(quorum),
+        "partitions": len(partitions),
+        "counts": {
+            "offline": len(state.offline()),
+            "under_min_isr": len(state.under_min_isr()),
+            "under_replicated": len(state.under_replicated()),
+        },
+    }
+
+
+def _live_broker(b: Broker) -> dict[str, Any]:
+    state = "up" if b.available else "fenced" if b.alive else "not registered"
+    return {
+        "broker_id": b.broker_id,
+        "rack": b.rack,
+        "registered": b.alive,
+        "fenced": b.fenced,
+        "state": state,
+    }
+
+
+def quorum_view(quorum: Quorum) -> dict[str, Any]:
+    """The quorum as the page shows it. A voter's lag is read in the answer's own terms only:
+    offsets (the leader's log end offset minus the voter's) and time by the leader's own clock
+    (``Quorum.lag_ms``); never against this machine's clock. Unknown stays None."""
+    leader = quorum.leader
+    leader_end = leader.log_end_offset if leader and leader.log_end_offset >= 0 else None
+
+    def lag(v: QuorumMember) -> dict[str, Any]:
+        offsets = (
+            None if leader_end is None or v.log_end_offset < 0 else max(0, leader_end - v.log_end_offset)
+        )
+        return {
+            "node_id": v.node_id,
+            "host": quorum.hosts.get(v.node_id),
+            "leader": v.node_id == quorum.leader_id,
+            "log_end_offset": v.log_end_offset if v.log_end_offset >= 0 else None,
+            "lag_offsets": offsets,
+            "caught_up_ms_ago": quorum.lag_ms(v.node_id),
+        }
+
+    return {
+        "leader_id": quorum.leader_id if quorum.leader_id >= 0 else None,
+        "leader_epoch": quorum.leader_epoch,
+        "high_watermark": quorum.high_watermark,
+        "voters": [lag(v) for v in quorum.voters],
+        "observers": sorted(o.node_id for o in quorum.observers),
+    }
+
+
+class LiveReader:
+    """Reads each cluster at most once per ``cache_s`` and never keeps a page waiting longer
+    than ``deadline_s``: the reads run in their own threads, a page takes what answered in
+    time and says "not read within N s" for the rest (that read goes on and fills the cache
+    for the next load; a second read of the same cluster is never started meanwhile)."""
+
+    def __init__(
+        self,
+        open_admin: Callable[[str], ClusterAdmin],
+        deadline_s: float = LIVE_DEADLINE_S,
+        cache_s: float = LIVE_CACHE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.open_admin, self.deadline_s, self.cache_s, self.clock = open_admin, deadline_s, cache_s, clock
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-console-live")
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._inflight: dict[str, Future] = {}
+
+    def read(self, conn_ids: list[str]) -> list[dict[str, Any]]:
+        """One answer per connection, in the given order, within the deadline."""
+        pending = {c: self._start(c) for c in conn_ids}
+        end = self.clock() + self.deadline_s
+        out = []
+        for conn_id, got in pending.items():
+            if isinstance(got, dict):
+                out.append(got)
+                continue
+            try:
+                out.append(got.result(timeout=max(0.0, end - self.clock())))
+            except FutureTimeout:
+                out.append(_unread(conn_id, f"the cluster did not answer within {self.deadline_s:g} s"))
+        return out
+
+    def _start(self, conn_id: str) -> dict[str, Any] | Future:
+        with self._lock:
+            cached = self._cache.get(conn_id)
+            if cached and self.clock() - cached[0] < self.cache_s:
+                return cached[1]
+            if conn_id not in self._inflight:
+                future = self._pool.submit(self._read_one, conn_id)
+                self._inflight[conn_id] = future
+            return self._inflight[conn_id]
+
+    def _read_one(self, conn_id: str) -> dict[str, Any]:
+        started = self.clock()
+        try:
+            with self.open_admin(conn_id) as admin:
+                view = {"kafka_conn_id": conn_id, "error": None, **read_live(admin)}
+        except Exception as exc:  # the one place a cluster's read failure becomes the page's reason
+            view = _unread(conn_id, f"{type(exc).__name__}: {exc}")
+        view["read_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            self._cache[conn_id] = (started, view)
+            self._inflight.pop(conn_id, None)
+        return view
+
+
+def _unread(conn_id: str, reason: str) -> dict[str, Any]:
+    return {"kafka_conn_id": conn_id, "error": reason, "read_at": None}
+
+
+# ------------------------------------------------------------------ each run's true state
+
+# task states in which a task works, or will without anyone's help (Airflow's names)
+ACTING_TASK_STATES = frozenset(
+    {"running", "queued", "scheduled", "deferred", "up_for_reschedule", "up_for_retry", "restarting"}
+)
+ANYONE_MAY_ANSWER = "any user allowed to answer this DAG's approvals (no approvers named)"
+
+
+def run_status(run: dict[str, Any], gates: list[dict[str, Any]]) -> tuple[str, str]:
+    """(status, why) of a run from what Airflow knows: its state, its DAG's pause flag and its
+    task instances' states; a run's own progress file never decides it (a restart wrote
+    "node 1: wait_ready" before its gate was answered)."""
+    state, paused, tasks = run["state"], bool(run.get("dag_paused")), run.get("tasks") or {}
+    if state == "queued":
+        if paused:
+            return (
+                "queued-because-paused",
+                "its DAG is paused: Airflow starts no run of it until it is unpaused",
+            )
+        return "queued", "waiting for the scheduler to start it"
+    if state == "running":
+        return _running_status(run, paused, tasks, gates)
+    if state == "failed":
+        return _ended_status(run, tasks)
+    return str(state), ""
+
+
+def _running_status(
+    run: dict[str, Any], paused: bool, tasks: dict[str, str], gates: list[dict[str, Any]]
+) -> tuple[str, str]:
+    waiting = sorted(t for t, s in tasks.items() if s == "awaiting_input")
+    if waiting:
+        gate = next((g for g in gates if g["run_id"] == run["run_id"] and g["dag_id"] == run["dag_id"]), {})
+        return "waiting-at-gate", f"{', '.join(waiting)} waits for an answer from {who_may_answer(gate)}"
+    working = sorted(t for t, s in tasks.items() if s == "running")
+    if paused and not working:
+        return "paused-mid-run", "its DAG was paused while it ran: no task runs until the DAG is unpaused"
+    if paused:
+        return "acting", f"{', '.join(working)} running; its DAG is paused: no further task will start"
+    busy = sorted(t for t, s in tasks.items() if s in ACTING_TASK_STATES)
+    return "acting", (f"{', '.join(busy)} " + ("running" if working else "in progress")) if busy else ""
+
+
+def _ended_status(run: dict[str, Any], tasks: dict[str, str]) -> tuple[str, str]:
+    reason = run.get("reason") or ""
+    progress = run.get("progress") or {}
+    if progress.get("stopped") or "stopped by" in reason:
+        return "stopped", str(progress.get("stopped") or reason)
+    failed = sorted(t for t, s in tasks.items() if s == "failed")
+    if reason:
+        return "failed", reason
+    return "failed", f"task(s) failed: {', '.join(failed)}" if failed else "reason not recorded"
+
+
+def who_may_answer(gate: dict[str, Any]) -> str:
+    """The gate's assigned users (Airflow's HITL assignees, from KAFKA_RUNBOOKS_APPROVERS), by name."""
+    users = gate.get("assignees") or []
+    names = [str(u.get("name") or u.get("id")) for u in users if isinstance(u, dict)]
+    return ", ".join(names) if names else ANYONE_MAY_ANSWER
+
+
+def failure_reason(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> str | None:
+    """The newest ERROR decision of a run in the journal (newest first), as its prose line."""
+    for d in records:
+        if d.get("dag_id") == dag_id and d.get("run_id") == run_id and d.get("level") == "ERROR":
+            return f"{d.get('step')}: {d.get('decision')} because {d.get('reason')}"
+    return None
+
+
+def paused_with_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paused DAGs that hold queued or running runs: they wait where nobody looks."""
+    held: dict[str, int] = {}
+    for r in runs:
+        if r.get("dag_paused") and r["state"] in ("queued", "running"):
+            held[r["dag_id"]] = held.get(r["dag_id"], 0) + 1
+    return [{"dag_id": d, "runs": n} for d, n in sorted(held.items())]
+
+
+def overview(
+    runs: list[dict],
+    gates: list[dict],
+    root: Path | None = None,
+    decisions: int = 30,
+    live: list[dict] | None = None,
+) -> dict:
+    """Everything the page shows, as JSON (the page's API returns exactly this). ``live``: what
+    each cluster of the fleet answered when the page loaded (``LiveReader.read``)."""
     journal_file = (root / "decisions" / "journal.jsonl") if root else None
+    records = journal.last(max(decisions, 500), journal_file)
+    for run in runs:
+        _judge(run, gates, records, root)
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "live": live or [],
         "health": health_reports(root),
         "runs": runs,
-        "gates": gates,
-        "decisions": journal.last(decisions, journal_file),
+        "gates": [{**g, "who_may_answer": who_may_answer(g)} for g in gates],
+        "paused_with_runs": paused_with_runs(runs),
+        "decisions": records[:decisions],
     }
+
+
+def _judge(run: dict[str, Any], gates: list[dict], records: list[dict], root: Path | None) -> None:
+    """Set the run's status and why; its progress only while it really acts (or its final
+    line once stopped): a run at its gate or frozen by a pause shows none."""
+    progress = run_progress(run["dag_id"], run["run_id"], root)
+    if run["state"] == "failed":
+        run["reason"] = failure_reason(run["dag_id"], run["run_id"], records)
+    run["progress"] = progress
+    run["status"], run["why"] = run_status(run, gates)
+    if run["status"] not in ("acting", "stopped"):
+        run["progress"] = None
 
 
 # ------------------------------------------------------------------ rendering
@@ -145,10 +388,14 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
         f"<title>Kafka</title><style>{STYLE}</style></head><body>",
         "<h1>Kafka</h1>",
         f"<div class='muted'>As of {_e(view['generated_at'])}; refreshes every {int(refresh_s)} s. "
-        "Read from the runbooks' artifacts and Airflow; nothing on this page changes the cluster.</div>",
+        "Read from the clusters (live, read-only), the runbooks' artifacts and Airflow; nothing on this "
+        "page changes the cluster.</div>",
+        _paused(view.get("paused_with_runs") or []),
         _gates(view["gates"]),
         _runs(view["runs"]),
-        "<h2>Cluster health</h2>",
+        "<h2>Clusters now</h2>",
+        *[_live(c) for c in view.get("live") or []],
+        "<h2>Cluster health (last full report)</h2>",
     ]
     if not view["health"]:
         parts.append("<p id='no-health'>No health report yet: run <code>kafka_cluster_health</code>.</p>")
@@ -160,6 +407,73 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def _live(cluster: dict[str, Any]) -> str:
+    """One cluster as it answered when the page loaded, or why it could not be read."""
+    conn = cluster.get("kafka_conn_id") or "?"
+    head = f"<section class='live' data-conn='{_e(conn)}'><h3>Connection <code>{_e(conn)}</code> "
+    if cluster.get("error"):
+        return head + f"</h3><p class='unread tile bad'>Cannot be read: {_e(cluster['error'])}</p></section>"
+    counts = cluster.get("counts", {})
+    tiles = []
+    for key, label, why in COUNTS:
+        if key not in counts:
+            continue
+        n = counts[key]
+        cls = "bad" if n and key in ("offline", "under_min_isr") else "warn" if n else "ok"
+        tiles.append(
+            f"<div class='tile {cls}' data-live-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"
+        )
+    return (
+        head
+        + f"<span class='muted'>cluster {_e(cluster.get('cluster_id'))}, {_e(cluster.get('partitions'))} "
+        f"partitions, read at {_e(cluster.get('read_at'))}</span></h3>"
+        f"<div class='tiles'>{''.join(tiles)}</div>{_live_brokers(cluster.get('brokers', []))}"
+        f"{_quorum(cluster.get('quorum') or {})}</section>"
+    )
+
+
+def _live_brokers(brokers: list[dict[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr data-live-broker='{_e(b['broker_id'])}'><td>{_e(b['broker_id'])}</td><td>{_e(b.get('rack') or '-')}</td>"
+        f"<td class='state{'' if b['state'] == 'up' else ' bad'}'>{_e(b['state'])}</td></tr>"
+        for b in brokers
+    )
+    return f"<table class='live-brokers'><tr><th>broker</th><th>rack</th><th>state</th></tr>{rows}</table>"
+
+
+def _quorum(q: dict[str, Any]) -> str:
+    """Voters with their lag in the quorum leader's own terms (offsets, the leader's clock)."""
+
+    def ago(ms: Any) -> str:
+        return "unknown" if ms is None else f"{ms / 1000:.1f} s"
+
+    rows = "".join(
+        f"<tr data-voter='{_e(v['node_id'])}'><td>{_e(v['node_id'])}{' (leader)' if v['leader'] else ''}</td>"
+        f"<td>{_e(v.get('host') or '-')}</td><td>{_e('unknown' if v['lag_offsets'] is None else v['lag_offsets'])}</td>"
+        f"<td>{_e(ago(v['caught_up_ms_ago']))}</td></tr>"
+        for v in q.get("voters", [])
+    )
+    leader = "none" if q.get("leader_id") is None else q["leader_id"]
+    return (
+        f"<p class='quorum'>Quorum leader: <b data-quorum-leader='{_e(leader)}'>{_e(leader)}</b> "
+        f"(epoch {_e(q.get('leader_epoch'))}, high watermark {_e(q.get('high_watermark'))})</p>"
+        "<table class='voters'><tr><th>controller (voter)</th><th>host</th><th>behind the leader (offsets)</th>"
+        f"<th>last caught up (leader's clock)</th></tr>{rows}</table>"
+    )
+
+
+def _paused(held: list[dict[str, Any]]) -> str:
+    """A warning per paused DAG that holds runs (empty when none: nothing to flag)."""
+    if not held:
+        return ""
+    items = "".join(
+        f"<li data-paused-dag='{_e(h['dag_id'])}'><b>{_e(h['dag_id'])}</b> is paused with {h['runs']} run(s) "
+        "in it: they do not move until it is unpaused</li>"
+        for h in held
+    )
+    return f"<div class='tile warn' id='paused-with-runs'><ul>{items}</ul></div>"
 
 
 def _health(report: dict[str, Any]) -> str:
@@ -260,12 +574,12 @@ def _section(title: str, name: str, headers: list[str], rows: list[str], empty: 
 def _gates(gates: list[dict[str, Any]]) -> str:
     rows = [
         f"<tr class='gate'><td>{_e(g['dag_id'])}</td><td>{_e(g['run_id'])}</td><td>{_e(g['subject'])}</td>"
-        f"<td>{_e(g.get('created_at'))}</td><td><a data-ui='1' target='_top' href='{_e(g['url'])}'>answer</a></td></tr>"
+        f"<td>{_e(g.get('created_at'))}</td><td class='who'>{_e(g.get('who_may_answer') or who_may_answer(g))}</td>"
+        f"<td><a data-ui='1' target='_top' href='{_e(g['url'])}'>answer</a></td></tr>"
         for g in gates
     ]
-    return _section(
-        "Gates waiting for an answer", "gates", ["runbook", "run", "question", "asked at", ""], rows
-    )
+    headers = ["runbook", "run", "question", "asked at", "who may answer", ""]
+    return _section("Gates waiting for an answer", "gates", headers, rows)
 
 
 def _runs(runs: list[dict[str, Any]]) -> str:
@@ -280,19 +594,19 @@ def _runs(runs: list[dict[str, Any]]) -> str:
         )
         rows.append(
             f"<tr class='run' data-dag='{_e(r['dag_id'])}'><td><a data-ui='1' target='_top' href='{_e(r['url'])}'>"
-            f"{_e(r['dag_id'])}</a></td><td>{_e(r['run_id'])}</td><td>{_e(r['state'])}</td>"
+            f"{_e(r['dag_id'])}</a></td><td>{_e(r['run_id'])}</td>"
+            f"<td class='status' data-status='{_e(r.get('status', r['state']))}'><b>{_e(r.get('status', r['state']))}</b>"
+            f"{'<br><span class=muted>' + _e(r['why']) + '</span>' if r.get('why') else ''}</td>"
             f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td>"
             f"<td>{_stop(r, p)}</td></tr>"
         )
-    return _section(
-        "Runbooks running now", "runs", ["runbook", "run", "state", "started", "progress", ""], rows
-    )
+    return _section("Runs", "runs", ["runbook", "run", "status", "started", "progress", ""], rows)
 
 
 def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
     """The Stop link of a running reassignment: the stop runbook's page in the whole window (its
     Trigger button opens the form: connection and a reason), not a button that acts from here."""
-    if not run.get("stop_url") or progress.get("stopped"):
+    if not run.get("stop_url") or progress.get("stopped") or run.get("state") not in ("queued", "running"):
         return ""
     conn = run.get("kafka_conn_id") or "kafka_default"
     return (
@@ -304,11 +618,25 @@ def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
 
 def _decisions(records: list[dict[str, Any]]) -> str:
     rows = [
-        f"<tr class='decision'><td>{_e(datetime.fromtimestamp(d.get('at_ms', 0) / 1000, timezone.utc).strftime('%Y-%m-%d %H:%M:%S'))}"
+        f"<tr class='decision'{_anchor(d)}><td>{_e(datetime.fromtimestamp(d.get('at_ms', 0) / 1000, timezone.utc).strftime('%Y-%m-%d %H:%M:%S'))}"
         f"</td><td>{_e(d.get('dag_id'))}<br><span class='muted'>{_e(d.get('task_id'))}</span></td>"
         f"<td>{_e(d.get('level'))}</td><td>{_e(d.get('step'))}{' [' + _e(d['subject']) + ']' if d.get('subject') else ''}"
-        f"</td><td><b>{_e(d.get('decision'))}</b> because {_e(d.get('reason'))}</td></tr>"
+        f"</td><td><b>{_e(d.get('decision'))}</b> because {_e(d.get('reason'))}{_facts(d)}</td></tr>"
         for d in records
     ]
     headers = ["at (UTC)", "runbook / task", "level", "step", "decision"]
     return _section("Last decisions", "decisions", headers, rows, empty="None recorded yet.")
+
+
+def _anchor(record: dict[str, Any]) -> str:
+    """The row's id: the record id its task log's facts line names (``decision <id>``)."""
+    return f" id='decision-{_e(record['record_id'])}'" if record.get("record_id") else ""
+
+
+def _facts(record: dict[str, Any]) -> str:
+    """The observed facts, folded: the prose stays one line, the facts open on demand."""
+    observed = record.get("observed")
+    if not observed:
+        return ""
+    text = json.dumps(observed, sort_keys=True, default=str, indent=1)
+    return f"<details class='facts'><summary>facts</summary><pre>{_e(text)}</pre></details>"

@@ -132,7 +132,105 @@ def test_each_section_is_its_table_under_its_heading_or_its_empty_sentence():
     assert console._gates([]) == "<h2>Gates waiting for an answer</h2><p id='no-gates'>None.</p>"
     runs = console._runs([{"dag_id": "d", "run_id": "r", "state": "running", "url": "/u"}])
     assert runs.startswith(
-        "<h2>Runbooks running now</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>state</th>"
+        "<h2>Runs</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>status</th>"
         "<th>started</th><th>progress</th><th></th></tr><tr class='run' data-dag='d'>"
     )
     assert runs.endswith("</tr></table>") and runs.count("<tr") == 2
+
+
+# ------------------------------------------------------------------ each run's true state (issue #24.3)
+
+
+def _run(dag_id: str, run_id: str, state: str, tasks: dict[str, str], paused: bool = False) -> dict:
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "state": state,
+        "start_date": None,
+        "url": f"/dags/{dag_id}/runs/{run_id}",
+        "dag_paused": paused,
+        "tasks": tasks,
+    }
+
+
+def _row(page: str, run_id: str) -> str:
+    start = page.index(f"<td>{run_id}</td>", page.index("<table id='runs'>"))
+    return page[page.rindex("<tr class='run'", 0, start) : page.index("</tr>", start)]
+
+
+def test_a_restart_waiting_at_its_gate_shows_who_may_answer_and_no_progress(tmp_path):
+    """The restart wrote its roll state before its gate was answered: the page said
+    "0 of 7 done | node 1: wait_ready" for a run that had not started acting."""
+    roll = tmp_path / "restart" / "kafka_broker_restart" / "r1"
+    roll.mkdir(parents=True)
+    nodes = {str(n): {"phase": "wait_ready" if n == 1 else "pending"} for n in range(1, 8)}
+    (roll / "roll-state.json").write_text(json.dumps({"order": list(range(1, 8)), "nodes": nodes}))
+    run = _run(
+        "kafka_broker_restart", "r1", "running", {"plan": "success", "approval_gate": "awaiting_input"}
+    )
+    gate = {
+        "dag_id": "kafka_broker_restart",
+        "run_id": "r1",
+        "task_id": "approval_gate",
+        "subject": "Restart 7 nodes?",
+        "url": "/u",
+        "assignees": [{"id": "alice", "name": "Alice Martin"}, {"id": "bob", "name": "bob"}],
+    }
+    view = console.overview([run], [gate], root=tmp_path)
+    page = console.render_page(view)
+    row = _row(page, "r1")
+    assert "data-status='waiting-at-gate'" in row and "Alice Martin, bob" in row
+    assert "of 7 node(s) done" not in page and view["runs"][0]["progress"] is None
+    assert "<td class='who'>Alice Martin, bob</td>" in page
+
+
+def test_a_queued_run_of_a_paused_dag_is_queued_because_paused_and_the_dag_is_flagged(tmp_path):
+    runs = [
+        _run("kafka_failed_broker_reassignment", "q1", "queued", {}, paused=True),
+        _run("kafka_cluster_health", "q2", "queued", {}),
+    ]
+    page = console.render_page(console.overview(runs, [], root=tmp_path))
+    assert "data-status='queued-because-paused'" in _row(page, "q1")
+    assert "data-status='queued'" in _row(page, "q2")
+    assert "<li data-paused-dag='kafka_failed_broker_reassignment'>" in page
+    assert "data-paused-dag='kafka_cluster_health'" not in page
+
+
+def test_a_run_frozen_by_a_pause_mid_run_is_not_running(tmp_path):
+    roll = tmp_path / "restart" / "kafka_broker_restart" / "r2"
+    roll.mkdir(parents=True)
+    (roll / "roll-state.json").write_text(
+        json.dumps({"order": [1, 2], "nodes": {"1": {"phase": "done"}, "2": {}}})
+    )
+    frozen = _run("kafka_broker_restart", "r2", "running", {"roll": "up_for_reschedule"}, paused=True)
+    acting = _run("kafka_broker_restart", "r3", "running", {"roll": "running"})
+    view = console.overview([frozen, acting], [], root=tmp_path)
+    assert [(r["run_id"], r["status"]) for r in view["runs"]] == [("r2", "paused-mid-run"), ("r3", "acting")]
+    page = console.render_page(view)
+    assert "1 of 2 node(s) done" not in page  # no progress for a run that does not move
+    assert "data-paused-dag='kafka_broker_restart'" in page
+
+
+def test_a_failed_run_shows_its_reason_from_the_journal_and_a_stopped_one_its_stop(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_unclean_recovery")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "f1")
+    from kafka_runbooks import decisions
+
+    decisions.record("elect", "refuse: nothing was elected", "broker 3 holds committed records", level=40)
+    stopped_dir = tmp_path / "reassign" / "kafka_failed_broker_reassignment" / "s1"
+    stopped_dir.mkdir(parents=True)
+    (stopped_dir / "progress.json").write_text(
+        json.dumps({"line": "STOPPED (stopped by admin: x)", "stopped": "stopped by admin: x"})
+    )
+    runs = [
+        _run("kafka_unclean_recovery", "f1", "failed", {"plan": "success", "elect": "failed"}),
+        _run("kafka_failed_broker_reassignment", "s1", "failed", {"execute_chunks": "failed"}),
+        _run("kafka_broker_restart", "f2", "failed", {"roll": "failed"}),
+    ]
+    statuses = {r["run_id"]: (r["status"], r["why"]) for r in console.overview(runs, []).get("runs")}
+    assert statuses == {
+        "f1": ("failed", "elect: refuse: nothing was elected because broker 3 holds committed records"),
+        "s1": ("stopped", "stopped by admin: x"),
+        "f2": ("failed", "task(s) failed: roll"),
+    }
