@@ -3,8 +3,11 @@ at ``/kafka-console``) and shown inside the UI as a navigation entry (``external
 
 Who may see it: any logged-in Airflow user (the UI's ``_token`` cookie or a bearer
 token), and only the runs and gates of the DAGs that user may read. What it shows comes
-from Airflow's database (runs in progress, gates waiting for an answer) and from the
-runbooks' own artifacts (see :mod:`kafka_runbooks.console`). It only reads.
+from Airflow's database (runs in progress or failed lately with their task states and their
+DAG's pause flag, gates waiting for an answer), from the runbooks' own artifacts (see
+:mod:`kafka_runbooks.console`) and, read when the page loads, from each cluster of the
+fleet (read-only through the admin facade, at most a few seconds, cached a few seconds:
+``kafka_runbooks.console.LiveReader``; never at DAG parse time). It only reads.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
     with create_session() as session:
         runs = session.execute(
             select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.conf)
-            .where(DagRun.dag_id.in_(dag_ids), DagRun.state.in_(["queued", "running"]))
+            .where(DagRun.dag_id.in_(dag_ids), _in_progress_or_failed_lately(DagRun))
             .order_by(DagRun.start_date.desc())
             .limit(50)
         ).all()
@@ -63,6 +66,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
                 TaskInstance.task_id,
                 HITLDetail.subject,
                 HITLDetail.created_at,
+                HITLDetail.assignees,
             )
             .join(HITLDetail, HITLDetail.ti_id == TaskInstance.id)
             .where(TaskInstance.dag_id.in_(dag_ids), HITLDetail.responded_at.is_(None))
@@ -89,6 +93,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
                 "task_id": g.task_id,
                 "subject": g.subject,
                 "created_at": g.created_at.isoformat(timespec="seconds") if g.created_at else None,
+                "assignees": list(g.assignees or []),
                 "url": _ui_path("dags", g.dag_id, "runs", g.run_id, "tasks", g.task_id, "required_actions"),
             }
             for g in gates
@@ -109,7 +114,102 @@ def _overview(user) -> dict[str, Any]:
     from kafka_runbooks.console import overview
 
     runs, gates = airflow_state(_readable_dag_ids(user))
-    return overview(runs, gates)
+    _add_run_facts(runs)
+    return overview(runs, gates, live=live_clusters())
+
+
+# ------------------------------------------------------------------ each run's true state (issue #24 item 3)
+
+FAILED_RUNS_SHOWN_H = 24  # failed runs stay on the page this long, with their reason
+
+
+def _in_progress_or_failed_lately(DagRun):
+    """Runs queued or running, and runs that failed within the last FAILED_RUNS_SHOWN_H hours."""
+    from datetime import timedelta
+
+    from airflow.utils import timezone
+    from sqlalchemy import and_, or_
+
+    since = timezone.utcnow() - timedelta(hours=FAILED_RUNS_SHOWN_H)
+    return or_(
+        DagRun.state.in_(["queued", "running"]), and_(DagRun.state == "failed", DagRun.end_date >= since)
+    )
+
+
+def _add_run_facts(runs: list[dict[str, Any]]) -> None:
+    """Each run's task instance states and its DAG's pause flag: what its true state is read from
+    (``kafka_runbooks.console.run_status``)."""
+    from airflow.models.dag import DagModel
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    if not runs:
+        return
+    dag_ids, run_ids = {r["dag_id"] for r in runs}, {r["run_id"] for r in runs}
+    with create_session() as session:
+        paused = dict(
+            session.execute(
+                select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(dag_ids))
+            ).all()
+        )
+        rows = session.execute(
+            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state).where(
+                TaskInstance.dag_id.in_(dag_ids), TaskInstance.run_id.in_(run_ids)
+            )
+        ).all()
+    tasks: dict[tuple[str, str], dict[str, str]] = {}
+    for t in rows:
+        state = str(getattr(t.state, "value", t.state)) if t.state is not None else "none"
+        tasks.setdefault((t.dag_id, t.run_id), {})[t.task_id] = state
+    for r in runs:
+        r["dag_paused"] = bool(paused.get(r["dag_id"]))
+        r["tasks"] = tasks.get((r["dag_id"], r["run_id"]), {})
+
+
+# ------------------------------------------------------------------ live cluster state (issue #24 item 1)
+
+_live_reader = None
+
+
+def live_clusters() -> list[dict[str, Any]]:
+    """Each cluster of the fleet as it answers now (bounded and cached by ``LiveReader``), or why not."""
+    global _live_reader
+    from kafka_runbooks.console import LiveReader
+
+    try:
+        clusters = _fleet()
+    except Exception as exc:  # an unusable fleet setting: the page says which and why
+        return [
+            {"kafka_conn_id": "(fleet setting)", "error": f"{type(exc).__name__}: {exc}", "read_at": None}
+        ]
+    if _live_reader is None:
+        _live_reader = LiveReader(_open_admin)
+    return _live_reader.read(clusters)
+
+
+def _fleet() -> list[str]:
+    """The sweeps' cluster list (Variable, else environment, else kafka_default), read per page load."""
+    import os
+
+    from airflow.models.variable import Variable
+
+    from kafka_runbooks.fleet import CLUSTERS_ENV, CLUSTERS_VARIABLE, resolve_clusters
+
+    variable = Variable.get(CLUSTERS_VARIABLE, default_var=None)
+    return resolve_clusters(None, variable, os.environ.get(CLUSTERS_ENV))[0]
+
+
+def _open_admin(conn_id: str):
+    """The admin facade of one cluster from its Airflow connection (the API server reads
+    connections from its secrets backends and the metadata DB, not through a task's supervisor)."""
+    from airflow.models.connection import Connection
+
+    from kafka_runbooks.admin import ClusterAdmin
+    from kafka_runbooks.console import LIVE_DEADLINE_S
+
+    config = Connection.get_connection_from_secrets(conn_id).extra_dejson
+    return ClusterAdmin(config, timeout_s=LIVE_DEADLINE_S)
 
 
 @app.get("/", response_class=HTMLResponse)

@@ -7,6 +7,7 @@ import json
 import re
 
 from kafka_runbooks import console, journal
+from tests.helpers import wait_until
 
 
 def _report(conn: str, offline: int) -> dict:
@@ -234,3 +235,83 @@ def test_a_failed_run_shows_its_reason_from_the_journal_and_a_stopped_one_its_st
         "s1": ("stopped", "stopped by admin: x"),
         "f2": ("failed", "task(s) failed: roll"),
     }
+
+
+# ------------------------------------------------------------------ live state (issue #24.1)
+
+
+def test_quorum_lag_is_read_in_the_answers_own_terms_and_unknown_stays_unknown():
+    """The leader's clock is two minutes ahead of this machine: lag comes from the leader's own
+    timestamps and offsets in the same DescribeQuorum answer, never from this machine's clock."""
+    import time
+
+    from kafka_runbooks.model import Quorum, QuorumMember
+
+    leader_now = int(time.time() * 1000) + 120_000
+    quorum = Quorum(
+        leader_id=1,
+        leader_epoch=7,
+        high_watermark=900,
+        voters=(
+            QuorumMember(1, 900, leader_now, leader_now),
+            QuorumMember(2, 880, leader_now - 3_000, leader_now - 100),
+            QuorumMember(3, -1, None, None),
+        ),
+        observers=(QuorumMember(4, 900, None, None),),
+    )
+    view = console.quorum_view(quorum)
+    lags = {v["node_id"]: (v["lag_offsets"], v["caught_up_ms_ago"]) for v in view["voters"]}
+    assert lags == {1: (0, 0), 2: (20, 3_000), 3: (None, None)}
+    page = console._quorum(view)
+    assert "<tr data-voter='3'><td>3</td><td>-</td><td>unknown</td><td>unknown</td></tr>" in page
+    assert "<td>3.0 s</td>" in page and "data-quorum-leader='1'" in page
+
+
+def _silent_port():
+    """A listening socket that accepts connections and never answers (a frozen broker)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    return server
+
+
+def test_a_cluster_that_cannot_be_read_says_why_within_the_deadline_and_is_read_once_per_cache():
+    """Real admin facades: one cluster's only broker refuses connections, the other's accepts and
+    never answers. The page gets both reasons without waiting for the frozen one's own timeouts,
+    and a second page load within the cache time starts no second read."""
+    import socket
+
+    from kafka_runbooks.admin import ClusterAdmin
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    frozen = _silent_port()
+    servers = {"refusing": f"127.0.0.1:{closed_port}", "frozen": f"127.0.0.1:{frozen.getsockname()[1]}"}
+    opened: list[str] = []
+
+    def open_admin(conn_id: str) -> ClusterAdmin:
+        opened.append(conn_id)
+        return ClusterAdmin({"bootstrap.servers": servers[conn_id]}, timeout_s=3)
+
+    reader = console.LiveReader(open_admin, deadline_s=1.0, cache_s=3600)
+    try:
+        first = {c["kafka_conn_id"]: c for c in reader.read(["refusing", "frozen"])}
+        assert first["frozen"]["error"] == "the cluster did not answer within 1 s"
+        wait_until(
+            lambda: "refusing" in reader._cache and "frozen" in reader._cache, 60, 0.2, "both reads ended"
+        )
+        again = {c["kafka_conn_id"]: c for c in reader.read(["refusing", "frozen"])}
+    finally:
+        frozen.close()
+    for conn_id in ("refusing", "frozen"):
+        assert again[conn_id]["error"].startswith("ClusterUnreachable: "), again[conn_id]
+    assert servers["refusing"] in again["refusing"]["error"]
+    assert sorted(opened) == ["frozen", "refusing"]  # the second load was answered from the cache
+    page = console.render_page(console.overview([], [], live=list(again.values())))
+    assert (
+        "<section class='live' data-conn='frozen'>" in page and "Cannot be read: ClusterUnreachable" in page
+    )
