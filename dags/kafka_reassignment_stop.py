@@ -17,6 +17,10 @@ The Airflow counterpart of Cruise Control's `stop_proposal_execution` and Strimz
    cluster back: none of the runbook's reassignments in flight, none of its throttle
    configs set, still so after a settle period. Anything left fails this run, naming it.
 
+The Kafka page's **Stop** button on a run (`/kafka-console/runs/<dag>/<run>/stop`) writes the
+same request and stops that run at once under its fence, without waiting for a poke; this
+runbook stays for API and CLI users.
+
 It never cancels a reassignment the runbook did not start. The chunks already done stay
 where they are; the partitions of the stopped chunk go back to their replicas before the
 move. A stopped run is final: clearing it does not resume it, and a new run of the

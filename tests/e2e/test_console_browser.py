@@ -10,9 +10,10 @@ triggers it (main's form kept Trigger disabled there), then opens the Kafka page
 
 A second test reuses one real ``kafka_failed_broker_reassignment`` run (broker 4 killed,
 a throwaway topic, a 50 kB/s throttle) for the rest: its gate shows the plan's tables as
-HTML tables, the Kafka page shows its progress and a Stop link, the link opens the stop
-runbook in the whole window, its form triggers the stop, and the run ends stopped with
-the cluster clean (read back).
+HTML tables, the Kafka page shows its progress and a Stop link, the link opens the run's
+stop page in the whole window, its Stop button stops the run within 15 s (moves cancelled,
+throttle gone: read back from the cluster; the ending on the page), and the run ends
+failed saying so, with its leaders stated.
 """
 
 from __future__ import annotations
@@ -165,10 +166,11 @@ def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
     airflow_local: AirflowLocal, browser, admin, restore_stack, no_throttles_left
 ):
     """One real reassignment run, seen and stopped in the browser: its gate shows the plan as HTML
-    tables; the Kafka page shows its progress (chunk i of N, percent) and a Stop link; the link
-    opens the stop runbook, whose form triggers it; the executing task stops its run cleanly
-    (its reassignments cancelled, its throttle removed: read back from the cluster) and the run
-    ends failed with "stopped by admin: <reason>"."""
+    tables; the Kafka page shows its progress (chunk i of N, percent) and a Stop link to the run's
+    stop page; its Stop button stops the run at once, not at the next poke (its reassignments
+    cancelled, its throttle removed: read back from the cluster within 15 s; the ending names what
+    was done, cancelled and never started) and the run ends failed with "STOPPED (stopped by
+    admin: <reason>)" and its leaders stated by the cleanup."""
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
 
     stack = restore_stack
@@ -230,56 +232,58 @@ def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
     assert re.search(r"chunk \d+ of \d+ \| \d+% bytes .* \d+% partitions", line), line
     stop_link = row.find_element("xpath", ".//a[@class='stop']")
     assert stop_link.get_attribute("target") == "_top"
-    assert stop_link.get_attribute("href").endswith(f"/dags/{STOP}")
+    assert stop_link.get_attribute("href").endswith("/stop") and quote(
+        run, safe=""
+    ) in stop_link.get_attribute("href")
     browser.switch_to.default_content()
     _shot(browser, "05-kafka-page-progress-and-stop-link")
 
-    # 3. the Stop link opens the stop runbook in the whole window; its form triggers the stop
+    # 3. the Stop link opens the run's stop page in the whole window; its Stop button acts at once
     browser.switch_to.frame(_find(browser, "//iframe[@title='Kafka']"))
     _find(browser, f"//tr[@class='run'][td[2][normalize-space(.)='{run}']]//a[@class='stop']").click()
     browser.switch_to.default_content()
-    wait_until(
-        lambda: browser.current_url.rstrip("/").endswith(f"/dags/{STOP}"), 60, 1, "the stop runbook's page"
-    )
-    before = {r["dag_run_id"] for r in _runs(airflow_local, STOP)}
-    _find(browser, "//button[normalize-space()='Trigger']").click()
-    reason = _find(browser, "//*[@id='element_reason']")
-    reason.send_keys("browser test: maintenance window over")
+    wait_until(lambda: browser.current_url.rstrip("/").endswith("/stop"), 60, 1, "the run's stop page")
+    _find(browser, "//input[@id='reason']").send_keys("browser test: maintenance window over")
     _shot(browser, "06-stop-form")
-    submit = _find(browser, "//*[@role='dialog']//button[normalize-space()='Trigger']")
-    wait_until(submit.is_enabled, 30, 1, "Trigger enabled once a reason is given")
-    submit.click()
-    stop_run = wait_until(
-        lambda: [r for r in _runs(airflow_local, STOP) if r["dag_run_id"] not in before],
-        120,
-        2,
-        "the stop run",
-    )[0]
-    assert stop_run["conf"]["reason"] == "browser test: maintenance window over"
-    stop_id = stop_run["dag_run_id"]
-
-    # 4. the run ends stopped, the stop runbook verified it, the cluster is clean
-    assert airflow_local.wait_for_run(REASSIGN, run, timeout=600) == "failed"
     stopped_text = "stopped by admin: browser test: maintenance window over"
-    execute_log = airflow_local.task_log_text(REASSIGN, run, "execute_chunks")
-    assert stopped_text in execute_log, execute_log[-4000:]
-    assert "DECISION stop [run " in execute_log and "cancel the reassignments this run started" in execute_log
-    assert airflow_local.task_instance(REASSIGN, run, "execute_chunks")["state"] == "failed"
-    assert airflow_local.task_instance(REASSIGN, run, "verify_result")["state"] == "upstream_failed"
-    assert airflow_local.wait_for_run(STOP, stop_id, timeout=600) == "success", airflow_local.task_log_text(
-        STOP, stop_id, "stop_and_verify"
-    )[-4000:]
-    waited = airflow_local.task_log_text(STOP, stop_id, "wait_for_executing_task")
-    assert "the executing task stopped its run" in waited, waited[-3000:]
-    verified = airflow_local.task_log_text(STOP, stop_id, "stop_and_verify")
-    assert "DECISION stop [connection kafka_default]: stopped because read back" in verified, verified[-3000:]
+    _find(browser, "//button[@id='stop']").click()
+
+    # 4. within 15 s of the click: the run's moves cancelled, its throttle gone (read from the
+    # cluster here), the ending on the page and in the progress file
+    def stopped_everywhere() -> str | None:
+        shown = [e.text for e in browser.find_elements("xpath", "//li[@class='ending']")]
+        line = (_read(_reassign_dir(run) / "progress.json") or {}).get("line", "")
+        inflight = {f"{t}:{p}" for t, p in admin.list_reassignments()}
+        clean = not inflight & ours and leftover_throttles(admin, [1, 2, 3], admin.list_topics()) == {}
+        return line if clean and any(stopped_text in t for t in shown) and stopped_text in line else None
+
+    line = wait_until(stopped_everywhere, 15, 0.5, "the run stopped, its throttle gone, its ending shown")
+    _shot(browser, "07-stopped")
     state = json.loads((_reassign_dir(run) / "exec-state.json").read_text())
     assert state["stopped"] == stopped_text and state["throttle"] is None
-    assert {c["index"] for c in state["chunks"] if c["status"] == "stopped"}
-    inflight = {f"{t}:{p}" for t, p in admin.list_reassignments()}
-    assert not inflight & ours, inflight & ours
+    stopped_chunk = next(c for c in state["chunks"] if c["status"] == "stopped")
+    cancelled = [k for k in stopped_chunk["moving"] if k not in stopped_chunk["completed"]]
+    assert cancelled and set(cancelled) <= ours, state
+    done = sum(c["status"] == "done" for c in state["chunks"])
+    not_started = sum(len(c["targets"]) for c in state["chunks"] if c["status"] == "pending")
+    assert (
+        f"{done} of {len(state['chunks'])} chunk(s) done, {len(cancelled)} partition move(s) cancelled, "
+        f"{not_started} never started" in line
+    ), line
+    # the cancelled partitions are back on their replicas before the move (broker 4 still named)
+    back = {f"{p.topic}:{p.partition}": p.replicas for p in admin.describe_partitions([bulky])}
+    assert all(DEAD in back[k] for k in cancelled if k in back), back
+
+    # 5. the run ends failed saying who stopped it and how it ended; its cleanup states the leaders
+    assert airflow_local.wait_for_run(REASSIGN, run, timeout=600) == "failed"
+    execute_log = airflow_local.task_log_text(REASSIGN, run, "execute_chunks")
+    assert "STOPPED (" + stopped_text in execute_log, execute_log[-4000:]
+    assert airflow_local.task_instance(REASSIGN, run, "verify_result")["state"] == "upstream_failed"
+    final = _read(_reassign_dir(run) / "progress.json")
+    moved = done > 0  # the chunks before the bulky one moved replicas: their leaders are elected
+    expected = "leaders re-balanced" if moved else "nothing moved, no election needed"
+    assert expected in final["line"] and "NOT" not in final["leaders"], final
     assert leftover_throttles(admin, [1, 2, 3], admin.list_topics()) == {}
-    assert "STOPPED (" + stopped_text in _read(_reassign_dir(run) / "progress.json")["line"]
 
 
 def _read(path: Path) -> dict | None:
