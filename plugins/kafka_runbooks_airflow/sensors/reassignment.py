@@ -133,6 +133,12 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
         decisions.record("execute", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
         state = load_state(path)
+        deadline = time.monotonic() + 10  # a stop writes its request into the state right after its claim
+        while not state.stop_request and (state.claimed_by or "").startswith("stop request"):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+            state = load_state(path)
         if state.stop_request:
             raise AirflowFailException(ending(state).line()) from exc
         raise AirflowFailException(str(exc)) from exc
