@@ -323,7 +323,10 @@ def overview(
     """Everything the page shows, as JSON (the page's API returns exactly this). ``live``: what
     each cluster of the fleet answered when the page loaded (``LiveReader.read``)."""
     journal_file = (root / "decisions" / "journal.jsonl") if root else None
-    records = journal.last(max(decisions, 500), journal_file)
+    # a failed run's reason is its last ERROR decision: look further back only when one is shown
+    # (on an object store every record is one object to read)
+    failed = any(r["state"] == "failed" for r in runs)
+    records = journal.last(max(decisions, 500) if failed else decisions, journal_file)
     for run in runs:
         _judge(run, gates, records, root)
     return {

@@ -154,14 +154,19 @@ def _add_run_facts(runs: list[dict[str, Any]]) -> None:
             ).all()
         )
         rows = session.execute(
-            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state).where(
-                TaskInstance.dag_id.in_(dag_ids), TaskInstance.run_id.in_(run_ids)
-            )
+            select(
+                TaskInstance.dag_id,
+                TaskInstance.run_id,
+                TaskInstance.task_id,
+                TaskInstance.map_index,
+                TaskInstance.state,
+            ).where(TaskInstance.dag_id.in_(dag_ids), TaskInstance.run_id.in_(run_ids))
         ).all()
     tasks: dict[tuple[str, str], dict[str, str]] = {}
     for t in rows:
         state = str(getattr(t.state, "value", t.state)) if t.state is not None else "none"
-        tasks.setdefault((t.dag_id, t.run_id), {})[t.task_id] = state
+        name = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"  # each mapped instance
+        tasks.setdefault((t.dag_id, t.run_id), {})[name] = state
     for r in runs:
         r["dag_paused"] = bool(paused.get(r["dag_id"]))
         r["tasks"] = tasks.get((r["dag_id"], r["run_id"]), {})
