@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -29,6 +30,8 @@ class MappedTI:
         self.map_index = map_index
         self.xcoms = dict(xcoms or {})
         self.pulls: list = []
+        # when Airflow says the task started: a minute after the approvals these tests record
+        self.start_date = datetime(2026, 11, 24, 10, 2, tzinfo=UTC)
 
     def xcom_push(self, key: str, value) -> None:
         self.xcoms[(self.task_id, self.map_index, key)] = value
