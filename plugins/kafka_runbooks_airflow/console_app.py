@@ -125,12 +125,11 @@ FAILED_RUNS_SHOWN_H = 24  # failed runs stay on the page this long, with their r
 
 def _in_progress_or_failed_lately(DagRun):
     """Runs queued or running, and runs that failed within the last FAILED_RUNS_SHOWN_H hours."""
-    from datetime import timedelta
+    from datetime import datetime, timedelta, timezone
 
-    from airflow.utils import timezone
     from sqlalchemy import and_, or_
 
-    since = timezone.utcnow() - timedelta(hours=FAILED_RUNS_SHOWN_H)
+    since = datetime.now(timezone.utc) - timedelta(hours=FAILED_RUNS_SHOWN_H)
     return or_(
         DagRun.state.in_(["queued", "running"]), and_(DagRun.state == "failed", DagRun.end_date >= since)
     )
