@@ -48,34 +48,7 @@ S3A_LIB = Path(__file__).resolve().parents[2] / ".stack" / "s3a-lib"
 
 def ensure_s3a_jars(lib_dir: Path = S3A_LIB) -> list[Path]:
     """Fetch Hadoop's S3A connector jars from Maven Central once (about 690 MB); their paths."""
-    import hashlib
-    import shutil
-    import subprocess
+    from kafka_runbooks_dev.localstack.stack import fetch_with_maven
 
-    marker = lib_dir / ".complete"
-    digest = hashlib.sha256(S3A_POM.read_bytes()).hexdigest()[:16]
-    if not (marker.exists() and marker.read_text().strip() == digest):
-        if shutil.which("mvn") is None:
-            raise RuntimeError("Maven (mvn) is needed to fetch the S3A jars and is not on PATH")
-        if lib_dir.exists():
-            shutil.rmtree(lib_dir)
-        lib_dir.mkdir(parents=True)
-        proc = subprocess.run(
-            [
-                "mvn",
-                "-q",
-                "-B",
-                "-f",
-                str(S3A_POM),
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={lib_dir}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"mvn could not fetch the S3A jars:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
-            )
-        marker.write_text(digest)
+    fetch_with_maven(S3A_POM, lib_dir, "the S3A jars")
     return sorted(lib_dir.glob("*.jar"))

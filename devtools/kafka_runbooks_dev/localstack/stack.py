@@ -10,6 +10,7 @@ carry this stack's marker on its command line.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import logging
@@ -77,6 +78,19 @@ def fetch_with_maven(
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
     if marker.exists() and marker.read_text().strip() == digest:
         return lib_dir
+    lib_dir.parent.mkdir(parents=True, exist_ok=True)
+    # two test lanes (or a test and `make demo`) may want the same jars at once: one fetches,
+    # the other waits and finds them complete (a second fetch would empty the folder under the first)
+    with open(lib_dir.with_name(lib_dir.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text().strip() == digest:
+            return lib_dir
+        return _fetch_locked(pom, lib_dir, what, arrange, marker, digest)
+
+
+def _fetch_locked(
+    pom: Path, lib_dir: Path, what: str, arrange: Callable[[Path], None] | None, marker: Path, digest: str
+) -> Path:
     if shutil.which("mvn") is None:
         raise StackError(f"Maven (mvn) is needed to fetch {what} and is not on PATH")
     if lib_dir.exists():

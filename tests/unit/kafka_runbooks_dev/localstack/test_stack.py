@@ -16,6 +16,7 @@ from kafka_runbooks_dev.localstack.stack import StackError, _set_connect_plugins
 
 FAKE_MVN = """#!/bin/sh
 echo "$@" >> {calls}
+sleep {delay}
 for arg in "$@"; do
   case "$arg" in
     -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}"; touch "$out/kafka-clients.jar" "$out/connect-file-4.1.0.jar";;
@@ -25,12 +26,12 @@ exit {status}
 """
 
 
-def fake_mvn(tmp_path: Path, monkeypatch, status: int = 0) -> Path:
+def fake_mvn(tmp_path: Path, monkeypatch, status: int = 0, delay: float = 0) -> Path:
     """Put a stand-in ``mvn`` first on PATH; returns the file its calls are written to."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "mvn-calls"
     bin_dir.mkdir(exist_ok=True)
     mvn = bin_dir / "mvn"
-    mvn.write_text(FAKE_MVN.format(calls=calls, status=status))
+    mvn.write_text(FAKE_MVN.format(calls=calls, status=status, delay=delay))
     mvn.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return calls
@@ -53,6 +54,32 @@ def test_the_jars_are_fetched_once_per_pom_and_laid_out_before_the_marker(tmp_pa
     pom.write_text("<project><!-- another version --></project>")
     fetch_with_maven(pom, lib, "the test jars", arrange)
     assert len(calls.read_text().splitlines()) == 2 and len(laid_out) == 2
+
+
+def test_two_fetches_at_once_fetch_once_and_both_find_the_jars(tmp_path, monkeypatch):
+    """Two test lanes starting together: the second waits for the first instead of emptying
+    its folder mid-fetch (seen: FileExistsError from the plugin layout of a concurrent fetch)."""
+    import threading
+
+    calls = fake_mvn(tmp_path, monkeypatch, delay=1)
+    pom, lib = tmp_path / "pom.xml", tmp_path / "lib"
+    pom.write_text("<project/>")
+    results: list[object] = []
+
+    def fetch() -> None:
+        try:
+            results.append(fetch_with_maven(pom, lib, "the Kafka jars", _set_connect_plugins_apart))
+        except Exception as exc:  # the race shows as an exception in one of the two
+            results.append(exc)
+
+    threads = [threading.Thread(target=fetch) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [lib, lib]
+    assert len(calls.read_text().splitlines()) == 1
+    assert (lib / "connect-plugins" / "file-connectors" / "connect-file-4.1.0.jar").exists()
 
 
 def test_a_failed_fetch_names_what_it_fetched_and_leaves_no_marker(tmp_path, monkeypatch):
