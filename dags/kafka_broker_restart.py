@@ -45,6 +45,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.inputs import node_list_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
@@ -65,11 +66,11 @@ with DAG(
     params={
         "node_ids": Param(
             None,
-            type="string",
-            pattern=r"^\s*(all|\d+(\s*,\s*\d+)*)\s*$",
+            **node_list_schema(),
             description="Required. Node ids to restart, separated by commas, e.g. '2' or '1,2,9001' (brokers "
             "and/or controllers); 'all' restarts every node of the cluster, one at a time. An unknown id stops "
-            "the run before anything is restarted.",
+            "the run before anything is restarted; left empty, the run refuses at once (a DECISION record "
+            "says so) and restarts nothing.",
         ),
         "reason": Param(
             "planned rolling restart",

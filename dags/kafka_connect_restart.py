@@ -47,10 +47,10 @@ with DAG(
         ),
         "connector": Param(
             None,
-            type="string",
+            type=["null", "string"],
             minLength=1,
             description="Required. The connector's name exactly as Connect lists it; an unknown name stops the "
-            "run before anything is restarted.",
+            "run before anything is restarted; left empty, the run refuses at once (a DECISION record says so).",
         ),
         "scope": Param(
             "failed",

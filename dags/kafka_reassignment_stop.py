@@ -55,10 +55,10 @@ with DAG(
         ),
         "reason": Param(
             None,
-            type="string",
+            type=["null", "string"],
             minLength=1,
             description="Required. Why it is stopped: recorded in the decision records, the state file "
-            "and the stopped run's failure message.",
+            "and the stopped run's failure message. Left empty, the run refuses and stops nothing.",
         ),
         "wait_for_task_s": Param(
             180,

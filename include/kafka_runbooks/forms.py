@@ -8,7 +8,16 @@ without ``type`` gets its widget from the default value. So:
 * broker lists and sizes have no top-level ``type`` and an ``anyOf``: a plain text box
   in the form, while REST callers and the sweeps may still send a list or bytes;
 * selectors where empty means something allow ``null`` (the form sends null for an
-  empty box).
+  empty box);
+* every ``pattern`` starts with its rule in words, as a regex comment ``(?#...)``: the
+  API's 400 answer is jsonschema's message, "'x' does not match '<pattern>'", and the
+  trigger form shows that answer above its fields; with the rule first the person reads
+  "does not match '(?#broker ids separated by commas, e.g. 4 or 4,5, or detect)..."
+  instead of a bare regex. (Python's ``re`` ignores the comment; Airflow's form does not
+  check patterns in the browser.)
+* a required choice with no safe default (which nodes to restart) defaults to ``null``:
+  the form's Trigger stays enabled and the run's input check refuses it with a DECISION
+  record naming what to fill in, before anything is done.
 
 Kept free of Airflow imports: the DAGs pass these dicts to ``Param(**schema)``.
 """
@@ -18,16 +27,24 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.units import SIZE_PATTERN
+from kafka_runbooks.units import SIZE_PATTERN, SIZE_RULE
 
 BROKER_IDS_PATTERN = r"^\s*\d+(\s*,\s*\d+)*\s*$"
 
 
+def explained(pattern: str, rule: str) -> str:
+    """``pattern`` with ``rule`` in words in front of it, so a refusal quoting the pattern reads first as the rule."""
+    if ")" in rule:
+        raise ValueError(f"a regex comment ends at the first ')': {rule!r}")
+    return f"(?#{rule}){pattern}"
+
+
 def broker_list_schema(keyword: str) -> dict[str, Any]:
     """Comma-separated broker ids or ``keyword`` (text box); a list of ids also passes (REST, sweeps)."""
+    rule = f"broker ids separated by commas, e.g. 4 or 4,5, or {keyword}"
     return {
         "anyOf": [
-            {"type": "string", "pattern": rf"^\s*({keyword}|\d+(\s*,\s*\d+)*)\s*$"},
+            {"type": "string", "pattern": explained(rf"^\s*({keyword}|\d+(\s*,\s*\d+)*)\s*$", rule)},
             {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
             {"type": "integer", "minimum": 0},
         ]
@@ -37,7 +54,7 @@ def broker_list_schema(keyword: str) -> dict[str, Any]:
 def size_schema(allow_empty: bool = False) -> dict[str, Any]:
     """A size with a unit ("1 GiB", text box) or a number of bytes (REST, sweeps)."""
     options: list[dict[str, Any]] = [
-        {"type": "string", "pattern": SIZE_PATTERN},
+        {"type": "string", "pattern": explained(SIZE_PATTERN, SIZE_RULE)},
         {"type": "integer", "minimum": 1},
     ]
     if allow_empty:
@@ -45,11 +62,25 @@ def size_schema(allow_empty: bool = False) -> dict[str, Any]:
     return {"anyOf": options}
 
 
+def node_list_schema() -> dict[str, Any]:
+    """Node ids to restart or ``all`` (text box); empty by default, refused by the run's input check."""
+    rule = "node ids separated by commas, e.g. 2 or 1,2,9001, or all"
+    return {
+        "type": ["null", "string"],
+        "pattern": explained(r"^\s*(all|\d+(\s*,\s*\d+)*)?\s*$", rule),
+    }
+
+
 def id_list_schema() -> dict[str, Any]:
     """Optional comma-separated ids (text box, empty = none); a list of ids also passes (REST)."""
     return {
         "anyOf": [
-            {"type": "string", "pattern": r"^\s*(\d+(\s*,\s*\d+)*)?\s*$"},
+            {
+                "type": "string",
+                "pattern": explained(
+                    r"^\s*(\d+(\s*,\s*\d+)*)?\s*$", "ids separated by commas, e.g. 0 or 0,2"
+                ),
+            },
             {"type": "array", "items": {"type": "integer", "minimum": 0}},
             {"type": "null"},
         ]

@@ -28,6 +28,8 @@ UNITS = {
 
 # What a trigger form accepts: a number and an optional unit ("1 GiB", "512MiB", "1048576").
 SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?[Bb]|[Bb])?\s*$"
+# The same rule in words, for the form's refusal (no ')' in it: it becomes a regex comment).
+SIZE_RULE = "a size such as 50 MiB or 1 GiB, units KiB MiB GiB TiB KB MB GB TB, or bytes"
 
 
 class SizeError(BadInput):

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.forms import broker_list_schema, id_list_schema, size_schema
+from kafka_runbooks.forms import broker_list_schema, id_list_schema, node_list_schema, size_schema
 
-__all__ = ["broker_list_schema", "id_list_schema", "refuse_bad_input", "size_schema"]
+__all__ = ["broker_list_schema", "id_list_schema", "node_list_schema", "refuse_bad_input", "size_schema"]
 
 T = TypeVar("T")
 
