@@ -2,9 +2,12 @@
 
     kstack start | stop | destroy | status [--json]
     kstack kill NODE | stop-node NODE | start-node NODE [--wait] | running NODE
+    kstack topics [--records N] | fail-connector [--name NAME]
 
 NODE is a node id (``3``, ``9001``) or name (``broker-3``, ``controller-9001``, ``connect``).
-``running`` exits 0 when the node's process is alive, 1 when it is not.
+``running`` exits 0 when the node's process is alive, 1 when it is not. ``topics`` creates the
+demo's topics with data; ``fail-connector`` creates a Connect file sink whose task fails (an
+incident for the Connect runbooks).
 """
 
 from __future__ import annotations
@@ -36,7 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("node")
         if name == "start-node":
             p.add_argument("--wait", action="store_true", help="wait until it is ready")
+    tp = sub.add_parser("topics", help="create the demo topics (demo-orders, demo-payments) with data")
+    tp.add_argument("--records", type=int, default=2000, help="records per topic (default 2000)")
+    fc = sub.add_parser("fail-connector", help="create a Connect file sink whose task fails")
+    fc.add_argument("--name", default="demo-failing-sink")
     return parser
+
+
+def _incident(args, stack: LocalStack) -> None:
+    """The demo's data and incidents (kafka_runbooks_dev.localstack.incidents)."""
+    from kafka_runbooks_dev.localstack import incidents
+
+    if args.command == "topics":
+        for t in incidents.create_demo_topics(stack, args.records):
+            print(f"{t.topic:<16} {t.partitions} partitions, {t.records} records")
+    else:
+        status = incidents.fail_connector(stack, args.name)
+        failed = [t["id"] for t in status["tasks"] if t["state"] == "FAILED"]
+        print(f"connector {args.name}: {status['connector']['state']}, task(s) {failed} FAILED")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_node(args.node, wait=args.wait)
         elif args.command == "running":
             return 0 if stack.is_running(args.node) else 1
+        elif args.command in ("topics", "fail-connector"):
+            _incident(args, stack)
     except (StackError, KeyError) as exc:
         print(f"kstack: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,92 @@
+"""Something to fix on the local stack: demo topics with data, and incidents the runbooks exist for.
+
+A newcomer cannot try a runbook on an empty, healthy cluster, and should not need Kafka's
+internals to break one. These helpers do it the way it happens in production (real
+topics, real records, a real connector whose task fails), through Kafka's own clients and
+Connect's REST API, so every runbook then reads the incident from the cluster itself.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import requests
+
+from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
+
+DEMO_TOPICS = {"demo-orders": 6, "demo-payments": 3}
+FAILING_CONNECTOR = "demo-failing-sink"
+
+
+@dataclass(frozen=True)
+class TopicData:
+    topic: str
+    partitions: int
+    records: int  # in the topic after the call (sum of the end offsets)
+
+
+def create_demo_topics(stack: LocalStack, records: int = 2000) -> list[TopicData]:
+    """The demo's topics (replication factor 3), each filled up to ``records`` records; idempotent."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bs = stack.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    missing = [t for t in DEMO_TOPICS if t not in admin.list_topics(timeout=30).topics]
+    if missing:
+        futures = admin.create_topics([NewTopic(t, DEMO_TOPICS[t], 3) for t in missing], request_timeout=60)
+        for future in futures.values():
+            future.result(timeout=60)
+    producer = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 20})
+    result = []
+    for topic, partitions in DEMO_TOPICS.items():
+        have = _records(bs, topic, partitions)
+        for i in range(have, records):
+            producer.produce(topic, key=f"key-{i}".encode(), value=f"{topic} record {i}".encode() * 8)
+            producer.poll(0)
+        if producer.flush(60):
+            raise StackError(f"records for {topic} not acknowledged within 60 s")
+        result.append(TopicData(topic, partitions, _records(bs, topic, partitions)))
+    return result
+
+
+def _records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Sum of the partitions' end offsets, as the leaders answer it (0 for a topic just created)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "kstack-count", "enable.auto.commit": False}
+    )
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)
+        )
+    finally:
+        consumer.close()
+
+
+def fail_connector(stack: LocalStack, name: str = FAILING_CONNECTOR, timeout: float = 60.0) -> dict:
+    """A file sink whose task fails at start (its file's folder does not exist): a FAILED task for
+    ``kafka_connect_restart`` / ``kafka_connect_autorestart``. Returns Connect's status once the task
+    reads FAILED; a restart fails the same way until the file's folder exists."""
+    url = stack.connect_url
+    if not url:
+        raise StackError("this stack has no Connect worker (KR_STACK_CONNECT=0)")
+    config = {
+        "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+        "tasks.max": "1",
+        "topics": next(iter(DEMO_TOPICS)),
+        "file": str(stack.home / "no-such-folder" / f"{name}.txt"),
+    }
+    answer = requests.put(f"{url}/connectors/{name}/config", json=config, timeout=30)
+    if answer.status_code not in (200, 201):
+        raise StackError(f"Connect refused the connector {name}: {answer.status_code} {answer.text}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = requests.get(f"{url}/connectors/{name}/status", timeout=30)
+        tasks = status.json().get("tasks", []) if status.ok else []
+        if any(t.get("state") == "FAILED" for t in tasks):
+            return status.json()
+        time.sleep(1)
+    raise StackError(f"the task of {name} did not read FAILED within {timeout:.0f} s")
