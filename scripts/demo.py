@@ -41,6 +41,18 @@ def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
     )
 
 
+def something_to_look_at(stack: LocalStack, airflow: AirflowLocal) -> str:
+    """Topics with data and a first health report, so the Kafka page is not empty (issue #24.6).
+
+    The health DAG is triggered once now, which also unpauses it (its 5-minute sweep then keeps
+    the report fresh); returns that run's id."""
+    from kafka_runbooks_dev.localstack.incidents import create_demo_topics
+
+    for t in create_demo_topics(stack):
+        print(f"  topic {t.topic}: {t.partitions} partitions, {t.records} records", flush=True)
+    return airflow.trigger("kafka_cluster_health", {})
+
+
 def stop(stack: LocalStack, airflow: AirflowLocal) -> int:
     """Say what is being stopped while it happens (brokers shut down cleanly: up to a minute or two)."""
     started = time.monotonic()
@@ -83,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  ready in {stack_ready:.0f}s; starting Airflow on port {args.port}...", flush=True)
     airflow.start()
     airflow.wait_for_dag("kafka_cluster_health", timeout=120)
+    first_report = something_to_look_at(stack, airflow)
     errors = airflow.import_errors()
     print(f"  ready in {time.monotonic() - started:.0f}s in all")
     print()
@@ -96,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"Stack:      {stack.home} (KR_STACK_DIR)")
     print()
-    print("DAGs are created paused: unpause kafka_cluster_health for the 5-minute sweep, or")
-    print("trigger it from the UI. Break things with `.venv/bin/kstack kill 3`; `make stop` ends the demo.")
+    print(f"First health report: run {first_report} of kafka_cluster_health (on the Kafka page when done).")
+    print(
+        "Cause an incident per runbook: README, 'Quick start: try each runbook'; `make stop` ends the demo."
+    )
     if errors:
         print(f"\nDAG import errors: {errors}", file=sys.stderr)
         return 1
