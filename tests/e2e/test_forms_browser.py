@@ -102,3 +102,25 @@ def test_the_restart_form_triggers_from_its_defaults_and_the_run_refuses_before_
     log = airflow_local.task_log_text(RESTART, run_id, "check_input")
     assert "refuse the run: nothing was done" in log, log
     assert "name the brokers/controllers to restart, or 'all'" in log, log
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    ("dag_id", "task_id", "words"),
+    [
+        ("kafka_connect_restart", "check_request", "connector: give the connector's name"),
+        ("kafka_reassignment_stop", "request_stop", "refuse the stop: nothing was done"),
+    ],
+)
+def test_a_manual_dag_triggered_from_its_defaults_refuses_before_acting(
+    airflow_local: AirflowLocal, dag_id, task_id, words
+):
+    """Through REST with an empty conf (the form's defaults): the API accepts it (no 400 for a
+    missing required value) and the run's first task refuses with a DECISION record."""
+    airflow_local.wait_for_dag(dag_id, timeout=180)
+    run_id = airflow_local.trigger(dag_id, {})
+    assert airflow_local.wait_for_run(dag_id, run_id, timeout=600) == "failed"
+    states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(dag_id, run_id)}
+    assert states[task_id] == "failed" and "success" not in states.values(), states
+    log = airflow_local.task_log_text(dag_id, run_id, task_id)
+    assert words in log and "DECISION" in log, log
