@@ -25,4 +25,4 @@ format: setup
 
 test: lint
 	@bash scripts/bootstrap.sh --browser
-	$(PY) -m pytest -p no:cacheprovider --timeout=900 --durations=30 tests
+	$(PY) -m pytest -p no:cacheprovider -n 2 --timeout=900 --durations=30 tests

@@ -20,6 +20,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lane_environment(worker: str | None) -> None:
+    """Give each test lane (an xdist worker, ``-n 2``) its own stack, Airflow, Celery and
+    S3Proxy: ports shifted by 1000 (Airflow's by 40, Celery's by 100) and folders of its own,
+    derived from the values the run was given, so the lanes never meet."""
+    index = int(worker[2:]) if worker and worker[2:].isdigit() else 0
+    if index == 0:
+        return
+    env = os.environ
+
+    def shifted(name: str, default: int, step: int) -> str:
+        return str(int(env.get(name, default)) + step * index)
+
+    env["KR_TEST_PORT_BASE"] = shifted("KR_TEST_PORT_BASE", 29000, 1000)
+    env["KR_TEST_SECOND_PORT_BASE"] = shifted("KR_TEST_SECOND_PORT_BASE", 32000, 1000)
+    env["KR_AIRFLOW_TEST_PORT"] = shifted("KR_AIRFLOW_TEST_PORT", 28080, 40)
+    env["KR_CELERY_PORT_BASE"] = shifted("KR_CELERY_PORT_BASE", 28200, 100)
+    for name, folder in (
+        ("KR_TEST_STACK_HOME", "test"),
+        ("KR_AIRFLOW_TEST_HOME", "airflow-test"),
+        ("KR_CELERY_TEST_HOME", "celery-test"),
+        ("AIRFLOW_HOME", "airflow-unit"),
+    ):
+        env[name] = f"{env.get(name) or ROOT / '.stack' / folder}-gw{index}"
+
+
+_lane_environment(os.environ.get("PYTEST_XDIST_WORKER"))
 # Airflow reads its config on first import: keep the tests' Airflow out of ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", str(ROOT / ".stack" / "airflow-unit"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
@@ -39,6 +67,11 @@ class ExternalCluster:
         self.connect_url = os.environ.get("KR_CONNECT_URL")
 
 
+def _stack_home() -> Path:
+    """The session's own stack folder (``KR_TEST_STACK_HOME``, default ``.stack/test``)."""
+    return Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
+
+
 @pytest.fixture(scope="session")
 def kafka_stack():
     external = os.environ.get("KR_BOOTSTRAP_SERVERS")
@@ -52,9 +85,9 @@ def kafka_stack():
         yield stack
         return
     port_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
-    home = ROOT / ".stack" / "test"
+    home = _stack_home()
     home.parent.mkdir(parents=True, exist_ok=True)
-    with open(home.with_name("test.lock"), "w") as lock:
+    with open(home.with_name(home.name + ".lock"), "w") as lock:
         try:  # a concurrent session owns this stack: never wipe it under its feet
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -187,7 +220,7 @@ def s3proxy():
     from kafka_runbooks_dev.localstack.s3proxy import PORT_OFFSET, S3Proxy
 
     port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + PORT_OFFSET
-    home = ROOT / ".stack" / "test-s3proxy"
+    home = _stack_home().with_name(_stack_home().name + "-s3proxy")
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
@@ -203,6 +236,11 @@ def s3proxy():
 # Unit tests first, so a mistake fails in a minute; then the Spark job tests, the real
 # stack, the real Airflow, and the Celery fleet last. Within a folder pytest's order stays.
 _STAGES = ("unit", "spark", "integration", "e2e", "celery")
+# The suite runs in two lanes (`make test` passes -n 2), each an xdist worker with a stack of
+# its own: most of a stack or Airflow test is waiting on the cluster, so two of them share
+# the two cores well. Lanes are whole stages, so each lane's tests keep their order and
+# share their lane's session fixtures (one stack, one Airflow).
+LANES = {"unit": "stack", "spark": "stack", "integration": "stack", "e2e": "airflow", "celery": "airflow"}
 # the whole `make test` must fit in half an hour on the 2-core CI machine (issue #25)
 SUITE_BUDGET_S = 30 * 60
 
@@ -214,14 +252,38 @@ class _SuiteClock:
         self.unit_failed = False
         self.by_file: dict[str, float] = {}
         self.started = time.monotonic()
+        self.flag: Path | None = None  # shared by the lanes of one run: a unit test failed
 
 
 _CLOCK = _SuiteClock()
 
 
-def _stage_of(nodeid: str) -> int:
+def _stage_name(nodeid: str) -> str:
     parts = nodeid.split("/")
-    return _STAGES.index(parts[1]) if len(parts) > 2 and parts[1] in _STAGES else len(_STAGES)
+    return parts[1] if len(parts) > 2 and parts[1] in _STAGES else "other"
+
+
+def _stage_of(nodeid: str) -> int:
+    name = _stage_name(nodeid)
+    return _STAGES.index(name) if name in _STAGES else len(_STAGES)
+
+
+def pytest_configure(config) -> None:
+    uid = getattr(config, "workerinput", {}).get("testrunuid")
+    if uid:
+        _CLOCK.flag = ROOT / ".stack" / f"unit-failed-{uid}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """One lane per xdist worker: a lane's tests go to one worker, in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return LANES.get(_stage_name(nodeid), "stack")
+
+    return LaneScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)
@@ -234,14 +296,26 @@ def pytest_runtest_logreport(report) -> None:
     _CLOCK.by_file[path] = _CLOCK.by_file.get(path, 0.0) + report.duration
     if report.failed and _stage_of(report.nodeid) == 0:
         _CLOCK.unit_failed = True
+        if _CLOCK.flag is not None:
+            _CLOCK.flag.parent.mkdir(parents=True, exist_ok=True)
+            _CLOCK.flag.touch()
+
+
+def _unit_failed() -> bool:
+    return _CLOCK.unit_failed or (_CLOCK.flag is not None and _CLOCK.flag.exists())
 
 
 def pytest_runtest_setup(item) -> None:
-    """Once a unit test failed, the slow stages are not started: the run ends in minutes,
-    not after half an hour of real stacks testing code known to be wrong
-    (``KR_TEST_KEEP_GOING=1`` runs them anyway)."""
-    if _stage_of(item.nodeid) > 0 and _CLOCK.unit_failed and not os.environ.get("KR_TEST_KEEP_GOING"):
-        pytest.exit("unit tests failed: the Spark, stack and Airflow tests were not started", returncode=1)
+    """Once a unit test failed, no slow test starts (in either lane): the run ends in
+    minutes, not after half an hour of real stacks testing code known to be wrong
+    (``KR_TEST_KEEP_GOING=1`` runs them anyway). A lane skips what is left, since an xdist
+    worker cannot end the run; a single process ends it at once."""
+    if _stage_of(item.nodeid) == 0 or not _unit_failed() or os.environ.get("KR_TEST_KEEP_GOING"):
+        return
+    why = "a unit test failed: the Spark, stack and Airflow tests were not started"
+    if _CLOCK.flag is not None:
+        pytest.skip(f"not run: {why}")
+    pytest.exit(why, returncode=1)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -249,7 +323,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     write = terminalreporter.write_line
     stages: dict[str, float] = {}
     for path, seconds in _CLOCK.by_file.items():
-        stage = path.split("/")[1] if path.count("/") > 1 else "other"
+        stage = _stage_name(path + "::")
         stages[stage] = stages.get(stage, 0.0) + seconds
     write("")
     write(
@@ -262,3 +336,19 @@ def pytest_terminal_summary(terminalreporter) -> None:
     wall = time.monotonic() - _CLOCK.started
     verdict = "within" if wall <= SUITE_BUDGET_S else "OVER"
     write(f"suite wall time {wall:.0f} s: {verdict} its budget of {SUITE_BUDGET_S} s")
+
+
+@pytest.fixture(scope="session")
+def spark_connect():
+    """One real Spark Connect server for the session (test port base + 2), on the local data store.
+
+    The jobs' Connect path runs against it exactly as an Airflow task does: a new session per run.
+    """
+    from kafka_runbooks_dev import spark_connect as connect_server
+
+    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET
+    server = connect_server.start(port, ROOT / ".stack" / f"test-spark-connect-{port}.log", store_url=str(ROOT))
+    try:
+        yield server
+    finally:
+        server.stop()
