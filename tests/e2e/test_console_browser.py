@@ -291,3 +291,57 @@ def _read(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+LIVE_BROKER = 3
+
+
+@pytest.mark.timeout(1500)
+def test_the_kafka_page_shows_a_killed_broker_live_and_a_queued_run_of_a_paused_dag(
+    airflow_local: AirflowLocal, browser, restore_stack
+):
+    """Issue #24 items 1 and 3 in a real browser, without any health run: the health DAG is paused
+    and holds one queued run (the page says queued-because-paused and flags the DAG); a broker is
+    killed and the page, reloaded until it does, shows it fenced within 15 s, read from the cluster."""
+    from selenium.webdriver.common.by import By
+
+    stack = restore_stack
+    airflow_local.wait_for_dag(HEALTH, timeout=180)
+    airflow_local.api(
+        "PATCH", f"/dags/{HEALTH}", params={"update_mask": "is_paused"}, json={"is_paused": True}
+    )
+    queued = airflow_local.api("POST", f"/dags/{HEALTH}/dagRuns", json={"logical_date": None, "conf": {}})
+    run_id = queued["dag_run_id"]
+    _log_in(browser, airflow_local)
+    page_url = f"{airflow_local.base_url}/kafka-console/"
+    live_state = f"//section[@class='live' and @data-conn='kafka_default']//tr[@data-live-broker='{LIVE_BROKER}']/td[3]"
+
+    def broker_state() -> str | None:
+        browser.get(page_url)
+        cells = browser.find_elements(By.XPATH, live_state)
+        return cells[0].text if cells else None
+
+    try:
+        wait_until(
+            lambda: broker_state() == "up", 60, 1, f"broker {LIVE_BROKER} up on the page before the kill"
+        )
+        status = _find(
+            browser, f"//tr[@class='run'][td[2][normalize-space(.)='{run_id}']]/td[@class='status']", 30
+        )
+        assert status.get_attribute("data-status") == "queued-because-paused", status.text
+        assert _find(browser, f"//li[@data-paused-dag='{HEALTH}']", 30)
+        assert browser.find_elements(By.XPATH, "//b[@data-quorum-leader]")[0].text.isdigit()
+        _shot(browser, "07-kafka-page-live-and-queued-because-paused")
+
+        stack.kill(f"broker-{LIVE_BROKER}")
+        wait_until(
+            lambda: broker_state() in ("fenced", "not registered"),
+            15,
+            0.5,
+            f"broker {LIVE_BROKER} down on the page",
+        )
+        _shot(browser, "08-kafka-page-broker-killed")
+        # no health run produced it: the only run of the paused health DAG is still queued
+        assert airflow_local.dag_run(HEALTH, run_id)["state"] == "queued"
+    finally:
+        airflow_local.request("DELETE", f"/api/v2/dags/{HEALTH}/dagRuns/{quote(run_id, safe='')}")
