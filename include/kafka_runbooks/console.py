@@ -332,12 +332,28 @@ def overview(
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "live": live or [],
-        "health": health_reports(root),
+        "health": [_with_age(r) for r in health_reports(root)],
         "runs": runs,
         "gates": [{**g, "who_may_answer": who_may_answer(g)} for g in gates],
         "paused_with_runs": paused_with_runs(runs),
         "decisions": records[:decisions],
     }
+
+
+def _with_age(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with its age in seconds: this server's clock against the time the report's own
+    worker stamped it (both our machines' clocks, never a broker's), None when it has no time."""
+    taken = report.get("taken_at_ms")
+    report["age_s"] = max(0, int(time.time() - taken / 1000)) if isinstance(taken, (int, float)) else None
+    return report
+
+
+def _age(age_s: Any) -> str:
+    if age_s is None:
+        return ", age unknown"
+    if age_s < 120:
+        return f", {age_s} s old"
+    return f", {age_s // 60} min old" if age_s < 7200 else f", {age_s // 3600} h old"
 
 
 def _judge(run: dict[str, Any], gates: list[dict], records: list[dict], root: Path | None) -> None:
@@ -472,7 +488,7 @@ def _paused(held: list[dict[str, Any]]) -> str:
     if not held:
         return ""
     items = "".join(
-        f"<li data-paused-dag='{_e(h['dag_id'])}'><b>{_e(h['dag_id'])}</b> is paused with {h['runs']} run(s) "
+        f"<li data-paused-dag='{_e(h['dag_id'])}'><code>{_e(h['dag_id'])}</code> is paused with {h['runs']} run(s) "
         "in it: they do not move until it is unpaused</li>"
         for h in held
     )
@@ -506,7 +522,7 @@ def _health(report: dict[str, Any]) -> str:
     return (
         f"<section class='health' data-conn='{_e(conn)}'><h3>Connection <code>{_e(conn)}</code> "
         f"<span class='muted'>cluster {_e(report.get('cluster_id'))}, {_e(report.get('partitions'))} partitions, "
-        f"report of {_e(when)}</span></h3>"
+        f"report of {_e(when)}{_age(report.get('age_s'))}</span></h3>"
         f"<div class='tiles'>{''.join(tiles)}{''.join(flags)}</div>"
         + _broker_chart(brokers)
         + _broker_table(brokers)

@@ -104,6 +104,7 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
     assert [h["kafka_conn_id"] for h in view["health"]] == ["kafka_default", "kafka_dr"]
     default = page[page.index("data-conn='kafka_default'") : page.index("data-conn='kafka_dr'")]
     assert re.search(r"data-count='offline'[^>]*><b>3</b>", default)
+    assert re.search(r"report of 2026-11-18T\S+, \d+ h old</span>", default)  # the last full report's age
     assert re.search(r"data-count='under_replicated'[^>]*><b>51</b>", default)
     assert "data-imbalance='leaders'><b>imbalanced</b>leaders per broker 21 to 31" in default
     assert default.count("<rect") == 9 and "broker 4 (down)" in default  # 3 brokers x 3 bars
