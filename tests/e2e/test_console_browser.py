@@ -125,7 +125,7 @@ def test_trigger_form_and_kafka_page_in_a_real_browser(airflow_local: AirflowLoc
     expected = {b.broker_id: b for b in admin.describe_brokers().values()}
     browser.get(f"{airflow_local.base_url}/plugin/kafka")
     browser.switch_to.frame(_find(browser, "//iframe[@title='Kafka']"))
-    section = _find(browser, "//section[@data-conn='kafka_default']")
+    section = _find(browser, "//section[@class='health' and @data-conn='kafka_default']")
     offline = section.find_element("xpath", ".//*[@data-count='offline']/b").text
     urp = section.find_element("xpath", ".//*[@data-count='under_replicated']/b").text
     assert offline.isdigit() and urp.isdigit()
