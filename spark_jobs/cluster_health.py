@@ -272,6 +272,74 @@ def load_snapshot(spark, snapshot: str) -> tuple[Any, Any, dict[str, Any]]:
 # --- snapshot contract: end ---
 
 
+# --- files: Hadoop's FileSystem over classic Spark, the client's data store over Spark Connect ---
+# The contract's file functions reach Hadoop through py4j (``spark._jvm``), which a Spark Connect
+# client does not have: there the driver runs on the Connect server and this code in the client
+# (an Airflow task). So the small files (meta.json, the report, the plan, its chunks) go through
+# the project's data store on the client side, at the same place the server reads and writes the
+# parquet files (a local folder, or s3:// which the server names s3a://). The names below replace
+# the contract's, so the contract's own callers (load_snapshot) take the same seam.
+_HADOOP_FILES = {"exists": exists, "read_text": read_text, "write_text": write_text, "remove": remove}
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (pyspark's own class for it), not a classic one."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _client_path(url: str):
+    """The data store's path of a job URL, on the client (s3a:// is the store's s3://)."""
+    from kafka_runbooks import storage  # only over Connect: the client is the runbooks' worker
+
+    if url.startswith(("s3a://", "s3n://")):
+        url = "s3://" + url.split("://", 1)[1]
+    return storage.locate(url)
+
+
+def _client_fs(url: str):
+    """(fsspec file system, its path) of a job URL in the data store, listings fresh: s3fs's
+    listing cache can be stale across processes, and a run must see the previous run's files."""
+    path = _client_path(url)
+    fs = path.store.fs
+    fs.invalidate_cache()
+    return fs, path.store.path(path.key)
+
+
+def exists(spark, url: str) -> bool:  # noqa: F811 (the seam replaces the contract's)
+    """Whether a file or folder (on an object store: any key below the prefix) is there."""
+    if not is_connect(spark):
+        return _HADOOP_FILES["exists"](spark, url)
+    fs, where = _client_fs(url)
+    return bool(fs.exists(where))
+
+
+def read_text(spark, url: str) -> str | None:  # noqa: F811
+    """A small file's UTF-8 text, or None when there is no such file."""
+    if not is_connect(spark):
+        return _HADOOP_FILES["read_text"](spark, url)
+    path = _client_path(url)
+    return path.store.read_text(path.key)
+
+
+def write_text(spark, url: str, text: str) -> None:  # noqa: F811
+    """Replace a file with ``text``, whole or not at all (the store writes whole on both sides)."""
+    if not is_connect(spark):
+        _HADOOP_FILES["write_text"](spark, url, text)
+        return
+    _client_path(url).write_text(text)
+
+
+def remove(spark, url: str) -> bool:  # noqa: F811
+    """Delete a file, or a folder with everything below it; False when nothing was there."""
+    if not is_connect(spark):
+        return _HADOOP_FILES["remove"](spark, url)
+    fs, where = _client_fs(url)
+    if not fs.exists(where):
+        return False
+    fs.rm(where, recursive=True)
+    return True
+
+
 def _ordered_ids(condition: Column | None = None) -> Column:
     """Broker ids of the group's replicas in assignment order (replica_index), optionally filtered.
 

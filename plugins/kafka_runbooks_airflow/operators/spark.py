@@ -85,3 +85,60 @@ def _joined(*parts: str | None) -> str | None:
     """Comma lists joined (Spark's form for jars and packages); None when all are empty."""
     items = [item.strip() for part in parts if part for item in part.split(",") if item.strip()]
     return ",".join(items) or None
+
+
+CONNECT_CONN_TYPE = "spark_connect"
+
+
+class SparkJobOperator(DataStoreSparkSubmitOperator):
+    """One of ``spark_jobs/`` on the Spark the connection names: a running Spark Connect server,
+    or spark-submit.
+
+    The connection's type decides, when the task runs: ``spark_connect`` runs the job's
+    ``run(spark, argv)`` here in the task against the server (a NEW isolated session per task
+    try, closed at the end: no JVM, no SparkSession start, only the analysis); ``spark``
+    (YARN, Kubernetes, standalone, local) is :class:`DataStoreSparkSubmitOperator` unchanged.
+    Over Connect the job's small files go through the data store from this worker and the
+    server reads and writes the parquet files at the same place (``s3a://`` for an ``s3://``
+    store), so the server needs the store's S3A settings and access (docs/production.md).
+    A job that exits non-zero (2: no plan keeps the rules) fails the task as spark-submit's would.
+    """
+
+    def execute(self, context: Any) -> None:
+        if self._conn_type() != CONNECT_CONN_TYPE:
+            return super().execute(context)
+        return self._execute_over_connect(context)
+
+    def _conn_type(self) -> str:
+        from airflow.sdk import BaseHook
+
+        return BaseHook.get_connection(self._conn_id).conn_type
+
+    def _execute_over_connect(self, context: Any) -> None:
+        from airflow.exceptions import AirflowException
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from kafka_runbooks_airflow.spark import run_over_connect, server_of, session_id
+
+        ti = context["ti"]
+        sid = session_id(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
+        url = SparkConnectHook(self._conn_id).get_connection_url()
+        args = (
+            [_as_s3a(a) for a in self.application_args or []]
+            if _on_s3()
+            else list(self.application_args or [])
+        )
+        self.log.info(
+            "running %s over Spark Connect at %s (session %s)", self.application, server_of(url), sid
+        )
+        code = run_over_connect(self.application, [str(a) for a in args], url, sid)
+        if code != 0:
+            raise AirflowException(
+                f"{self.application} exited with code {code} over Spark Connect at {server_of(url)}"
+            )
+
+
+def _on_s3() -> bool:
+    from kafka_runbooks import storage
+
+    return storage.protocol_of(storage.data_url()) == "s3"

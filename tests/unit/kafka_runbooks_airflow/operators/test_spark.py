@@ -121,3 +121,49 @@ def test_a_yarn_or_kubernetes_spark_never_gets_the_keys(submitted, monkeypatch, 
     _task().execute({})
     assert submitted["env"] == {}
     assert "s3cr3t-value" not in json.dumps(submitted)
+
+
+# ---------------------------------------------------------------- SparkJobOperator: the connection decides
+
+
+class _TaskInstance:
+    """The fields of Airflow's task instance the operator names its Connect session by."""
+
+    dag_id, run_id, task_id, map_index, try_number = "d", "manual__1", "plan", -1, 1
+
+
+def _job_task(**kwargs):
+    from kafka_runbooks_airflow.operators.spark import SparkJobOperator
+    from kafka_runbooks_airflow.spark import spark_job_path
+
+    with DAG("d", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        return SparkJobOperator(task_id="plan", application=spark_job_path("cluster_health.py"), **kwargs)
+
+
+def test_a_spark_connection_still_runs_spark_submit(submitted, tmp_path):
+    task = _job_task(application_args=["--snapshot", str(tmp_path / "s"), "--output", str(tmp_path / "o")])
+    task.execute({"ti": _TaskInstance()})
+    assert submitted["args"] == ["--snapshot", str(tmp_path / "s"), "--output", str(tmp_path / "o")]
+
+
+def test_a_spark_connect_server_that_is_not_there_fails_the_task_naming_it(submitted, monkeypatch, tmp_path):
+    """Nothing listens on the connection's port: the task fails with the server's URL after the
+    client's bounded retries (the test ending at all is the bound), and spark-submit never runs."""
+    import socket
+
+    from kafka_runbooks_airflow.spark import SparkConnectUnavailable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port, "password": "s3cr3t-token"}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
+    task = _job_task(application_args=["--snapshot", str(tmp_path / "s"), "--output", str(tmp_path / "o")])
+
+    with pytest.raises(
+        SparkConnectUnavailable, match=f"Spark Connect server sc://127.0.0.1:{port} did not answer"
+    ) as err:
+        task.execute({"ti": _TaskInstance()})
+    assert "s3cr3t-token" not in str(err.value)
+    assert submitted == {}
+    assert not (tmp_path / "o").exists()

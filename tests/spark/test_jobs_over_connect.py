@@ -1,0 +1,90 @@
+"""Both Spark jobs over a real Spark Connect server give what the classic run gives.
+
+The DAGs run the jobs' ``run(spark, argv)`` in the task against a long-lived Connect server
+(``kafka_runbooks_airflow.spark.run_over_connect``): no py4j there, so the jobs' small files go
+through the data store on the client while the server reads and writes the parquet files. Each
+test runs the same job on the same snapshot in the classic session the other Spark tests share
+and over Connect, and compares every output. A server that is not there fails the task with its
+URL in the error, after bounded retries, instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kafka_runbooks_airflow.spark import (
+    SparkConnectUnavailable,
+    run_over_connect,
+    session_id,
+    spark_job_path,
+)
+from tests.spark.test_jobs_on_s3a import DEAD, PARTITIONS, cluster_with_a_dead_broker, local_json_files
+
+HEALTH = spark_job_path("cluster_health.py")
+PLAN = spark_job_path("failed_broker_plan.py")
+
+
+def over_connect(server, application: str, args: list[str], name: str) -> int:
+    return run_over_connect(application, args, server.url, session_id("tests", name))
+
+
+def test_cluster_health_over_connect_matches_the_classic_run(spark, spark_connect, make_snapshot, tmp_path):
+    from tests.spark.test_cluster_health import job
+
+    snapshot = make_snapshot(*cluster_with_a_dead_broker())
+    flags = ["--snapshot", str(snapshot), "--max-listed", "5"]
+    classic, remote = tmp_path / "classic", tmp_path / "connect"
+
+    assert job.run(spark, [*flags, "--output", str(classic)]) == 0
+    assert over_connect(spark_connect, HEALTH, [*flags, "--output", str(remote)], "health") == 0
+
+    report = json.loads((remote / "report.json").read_text())
+    assert report == json.loads((classic / "report.json").read_text())
+    assert report["cluster_id"] == make_snapshot.cluster_id  # meta.json read on the client
+    assert report["counts"]["offline"] == 1 and report["counts"]["under_replicated"] == PARTITIONS // 2
+    rows = pq.read_table(remote / "partitions.parquet").to_pylist()
+    assert rows == pq.read_table(classic / "partitions.parquet").to_pylist()
+    assert sorted(p.name for p in remote.iterdir()) == ["partitions.parquet", "report.json"]
+
+
+def test_failed_broker_plan_over_connect_matches_the_classic_run(
+    spark, spark_connect, make_snapshot, tmp_path
+):
+    from tests.spark.test_failed_broker_plan import job
+
+    snapshot = make_snapshot(*cluster_with_a_dead_broker())
+    flags = ["--snapshot", str(snapshot), "--failed", str(DEAD), "--max-partitions-per-chunk", "8"]
+    classic, remote = tmp_path / "classic", tmp_path / "connect"
+
+    assert job.run(spark, [*flags, "--out", str(classic)]) == 0
+    assert over_connect(spark_connect, PLAN, [*flags, "--out", str(remote)], "plan") == 0
+
+    written = local_json_files(remote)
+    assert len([name for name in written if name.startswith("chunks/")]) > 1
+    assert written == local_json_files(classic)  # summary, plan and every chunk
+
+    # A run that cannot plan replaces the previous run's files with error.json, exit code 2.
+    impossible = ["--snapshot", str(snapshot), "--failed", "42", "--out", str(remote)]
+    assert over_connect(spark_connect, PLAN, impossible, "plan-impossible") == 2
+    assert sorted(str(p.relative_to(remote)) for p in remote.rglob("*")) == ["error.json"]
+    assert "[42] unknown" in json.loads((remote / "error.json").read_text())["error"]
+
+
+def test_a_server_that_is_not_there_fails_naming_it(make_snapshot, tmp_path):
+    """Nothing listens on the port: the job fails with the server's URL, never hangs."""
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago, and nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"sc://127.0.0.1:{port}"
+    snapshot = make_snapshot(*cluster_with_a_dead_broker())
+    args = ["--snapshot", str(snapshot), "--output", str(tmp_path / "out")]
+
+    with pytest.raises(SparkConnectUnavailable, match=f"Spark Connect server {url} did not answer"):
+        run_over_connect(HEALTH, args, url, session_id("tests", "nobody"))
+    assert not Path(tmp_path / "out").exists()
