@@ -12,7 +12,17 @@ run or a new run picks up where the last one stopped and nothing moves twice:
 - set the throttle (recorded first), submit the rest, then poll: partitions and bytes
   done, rate, time left; the chunk is done when every partition has its target replicas,
   all of them in the ISR, and no reassignment in flight;
-- remove the throttle, record, go on with the next chunk.
+- remove the throttle once no chunk of the run moves any more, record, go on.
+
+Chunks overlap when the executor is given ``receiver_slots`` (the runbook's sensor does): the
+next chunk starts as soon as one of its receivers (a broker it adds replicas to) has fewer than
+that many of this run's replicas being added to it, not when the whole chunk before it finished.
+The throttle is a rate per broker, so a receiver that has nothing left to fetch wastes its share
+while the slowest partition of the chunk finishes; the heal's floor is the busiest receiver's
+bytes / throttle, and it is only reached when that receiver always has the next replica waiting
+(:func:`next_to_start`). The overlapping chunk's throttle items are recorded before they are added
+to the run's one throttle, which comes off when the last moving chunk is verified. A failed
+broker that came back starts no further chunk; the run stops once the moving ones are done.
 
 Only one process acts for a run at a time, and the state file says which: whoever acts
 (a poke of the executing task, the cleanup task, a stop) first **claims** the state, which
@@ -30,6 +40,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,6 +92,10 @@ class ChunkState:
     # a stopped chunk's partitions that the cluster showed on their target replicas after the stop
     # (they finished before the cancel reached them): moved, not cancelled
     completed: list[str] = field(default_factory=list)
+    # the brokers the chunk adds replicas to (the plan's "to" minus "from"); empty: not known (a
+    # state written before they were recorded), and a chunk whose receivers are unknown never
+    # overlaps another
+    receivers: list[int] = field(default_factory=list)
 
     @property
     def planned_bytes(self) -> int:
@@ -178,17 +193,65 @@ def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
     """The plan's ordered chunks (kafka-reassign-partitions' JSON) with each move's bytes."""
     plan_dir = storage.locate(plan_dir)
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
-    sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in summary.get("moves", [])}
+    moves = summary.get("moves", [])
+    sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in moves}
+    adding = {key(m["topic"], m["partition"]): _added(m) for m in moves}
     out = []
     for entry in sorted(summary["chunks"], key=lambda c: c["index"]):
         body = json.loads((plan_dir / entry["file"]).read_text())
         targets = {key(p["topic"], p["partition"]): list(p["replicas"]) for p in body["partitions"]}
         out.append(
             ChunkState(
-                index=int(entry["index"]), targets=targets, bytes={k: sizes.get(k, 0) for k in targets}
+                index=int(entry["index"]),
+                targets=targets,
+                bytes={k: sizes.get(k, 0) for k in targets},
+                receivers=_receivers(targets, adding),
             )
         )
     return out
+
+
+def _added(move: dict) -> list[int] | None:
+    """The brokers one planned move adds a replica to; None when the plan does not say where from."""
+    if "from" not in move or "to" not in move:
+        return None
+    return [int(b) for b in move["to"] if b not in move["from"]]
+
+
+def _receivers(targets: dict[str, list[int]], adding: dict[str, list[int] | None]) -> list[int]:
+    """The brokers a chunk adds replicas to; empty (unknown) when any of its moves lacks its origin."""
+    found: set[int] = set()
+    for k in targets:
+        added = adding.get(k)
+        if added is None:
+            return []
+        found.update(added)
+    return sorted(found)
+
+
+def next_to_start(state: ExecState, adding: Counter, slots: int, ceiling: int) -> ChunkState | None:
+    """The chunk to start now, or None: the scheduling rule of the heal.
+
+    The first pending chunk (chunks keep the plan's order: least redundancy left first) starts
+    when nothing of the run moves, as always; while others move, only with ``slots`` > 0 and when
+    one of its receivers has room: fewer than ``slots`` of this run's replicas being added to it
+    (``adding``: receiver -> replicas of the moving chunks not yet in place). With two slots the
+    next replica already waits when one finishes, so the busiest receiver never idles between
+    polls. A chunk none of whose receivers has room, one that would add to a receiver that
+    already has ``ceiling`` replicas coming (the busiest receiver sets the pace: piling more on
+    it finishes nothing sooner and leaves more to cancel on a stop), and one whose receivers
+    are unknown wait.
+    """
+    pending = next((c for c in state.chunks if c.status == PENDING), None)
+    if pending is None:
+        return None
+    if not any(c.status == MOVING for c in state.chunks):
+        return pending
+    if slots <= 0 or not pending.receivers:
+        return None
+    if any(adding.get(r, 0) >= ceiling for r in pending.receivers):
+        return None
+    return pending if any(adding.get(r, 0) < slots for r in pending.receivers) else None
 
 
 def target_of(inflight: dict[str, list[int]]) -> set[int]:
@@ -196,8 +259,47 @@ def target_of(inflight: dict[str, list[int]]) -> set[int]:
     return set(inflight["replicas"]) - set(inflight["removing"])
 
 
+RECEIVER_SLOTS = 2  # the runbook's: one replica copying per receiver and the next one waiting
+RECEIVER_CEILING = 5  # Cruise Control's default per-broker concurrency for replica moves
+
+
+def _throttle_addition(
+    current: throttle.ThrottleRecord, wanted: throttle.ThrottleRecord
+) -> throttle.ThrottleRecord | None:
+    """What ``wanted`` sets that ``current`` does not (None: nothing): new brokers, new items."""
+    brokers = {b: {} for b in wanted.brokers if b not in current.brokers}
+    topics = {}
+    for name, entry in wanted.topics.items():
+        have = current.topics.get(name, throttle.TopicThrottle())
+        leader = [i for i in entry.leader if i not in have.leader]
+        follower = [i for i in entry.follower if i not in have.follower]
+        if leader or follower:
+            topics[name] = throttle.TopicThrottle(leader, follower)
+    if not brokers and not topics:
+        return None
+    return throttle.ThrottleRecord(rate=current.rate, brokers=brokers, topics=topics)
+
+
+def _throttle_union(
+    current: throttle.ThrottleRecord, addition: throttle.ThrottleRecord
+) -> throttle.ThrottleRecord:
+    """The run's one throttle record after an overlapping chunk added to it."""
+    topics = {n: throttle.TopicThrottle(list(e.leader), list(e.follower)) for n, e in current.topics.items()}
+    for name, entry in addition.topics.items():
+        have = topics.setdefault(name, throttle.TopicThrottle())
+        have.leader = sorted({*have.leader, *entry.leader})
+        have.follower = sorted({*have.follower, *entry.follower})
+    return dataclasses.replace(
+        current, brokers={**current.brokers, **addition.brokers}, topics=dict(sorted(topics.items()))
+    )
+
+
 class ChunkExecutor:
-    """Advance an :class:`ExecState` against the cluster (``admin`` is a ClusterAdmin)."""
+    """Advance an :class:`ExecState` against the cluster (``admin`` is a ClusterAdmin).
+
+    ``receiver_slots`` 0: each chunk starts when the one before is verified (and its throttle
+    off); > 0: chunks overlap by :func:`next_to_start`.
+    """
 
     def __init__(
         self,
@@ -207,8 +309,12 @@ class ChunkExecutor:
         clock: Callable[[], float] = time.time,
         progress_every_s: float = 10.0,
         progress_file: Path | None = None,
+        receiver_slots: int = 0,
+        receiver_ceiling: int = RECEIVER_CEILING,
     ) -> None:
         self.admin = admin
+        self.receiver_slots = receiver_slots
+        self.receiver_ceiling = receiver_ceiling
         self.progress_file = progress_file  # progress.json for the UI page; None: log only
         self.log = logger
         self.checkpoint = checkpoint or (lambda s: None)
@@ -251,14 +357,43 @@ class ChunkExecutor:
             )
             return True
         try:
-            if chunk.status == PENDING:
+            started = chunk.status == PENDING
+            if started:
                 self._start(state, chunk)
-            if chunk.status == MOVING:
-                self._poll(state, chunk)
+            live, adding = self._poll_moving(state)
+            if not started and live is not None and not set(state.failed_brokers) & live:
+                self._start_overlapping(state, adding)
         except ReassignError:
             self.remove_throttle(state)
             raise
         return False
+
+    def _poll_moving(self, state: ExecState) -> tuple[set[int] | None, Counter]:
+        """Poll every moving chunk in order; (live brokers as last read, receiver -> replicas still
+        being added to it). ``live`` is None when nothing moved."""
+        live, adding = None, Counter()
+        for chunk in [c for c in state.chunks if c.status == MOVING]:
+            live, waiting = self._poll(state, chunk)
+            for k in waiting:
+                adding.update(b for b in chunk.targets[k] if b not in chunk.origin.get(k, []))
+        return live, adding
+
+    def _start_overlapping(self, state: ExecState, adding: Counter) -> None:
+        """Start the next chunk while others move when one of its receivers has room (at most one
+        per step: its partitions count in the next poll). A failed broker back starts nothing:
+        the run stops when the moving chunks are done (``_start`` says so)."""
+        chunk = next_to_start(state, adding, self.receiver_slots, self.receiver_ceiling)
+        if chunk is None or not any(c.status == MOVING for c in state.chunks):
+            return
+        self._record(
+            "start the next chunk",
+            f"a receiver of chunk {chunk.index} has room: fewer than {self.receiver_slots} of this run's "
+            "replicas are being added to it, so it would idle under its throttle until the chunks "
+            "before finish",
+            subject=f"chunk {chunk.index}",
+            observed={"adding_per_receiver": dict(sorted(adding.items())), "receivers": chunk.receivers},
+        )
+        self._start(state, chunk)
 
     def _start(self, state: ExecState, chunk: ChunkState) -> None:
         live, partitions, inflight = self._cluster(list(chunk.targets))
@@ -376,17 +511,21 @@ class ChunkExecutor:
             raise ReassignError(f"the controller refused the reassignment of {errors}")
 
     def _set_throttle(self, state: ExecState, chunk: ChunkState, live: set[int]) -> None:
-        if state.throttle is not None:
-            return
+        """Throttle the chunk's moves. While other chunks move, the run's record grows by what this
+        chunk adds (brokers not yet rated, replicas not yet listed): recorded whole, then only the
+        addition is set, so the brokers' previous rates stay the ones found before the run's own."""
         moves = [
             (*split(k), tuple(chunk.origin.get(k, [])), tuple(chunk.targets[k]))
             for k in chunk.moving + [k for k in chunk.targets if k in chunk.origin and k not in chunk.moving]
         ]
-        record = throttle.throttle_plan(moves, live, state.throttle_bytes_per_sec)
-        throttle.read_previous_rates(self.admin, record)
-        state.throttle = record
+        wanted = throttle.throttle_plan(moves, live, state.throttle_bytes_per_sec)
+        addition = wanted if state.throttle is None else _throttle_addition(state.throttle, wanted)
+        if addition is None:
+            return
+        throttle.read_previous_rates(self.admin, addition)
+        state.throttle = addition if state.throttle is None else _throttle_union(state.throttle, addition)
         self.checkpoint(state)  # written before it is set: whoever cleans up knows what to take off
-        throttle.apply(self.admin, record, logger=self.log)
+        throttle.apply(self.admin, addition, logger=self.log)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
         if state.throttle is None:
@@ -397,7 +536,9 @@ class ChunkExecutor:
         self.checkpoint(state)
         return left
 
-    def _poll(self, state: ExecState, chunk: ChunkState) -> None:
+    def _poll(self, state: ExecState, chunk: ChunkState) -> tuple[set[int], list[str]]:
+        """Check one moving chunk; (live brokers, its partitions not yet in place). Verified: done,
+        and the throttle comes off when no other chunk of the run still moves."""
         live, partitions, inflight = self._cluster(chunk.moving)
         subject = f"chunk {chunk.index}"
         if state.throttle is None and any(k in inflight for k in chunk.moving):
@@ -423,21 +564,24 @@ class ChunkExecutor:
                 waiting.append(k)  # replicas in place, the ISR not yet full
             else:
                 done.append(k)
-        self._progress(state, chunk, done, waiting, live)
+        if all(c.status == DONE for c in state.chunks[: state.chunks.index(chunk)]):
+            self._progress(state, chunk, done, waiting, live)  # the earliest moving chunk speaks for the run
         if waiting:
-            return
+            return live, waiting
         self._record(
             "chunk verified",
             "every partition of the chunk has its target replicas, all in the ISR, no reassignment in flight",
             subject=subject,
             observed={"partitions": len(done)},
         )
-        left = self.remove_throttle(state, live)
-        if left:
-            raise ReassignError(f"the throttle could not be removed from {left}")
+        if not any(c.status == MOVING and c is not chunk for c in state.chunks):
+            left = self.remove_throttle(state, live)
+            if left:
+                raise ReassignError(f"the throttle could not be removed from {left}")
         chunk.status = DONE
         chunk.finished_ms = int(self.clock() * 1000)
         self.checkpoint(state)
+        return live, []
 
     def _progress(self, state, chunk, done, waiting, live) -> None:
         now = self.clock()

@@ -1,4 +1,6 @@
-"""Sensor that executes a reassignment plan chunk by chunk, in reschedule mode.
+"""Sensor that executes a reassignment plan chunk by chunk, in reschedule mode; the next chunk
+starts as soon as one of its receivers has room (``execute.next_to_start``), not when the chunk
+before it is done.
 
 Between pokes it holds no worker slot (copying a broker's worth of replicas under a
 throttle takes hours). Each poke advances the resumable state machine of
@@ -70,6 +72,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from kafka_runbooks.failed_broker.execute import (
+            RECEIVER_SLOTS,
             ChunkExecutor,
             ReassignError,
             Superseded,
@@ -102,7 +105,13 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         progress_file = path.with_name(path.name.replace("state.json", "progress.json"))
         if self.state_file == "exec-state.json":
             progress_file = path.with_name("progress.json")  # what the Kafka page of the UI reads
-        executor = ChunkExecutor(admin, logger=self.log, checkpoint=checkpoint, progress_file=progress_file)
+        executor = ChunkExecutor(  # chunks overlap: the next starts when a receiver has room
+            admin,
+            logger=self.log,
+            checkpoint=checkpoint,
+            progress_file=progress_file,
+            receiver_slots=RECEIVER_SLOTS,
+        )
         started = time.monotonic()
         try:
             self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
