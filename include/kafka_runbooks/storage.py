@@ -28,8 +28,9 @@ two writers can race on: locally a hard link (fails if the name exists) and an `
 around compare-and-replace; on S3 the conditional writes ``If-None-Match: *`` and
 ``If-Match: <ETag>`` (Amazon S3 since 2024). A store that accepts those headers but ignores
 them would let two racers both win, so before its first compare-and-set a store is probed
-once (create the same probe object twice; the second must be refused): one that fails the
-probe raises :class:`ConditionalWritesUnsupported` instead of pretending. S3Proxy 2.6.0
+once, each condition both ways (``If-None-Match: *`` on PUT; ``If-Match`` on PUT and on
+DELETE, with the current and with a stale ETag): one that fails the probe raises
+:class:`ConditionalWritesUnsupported` instead of pretending. S3Proxy 2.6.0
 was such a store (its PutObject ignored both headers: gaul/s3proxy#627); 4.1.0, which the
 local stack runs, honours them.
 """
@@ -154,6 +155,7 @@ class Store:
         self._options = options
         self._fs = None
         self._conditional: bool | None = None
+        self._conditional_failure: str | None = None  # what the probe saw the store do wrong
         self._warned_unlocked = False
         self._lock = threading.Lock()
         if self.is_local:
@@ -316,21 +318,46 @@ class Store:
             )
         if not self.supports_conditional_writes():
             raise ConditionalWritesUnsupported(
-                f"the store at {self.url} accepted a second If-None-Match: * write of the same object: it ignores "
-                "conditional writes, so two runs could both take a lease. Use a store that honours them "
-                "(Amazon S3, MinIO, Ceph RGW, Cloudflare R2) for KAFKA_RUNBOOKS_DATA_URL"
+                f"the store at {self.url} {self._conditional_failure}; it ignores "
+                "conditional writes, so two runs could both take a lease. Use a store that honours "
+                "If-None-Match and If-Match on PUT and DELETE (Amazon S3, MinIO, Ceph RGW, Cloudflare R2) "
+                "for KAFKA_RUNBOOKS_DATA_URL"
             )
 
     def _probe(self) -> bool:
+        """Whether the store honours every condition a compare-and-set relies on.
+
+        A lease is created with ``If-None-Match: *``, handed on with ``If-Match`` on PUT and
+        released with ``If-Match`` on DELETE: a store that honours one and ignores another
+        still lets two runs both win, so each is tried both ways (the matching write goes
+        through, the stale one is refused). The first that fails is kept for the refusal.
+        """
         key = f"{PROBE_KEY}/{uuid.uuid4().hex}"
         try:
-            first = self._put_if(key, b"probe", IfNoneMatch="*")
-            second = self._put_if(key, b"probe again", IfNoneMatch="*")
+            failure = self._probe_steps(key)
         finally:
             self.delete(key)
-        honoured = first and not second
-        log.info("store %s %s conditional writes", self.url, "honours" if honoured else "ignores")
-        return honoured
+        self._conditional_failure = failure
+        log.info("store %s %s", self.url, failure or "honours conditional writes")
+        return failure is None
+
+    def _probe_steps(self, key: str) -> str | None:
+        """Each step of the probe in order; the first broken promise, or None."""
+        if not self._put_if(key, b"probe", IfNoneMatch="*"):
+            return "refused an If-None-Match: * write of a new object"
+        if self._put_if(key, b"probe again", IfNoneMatch="*"):
+            return "accepted a second If-None-Match: * write of the same object: it ignores If-None-Match"
+        _, first = self._read_with_etag(key)
+        if not self._put_if(key, b"probe swapped", IfMatch=first):
+            return "refused an If-Match write with the object's current ETag"
+        if self._put_if(key, b"probe stale", IfMatch=first):
+            return "accepted an If-Match write with a stale ETag: it ignores If-Match on PUT"
+        _, second = self._read_with_etag(key)
+        if self._delete_if(key, first):
+            return "deleted with a stale If-Match ETag: it ignores If-Match on DELETE"
+        if not self._delete_if(key, second):
+            return "refused an If-Match delete with the object's current ETag"
+        return None
 
     def _bucket_key(self, key: str) -> tuple[str, str]:
         bucket, _, rest = self.path(key).partition("/")

@@ -119,6 +119,37 @@ def test_a_store_that_ignores_conditional_writes_is_refused_for_compare_and_set(
     assert not s3.exists("state/leases/kafka_a.json")
 
 
+@pytest.mark.parametrize(
+    "method,refusal",
+    [("put_object", "ignores If-Match on PUT"), ("delete_object", "ignores If-Match on DELETE")],
+)
+def test_a_store_that_honours_if_none_match_but_ignores_if_match_is_refused(
+    s3proxy, s3_env, monkeypatch, method, refusal
+):
+    """Issue 23: the probe tried only If-None-Match, so a store ignoring If-Match on PUT or
+    DELETE passed it, and a lease could be handed on or released twice. The condition is
+    dropped before the request is signed (SigV4 signs If-Match: a proxy dropping it on the
+    wire would break the signature, not imitate a store): on the wire that is a request
+    without the header, answered by the real S3Proxy as such a store would answer it."""
+    s3 = storage.Store(storage.data_url())  # a fresh store: its probe has not run yet
+    send = s3.fs.call_s3
+
+    def without_if_match(name, *args, **kwargs):
+        if name == method:
+            kwargs.pop("IfMatch", None)
+        return send(name, *args, **kwargs)
+
+    monkeypatch.setattr(s3.fs, "call_s3", without_if_match)  # fsspec shares the instance: undo after
+    assert s3.supports_conditional_writes() is False
+    with pytest.raises(storage.ConditionalWritesUnsupported, match=refusal):
+        s3.create("state/leases/kafka_a.json", "{}")
+    lease = ClusterLease(storage.Records(s3, "state/leases"), "kafka_a", Holder("kafka_broker_restart", "r1"))
+    with pytest.raises(storage.ConditionalWritesUnsupported):
+        lease.acquire()
+    assert not s3.exists("state/leases/kafka_a.json")
+    assert s3.list(storage.PROBE_KEY) == []  # the probe cleans up after itself
+
+
 def test_the_decision_journal_is_one_object_per_record_in_the_bucket(s3proxy, s3_env, monkeypatch):
     prefix, local = s3_env
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failed_broker_reassignment")
