@@ -347,23 +347,9 @@ def spark_connect():
     from kafka_runbooks_dev import spark_connect as connect_server
 
     port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET
-    server = connect_server.start(port, ROOT / ".stack" / f"test-spark-connect-{port}.log", store_url=str(ROOT))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def spark_connect():
-    """One real Spark Connect server for the session (test port base + 2), on the local data store.
-
-    The jobs' Connect path runs against it exactly as an Airflow task does: a new session per run.
-    """
-    from kafka_runbooks_dev import spark_connect as connect_server
-
-    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET
-    server = connect_server.start(port, ROOT / ".stack" / f"test-spark-connect-{port}.log", store_url=str(ROOT))
+    server = connect_server.start(
+        port, ROOT / ".stack" / f"test-spark-connect-{port}.log", store_url=str(ROOT)
+    )
     try:
         yield server
     finally:
