@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/reassign_heal.py [--port-base 47600] [--stack-home DIR]
         [--topics 6] [--mb-per-topic 24] [--throttle 300000] [--max-partitions-per-chunk 6]
+        [--receiver-slots 2]
 
 Starts a fresh stack (or reuses ``--stack-home``), writes ``--topics`` topics (6
 partitions, RF 2 and 3 alternating) holding ``--mb-per-topic`` MB each, kills broker 4,
@@ -10,7 +11,10 @@ chunks exactly as ``kafka_failed_broker_reassignment`` does. Prints the time fro
 start of the first chunk to full replication (every chunk verified: target replicas, full
 ISR, throttle removed), the floor set by the bytes to move divided by the throttle, their
 ratio, and the per-receiver floor (the busiest receiver's bytes / throttle: the throttle
-is a rate per broker, so receivers copy in parallel). Broker 4 is restarted at the end.
+is a rate per broker, so receivers copy in parallel). The target (issue #25) is a ratio to the
+per-receiver floor of at most 1.1. ``--receiver-slots`` is the executor's overlap rule as the
+runbook's sensor uses it (``execute.RECEIVER_SLOTS``); 0 measures one chunk at a time. Broker 4
+is restarted at the end.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ def main() -> None:
     parser.add_argument("--mb-per-topic", type=float, default=24)
     parser.add_argument("--throttle", type=int, default=300_000, help="bytes/s per broker")
     parser.add_argument("--max-partitions-per-chunk", type=int, default=6)
+    from kafka_runbooks.failed_broker.execute import RECEIVER_SLOTS
+
+    parser.add_argument("--receiver-slots", type=int, default=RECEIVER_SLOTS, help="0: one chunk at a time")
     args = parser.parse_args()
 
     from kafka_runbooks.admin import ClusterAdmin
@@ -111,7 +118,7 @@ def main() -> None:
             throttle_bytes_per_sec=args.throttle,
             chunks=chunks_from_plan_dir(work / "plan"),
         )
-        executor = ChunkExecutor(admin, progress_every_s=30)
+        executor = ChunkExecutor(admin, progress_every_s=30, receiver_slots=args.receiver_slots)
         while not executor.step(state):
             time.sleep(0.5)
         first = min(c.started_ms for c in state.chunks if c.started_ms)
@@ -134,7 +141,8 @@ def main() -> None:
         )
         print(
             f"per-receiver floor (busiest receiver's bytes / throttle): {receiver_floor:.1f}s   ratio: "
-            f"{healed_s / receiver_floor if receiver_floor else float('nan'):.2f}"
+            f"{healed_s / receiver_floor if receiver_floor else float('nan'):.2f} (target <= 1.1; "
+            f"receiver slots {args.receiver_slots})"
         )
     finally:
         stack.start_node(f"broker-{DEAD}")
