@@ -292,7 +292,7 @@ def _restart(
         state, action = _restart_error(sweep, status, state, exc, verdict.reason, observed)
     else:
         state = _restarted(sweep, status, state, outcome, verdict.reason, observed)
-    if action in ("restart", "restart_refused") and sweep.policy.exhausted(state.count):
+    if state.count > verdict.state.count and sweep.policy.exhausted(state.count):
         decisions.record(
             STEP,
             "last automatic restart",
@@ -418,9 +418,11 @@ def _restart_error(
 ) -> tuple[RestartState, str]:
     """A restart call answered with an error: count it if the worker tried, alert if it persists.
 
-    A refused restart (the worker tried, the start threw) is a restart that failed at once:
-    counted, so the back-off and the give-up alert apply. Any other error (409, a timeout)
-    restarted nothing: not counted, retried when next due.
+    A refused restart (the worker tried, the start threw) is a restart that failed at once;
+    any other error answer (400, 403, 503, a timeout, a refused connection) is counted the
+    same way, so the back-off and the give-up alert apply to it instead of a retry every
+    sweep forever. Only the documented no-op 409 (rebalancing) is not counted: retried when
+    next due, alerted when it persists.
     """
     error = str(exc)
     if exc.refused:
@@ -429,10 +431,14 @@ def _restart_error(
         outcome = (
             f"the worker tried and the start failed: counted as restart #{state.count}, the back-off applies"
         )
+    elif exc.counts_as_restart:
+        state = state.after_refused_restart(sweep.now, error)
+        action = "restart_failed"
+        outcome = f"an error answer: counted as restart #{state.count}, the back-off and the give-up apply"
     else:
         state = state.after_error(error)
         action = "restart_failed"
-        outcome = "nothing was restarted: not counted, retried when next due"
+        outcome = "a rebalance: nothing was restarted, not counted, retried when next due"
     sweep.report["errors"].append(
         {"connector": status.name, "error": error, "refused": exc.refused, "error_streak": state.error_streak}
     )

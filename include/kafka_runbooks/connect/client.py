@@ -59,6 +59,17 @@ class ConnectError(CallFailed):
         """
         return self.status == 500
 
+    @property
+    def counts_as_restart(self) -> bool:
+        """Whether the back-off and the give-up count this answer like a restart made.
+
+        Every answer that is not a success does (any 4xx or 5xx, a timeout, a refused
+        connection: status None), except the documented no-op ``409`` (a rebalance is in
+        progress, nothing was restarted, the next sweep may succeed). Counting only 500 let
+        a 400, 403 or 503 be retried every sweep forever, never backed off, never given up.
+        """
+        return self.status != 409
+
 
 class ConnectUnreachable(ConnectError, Unreachable):
     """No answer from the worker (connection refused, DNS, TLS, timeout)."""

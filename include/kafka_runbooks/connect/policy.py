@@ -12,8 +12,10 @@ FAILED and the sweep raises an alert. Configurable:
 - ``minute_seconds``: how long a policy "minute" is (60; tests make it a second);
 - ``errors_before_alert``: restart calls in a row answered with an error (the worker
   refused the restart, a rebalance, a timeout) before every further one raises an alert
-  (3 by default). A refused restart (``500 Failed to start ...``) also counts as a
-  restart: it is on the same back-off schedule and ends in the same give-up alert.
+  (3 by default). A refused restart (``500 Failed to start ...``), and every other error
+  answer but the documented no-op 409 (400, 403, 503, a timeout, a refused connection),
+  also counts as a restart: it is on the same back-off schedule and ends in the same
+  give-up alert, never retried every sweep forever.
 
 The restart unit is the connector: its own state and its tasks' together, like Strimzi.
 """
@@ -167,14 +169,14 @@ class RestartState:
         )
 
     def after_refused_restart(self, now: float, error: str) -> RestartState:
-        """The worker tried and the start threw: a restart that failed at once.
-
-        Counted like any restart, so the back-off and the give-up alert apply to it.
+        """The worker tried and the start threw, or answered any error but 409: a restart
+        that failed at once. Counted like any restart, so the back-off and the give-up alert
+        apply to it.
         """
         return replace(self.after_restart(now), error_streak=self.error_streak + 1, last_error=error)
 
     def after_error(self, error: str) -> RestartState:
-        """The restart call failed without a restart (409, timeout, ...): not counted."""
+        """The restart call was a documented no-op (409, rebalancing): not counted."""
         return replace(self, error_streak=self.error_streak + 1, last_error=error)
 
 

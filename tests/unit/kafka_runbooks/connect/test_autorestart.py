@@ -23,6 +23,7 @@ from kafka_runbooks.connect.autorestart import (
 from kafka_runbooks.connect.client import (
     ConnectError,
     ConnectorStatus,
+    ConnectUnreachable,
     RestartOutcome,
     TaskStatus,
     UnaddressableConnector,
@@ -146,6 +147,32 @@ def test_a_connector_deleted_since_the_listing_is_forgotten():
     assert row["action"] == "deleted" and state is None
     assert made() == [("c1/sink", "not restarted: deleted")]
     assert "deleted between the listing and the restart call" in decisions.made()[0].reason
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ConnectError("HTTP 400: Bad Request", 400),
+        ConnectError("HTTP 403: Forbidden", 403),
+        ConnectError("HTTP 503: Service Unavailable", 503),
+        ConnectUnreachable("POST http://connect:8083/connectors/sink/restart: no answer (ReadTimeout)"),
+    ],
+    ids=["400", "403", "503", "timeout"],
+)
+def test_every_error_answer_but_409_backs_off_and_gives_up(answer):
+    """Issue 23: only a 500 was counted, so a 400, 403 or 503 was retried every sweep forever."""
+    policy = RestartPolicy(max_restarts=2)
+    worker = Worker(answer)
+    row, state = _one_connector(sweep(worker, policy, now=0.0), status(), None)
+    assert (row["action"], state.count, state.error_streak) == ("restart_failed", 1, 1)
+    row, state = _one_connector(sweep(worker, policy, now=1 * MIN), status(), state)
+    assert row["action"] == "wait" and worker.calls == 1  # backed off
+    row, state = _one_connector(sweep(worker, policy, now=2 * MIN), status(), state)
+    assert (state.count, worker.calls) == (2, 2) and ("c1/sink", "last automatic restart") in made()
+    s = sweep(worker, policy, now=60 * MIN)
+    row, _ = _one_connector(s, status(), state)
+    assert row["action"] == GIVE_UP and worker.calls == 2
+    assert [a["alert"] for a in s.report["alerts"]] == ["restarts exhausted"]
 
 
 def test_the_policys_last_restart_says_so():
