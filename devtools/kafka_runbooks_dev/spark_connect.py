@@ -145,3 +145,63 @@ def answers(port: int, host: str = "127.0.0.1") -> bool:
             return True
     except OSError:
         return False
+
+
+# ---------------------------------------------------------------- a server that outlives its starter
+# ``kstack``/``make demo`` start the server and exit; ``stop`` is another process: the server's
+# process group id and port are recorded in the stack's folder.
+RECORD = "spark-connect.json"
+
+
+def start_recorded(home: Path, port: int, *, store_url: str | None = None) -> str:
+    """Start a server for the stack in ``home`` unless its recorded one still answers; its URL."""
+    import json
+
+    recorded = running(home)
+    if recorded is not None:
+        return url_of(recorded)
+    server = start(port, home / "spark-connect.log", store_url=store_url)
+    (home / RECORD).write_text(json.dumps({"pid": server.process.pid, "port": port}))
+    return server.url
+
+
+def running(home: Path) -> int | None:
+    """The recorded server's port while its process lives and the port answers, else None."""
+    import json
+
+    try:
+        record = json.loads((home / RECORD).read_text())
+        os.killpg(int(record["pid"]), 0)
+    except (FileNotFoundError, ValueError, KeyError, ProcessLookupError, PermissionError):
+        return None
+    return int(record["port"]) if answers(int(record["port"])) else None
+
+
+def stop_recorded(home: Path, timeout_s: float = 30.0) -> None:
+    """Stop the recorded server (SIGTERM to its group, SIGKILL after ``timeout_s``); forget it."""
+    import json
+
+    path = home / RECORD
+    try:
+        pid = int(json.loads(path.read_text())["pid"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _group_alive(pid):
+            time.sleep(0.2)
+        if not _group_alive(pid):
+            break
+    path.unlink(missing_ok=True)
+
+
+def _group_alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -88,3 +88,44 @@ def test_a_server_that_is_not_there_fails_naming_it(make_snapshot, tmp_path):
     with pytest.raises(SparkConnectUnavailable, match=f"Spark Connect server {url} did not answer"):
         run_over_connect(HEALTH, args, url, session_id("tests", "nobody"))
     assert not Path(tmp_path / "out").exists()
+
+
+def test_the_local_stacks_spark_default_runs_the_job_on_its_connect_server(
+    spark_connect, make_snapshot, monkeypatch, tmp_path
+):
+    """The stack's Airflow connection names its running server (spark-submit while none runs), and
+    SparkJobOperator runs the job there through that connection, as the DAG's task does."""
+    import pendulum
+    from airflow.sdk import DAG
+
+    from kafka_runbooks_airflow.operators.spark import SparkJobOperator
+    from kafka_runbooks_dev import spark_connect as connect_server
+    from kafka_runbooks_dev.localstack import LocalStack
+
+    stack = LocalStack(home=tmp_path / "stack")
+    assert stack.airflow_connections(spark_master="local[2]")["spark_default"] == {
+        "conn_type": "spark",
+        "host": "local[2]",
+    }
+    (tmp_path / "stack").mkdir(exist_ok=True)
+    record = {"pid": spark_connect.process.pid, "port": spark_connect.port}  # as start_recorded writes it
+    (tmp_path / "stack" / connect_server.RECORD).write_text(json.dumps(record))
+    conn = stack.airflow_connections()["spark_default"]
+    assert conn == {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect.port}
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
+    snapshot = make_snapshot(*cluster_with_a_dead_broker())
+    with DAG("d", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        task = SparkJobOperator(
+            task_id="analyse_health",
+            application=HEALTH,
+            conn_id="spark_default",
+            application_args=["--snapshot", str(snapshot), "--output", str(tmp_path / "out")],
+        )
+
+    class TaskInstance:
+        dag_id, run_id, task_id, map_index, try_number = "d", "manual__1", "analyse_health", -1, 1
+
+    task.execute({"ti": TaskInstance()})
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["partitions"] == PARTITIONS + 1 and report["counts"]["offline"] == 1

@@ -271,7 +271,7 @@ class LocalStack:
         endpoints = {str(n.node_id): n.metrics_url for n in nodes}
         conns = {
             "kafka_default": {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}},
-            "spark_default": {"conn_type": "spark", "host": spark_master},
+            "spark_default": self._spark_connection(spark_master),
             "kafka_broker_probe_default": {
                 "conn_type": "generic",
                 "extra": {"kind": "prometheus", "endpoints": endpoints},
@@ -284,6 +284,31 @@ class LocalStack:
         if self.connect_url:
             conns["kafka_connect_default"] = {"conn_type": "http", "host": self.connect_url}
         return conns
+
+    def _spark_connection(self, spark_master: str) -> dict:
+        """The stack's Spark Connect server while it runs (analyses start in seconds), else
+        spark-submit with ``spark_master`` (each analysis starts its own JVM and session)."""
+        from kafka_runbooks_dev import spark_connect
+
+        port = spark_connect.running(self.home)
+        if port is None:
+            return {"conn_type": "spark", "host": spark_master}
+        return {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}
+
+    @property
+    def spark_connect_port(self) -> int:
+        """``$KR_SPARK_CONNECT_PORT``, else the stack's port base + 2."""
+        from kafka_runbooks_dev import spark_connect
+
+        explicit = os.environ.get(spark_connect.PORT_ENV)
+        return int(explicit) if explicit else self.topology.port_base + spark_connect.PORT_OFFSET
+
+    def start_spark_connect(self, store_url: str | None = None) -> str:
+        """Start the stack's long-lived Spark Connect server (kept if it runs); its ``sc://`` URL."""
+        from kafka_runbooks_dev import spark_connect
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        return spark_connect.start_recorded(self.home, self.spark_connect_port, store_url=store_url)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, wait: bool = True, timeout: float = 240.0) -> LocalStack:
@@ -304,7 +329,10 @@ class LocalStack:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop every node cleanly (Connect, brokers, then controllers)."""
+        """Stop the Spark Connect server and every node cleanly (Connect, brokers, then controllers)."""
+        from kafka_runbooks_dev import spark_connect
+
+        spark_connect.stop_recorded(self.home)
         order = (
             ([self.topology.connect_node] if self.topology.connect_node else [])
             + list(reversed(self.topology.broker_nodes))
