@@ -38,7 +38,9 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   receiver exists that keeps the count: while it is short of its old count, only receivers in a
   new rack qualify.
 * Balance: among qualifying receivers, the one with the fewest replicas moved to it so far, then
-  the fewest bytes, then the fewest replicas, then the lowest id; partitions largest first. A
+  the fewest bytes moved to it so far (each receiver copies under its own throttle, so the heal
+  takes as long as the busiest receiver's bytes), then the fewest bytes, then the fewest replicas,
+  then the lowest id; partitions largest first. A
   repair pass then moves replicas from a receiver to any qualifying one with at least two fewer,
   so moved replicas per receiver end within 1 of each other unless racks forbid it.
 * Partition size is the largest ``size_bytes`` reported by any of its replicas (the failed
@@ -502,7 +504,7 @@ def choose_receivers(
 class Balancer:
     """Running load of the receivers, grouped by rack so a rack-constrained pick stays cheap.
 
-    Each rack has a heap of (moved, bytes, replicas, id) with lazy deletion; brokers without a rack
+    Each rack has a heap of (moved, moved bytes, bytes, replicas, id) with lazy deletion; brokers without a rack
     share one heap (each of them is a rack of its own, so they always bring a new rack).
     """
 
@@ -511,6 +513,7 @@ class Balancer:
     def __init__(self, brokers: dict[int, BrokerInfo], receivers: list[int]) -> None:
         self.brokers = brokers
         self.moved = {b: 0 for b in receivers}
+        self.moved_bytes = {b: 0 for b in receivers}
         self.groups: dict[tuple, list] = {}
         self.group_of: dict[int, tuple] = {}
         for b in receivers:
@@ -520,7 +523,7 @@ class Balancer:
 
     def key(self, b: int) -> tuple:
         info = self.brokers[b]
-        return (self.moved[b], info.bytes, info.replicas, b)
+        return (self.moved[b], self.moved_bytes[b], info.bytes, info.replicas, b)
 
     def _best_in(self, group: tuple, exclude: set[int]) -> tuple | None:
         heap = self.groups[group]
@@ -528,7 +531,7 @@ class Balancer:
         best = None
         while heap:
             entry = heap[0]
-            b = entry[3]
+            b = entry[-1]
             if entry != self.key(b):  # stale
                 heapq.heappop(heap)
                 continue
@@ -550,16 +553,18 @@ class Balancer:
             entry = self._best_in(group, exclude)
             if entry is not None and (best is None or entry < best):
                 best = entry
-        return None if best is None else best[3]
+        return None if best is None else best[-1]
 
     def take(self, b: int, size: int) -> None:
         self.moved[b] += 1
+        self.moved_bytes[b] += size
         self.brokers[b].replicas += 1
         self.brokers[b].bytes += size
         heapq.heappush(self.groups[self.group_of[b]], self.key(b))
 
     def give_back(self, b: int, size: int) -> None:
         self.moved[b] -= 1
+        self.moved_bytes[b] -= size
         self.brokers[b].replicas -= 1
         self.brokers[b].bytes -= size
         heapq.heappush(self.groups[self.group_of[b]], self.key(b))
