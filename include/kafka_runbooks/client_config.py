@@ -1,8 +1,8 @@
 """Kafka client settings, as Airflow's Kafka connection stores them (librdkafka keys).
 
-The same dict configures confluent-kafka untouched; for the few RPCs only kafka-python
-has, it is translated here, in one place, so SASL and TLS settings mean the same thing
-to both clients. Secrets are redacted before anything is logged.
+The admin facade sends every RPC through kafka-python (the client that lets it choose the
+broker a request goes to), so the dict is translated here, in one place, and SASL and TLS
+settings mean what they mean to librdkafka. Secrets are redacted before anything is logged.
 """
 
 from __future__ import annotations
