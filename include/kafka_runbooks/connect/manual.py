@@ -3,13 +3,22 @@
 Bad input fails before any call; an unknown connector or task id fails after the one
 listing call, before any restart, with a message naming what does exist.
 
-Success is read back from the worker, never assumed from its answer: the connector and
-every task the restart was asked for (what the worker said it restarts) must read
-RUNNING in every status read for ``stable_s`` seconds in a row, within
-``settle_timeout_s``. A restart answer comes before the restart has shown in the status
-(KIP-745 restarts are asynchronous; the status is read back from Kafka), so one RUNNING
-read right after it can still be the state from before the restart. Otherwise the
-restart fails (:class:`RestartNotSettled`) with what was seen, or only warns when asked.
+Success is read back from the worker, never assumed from its answer. The restart answer
+(202/204) comes before the restart shows in the status (KIP-745 restarts are applied
+asynchronously; the status is read back from Kafka's status topic), so a read right after
+it can still be the state from before the restart. A restart is settled only when:
+
+- every restarted item (what the worker said it restarts) has shown its restart in a status
+  read after the accepted restart: RESTARTING, or a (state, worker, trace) other than in the
+  read before the restart, from the same worker REST; and
+- from then on, the connector and the restarted tasks read RUNNING in every read for
+  ``stable_s`` seconds in a row (a task FAILED before and RUNNING after must stay RUNNING),
+  within ``settle_timeout_s``.
+
+Connect keeps no restart count: an item that reads exactly as before in every read (its
+short RESTARTING/UNASSIGNED state fell between two reads) did not show its restart, and the
+outcome is said to be unknown, never settled. Otherwise the restart fails
+(:class:`RestartNotSettled`) with what was seen, or only warns when asked.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ SCOPES = {
 RUNNING = "RUNNING"
 STABLE_S = 5.0
 POLL_S = 0.5
+FAST_POLL_S = 0.05  # right after the restart, to read the short RESTARTING/UNASSIGNED states
+FAST_POLL_FOR_S = 5.0
 
 
 class RestartNotSettled(ConnectError, RunbookFailed):
@@ -55,7 +66,7 @@ class RestartNotSettled(ConnectError, RunbookFailed):
 class Settled:
     """What reading the status back after a restart found."""
 
-    settled: bool  # the connector and the watched tasks read RUNNING for stable_s in a row
+    settled: bool  # the restart showed, then the connector and watched tasks read RUNNING stable_s
     after: dict[str, Any]  # the last status read (ConnectorStatus.as_dict)
     seen: dict[str, list[str]]  # the states each watched item went through, repeats folded
     waited_s: float
@@ -106,7 +117,13 @@ def manual_restart(
     )
     result = _restart_scope(client, connector, scope, ids, before)
     settle = settle_restart(
-        client, connector, result["restarted_tasks"], timeout_s=settle_timeout_s, stable_s=stable_s
+        client,
+        connector,
+        result["restarted_tasks"],
+        before=before,
+        restarted_connector=result["restarted_connector"],
+        timeout_s=settle_timeout_s,
+        stable_s=stable_s,
     )
     report = {
         "connector": connector,
@@ -193,8 +210,8 @@ def _judge(
         decisions.record(
             STEP,
             "restarted",
-            f"the connector and the restarted tasks read RUNNING for {stable_s:g}s in a row "
-            f"(after {settle.waited_s:.1f}s)",
+            f"the restart showed in the status, then the connector and the restarted tasks read "
+            f"RUNNING for {stable_s:g}s in a row (after {settle.waited_s:.1f}s)",
             observed=settle.after,
             action=action,
             subject=subject,
@@ -225,16 +242,25 @@ def settle_restart(
     connector: str,
     task_ids: Iterable[int],
     *,
+    before: ConnectorStatus,
+    restarted_connector: bool = False,
     timeout_s: float,
     stable_s: float = STABLE_S,
     poll_s: float = POLL_S,
 ) -> Settled:
-    """Read the status until the connector and ``task_ids`` have read RUNNING for ``stable_s``.
+    """Read the status until the restart has shown and the connector and ``task_ids`` have
+    read RUNNING for ``stable_s`` since.
 
-    Gives up early when an item FAILED again after it was seen in another state (the
-    restart showed, then failed). Returns what was found (:class:`Settled`).
+    A read counts only once it is after the restart for every restarted item (see
+    :func:`_shows_restart`): until then a RUNNING read may be the state from before the
+    accepted restart (Connect applies it asynchronously and keeps no restart count). Gives
+    up early when a restarted item reads FAILED after its restart showed. Returns what was
+    found (:class:`Settled`); a restart that never showed is "unknown", never settled.
     """
     watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
+    restarted = {f"task {t}" for t in task_ids} | ({"connector"} if restarted_connector else set())
+    was = _identities(before, watched)
+    shown = {w: w not in restarted for w in watched}  # items not restarted: every read is current
     seen: dict[str, list[str]] = {w: [] for w in watched}
     started = time.monotonic()
     deadline = started + timeout_s
@@ -243,29 +269,65 @@ def settle_restart(
         status = client.connector_status(connector)
         now = time.monotonic()
         states = _states(status, watched)
-        for item, state in states.items():
-            if not seen[item] or seen[item][-1] != state:
-                seen[item].append(state)
-        if all(state == RUNNING for state in states.values()):
+        for item, identity in _identities(status, watched).items():
+            shown[item] = shown[item] or _shows_restart(identity, was[item])
+            if not seen[item] or seen[item][-1] != identity[0]:
+                seen[item].append(identity[0])
+        if all(shown.values()) and all(state == RUNNING for state in states.values()):
             running_since = now if running_since is None else running_since
             if now - running_since >= stable_s:
                 return _settled(True, status, seen, started, None)
         else:
             running_since = None
-            failed_again = [i for i, st in states.items() if st == "FAILED" and len(seen[i]) > 1]
+            failed_again = [i for i, st in states.items() if st == "FAILED" and shown[i] and i in restarted]
             if failed_again:
                 problem = _describe(failed_again, states, status, " again after the restart")
                 return _settled(False, status, seen, started, problem)
         if now >= deadline:
-            stuck = [i for i, st in states.items() if st != RUNNING]
-            if stuck:
-                problem = (
-                    f"{_describe(stuck, states, status)} not RUNNING after {timeout_s:g}s (settle_timeout_s)"
-                )
-            else:
-                problem = f"RUNNING for less than {stable_s:g}s in a row when settle_timeout_s ({timeout_s:g}s) ran out"
-            return _settled(False, status, seen, started, problem)
-        time.sleep(max(0.0, min(poll_s, deadline - now)))
+            return _settled(
+                False, status, seen, started, _timed_out(states, shown, status, timeout_s, stable_s)
+            )
+        fast = not all(shown.values()) and now - started < FAST_POLL_FOR_S
+        time.sleep(max(0.0, min(FAST_POLL_S if fast else poll_s, deadline - now)))
+
+
+def _identities(status: ConnectorStatus, watched: list[str]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Each watched item's (state, worker_id, trace) in one status read (MISSING: not listed)."""
+    tasks = {f"task {t.task_id}": (t.state, t.worker_id, t.trace) for t in status.tasks}
+    own = (status.state, status.worker_id, status.trace)
+    return {w: own if w == "connector" else tasks.get(w, ("MISSING", None, None)) for w in watched}
+
+
+def _shows_restart(
+    now: tuple[str, str | None, str | None], before: tuple[str, str | None, str | None]
+) -> bool:
+    """Whether a read after the accepted restart shows it happened.
+
+    The worker writes RESTARTING (KIP-745) or UNASSIGNED (a running task stopping) to its
+    status topic during a restart, then RUNNING or FAILED: any of state, worker or trace
+    differing from the read before the restart (same worker REST, same status topic) is a
+    state written since. The same triple is not evidence: a task RUNNING before and after,
+    its transient states missed between two reads, or FAILED again with the very same
+    trace, reads exactly as before; Connect has no restart counter to tell them apart.
+    """
+    return now[0] == "RESTARTING" or now != before
+
+
+def _timed_out(
+    states: dict[str, str], shown: dict[str, bool], status: ConnectorStatus, timeout_s: float, stable_s: float
+) -> str:
+    """Why the settle period ran out: an item not RUNNING, a restart never shown, or too short."""
+    stuck = [i for i, st in states.items() if st != RUNNING]
+    if stuck:
+        return f"{_describe(stuck, states, status)} not RUNNING after {timeout_s:g}s (settle_timeout_s)"
+    unshown = [i for i, ok in shown.items() if not ok]
+    if unshown:
+        return (
+            f"{', '.join(unshown)} read exactly as before the restart in every read for {timeout_s:g}s "
+            "(settle_timeout_s): whether the restart took effect is unknown (Connect keeps no restart "
+            "count; the states it wrote during the restart were not read)"
+        )
+    return f"RUNNING for less than {stable_s:g}s in a row when settle_timeout_s ({timeout_s:g}s) ran out"
 
 
 def _states(status: ConnectorStatus, watched: list[str]) -> dict[str, str]:

@@ -104,15 +104,40 @@ def test_each_scope_makes_its_own_calls_only(scope, ids, posts, restarted):
 def test_running_once_right_after_the_restart_is_not_settled():
     """The first read can still be the state from before the restart: it must hold ``stable_s``."""
     worker = Worker(status("RUNNING"), status("RESTARTING"), status("RUNNING"))
-    settle = settle_restart(worker, "sink", [0], timeout_s=5.0, stable_s=0.3, poll_s=0.05)
+    settle = settle_restart(
+        worker, "sink", [0], before=status("RUNNING"), timeout_s=5.0, stable_s=0.3, poll_s=0.05
+    )
     assert settle.settled and settle.problem is None
     assert settle.seen == {"connector": ["RUNNING"], "task 0": ["RUNNING", "RESTARTING", "RUNNING"]}
     assert settle.waited_s >= 0.3
 
 
+def test_a_running_read_from_before_the_restart_never_settles_it_however_long_it_lasts():
+    """Issue 23.7: RUNNING reads from before the accepted restart counted as 'RUNNING for 5 s';
+    the task then failed once the worker applied the restart. Only reads after it count."""
+    reads = [status("RUNNING")] * 8 + [status("RESTARTING"), status("FAILED")]
+    settle = settle_restart(
+        Worker(*reads), "sink", [0], before=status("RUNNING"), timeout_s=5.0, stable_s=0.0, poll_s=0.01
+    )
+    assert not settle.settled
+    assert settle.problem == "task 0 FAILED again after the restart (boom)"
+
+
+def test_a_restart_that_never_shows_is_unknown_not_settled():
+    """Same state, worker and trace in every read: Connect keeps no restart count, so unknown."""
+    settle = settle_restart(
+        Worker(status("RUNNING")), "sink", [0], before=status("RUNNING"), timeout_s=0.3, stable_s=0.0
+    )
+    assert not settle.settled and settle.seen == {"connector": ["RUNNING"], "task 0": ["RUNNING"]}
+    assert settle.problem.startswith("task 0 read exactly as before the restart in every read for 0.3s")
+    assert "whether the restart took effect is unknown" in settle.problem
+
+
 def test_failed_again_after_the_restart_gives_up_at_once_a_stale_failed_read_does_not():
     worker = Worker(status("FAILED"), status("RESTARTING"), status("FAILED"))
-    settle = settle_restart(worker, "sink", [0], timeout_s=10.0, stable_s=0.0, poll_s=0.01)
+    settle = settle_restart(
+        worker, "sink", [0], before=status("FAILED"), timeout_s=10.0, stable_s=0.0, poll_s=0.01
+    )
     assert not settle.settled and settle.waited_s < 5  # not the whole settle_timeout_s
     assert settle.problem == "task 0 FAILED again after the restart (boom)"
     assert settle.seen["task 0"] == ["FAILED", "RESTARTING", "FAILED"]
@@ -120,7 +145,13 @@ def test_failed_again_after_the_restart_gives_up_at_once_a_stale_failed_read_doe
 
 def test_a_watched_item_never_running_names_itself_when_the_time_runs_out():
     settle = settle_restart(
-        Worker(status("RUNNING")), "sink", [0, 3], timeout_s=0.1, stable_s=0.0, poll_s=0.02
+        Worker(status("RUNNING")),
+        "sink",
+        [0, 3],
+        before=status("RUNNING"),
+        timeout_s=0.1,
+        stable_s=0.0,
+        poll_s=0.02,
     )
     assert not settle.settled
     assert settle.problem == "task 3 MISSING not RUNNING after 0.1s (settle_timeout_s)"
