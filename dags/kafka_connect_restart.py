@@ -12,11 +12,15 @@ Restart one connector on one Connect cluster, as an operator asks:
 the cluster once and fails with a clear message, before any restart, if the connector or a
 task id does not exist. It logs the status before and after.
 
-**Success only when it settled:** the connector and every task it restarted must read
-RUNNING for 5 s in a row within `settle_timeout_s`. Otherwise the run fails with what was
-seen (e.g. `task 0 FAILED again after the restart`, `task 1 UNASSIGNED not RUNNING after
-60s`); with `fail_if_not_settled: false` it only warns. It does not touch the auto-restart
-sweep's counts, and never deletes, pauses or reconfigures anything.
+**Success only when it settled:** only status reads after the accepted restart count (the
+202/204 answer comes before the worker applied it): each restarted item must first show its
+restart (RESTARTING, or a state, worker or trace other than before it), then the connector
+and every restarted task must read RUNNING for 5 s in a row within `settle_timeout_s`. A
+restart that never shows (Connect keeps no restart count) is reported as unknown, not as
+success. Otherwise the run fails with what was seen (e.g. `task 0 FAILED again after the
+restart`, `task 1 UNASSIGNED not RUNNING after 60s`); with `fail_if_not_settled: false` it
+only warns. It does not touch the auto-restart sweep's counts, and never deletes, pauses
+or reconfigures anything.
 """
 
 from __future__ import annotations
