@@ -352,3 +352,25 @@ def test_a_manual_restart_of_an_unaddressable_name_says_what_to_do(connect, tmp_
     with pytest.raises(UnaddressableConnector, match="Ambiguous URI path encoding") as err:
         manual_restart(ConnectClient(connect.url), bad, "failed", settle_timeout_s=5)
     assert f"'target-state-{bad}'" in str(err.value)
+
+
+def test_a_manual_restart_is_settled_only_by_a_status_read_after_it(connect, tmp_path, topic, kafka_stack):
+    """Issue 23.7: the status read right after the 202 is still the one from before the
+    restart (the worker applies a KIP-745 restart asynchronously): a RUNNING task whose
+    restart fails must not be reported restarted on that read, even with no settle period."""
+    name = unique_name("manual-stale")
+    target = tmp_path / "out" / "out.txt"
+    target.parent.mkdir()
+    file_sink(connect, name, target, topic)
+    connect.created.append(name)
+    connect.wait_for(name, all_running(1), 60)
+    key = f"status-task-{name}-0"
+    before = len(status_records(kafka_stack.bootstrap_servers, key))
+    target.unlink(missing_ok=True)
+    target.parent.rmdir()  # the running task keeps its open file; a restarted one cannot create it
+
+    with pytest.raises(RestartNotSettled, match=r"task 0 FAILED again after the restart") as err:
+        manual_restart(connect, name, "all", settle_timeout_s=30, stable_s=0)
+    assert err.value.seen["task 0"][-1] == "FAILED"
+    # the worker's own record: the restart (RESTARTING), then the new failure
+    wait_until(lambda: _failed_again(kafka_stack, key, before), 120, 1, f"task 0 of {name} FAILED again")
