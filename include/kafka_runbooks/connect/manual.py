@@ -251,11 +251,9 @@ def settle_restart(
     """Read the status until the restart has shown and the connector and ``task_ids`` have
     read RUNNING for ``stable_s`` since.
 
-    A read counts only once it is after the restart for every restarted item (see
-    :func:`_shows_restart`): until then a RUNNING read may be the state from before the
-    accepted restart (Connect applies it asynchronously and keeps no restart count). Gives
-    up early when a restarted item reads FAILED after its restart showed. Returns what was
-    found (:class:`Settled`); a restart that never showed is "unknown", never settled.
+    Until every restarted item showed its restart (:func:`_shows_restart`), a RUNNING read
+    may be the state from before it (applied asynchronously; no restart count). Gives up
+    early on a restarted item FAILED after its restart showed; one never shown is unknown.
     """
     watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
     restarted = {f"task {t}" for t in task_ids} | ({"connector"} if restarted_connector else set())
