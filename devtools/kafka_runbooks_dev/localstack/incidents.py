@@ -28,7 +28,6 @@ class TopicData:
 
 def create_demo_topics(stack: LocalStack, records: int = 2000) -> list[TopicData]:
     """The demo's topics (replication factor 3), each filled up to ``records`` records; idempotent."""
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bs = stack.bootstrap_servers
@@ -38,17 +37,46 @@ def create_demo_topics(stack: LocalStack, records: int = 2000) -> list[TopicData
         futures = admin.create_topics([NewTopic(t, DEMO_TOPICS[t], 3) for t in missing], request_timeout=60)
         for future in futures.values():
             future.result(timeout=60)
-    producer = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 20})
+    _wait_for_leaders(admin, list(DEMO_TOPICS))
     result = []
     for topic, partitions in DEMO_TOPICS.items():
-        have = _records(bs, topic, partitions)
-        for i in range(have, records):
-            producer.produce(topic, key=f"key-{i}".encode(), value=f"{topic} record {i}".encode() * 8)
-            producer.poll(0)
-        if producer.flush(60):
-            raise StackError(f"records for {topic} not acknowledged within 60 s")
+        _produce(bs, topic, _records(bs, topic, partitions), records)
         result.append(TopicData(topic, partitions, _records(bs, topic, partitions)))
     return result
+
+
+def _wait_for_leaders(admin, topics: list[str], timeout: float = 60.0) -> None:
+    """Until every partition of ``topics`` has a leader: records sent before that to a topic just
+    created are failed by the client (unknown topic), not queued."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        known = admin.list_topics(timeout=30).topics
+        if all(
+            t in known and known[t].partitions and all(p.leader >= 0 for p in known[t].partitions.values())
+            for t in topics
+        ):
+            return
+        time.sleep(0.5)
+    raise StackError(f"the partitions of {topics} have no leader after {timeout:.0f} s")
+
+
+def _produce(bootstrap: str, topic: str, first: int, end: int) -> None:
+    """Records ``first`` .. ``end`` - 1, each acknowledged by all in-sync replicas; a failed one is an error."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    failed: list[str] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failed.append(str(error))
+
+    for i in range(first, end):
+        value = f"{topic} record {i}".encode() * 8
+        producer.produce(topic, key=f"key-{i}".encode(), value=value, on_delivery=delivered)
+        producer.poll(0)
+    if producer.flush(60) or failed:
+        raise StackError(f"records for {topic} not acknowledged within 60 s: {failed[:1] or 'still queued'}")
 
 
 def _records(bootstrap: str, topic: str, partitions: int) -> int:
