@@ -69,7 +69,7 @@ class LocalStackBackend:
         except Exception as exc:
             return {"source": self.name, "error": f"{type(exc).__name__}: {exc}"}
         if pid is None:
-            return {"source": self.name, "error": "no process running"}
+            return {"source": self.name, "running": False, "error": "no process running"}
         return {"source": self.name, "identity": f"pid {pid}", "started_at_ms": _proc_start_ms(pid)}
 
 

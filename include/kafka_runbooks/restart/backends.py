@@ -50,12 +50,17 @@ def restart_observed(before: dict, now: dict) -> tuple[bool, str]:
 
     Each key (start time, pid or pod UID, container restart count) is compared only with
     the same key from the same source before the request: a changed value is a new
-    process. A key not read on both sides proves nothing ("unknown" is never "restarted");
+    process. A source that said no process ran before (``running: False``) and names one now
+    saw a new process. A key not read on both sides proves nothing ("unknown" is never "restarted");
     a roll still pending (the Strimzi annotation still on the pod) is not done, whatever
     else changed.
     """
     if now.get("roll_pending"):
         return False, "the roll is still pending (the pod still carries the roll annotation)"
+    if before.get("running") is False and now.get("identity"):
+        # the same source said no process ran before the request (a crashed node being
+        # force-restarted): a process now is a new one
+        return True, f"no process ran just before the restart request; now {now['identity']}"
     for key in EVIDENCE_KEYS:
         value, old = now.get(key), before.get(key)
         if value is not None and old is not None and value != old:

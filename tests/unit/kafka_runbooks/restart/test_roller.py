@@ -299,6 +299,11 @@ def test_restart_evidence_rules():
     # nothing read before the request: a start time alone proves nothing, whatever its value
     observed, why = restart_observed({"error": "timeout"}, {"process_start_ms": 2500})
     assert not observed and "nothing" not in why and "timeout" in why
+    # a crashed node force-restarted: the same source said no process ran, and names one now
+    dead = {"running": False, "error": "no process running"}
+    assert restart_observed(dead, {"identity": "pid 42", "started_at_ms": 5})[0] is True
+    assert restart_observed(dead, {"running": False, "error": "no process running"})[0] is False
+    assert restart_observed({"error": "unreadable"}, {"identity": "pid 42"})[0] is False
 
 
 @pytest.mark.parametrize("skew_ms", [120_000, -120_000], ids=["host-ahead", "host-behind"])
