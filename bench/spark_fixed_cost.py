@@ -7,10 +7,14 @@ Writes one small synthetic snapshot (the facade's own Parquet schemas) and runs 
 
 * the analysis itself: ``run(spark, argv)`` in a classic session that is already warm (after one
   warm-up run): what the job costs when nothing has to start;
-* over Spark Connect as a DAG task does it: a fresh Python process that imports pyspark, opens a
-  NEW session on the running server (``run_over_connect``), runs the job and closes the session;
-  its wall time from process start to exit is the time to the first result;
-* ``spark-submit --master local[2]``, as the DAGs did before: JVM, SparkSession, Python workers.
+* over Spark Connect as a task does it: a fresh Python process that imports pyspark and the
+  plugin, then opens a NEW session on the running server (``run_over_connect``), runs the job
+  and closes the session. The time to the first result is measured from the session's opening
+  (a task process has imported its operator before ``execute``); the process's whole wall time,
+  imports included, is printed beneath it;
+* ``spark-submit --master local[2]``, as the DAGs do today: JVM, SparkSession, Python workers.
+
+On a loaded machine every figure grows: the load average is printed with them.
 
 Fixed cost = time to first result minus the analysis, printed per way with the median over
 ``--runs`` and the floor the issue sets (under 3 s per analysis over Connect). The server's own
@@ -20,6 +24,7 @@ start is paid once per deployment and printed apart.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -58,6 +63,7 @@ def analysis_seconds(snapshot: Path, out: Path, runs: int) -> list[float]:
         SparkSession.builder.master("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .getOrCreate()
@@ -77,25 +83,32 @@ def analysis_seconds(snapshot: Path, out: Path, runs: int) -> list[float]:
 
 
 CONNECT_TASK = """
-import sys
+import sys, time
 from kafka_runbooks_airflow.spark import run_over_connect, session_id
-sys.exit(run_over_connect(sys.argv[1], sys.argv[4:], sys.argv[2], session_id("bench", sys.argv[3])))
+started = time.monotonic()
+code = run_over_connect(sys.argv[1], sys.argv[4:], sys.argv[2], session_id("bench", sys.argv[3]))
+print(f"IN_TASK_S={time.monotonic() - started:.3f}")
+sys.exit(code)
 """
 
 
-def connect_seconds(url: str, snapshot: Path, out: Path, runs: int) -> list[float]:
-    """Wall time of a fresh Python process that runs the job over Connect, as a task would."""
-    times = []
+def connect_seconds(url: str, snapshot: Path, out: Path, runs: int) -> tuple[list[float], list[float]]:
+    """(process wall times, in-task times) of a fresh Python process that runs the job over
+    Connect, as a task would: the in-task time starts once pyspark and the plugin are imported
+    (an Airflow task process has imported its operator before ``execute``), and covers the new
+    session, the job and closing the session."""
+    walls, in_task = [], []
     for run in range(runs):
         started = time.monotonic()
         argv = [sys.executable, "-c", CONNECT_TASK, str(JOB), url, f"run-{run}-{time.time_ns()}"]
         proc = subprocess.run(
             [*argv, "--snapshot", str(snapshot), "--output", str(out)], capture_output=True, text=True
         )
-        times.append(time.monotonic() - started)
+        walls.append(time.monotonic() - started)
         if proc.returncode != 0:
             raise RuntimeError(f"the job failed over Connect:\n{proc.stderr[-3000:]}")
-    return times
+        in_task.append(float(proc.stdout.rsplit("IN_TASK_S=", 1)[1].split()[0]))
+    return walls, in_task
 
 
 def submit_seconds(snapshot: Path, out: Path, runs: int) -> list[float]:
@@ -139,15 +152,22 @@ def main() -> None:
         server = spark_connect.start(port, work / "connect.log", store_url=str(work))
         server_start = time.monotonic() - started
         try:
-            over_connect = connect_seconds(server.url, snapshot, work / "connect", args.runs)
+            process_walls, over_connect = connect_seconds(server.url, snapshot, work / "connect", args.runs)
         finally:
             server.stop()
         submitted = submit_seconds(snapshot, work / "submit", args.runs)
     print(f"health job on {args.partitions} partitions; median of {args.runs} runs")
     print(f"{'analysis':<14} {analysis:6.1f} s in a warm session (the job's own work)")
     print(line("spark connect", over_connect, analysis, FLOOR_S))
+    print(
+        line("  + imports", process_walls, analysis, None)
+        + "  (a fresh process: Python, pyspark, the plugin)"
+    )
     print(line("spark-submit", submitted, analysis, None))
     print(f"{'server start':<14} {server_start:6.1f} s, once per deployment (not per analysis)")
+    print(
+        f"load average while measured: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

@@ -75,16 +75,19 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def server_command(port: int, *, store_url: str | None = None) -> tuple[list[str], dict[str, str]]:
+def server_command(
+    port: int, *, store_url: str | None = None, conf: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` of a Connect server on 127.0.0.1:``port`` that reaches the data store.
 
     For an ``s3://`` store: the store's S3A settings, the S3A jars (fetched once) and its keys
-    in the server's environment, where S3A's default credential chain reads them.
+    in the server's environment, where S3A's default credential chain reads them. ``conf``
+    adds or overrides Spark settings.
     """
     from kafka_runbooks import storage
 
     url = store_url or storage.data_url()
-    conf = {
+    settings = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.sql.shuffle.partitions": "2",
@@ -93,17 +96,26 @@ def server_command(port: int, *, store_url: str | None = None) -> tuple[list[str
     if storage.protocol_of(url) == "s3":
         from kafka_runbooks_dev.local_spark import ensure_s3a_jars
 
-        conf.update(storage.spark_conf(url))
-        conf["spark.jars"] = ",".join(str(j) for j in ensure_s3a_jars())
-    argv, env = spark_submit_command("spark-internal", [], master="local[2]", conf=conf)
+        settings.update(storage.spark_conf(url))
+        settings["spark.jars"] = ",".join(str(j) for j in ensure_s3a_jars())
+    argv, env = spark_submit_command(
+        "spark-internal", [], master="local[2]", conf={**settings, **(conf or {})}
+    )
     env.update(storage.s3_environment(url))
     at = argv.index("spark-internal")
     return [*argv[:at], "--class", SERVER_CLASS, "--name", "kafka-runbooks-connect", *argv[at:]], env
 
 
-def start(port: int, log_path: Path, *, store_url: str | None = None, timeout_s: float = START_TIMEOUT_S):
+def start(
+    port: int,
+    log_path: Path,
+    *,
+    store_url: str | None = None,
+    conf: dict[str, str] | None = None,
+    timeout_s: float = START_TIMEOUT_S,
+) -> ConnectServer:
     """Start a server and return it once it accepts connections; its log goes to ``log_path``."""
-    argv, env = server_command(port, store_url=store_url)
+    argv, env = server_command(port, store_url=store_url, conf=conf)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(

@@ -129,3 +129,94 @@ def test_the_local_stacks_spark_default_runs_the_job_on_its_connect_server(
     task.execute({"ti": TaskInstance()})
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["partitions"] == PARTITIONS + 1 and report["counts"]["offline"] == 1
+
+
+def test_a_server_killed_mid_job_fails_the_job_naming_it(make_snapshot, tmp_path):
+    """The server dies (SIGKILL) once it runs the job's first operation: the job fails with the
+    server's URL after the bounded retries, and no report appears."""
+    import os
+    import threading
+
+    from kafka_runbooks_dev import spark_connect as connect_server
+    from tests.helpers import wait_until
+
+    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 1
+    log = tmp_path / "connect.log"  # at INFO it names each operation's session
+    server = connect_server.start(port, log, store_url=str(tmp_path), conf={"spark.log.level": "INFO"})
+    snapshot = make_snapshot(*cluster_with_a_dead_broker())
+    sid = session_id("tests", "killed", tmp_path.name)
+    outcome: dict = {}
+
+    def job() -> None:
+        args = ["--snapshot", str(snapshot), "--output", str(tmp_path / "out")]
+        try:
+            outcome["code"] = run_over_connect(HEALTH, args, server.url, sid)
+        except Exception as exc:  # noqa: BLE001 (the test looks at what it was)
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=job, daemon=True)
+    try:
+        runner.start()
+        wait_until(lambda: sid in log.read_text(errors="replace"), 300, 0.2, "the job's first operation")
+    finally:
+        server.kill()
+    wait_until(lambda: not runner.is_alive(), 300, 0.5, "the job to give up on the dead server")
+    assert isinstance(outcome.get("error"), SparkConnectUnavailable), outcome
+    assert f"Spark Connect server {server.url} did not answer" in str(outcome["error"])
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
+    s3proxy, spark, make_snapshot, monkeypatch, tmp_path
+):
+    """On an s3:// store (a real S3Proxy) the server reads and writes the parquet files over s3a://
+    with the store's settings and keys, the client the small files through the store: the report
+    and every plan file equal the classic run's on a local folder."""
+    import os
+
+    from kafka_runbooks import storage
+    from kafka_runbooks_dev import spark_connect as connect_server
+    from tests.spark.test_cluster_health import job as health
+    from tests.spark.test_failed_broker_plan import job as plan
+    from tests.spark.test_jobs_on_s3a import OnTheStore
+
+    on_store = OnTheStore(s3proxy, monkeypatch, tmp_path)
+    local = make_snapshot(*cluster_with_a_dead_broker())
+    snapshot = on_store.upload_snapshot(local, "snapshots/connect")
+    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 2
+    server = connect_server.start(port, tmp_path / "connect.log", store_url=storage.data_url())
+    try:
+        health_flags, plan_flags = (
+            ["--max-listed", "5"],
+            ["--failed", str(DEAD), "--max-partitions-per-chunk", "8"],
+        )
+        assert (
+            health.run(spark, ["--snapshot", str(local), "--output", str(tmp_path / "h"), *health_flags]) == 0
+        )
+        assert plan.run(spark, ["--snapshot", str(local), "--out", str(tmp_path / "p"), *plan_flags]) == 0
+        out = ["--output", on_store.url("connect/health")]
+        assert (
+            run_over_connect(
+                HEALTH, ["--snapshot", snapshot, *out, *health_flags], server.url, session_id("s3", "h")
+            )
+            == 0
+        )
+        out = ["--out", on_store.url("connect/plan")]
+        assert (
+            run_over_connect(
+                PLAN, ["--snapshot", snapshot, *out, *plan_flags], server.url, session_id("s3", "p")
+            )
+            == 0
+        )
+    finally:
+        server.stop()
+
+    assert on_store.json_files("connect/health") == {
+        "report.json": json.loads((tmp_path / "h" / "report.json").read_text())
+    }
+    written, classic = on_store.json_files("connect/plan"), local_json_files(tmp_path / "p")
+    assert written.pop("summary.json") | {"snapshot": None} == classic.pop("summary.json") | {
+        "snapshot": None
+    }
+    assert written == classic and len(written) > 2
+    assert [k for k in on_store.store.list("connect/health/partitions.parquet") if k.endswith(".parquet")]
