@@ -53,10 +53,26 @@ def first_task(airflow, dag_id: str, run_id: str, timeout: float = 120) -> dict:
     raise SystemExit(f"{dag_id}/{run_id}: no task started within {timeout:.0f}s")
 
 
+def trigger(airflow, dag_id: str, conf: dict, tries: int = 5) -> dict:
+    """POST a run; retried on the 500 'Database error' that airflow standalone on SQLite answers
+    under load (seen here: "database is locked"): the run's queued_at is set by the write that
+    succeeds, so a retry adds nothing to the figure."""
+    from kafka_runbooks_dev.localstack.airflow import AirflowError
+
+    body = {"logical_date": None, "conf": conf}
+    for attempt in range(tries):
+        try:
+            return airflow.api("POST", f"/dags/{dag_id}/dagRuns", json=body)
+        except AirflowError as exc:
+            if exc.status != 500 or attempt == tries - 1:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def measure(airflow, dag_id: str, conf: dict) -> tuple[float, float, float, str]:
     """(trigger -> first task running, scheduler part, executor part, task id), Airflow's clock."""
-    body = {"logical_date": None, "conf": conf}
-    run = airflow.api("POST", f"/dags/{dag_id}/dagRuns", json=body)
+    run = trigger(airflow, dag_id, conf)
     ti = first_task(airflow, dag_id, run["dag_run_id"])
     run = airflow.dag_run(dag_id, run["dag_run_id"])
     queued_at, queued_when, start = _at(run["queued_at"]), _at(ti.get("queued_when")), _at(ti["start_date"])
