@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trigger_latency import _at  # noqa: E402  (the same reading of Airflow's timestamps)
+from trigger_latency import _at, trigger  # noqa: E402  (the same timestamps, the same retry)
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP, REASSIGN, GATE = "kafka_failed_broker_sweep", "kafka_failed_broker_reassignment", "approval_gate"
@@ -103,7 +103,7 @@ def measure(airflow, stack, admin) -> None:
     wait_until(lambda: not (b := admin.describe_brokers().get(DEAD)) or b.fenced, 60, 1, "broker 4 fenced")
     before = {r["dag_run_id"] for r in airflow.api("GET", f"/dags/{REASSIGN}/dagRuns")["dag_runs"]}
     conf = {"failure_threshold_minutes": 0, "alert_after_minutes": 0}
-    sweep = airflow.api("POST", f"/dags/{SWEEP}/dagRuns", json={"logical_date": None, "conf": conf})
+    sweep = trigger(airflow, SWEEP, conf)
     run_id = _new_run(airflow, before)
     gate = _gate_waiting(airflow, run_id)
     queued_at, gate_start = _at(sweep["queued_at"]), _at(gate["start_date"])
