@@ -35,7 +35,7 @@ BROKER_IDS_PATTERN = r"^\s*\d+(\s*,\s*\d+)*\s*$"
 def explained(pattern: str, rule: str) -> str:
     """``pattern`` with ``rule`` in words in front of it, so a refusal quoting the pattern reads first as the rule."""
     if ")" in rule:
-        raise ValueError(f"a regex comment ends at the first ')': {rule!r}")
+        raise BadInput(f"a regex comment ends at the first ')': {rule!r}")
     return f"(?#{rule}){pattern}"
 
 

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_runbooks.errors import CallFailed
+
 # logical counter -> accepted metric names, the shipped name first
 COUNTERS: dict[str, tuple[str, ...]] = {
     "metadata_load_errors": (
@@ -98,8 +100,13 @@ def normalise(name: str, labels: dict[str, str]) -> str:
     return out.replace("-", "_")
 
 
+class NotAnExposition(CallFailed, ValueError):
+    """The endpoint answered, but not with Prometheus text (a ``ValueError`` to the readers
+    that treat any unreadable answer as that node's unknown)."""
+
+
 def parse(text: str) -> NodeMetrics:
-    """Read the counters and gauges this sweep needs; ``ValueError`` if the text is not an exposition.
+    """Read the counters and gauges this sweep needs; ``NotAnExposition`` if the text is not one.
 
     Any legal exposition is read (comments, timestamps, labels in any order, escaped label
     values, +Inf/-Inf/NaN). A counter's samples (one per label set) are summed; a gauge a
@@ -117,7 +124,7 @@ def parse(text: str) -> NodeMetrics:
                 if key in _WANTED:
                     found.setdefault(key, []).append(float(sample.value))
     except Exception as exc:  # whatever the parser raises on text it cannot read: "not an exposition"
-        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+        raise NotAnExposition(f"{type(exc).__name__}: {exc}") from exc
     unreadable: dict[str, str] = {}
     counters, names = _counters(found, unreadable)
     return NodeMetrics(
