@@ -10,10 +10,13 @@ Restarts the nodes you name, **one at a time**, the way a careful Kafka engineer
    stuck but not recovering is force-restarted only if `allow_force_restart` is on;
 3. before touching a ready broker, checks availability: no partition it hosts may be below
    `min.insync.replicas`, or at it with this broker in the ISR (topics with RF <= min ISR
-   ignored); a controller only while a majority of the other voters is caught up.
+   ignored); a controller only while a majority of all voters stays caught up without it
+   (lag by the quorum leader's own clock, no other voter's process down).
    It waits for this to clear (up to the operation timeout) instead of failing at once;
 4. restarts it cleanly, waits until it is ready (logging recovery progress, never
-   restarting it again), then until it is back in the ISR of every partition it hosts.
+   restarting it again), then until it is back in the ISR of every partition it hosts;
+   a controller counts as back only once its new process fetches past the leader's log
+   end offset read when that process was first seen (never on a timestamp).
 
 Order: unready nodes first, then ready ones, the active controller last. Every
 observation and decision is a `DECISION` record in the task logs. An approval gate comes
