@@ -47,7 +47,11 @@ def _gate_waiting(airflow, run_id: str, timeout: float = 600) -> dict:
         if ti["state"] == "awaiting_input":
             return ti
         if ti["state"] in ("failed", "upstream_failed", "skipped"):
-            raise SystemExit(f"the gate of {run_id} is {ti['state']}: {airflow._ti_states(REASSIGN, run_id)}")
+            states = airflow._ti_states(REASSIGN, run_id)
+            for task_id in (t for t, state in states.items() if state == "failed"):
+                print(f"--- {task_id} (failed), the end of its log:")
+                print("\n".join(airflow.task_log_text(REASSIGN, run_id, task_id).splitlines()[-25:]))
+            raise SystemExit(f"the gate of {run_id} is {ti['state']}: {states}")
         time.sleep(0.5)
     raise SystemExit(f"the gate of {run_id} did not wait for an answer within {timeout:.0f}s")
 
