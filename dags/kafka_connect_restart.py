@@ -16,8 +16,9 @@ task id does not exist. It logs the status before and after.
 202/204 answer comes before the worker applied it): each restarted item must first show its
 restart (RESTARTING, or a state, worker or trace other than before it), then the connector
 and every restarted task must read RUNNING for 5 s in a row within `settle_timeout_s`. A
-restart that never shows (Connect keeps no restart count) is reported as unknown, not as
-success. Otherwise the run fails with what was seen (e.g. `task 0 FAILED again after the
+restart that never shows (Connect keeps no restart count) is unknown, not success, except
+for items RUNNING before: a running task restarted on its own may show nothing in between, so
+it settles only on RUNNING in every read for 15 s after the accepted restart. Otherwise the run fails with what was seen (e.g. `task 0 FAILED again after the
 restart`, `task 1 UNASSIGNED not RUNNING after 60s`); with `fail_if_not_settled: false` it
 only warns. It does not touch the auto-restart sweep's counts, and never deletes, pauses
 or reconfigures anything.

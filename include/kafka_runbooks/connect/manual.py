@@ -52,6 +52,11 @@ STABLE_S = 5.0
 POLL_S = 0.5
 FAST_POLL_S = 0.05  # right after the restart, to read the short RESTARTING/UNASSIGNED states
 FAST_POLL_FOR_S = 5.0
+# A task restarted on its own while RUNNING may show no state in between (Connect writes no
+# RESTARTING for a per-task restart and its UNASSIGNED lasts milliseconds): such a restart
+# settles only on RUNNING read on every read for this long after the restart was accepted,
+# and says that the restart itself was not seen
+UNSEEN_RESTART_HOLD_S = 15.0
 
 
 class RestartNotSettled(ConnectError, RunbookFailed):
@@ -263,6 +268,7 @@ def settle_restart(
     started = time.monotonic()
     deadline = started + timeout_s
     running_since: float | None = None
+    held_since: float | None = None  # every read RUNNING since, restart shown or not
     while True:
         status = client.connector_status(connector)
         now = time.monotonic()
@@ -271,7 +277,11 @@ def settle_restart(
             shown[item] = shown[item] or _shows_restart(identity, was[item])
             if not seen[item] or seen[item][-1] != identity[0]:
                 seen[item].append(identity[0])
-        if all(shown.values()) and all(state == RUNNING for state in states.values()):
+        all_running = all(state == RUNNING for state in states.values())
+        held_since = (held_since or now) if all_running else None
+        if all_running and _unseen_restart_held(shown, was, held_since, now, stable_s):
+            return _settled(True, status, seen, started, None)
+        if all(shown.values()) and all_running:
             running_since = now if running_since is None else running_since
             if now - running_since >= stable_s:
                 return _settled(True, status, seen, started, None)
@@ -287,6 +297,21 @@ def settle_restart(
             )
         fast = not all(shown.values()) and now - started < FAST_POLL_FOR_S
         time.sleep(max(0.0, min(FAST_POLL_S if fast else poll_s, deadline - now)))
+
+
+def _unseen_restart_held(
+    shown: dict[str, bool], was: dict[str, tuple], held_since: float | None, now: float, stable_s: float
+) -> bool:
+    """A restart of items that were RUNNING before and showed nothing in between settles once
+    every read since the acceptance has been RUNNING for :data:`UNSEEN_RESTART_HOLD_S` (a read
+    from before the restart cannot last that long: the restarted task fails or runs by then)."""
+    unseen = [item for item, ok in shown.items() if not ok]
+    return (
+        bool(unseen)
+        and all(was[item][0] == RUNNING for item in unseen)
+        and held_since is not None
+        and now - held_since >= max(stable_s, UNSEEN_RESTART_HOLD_S)
+    )
 
 
 def _identities(status: ConnectorStatus, watched: list[str]) -> dict[str, tuple[str, str | None, str | None]]:
