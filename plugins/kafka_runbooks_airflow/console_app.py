@@ -189,7 +189,20 @@ def live_clusters() -> list[dict[str, Any]]:
         ]
     if _live_reader is None:
         _live_reader = LiveReader(_open_admin)
-    return _live_reader.read(clusters)
+    return [
+        {**cluster, "pending_restores": _pending_restores(cluster)} for cluster in _live_reader.read(clusters)
+    ]
+
+
+def _pending_restores(cluster: dict[str, Any]) -> list[str] | str:
+    """Replica orders an unclean recovery left changed on this cluster (the next run of the
+    runbook restores them first): partition names, or why they could not be read."""
+    from kafka_runbooks_airflow.unclean import pending_restores
+
+    try:
+        return sorted(pending_restores(cluster["kafka_conn_id"]))
+    except Exception as exc:  # the store unreadable: say so, never "none"
+        return f"unknown: {type(exc).__name__}: {exc}"
 
 
 def _fleet() -> list[str]:

@@ -316,3 +316,23 @@ def test_a_cluster_that_cannot_be_read_says_why_within_the_deadline_and_is_read_
     assert (
         "<section class='live' data-conn='frozen'>" in page and "Cannot be read: ClusterUnreachable" in page
     )
+
+
+def test_a_replica_order_left_changed_by_an_unclean_recovery_is_on_the_live_section(tmp_path, monkeypatch):
+    """A run killed between its reorder and its restore leaves the order changed: the page
+    names the partitions from the runbook's own journal (the next run restores them first),
+    and a journal that cannot be read is "unknown", never "none"."""
+    from kafka_runbooks.unclean.elect import ReorderState, _remember, pending_restores
+
+    journal = ReorderState("kafka_default", directory=tmp_path)
+    _remember(journal, {"orders-3": {"topic": "orders", "partition": 3, "replicas": [1, 2, 3]}})
+    pending = sorted(pending_restores(journal))
+    assert pending == ["orders-3"]
+    live = {"kafka_conn_id": "kafka_default", "counts": {}, "brokers": [], "pending_restores": pending}
+    page = console.render_page(console.overview([], [], live=[live]))
+    assert "data-pending-restores='1'" in page and "orders-3" in page
+    unreadable = {**live, "pending_restores": "unknown: OSError: store down"}
+    page = console.render_page(console.overview([], [], live=[unreadable]))
+    assert "data-pending-restores='unknown'" in page and "store down" in page
+    page = console.render_page(console.overview([], [], live=[{**live, "pending_restores": []}]))
+    assert "data-pending-restores" not in page
