@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from kafka_runbooks import storage
+from kafka_runbooks import decisions, storage
 from kafka_runbooks.health import log_findings
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.snapshot_contract import REPORT_FILE
@@ -24,6 +24,8 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
     text = report_file.read_text()
     report = json.loads(text)
     log_findings(report, logger=log)
+    if conn_id:
+        report["pending_restores"] = report_pending_restores(conn_id)
     store = storage.store()
     store.write_text("reports/cluster_health/latest.json", text)
     if conn_id:  # the Kafka page shows the latest report of every connection
@@ -46,3 +48,27 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
         "offline": report.get("offline", []),
         "under_replicated": report.get("under_replicated", []),
     }
+
+
+def report_pending_restores(conn_id: str) -> list[str] | str:
+    """Replica orders an unclean recovery left changed on this cluster, as a WARNING decision
+    record when there are any (the next run of the runbook restores them first); a journal
+    that cannot be read is said to be unknown, never "none"."""
+    from kafka_runbooks_airflow.unclean import pending_restores
+
+    try:
+        pending: list[str] | str = sorted(pending_restores(conn_id))
+    except Exception as exc:  # the store unreadable: unknown, with why
+        pending = f"unknown: {type(exc).__name__}: {exc}"
+    if pending:
+        decisions.record(
+            "health",
+            "replica orders left changed by an unclean recovery",
+            "a kafka_unclean_recovery run died between its reorder and its restore; the next run of "
+            "that runbook on this cluster restores them first (no new plan or approval needed)",
+            subject=conn_id,
+            observed={"pending_restores": pending if isinstance(pending, str) else pending[:50]},
+            logger=log,
+            level=logging.WARNING,
+        )
+    return pending
