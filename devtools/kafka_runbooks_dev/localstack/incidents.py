@@ -79,17 +79,28 @@ def _produce(bootstrap: str, topic: str, first: int, end: int) -> None:
         raise StackError(f"records for {topic} not acknowledged within 60 s: {failed[:1] or 'still queued'}")
 
 
-def _records(bootstrap: str, topic: str, partitions: int) -> int:
-    """Sum of the partitions' end offsets, as the leaders answer it (0 for a topic just created)."""
-    from confluent_kafka import Consumer, TopicPartition
+def _records(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> int:
+    """Sum of the partitions' end offsets, as the leaders answer it (0 for a topic just created).
+
+    Right after CreateTopics the client's metadata can name a leader that does not know yet it
+    leads (seen: NOT_LEADER_FOR_PARTITION, Unknown partition): asked again until ``timeout``."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "kstack-count", "enable.auto.commit": False}
     )
+    deadline = time.monotonic() + timeout
     try:
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)
-        )
+        while True:
+            try:
+                return sum(
+                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in range(partitions)
+                )
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise StackError(f"no end offsets for {topic} within {timeout:.0f} s: {exc}") from None
+                time.sleep(1)
     finally:
         consumer.close()
 
