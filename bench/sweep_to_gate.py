@@ -129,6 +129,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=24450)
     parser.add_argument("--port-base", type=int, default=24000)
     parser.add_argument("--setting", action="append", default=[], help="extra Airflow env KEY=VALUE")
+    parser.add_argument("--spark-submit", action="store_true", help="no Connect server: spark-submit plans")
     args = parser.parse_args()
     from kafka_runbooks.admin import ClusterAdmin
     from kafka_runbooks_dev import spark_connect
@@ -139,9 +140,9 @@ def main() -> None:
     stack.start()
     airflow = None
     try:
-        spark_connect.start_recorded(
-            stack.home, args.port_base + spark_connect.PORT_OFFSET, store_url=str(work)
-        )
+        if not args.spark_submit:
+            port = args.port_base + spark_connect.PORT_OFFSET
+            spark_connect.start_recorded(stack.home, port, store_url=str(work))
         airflow = _airflow(args, stack.airflow_connections(spark_master="local[1]"), work / "airflow")
         airflow.start(timeout=600)
         for dag_id in (SWEEP, REASSIGN):
