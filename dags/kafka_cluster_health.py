@@ -31,7 +31,7 @@ from airflow.sdk import DAG, Asset, Param, task, task_group
 
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
-from kafka_runbooks_airflow.operators.spark import DataStoreSparkSubmitOperator
+from kafka_runbooks_airflow.operators.spark import SparkJobOperator
 from kafka_runbooks_airflow.spark import spark_job_path
 
 # cron or preset; "none" = manual runs only (the e2e tests trigger it: a scheduled run of this
@@ -108,7 +108,7 @@ with DAG(
     def cluster(kafka_conn_id: str):
         """One cluster: its failure fails only this mapped group, the other clusters still report."""
         snapshot = KafkaClusterSnapshotOperator(task_id="snapshot_cluster", kafka_config_id=kafka_conn_id)
-        analyse = DataStoreSparkSubmitOperator(
+        analyse = SparkJobOperator(
             task_id="analyse_health",
             application=spark_job_path("cluster_health.py"),
             conn_id="spark_default",

@@ -59,7 +59,7 @@ from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import broker_list_schema, size_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
-from kafka_runbooks_airflow.operators.spark import DataStoreSparkSubmitOperator
+from kafka_runbooks_airflow.operators.spark import SparkJobOperator
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
 
@@ -182,7 +182,7 @@ with DAG(
         kafka_config_id="{{ params.kafka_conn_id }}",
     )
 
-    plan = DataStoreSparkSubmitOperator(
+    plan = SparkJobOperator(
         task_id="plan_reassignment",
         application=spark_job_path("failed_broker_plan.py"),
         conn_id="spark_default",
