@@ -121,7 +121,7 @@ def measure(airflow, stack, admin) -> None:
     )
     print(f"floor (the tasks' own durations on the path): {work:.1f}s; scheduling: {total - work:.1f}s")
     for ti in sorted(path, key=lambda t: t.get("start_date") or ""):
-        print(f"  {ti['task_id']:28} {ti['state']:>10} {_busy([ti], until=gate_start):6.1f}s")
+        print(f"  {ti['task_id']:28} {ti['state'] or '-':>10} {_busy([ti], until=gate_start):6.1f}s")
 
 
 def main() -> None:
