@@ -63,8 +63,18 @@ def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
     assert f"unknown partition(s): {topic}-9" in airflow_local.task_log_text(DAG_ID, bad, "plan_recovery")
     assert _partition(admin, topic, 0).leader == -1
 
-    # 2. dry run with the manual recovery file: names the longest replica, elects nothing
-    dry = airflow_local.trigger(DAG_ID, _conf(topic, [0, 1], "manual_recovery_file"))
+    # 2. the scenario's dead broker 1 is in the ISR: it holds every committed record, so without
+    # allow_committed_loss the plan proposes the clean path and chooses no stale replica
+    clean = airflow_local.trigger(DAG_ID, _conf(topic, [0], "show_replica_info"))
+    assert airflow_local.wait_for_run(DAG_ID, clean, timeout=180) == "success"
+    clean_log = airflow_local.task_log_text(DAG_ID, clean, "plan_recovery")
+    assert f"DECISION choose [{topic}-0]: no candidate because clean path: broker(s) " in clean_log
+
+    # 3. dry run with the manual recovery file, losing committed records allowed explicitly:
+    # names the longest replica, elects nothing
+    dry = airflow_local.trigger(
+        DAG_ID, _conf(topic, [0, 1], "manual_recovery_file", allow_committed_loss=True)
+    )
     assert airflow_local.wait_for_run(DAG_ID, dry, timeout=180) == "success"
     assert _states(airflow_local, dry) == {
         "check_input": "success",
@@ -88,16 +98,22 @@ def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
     )
     assert all(p.leader == -1 for p in admin.describe_partitions([topic]))
 
-    # 3. automated: the gate shows the plan; approved, the longest replica is elected
-    run = airflow_local.trigger(DAG_ID, _conf(topic, [0], "automated_recovery", settle_period_s=5))
+    # 4. automated: the gate shows the plan; approved, the longest replica is elected, and the
+    # run fails naming the acknowledged records lost (never a plain success)
+    run = airflow_local.trigger(
+        DAG_ID, _conf(topic, [0], "automated_recovery", settle_period_s=5, allow_committed_loss=True)
+    )
     request = airflow_local.wait_for_approval(DAG_ID, run, GATE, timeout=180)
     # the gate's body is a GFM table (the UI renders it), not a fenced block shown as one line
     assert f"| {topic}-0 | 2 | 0 | 200 | 0 | CHOSEN | ok |" in request["body"]
     assert "| partition | broker | newest_epoch |" in request["body"] and "```" not in request["body"]
     assert "Kafka's unclean election: broker 3, loses 100" in request["body"]
     assert _partition(admin, topic, 0).leader == -1  # nothing elected before the answer
+    assert "LACKS COMMITTED RECORDS" in request["body"]
     airflow_local.answer(DAG_ID, run, GATE, ["Approve"])
-    assert airflow_local.wait_for_run(DAG_ID, run, timeout=180) == "success"
+    assert airflow_local.wait_for_run(DAG_ID, run, timeout=180) == "failed"
+    assert _states(airflow_local, run)["run_elections"] == "failed"
+    assert "RECOVERED WITH LOSS" in airflow_local.task_log_text(DAG_ID, run, "run_elections")
     elections = json.loads(
         (
             AIRFLOW_TEST_HOME / "kafka_runbooks" / "unclean_recovery" / safe_name(run) / "elections.json"
@@ -107,7 +123,7 @@ def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
     assert "elected_chosen" in airflow_local.task_log_text(DAG_ID, run, "run_elections")
     assert _partition(admin, topic, 0).leader == sc.LONGEST
 
-    # 4. the twin partition through Kafka's own unclean election (admin API, ElectLeaders UNCLEAN)
+    # 5. the twin partition through Kafka's own unclean election (admin API, ElectLeaders UNCLEAN)
     from kafka.admin import KafkaAdminClient
 
     kp = KafkaAdminClient(bootstrap_servers=local_stack.bootstrap_servers.split(","))
