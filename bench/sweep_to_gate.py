@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trigger_latency import _at, trigger  # noqa: E402  (the same timestamps, the same retry)
+from trigger_latency import _airflow, _at, trigger  # noqa: E402  (the same Airflow, timestamps, retry)
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP, REASSIGN, GATE = "kafka_failed_broker_sweep", "kafka_failed_broker_reassignment", "approval_gate"
@@ -76,28 +76,6 @@ def _fill(stack, admin) -> None:
         topic = unique_topic("sweep-bench")
         create_topic(stack.bootstrap_servers, topic, 6, 3)
         fill(stack.bootstrap_servers, topic, 500, 2000)
-
-
-def _airflow(args, connections: dict, home: Path):
-    from kafka_runbooks_dev.localstack.airflow import AirflowLocal
-
-    extra = {
-        "KAFKA_RUNBOOKS_DATA_DIR": str(home / "kafka_runbooks"),
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
-        "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
-        "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-    }
-    extra.update(dict(s.split("=", 1) for s in args.setting))
-    return AirflowLocal(
-        home,
-        port=args.port,
-        dags_folders=ROOT / "dags",
-        plugins_folder=ROOT / "plugins",
-        connections=connections,
-        extra_env=extra,
-    )
 
 
 def measure(airflow, stack, admin) -> None:

@@ -450,18 +450,11 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
 def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     """The approved preferred-leader election on the moved partitions, read back until settled."""
-    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
-        topics = sorted({k.rsplit(":", 1)[0] for k in keys})
-        result = elect_preferred_leaders(
-            read=lambda: admin.describe_topic_partitions(topics),
-            elect=admin.elect_preferred,
-            keys=keys,
-            logger=log,
-        )
+        result = _elect_preferred(admin, keys)
     finally:
         admin.close()
     if not result.ok:
@@ -474,6 +467,20 @@ def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, 
         "leaders_before": {str(b): n for b, n in result.leaders_before.items()},
         "leaders_after": {str(b): n for b, n in result.leaders_after.items()},
     }
+
+
+def _elect_preferred(admin: ClusterAdmin, keys: set[str]):
+    """The preferred-leader election of the moved partitions ``keys`` (``topic:partition``),
+    read back until settled: the one election both a verified and a stopped run make."""
+    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
+
+    topics = sorted({k.rsplit(":", 1)[0] for k in keys})
+    return elect_preferred_leaders(
+        read=lambda: admin.describe_topic_partitions(topics),
+        elect=admin.elect_preferred,
+        keys=keys,
+        logger=log,
+    )
 
 
 def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
@@ -504,7 +511,6 @@ def elect_after_stop(admin: ClusterAdmin, path: StorePath, elect: bool) -> str |
 
     from kafka_runbooks.failed_broker import progress
     from kafka_runbooks.failed_broker.execute import claim, fenced_checkpoint, load_state
-    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
     from kafka_runbooks.failed_broker.stop import final_progress, moved
 
     state = load_state(path)
@@ -518,13 +524,7 @@ def elect_after_stop(admin: ClusterAdmin, path: StorePath, elect: bool) -> str |
             f"{len(keys)} moved partition(s) with kafka-leader-election --election-type PREFERRED"
         )
     else:
-        topics = sorted({k.rsplit(":", 1)[0] for k in keys})
-        result = elect_preferred_leaders(
-            read=lambda: admin.describe_topic_partitions(topics),
-            elect=admin.elect_preferred,
-            keys=keys,
-            logger=log,
-        )
+        result = _elect_preferred(admin, keys)
         state.leaders = (
             f"leaders re-balanced: the {len(keys)} moved partition(s) are led by their preferred replica"
             if result.ok
