@@ -22,7 +22,8 @@ import math
 import time
 from collections import Counter
 
-from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import ClusterUnreachable
 from kafka_runbooks.unclean.choose import choose
 from kafka_runbooks.unclean.loginfo import gather
 from kafka_runbooks_dev.helpers import create_topic, restore_cluster, unique_topic, wait_until

@@ -48,7 +48,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import node_list_schema
+from kafka_runbooks_airflow.inputs import duration_schema, node_list_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
@@ -82,11 +82,10 @@ with DAG(
             description="Why the nodes are restarted (at least 3 characters); written in every decision record.",
         ),
         "operation_timeout_s": Param(
-            300,
-            type="integer",
-            minimum=5,
-            description="Seconds each step may wait (node ready, partitions back in sync, safe to restart) "
-            "before it counts as a timeout.",
+            "5m",
+            **duration_schema(minimum=5),
+            description="How long each step may wait (node ready, partitions back in sync, safe to restart) "
+            "before it counts as a timeout: e.g. '5m', '90s' (or a number of seconds); at least 5 s.",
         ),
         "max_attempts": Param(
             10,
@@ -101,10 +100,10 @@ with DAG(
             "Off is refused unless the deployment allows ungated runs (Variable kafka_runbooks_allow_ungated).",
         ),
         "approval_timeout_s": Param(
-            43200,
-            type="integer",
-            minimum=1,
-            description="Seconds the approval gate waits for an answer; no answer by then fails the run.",
+            "12h",
+            **duration_schema(minimum=1),
+            description="How long the approval gate waits for an answer, e.g. '12h', '30m' (or a number of "
+            "seconds); no answer by then fails the run.",
         ),
         "dry_run": Param(
             False,

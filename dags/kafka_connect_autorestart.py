@@ -43,6 +43,7 @@ import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.inputs import duration_schema
 
 with DAG(
     dag_id="kafka_connect_autorestart",
@@ -81,16 +82,20 @@ with DAG(
             description="Restarts before giving up and alerting; null = unlimited (Strimzi today)",
         ),
         "max_interval_minutes": Param(
-            30, type="number", exclusiveMinimum=0, description="Cap on the wait between two restarts"
+            "30m",
+            **duration_schema("minutes", minimum=0.001),
+            description="Cap on the wait between two restarts, e.g. '30m', '1h' (or a number of minutes)",
         ),
         "step_minutes": Param(
-            2, type="number", exclusiveMinimum=0, description="The wait grows by this much after each restart"
+            "2m",
+            **duration_schema("minutes", minimum=0.001),
+            description="The wait grows by this much after each restart, e.g. '2m', '90s' (or a number of minutes)",
         ),
         "minute_seconds": Param(
-            60,
-            type="number",
-            exclusiveMinimum=0,
-            description="Seconds in one policy minute: 60; lower it only to test the schedule",
+            "60s",
+            **duration_schema(minimum=0.001),
+            description="How long one policy minute is: '60s' (or a number of seconds); lower it only to test "
+            "the schedule",
         ),
         "errors_before_alert": Param(
             3,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task
 
-from kafka_runbooks_airflow.inputs import id_list_schema
+from kafka_runbooks_airflow.inputs import duration_schema, id_list_schema
 
 with DAG(
     dag_id="kafka_connect_restart",
@@ -71,11 +71,9 @@ with DAG(
             "Leave empty for the other scopes.",
         ),
         "settle_timeout_s": Param(
-            60,
-            type="integer",
-            minimum=0,
-            maximum=600,
-            description="Seconds to wait for the connector and the restarted tasks to read RUNNING (5 s in a "
+            "60s",
+            **duration_schema(minimum=0, maximum=600),
+            description="How long (e.g. '60s', '5m', or a number of seconds; at most 10m) to wait for the connector and the restarted tasks to read RUNNING (5 s in a "
             "row); if they do not, the run fails (see fail_if_not_settled). The status before and after is "
             "logged either way.",
         ),
@@ -101,10 +99,10 @@ with DAG(
     def restart(request: dict) -> dict:
         """List once, refuse unknown connector/task ids, restart, wait until it settled RUNNING."""
         from kafka_runbooks_airflow.connect import run_manual_restart
+        from kafka_runbooks_airflow.inputs import parse_duration
 
         params = get_current_context()["params"]
-        return run_manual_restart(
-            request, float(params["settle_timeout_s"]), bool(params.get("fail_if_not_settled", True))
-        )
+        settle_s = parse_duration(params["settle_timeout_s"], "settle_timeout_s", maximum_s=600)
+        return run_manual_restart(request, settle_s, bool(params.get("fail_if_not_settled", True)))
 
     restart(check_request())

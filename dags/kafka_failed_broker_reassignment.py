@@ -56,7 +56,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import broker_list_schema, size_schema
+from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, size_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
@@ -140,10 +140,10 @@ with DAG(
             "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
         ),
         "approval_timeout_s": Param(
-            43200,
-            type="integer",
-            minimum=1,
-            description="Seconds the approval gate waits for an answer; no answer by then fails the run.",
+            "12h",
+            **duration_schema(minimum=1),
+            description="How long the approval gate waits for an answer, e.g. '12h', '30m' (or a number of "
+            "seconds); no answer by then fails the run.",
         ),
     },
 ) as dag:

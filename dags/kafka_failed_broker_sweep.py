@@ -38,6 +38,7 @@ import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.inputs import duration_schema, size_schema
 from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
 
 NULLABLE_NUMBER = ["null", "number"]
@@ -59,11 +60,16 @@ with DAG(
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
         "kafka_conn_ids": kafka_conn_ids_param(),
-        "alert_after_minutes": Param(None, type=NULLABLE_NUMBER, description="Alert after (minutes; -1 off)"),
+        "alert_after_minutes": Param(
+            None,
+            **duration_schema("minutes", allow_empty=True, allow_off=True),
+            description="Alert after, e.g. '15m', '1h' (or a number of minutes); 'off' or -1: no alert",
+        ),
         "failure_threshold_minutes": Param(
             None,
-            type=NULLABLE_NUMBER,
-            description="Start the reassignment after (minutes; -1 = automation off)",
+            **duration_schema("minutes", allow_empty=True, allow_off=True),
+            description="Start the reassignment after, e.g. '30m', '2h' (or a number of minutes); 'off' or "
+            "-1: automation off",
         ),
         "max_failed_fraction": Param(
             None,
@@ -73,11 +79,21 @@ with DAG(
             description="More failed brokers than this share of the cluster is an outage",
         ),
         "retrigger_after_minutes": Param(
-            None, type=NULLABLE_NUMBER, description="Wait before starting another run for the same broker"
+            None,
+            **duration_schema("minutes", allow_empty=True),
+            description="Wait before starting another run for the same broker, e.g. '1h' (or a number of minutes)",
         ),
         "max_partitions_per_chunk": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
-        "max_bytes_per_chunk": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
-        "throttle_bytes_per_sec": Param(None, type=["null", "integer"], minimum=1, description="Passed on"),
+        "max_bytes_per_chunk": Param(
+            None,
+            **size_schema(allow_empty=True),
+            description="Passed on: e.g. '1 GiB' (or a number of bytes)",
+        ),
+        "throttle_bytes_per_sec": Param(
+            None,
+            **size_schema(allow_empty=True),
+            description="Passed on: e.g. '50 MiB' (or a number of bytes)",
+        ),
         "require_approval": Param(None, type=["null", "boolean"], description="Passed on (default true)"),
         "elect_preferred_leaders": Param(
             None,

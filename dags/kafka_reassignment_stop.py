@@ -33,6 +33,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks_airflow.inputs import duration_schema
+
 with DAG(
     dag_id="kafka_reassignment_stop",
     description="Stop the running failed-broker reassignment: cancel what it has in flight, remove its throttles.",
@@ -61,10 +63,9 @@ with DAG(
             "and the stopped run's failure message. Left empty, the run refuses and stops nothing.",
         ),
         "wait_for_task_s": Param(
-            180,
-            type="integer",
-            minimum=0,
-            description="Seconds to let an executing reassignment task stop its own run (it checks before "
+            "3m",
+            **duration_schema(minimum=0),
+            description="How long (e.g. '3m', '90s', or a number of seconds) to let an executing reassignment task stop its own run (it checks before "
             "every step, at most a poke interval apart) before this runbook stops what is recorded itself.",
         ),
     },
@@ -85,11 +86,11 @@ with DAG(
         """Let an executing task stop its own run first; go on when it did, or none is there."""
         from kafka_runbooks_airflow.failed_broker import reassignment_active_on
         from kafka_runbooks_airflow.failed_broker import wait_for_executing_task as wait
+        from kafka_runbooks_airflow.inputs import parse_duration
 
         conn_id = requested["request"]["kafka_conn_id"]
-        return wait(
-            requested, lambda: len(reassignment_active_on(ti, conn_id)), float(params["wait_for_task_s"])
-        )
+        wait_s = parse_duration(params["wait_for_task_s"], "wait_for_task_s")
+        return wait(requested, lambda: len(reassignment_active_on(ti, conn_id)), wait_s)
 
     @task
     def stop_and_verify(requested: dict, waited: dict) -> dict:

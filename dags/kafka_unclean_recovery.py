@@ -42,6 +42,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.inputs import duration_schema, partition_items_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
@@ -69,13 +70,20 @@ with DAG(
         "all_offline_partitions": Param(
             False,
             type="boolean",
-            description="On: recover every partition that is offline now (leave partitions_json empty). "
-            "Off: only the partitions named in partitions_json.",
+            description="On: recover every partition that is offline now (leave partitions and "
+            "partitions_json empty). Off: only the partitions named in partitions or partitions_json.",
+        ),
+        "partitions": Param(
+            None,
+            **partition_items_schema(),
+            description="Only when all_offline_partitions is off: the partitions to recover, one "
+            "topic:partition per line, e.g. orders:0 and orders:3. Leave empty when partitions_json or "
+            "all_offline_partitions is used. Unknown topics or partitions stop the run before anything is elected.",
         ),
         "partitions_json": Param(
             None,
             type=["null", "string"],
-            description="Only when all_offline_partitions is off: the partitions to recover as JSON, e.g. "
+            description="Instead of partitions, only when all_offline_partitions is off: the partitions as JSON, e.g. "
             '{"partitions": [{"topic": "orders", "partitions": [0, 3]}]}. Leave empty with '
             "all_offline_partitions on. Unknown topics or partitions stop the run before anything is elected.",
         ),
@@ -88,12 +96,10 @@ with DAG(
             "elect the chosen replicas (data beyond each choice is lost).",
         ),
         "recovery_duration_ms": Param(
-            30000,
-            type="integer",
-            minimum=1,
-            maximum=3600000,
-            description="Milliseconds the brokers get to report their log end offsets; a broker that answers "
-            "later is not a candidate.",
+            "30s",
+            **duration_schema("milliseconds", minimum=1, maximum=3600000),
+            description="How long the brokers get to report their log end offsets, e.g. '30s', '2m' (or a "
+            "number of milliseconds; at most 1h); a broker that answers later is not a candidate.",
         ),
         "recovery_election_attempts": Param(
             3,
@@ -103,11 +109,10 @@ with DAG(
             description="Attempts per election when it fails transiently (e.g. the controller moved).",
         ),
         "settle_period_s": Param(
-            30,
-            type="integer",
-            minimum=0,
-            maximum=3600,
-            description="Seconds each election must hold (online, chosen leader, unfenced) to count",
+            "30s",
+            **duration_schema(minimum=0, maximum=3600),
+            description="How long each election must hold (online, chosen leader, unfenced) to count, e.g. "
+            "'30s', '2m' (or a number of seconds; at most 1h)",
         ),
         "restore_replica_order": Param(
             True,
@@ -125,7 +130,10 @@ with DAG(
         ),
         "on_lease_held": on_lease_held_param(),
         "approval_timeout_s": Param(
-            7200, type="integer", minimum=1, description="No answer at the gate within this: the run fails"
+            "2h",
+            **duration_schema(minimum=1),
+            description="No answer at the gate within this (e.g. '2h', '30m', or a number of seconds): "
+            "the run fails",
         ),
     },
 ) as dag:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks.client_config import to_kafka_python
+from kafka_runbooks.errors import AdminError
 from kafka_runbooks.model import Broker, LogDirReplica, PartitionState, Quorum, QuorumMember
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,6 @@ class KafkaPythonClient:
         data = self._client.describe_metadata_quorum()
         part = data["topics"][0]["partitions"][0]
         if part.get("error"):
-            from kafka_runbooks.admin import AdminError
-
             raise AdminError(f"DescribeQuorum failed: {part['error']}")
 
         def members(rows: list[dict]) -> tuple[QuorumMember, ...]:

@@ -41,19 +41,11 @@ from functools import cached_property, wraps
 from typing import Any, TypeVar
 
 from kafka_runbooks.client_config import redact, require_bootstrap
-from kafka_runbooks.errors import CallFailed, Unreachable, map_client_errors
+from kafka_runbooks.errors import AdminError, ClusterUnreachable, map_client_errors
 from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
-
-
-class AdminError(CallFailed):
-    """An admin call failed; the message names what failed and why."""
-
-
-class ClusterUnreachable(AdminError, Unreachable):
-    """No broker of the bootstrap list answered."""
 
 
 F = TypeVar("F", bound=Callable[..., Any])

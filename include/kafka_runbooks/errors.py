@@ -49,6 +49,14 @@ class RunbookFailed(KafkaRunbookError, RuntimeError):
     """The runbook acted (or tried to) and what was read back says it did not work."""
 
 
+class AdminError(CallFailed):
+    """An admin call failed; the message names what failed and why."""
+
+
+class ClusterUnreachable(AdminError, Unreachable):
+    """No broker of the bootstrap list answered."""
+
+
 #: kafka-python errors (and their subclasses) that mean "nobody answered", by class name
 _UNREACHABLE_KAFKA_PYTHON = frozenset(
     {"KafkaConnectionError", "KafkaTimeoutError", "RequestTimedOutError", "NodeNotReadyError"}
@@ -65,8 +73,6 @@ def map_client_errors(what: str, where: str) -> Iterator[None]:
     ``ClusterUnreachable``, every other kafka-python or confluent-kafka error
     ``AdminError``. Anything else (a bug) is not hidden.
     """
-    from kafka_runbooks.admin import AdminError, ClusterUnreachable
-
     try:
         yield
     except KafkaRunbookError:

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.units import SIZE_PATTERN, SIZE_RULE
+from kafka_runbooks.unclean.request import PARTITION_ITEM, PARTITION_ITEM_RULE
+from kafka_runbooks.units import PLAIN_UNITS, SIZE_PATTERN, SIZE_RULE, duration_pattern, duration_rule
 
 BROKER_IDS_PATTERN = r"^\s*\d+(\s*,\s*\d+)*\s*$"
 
@@ -60,6 +61,44 @@ def size_schema(allow_empty: bool = False) -> dict[str, Any]:
     if allow_empty:
         options.append({"type": "null"})
     return {"anyOf": options}
+
+
+def duration_schema(
+    plain: str = "seconds",
+    minimum: float = 0,
+    maximum: float | None = None,
+    allow_empty: bool = False,
+    allow_off: bool = False,
+) -> dict[str, Any]:
+    """A duration with a unit ("10m", "90s", "1h"; text box) or a number of ``plain`` units (REST, sweeps).
+
+    ``minimum``/``maximum`` bound the number in ``plain`` units; a string's bounds are checked
+    by :func:`kafka_runbooks.units.parse_duration` when the run reads it (a pattern cannot).
+    ``allow_off``: also "off" or -1 (the sweep's thresholds).
+    """
+    if plain not in PLAIN_UNITS:
+        raise BadInput(f"plain must be one of {sorted(PLAIN_UNITS)}, not {plain!r}")
+    rule = duration_rule(plain) + (", or off" if allow_off else "")
+    number: dict[str, Any] = {"type": "number", "minimum": minimum}
+    if maximum is not None:
+        number["maximum"] = maximum
+    options: list[dict[str, Any]] = [
+        {"type": "string", "pattern": explained(duration_pattern(allow_off), rule)},
+        number,
+    ]
+    if allow_off:
+        options.append({"const": -1})
+    if allow_empty:
+        options.append({"type": "null"})
+    return {"anyOf": options}
+
+
+def partition_items_schema() -> dict[str, Any]:
+    """``topic:partition`` items (the form's one-item-per-line box for an array of strings), or empty."""
+    return {
+        "type": ["null", "array"],
+        "items": {"type": "string", "pattern": explained(PARTITION_ITEM, PARTITION_ITEM_RULE)},
+    }
 
 
 def node_list_schema() -> dict[str, Any]:

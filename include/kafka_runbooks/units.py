@@ -79,3 +79,82 @@ def format_duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60} s"
     return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+# Durations as people write them ("90s", "10m", "1h") and as the runbooks count them (seconds).
+# A plain number counts in the unit its param's name says (operation_timeout_s: seconds,
+# alert_after_minutes: minutes, recovery_duration_ms: milliseconds), so old confs keep their meaning.
+DURATION_UNITS = {
+    "ms": 0.001,
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+}
+PLAIN_UNITS = {"seconds": 1, "minutes": 60, "milliseconds": 0.001}
+DURATION_PATTERN = r"\d+(\.\d+)?\s*(ms|s|sec|m|min|h|d)?"
+# The sweep's thresholds may be turned off: -1 (as before) or "off".
+OFF = -1.0
+
+
+def duration_rule(plain: str = "seconds") -> str:
+    """The duration rule in words for a form whose plain numbers count in ``plain`` (no ')' in it)."""
+    return f"a duration such as 90s, 10m or 1h, units ms s m h d, or a number of {plain}"
+
+
+def duration_pattern(allow_off: bool = False) -> str:
+    """What a trigger form accepts as a duration ("10m", "90 s", "300"); with ``allow_off`` also off / -1."""
+    off = "off|-1|" if allow_off else ""
+    return rf"^\s*({off}{DURATION_PATTERN})\s*$"
+
+
+class DurationError(BadInput):
+    """Not a duration: says what was given and what is expected."""
+
+
+def parse_duration(
+    value: Any,
+    what: str = "duration",
+    plain: str = "seconds",
+    minimum_s: float = 0.0,
+    maximum_s: float | None = None,
+    allow_off: bool = False,
+) -> float:
+    """Seconds from a number (in ``plain`` units) or a string with a unit, within the bounds given.
+
+    With ``allow_off``, "off" or a negative number is :data:`OFF` (the sweep's "-1 turns it off").
+    """
+    rule = f"{what} must be {duration_rule(plain)}"
+    if isinstance(value, bool) or value is None:
+        raise DurationError(f"{rule}, not {value!r}")
+    if allow_off and (
+        (isinstance(value, str) and value.strip().lower() in ("off", "-1"))
+        or (isinstance(value, int | float) and value < 0)
+    ):
+        return OFF
+    if isinstance(value, int | float):
+        seconds = float(value) * PLAIN_UNITS[plain]
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+        unit = match.group(2).lower() if match else None
+        if not match or (unit and unit not in DURATION_UNITS):
+            raise DurationError(f"{rule}, not {value!r}")
+        factor = DURATION_UNITS[unit] if unit else PLAIN_UNITS[plain]
+        seconds = float(match.group(1)) * factor
+    else:
+        raise DurationError(f"{rule}, not {value!r}")
+    if seconds < minimum_s:
+        raise DurationError(f"{what} must be at least {format_duration_exact(minimum_s)}, not {value!r}")
+    if maximum_s is not None and seconds > maximum_s:
+        raise DurationError(f"{what} must be at most {format_duration_exact(maximum_s)}, not {value!r}")
+    return seconds
+
+
+def format_duration_exact(seconds: float) -> str:
+    """A bound for a refusal, exactly: '5 s', '0.001 s', '1 h' (whole hours/minutes when they are)."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"

@@ -13,6 +13,7 @@ from kafka_runbooks.connect.manual import manual_restart, validate_request
 from kafka_runbooks.connect.policy import RestartPolicy
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.errors import BadInput, RunbookFailed
+from kafka_runbooks.units import parse_duration
 
 log = logging.getLogger(__name__)
 EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
@@ -23,10 +24,13 @@ LATEST_REPORT = "reports/connect_autorestart/latest.json"
 
 def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
     return RestartPolicy(
-        step_minutes=float(params.get("step_minutes", 2)),
-        max_interval_minutes=float(params.get("max_interval_minutes", 30)),
+        step_minutes=parse_duration(params.get("step_minutes", 2), "step_minutes", "minutes") / 60,
+        max_interval_minutes=parse_duration(
+            params.get("max_interval_minutes", 30), "max_interval_minutes", "minutes"
+        )
+        / 60,
         max_restarts=None if params.get("max_restarts") is None else int(params["max_restarts"]),
-        minute_seconds=float(params.get("minute_seconds", 60)),
+        minute_seconds=parse_duration(params.get("minute_seconds", 60), "minute_seconds"),
         errors_before_alert=int(params.get("errors_before_alert", 3)),
     )
 

@@ -18,6 +18,7 @@ from kafka_runbooks import decisions, storage
 from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
+from kafka_runbooks.units import format_duration, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
@@ -134,7 +135,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     """Read the cluster, update the failure tracker, decide whether to start a reassignment."""
     from airflow.sdk import Variable
 
-    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds
+    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
@@ -143,18 +144,8 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
 
         # fails the sweep (so alerts fire) before it reads the cluster, until the setting is fixed
         refuse_ungated_run(REASSIGN_DAG_ID, False, False)
-    minutes = {
-        k: settings[k]
-        for k in ("alert_after_minutes", "failure_threshold_minutes", "retrigger_after_minutes")
-    }
-    thresholds = Thresholds(
-        alert_after_s=_seconds(minutes["alert_after_minutes"]),
-        failure_threshold_s=_seconds(minutes["failure_threshold_minutes"]),
-        max_failed_fraction=float(settings["max_failed_fraction"]),
-        retrigger_after_s=None
-        if minutes["retrigger_after_minutes"] is None
-        else _seconds(minutes["retrigger_after_minutes"]),
-    )
+    thresholds = sweep_thresholds(settings)
+    sizes = sweep_sizes(settings)  # a bad size fails the sweep here, before it reads the cluster
     conn_id = params["kafka_conn_id"]
     tracker = FailureTracker(FailureStore(conn_id), thresholds, logger=log)
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
@@ -190,8 +181,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
         "failed_brokers": assessment.due,
         "receivers": "all",
         "max_partitions_per_chunk": int(settings["max_partitions_per_chunk"]),
-        "max_bytes_per_chunk": int(settings["max_bytes_per_chunk"]),
-        "throttle_bytes_per_sec": int(settings["throttle_bytes_per_sec"]),
+        **sizes,
         "require_approval": bool(settings["require_approval"]),
         "elect_preferred_leaders": bool(settings["elect_preferred_leaders"]),
         "dry_run": False,
@@ -201,7 +191,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     decisions.record(
         "sweep",
         "start the reassignment",
-        f"broker(s) {assessment.due} failed more than {settings['failure_threshold_minutes']} minute(s) ago and "
+        f"broker(s) {assessment.due} failed more than {format_duration(thresholds.failure_threshold_s)} ago and "
         f"are still failed; {len(assessment.failed)} of {assessment.brokers} brokers failed is not an outage",
         subject=f"brokers {assessment.due}",
         observed={"failed": assessment.as_dict()["failed"]},
@@ -211,9 +201,30 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     return {**out, "trigger": True, "conf": conf}
 
 
-def _seconds(minutes: Any) -> float:
-    value = float(minutes)
-    return -1.0 if value < 0 else value * 60
+def sweep_thresholds(settings: dict[str, Any]):
+    """The sweep's thresholds in seconds: each '30m', '2h' or a number of minutes; 'off' or a negative
+    number is -1 (turned off); retrigger_after_minutes null = the failure threshold."""
+    from kafka_runbooks.failed_broker.failures import Thresholds
+
+    def seconds(name: str) -> float:
+        return parse_duration(settings[name], name, "minutes", allow_off=True)
+
+    return Thresholds(
+        alert_after_s=seconds("alert_after_minutes"),
+        failure_threshold_s=seconds("failure_threshold_minutes"),
+        max_failed_fraction=float(settings["max_failed_fraction"]),
+        retrigger_after_s=None
+        if settings["retrigger_after_minutes"] is None
+        else seconds("retrigger_after_minutes"),
+    )
+
+
+def sweep_sizes(settings: dict[str, Any]) -> dict[str, int]:
+    """The sizes passed on to the reassignment, in bytes: '1 GiB' / '50 MiB' from the form or the
+    Variable, or bytes (the run takes either; bytes keep its conf plain)."""
+    return {
+        name: parse_size(settings[name], name) for name in ("max_bytes_per_chunk", "throttle_bytes_per_sec")
+    }
 
 
 # ------------------------------------------------------------------ the reassignment run

@@ -300,9 +300,11 @@ def _triggering_user(context) -> str | None:
 
 
 def _timeout(context, default: timedelta | None, param: str | None) -> timedelta | None:
-    """The run's response timeout: the DAG param ``param`` (seconds) when the DAG has it."""
+    """The run's response timeout: the DAG param ``param`` ('12h', '30m' or seconds) when the DAG has it."""
+    from kafka_runbooks.units import parse_duration
+
     value = (context.get("params") or {}).get(param) if param else None
-    return timedelta(seconds=int(value)) if value else default
+    return timedelta(seconds=parse_duration(value, param)) if value else default
 
 
 class _PlanGate:

@@ -5,8 +5,8 @@ Without this, a value the schema let through but the runbook rejects (an unknown
 traceback; the person who filled in the form needs one line: which param, what was
 wrong, and that nothing was done.
 
-The form fields' schemas (``kafka_runbooks.forms``) are re-exported here, so the DAGs
-import only the plugin layer.
+The form fields' schemas (``kafka_runbooks.forms``) and the duration parser are re-exported
+here, so the DAGs import only the plugin layer.
 """
 
 from __future__ import annotations
@@ -17,9 +17,26 @@ from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.forms import broker_list_schema, id_list_schema, node_list_schema, size_schema
+from kafka_runbooks.forms import (
+    broker_list_schema,
+    duration_schema,
+    id_list_schema,
+    node_list_schema,
+    partition_items_schema,
+    size_schema,
+)
+from kafka_runbooks.units import parse_duration
 
-__all__ = ["broker_list_schema", "id_list_schema", "node_list_schema", "refuse_bad_input", "size_schema"]
+__all__ = [
+    "broker_list_schema",
+    "duration_schema",
+    "id_list_schema",
+    "node_list_schema",
+    "parse_duration",
+    "partition_items_schema",
+    "refuse_bad_input",
+    "size_schema",
+]
 
 T = TypeVar("T")
 

@@ -26,6 +26,7 @@ from kafka_runbooks.lease import (
     Holder,
     LeaseLost,
 )
+from kafka_runbooks.units import parse_duration
 
 log = logging.getLogger("kafka_runbooks.lease")
 
@@ -155,7 +156,8 @@ class ClusterLeaseSensor(BaseSensorOperator):
         if self.on_held not in ON_HELD:
             raise AirflowFailException(f"on_lease_held must be one of {ON_HELD}, not {self.on_held!r}")
         lease = cluster_lease(context, self.kafka_conn_id)
-        outcome = lease.acquire(hold_for_s=float(self.hold_for_s or 0) + lease.ttl_s)
+        hold_for_s = parse_duration(self.hold_for_s, "approval_timeout_s") if self.hold_for_s else 0.0
+        outcome = lease.acquire(hold_for_s=hold_for_s + lease.ttl_s)
         if outcome.acquired:
             return True
         held = LeaseHeld(outcome.record)

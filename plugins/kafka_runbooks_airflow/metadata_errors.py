@@ -284,9 +284,9 @@ class ControllerRestartOperator(ApprovedTriggerDagRunOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from kafka_runbooks import approval as rules
-        from kafka_runbooks_airflow.gate import RECORD_KEY, _xcom
+        from kafka_runbooks_airflow.gate import RECORD_KEY, run_xcom
 
-        record = _xcom(context, self.gate_task_id, RECORD_KEY)
+        record = run_xcom(context, self.gate_task_id, RECORD_KEY)
         if isinstance(record, dict) and record.get("outcome") == rules.REJECTED:
             raise AirflowSkipException(f"not restarted: {record.get('reason')}")
         return super().execute(context)

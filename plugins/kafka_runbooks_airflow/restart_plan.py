@@ -7,6 +7,7 @@ import logging
 from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
 from kafka_runbooks.restart.safety import gate_markdown
+from kafka_runbooks.units import parse_duration
 from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state, roll_state_file, write_roll_state
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
             "give a reason for the restart, at least 3 characters (it is logged in every decision record)"
         )
     options = RollOptions(
-        operation_timeout_s=float(params["operation_timeout_s"]),
+        operation_timeout_s=parse_duration(params["operation_timeout_s"], "operation_timeout_s", minimum_s=5),
         max_attempts=int(params["max_attempts"]),
         allow_force_restart=bool(params["allow_force_restart"]),
         dry_run=bool(params["dry_run"]),

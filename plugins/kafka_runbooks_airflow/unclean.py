@@ -14,6 +14,7 @@ from typing import Any
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
+from kafka_runbooks.unclean.request import settle_period_s
 
 ARTIFACTS = "unclean_recovery"
 
@@ -117,7 +118,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     renew_lease(
         context,
         params["kafka_conn_id"],
-        hold_for_s=len(document["choices"]) * (params.get("settle_period_s", 30) + 60),
+        hold_for_s=len(document["choices"]) * (settle_period_s(params) + 60),
     )
 
     from kafka_runbooks.fence import Guarded, run_guard
@@ -135,7 +136,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
             document,
             artifacts(run_id),
             restore_order=params["restore_replica_order"],
-            settle_s=params.get("settle_period_s", 30),
+            settle_s=settle_period_s(params),
             state_file=ReorderState(params["kafka_conn_id"]),
             logger=log,
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import ClusterUnreachable
 from kafka_runbooks.snapshot import write_snapshot
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 

@@ -318,7 +318,7 @@ def test_reports_are_published_to_the_bucket_and_the_kafka_page_reads_them_there
 
 def test_a_rolls_state_is_in_the_bucket_for_the_next_poke_on_any_worker(s3proxy, s3_env):
     from kafka_runbooks import console
-    from kafka_runbooks_airflow.sensors.rolling_restart import (
+    from kafka_runbooks_airflow.run_state import (
         read_roll_state,
         roll_state_file,
         write_roll_state,

@@ -47,7 +47,7 @@ def discover(admin: ClusterAdmin, configured_ids: list[int]) -> Discovery:
 
     unreachable = False
     if admin is not None:
-        from kafka_runbooks.admin import ClusterUnreachable
+        from kafka_runbooks.errors import ClusterUnreachable
 
         try:
             for broker in admin.describe_brokers().values():

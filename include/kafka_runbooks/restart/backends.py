@@ -17,10 +17,10 @@ until the operator rolls it, a stop can time out, an engine can answer and do no
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Protocol
 
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.restart.timestamps import parse_rfc3339_ms
 
 #: evidence that identifies one process of a node: a restart changes at least one of them.
 #: Start times are read from the node's own host, engine or exporter: they are compared
@@ -73,23 +73,6 @@ def restart_observed(before: dict, now: dict) -> tuple[bool, str]:
             + str(before.get("error") or "none recorded")
         )
     return False, "no evidence changed since just before the restart request yet"
-
-
-def parse_rfc3339_ms(value: Any) -> int | None:
-    """``2026-01-01T00:00:00.123456789Z`` (Docker, Kubernetes) or a datetime -> epoch ms."""
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if not isinstance(value, str) or not value or value.startswith("0001-01-01"):
-        return None  # Docker's zero time: never started
-    try:
-        head, dot, tail = value.partition(".")
-        if dot:  # at most microseconds for fromisoformat; keep the zone suffix
-            digits = "".join(c for c in tail if c.isdigit())
-            tail = digits[:6] + tail[len(digits) :]
-            value = f"{head}.{tail}"
-        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 STRIMZI_MANUAL_ROLL = "strimzi.io/manual-rolling-update"

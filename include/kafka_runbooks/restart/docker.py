@@ -21,6 +21,7 @@ import socket
 from urllib.parse import quote, urlsplit
 
 from kafka_runbooks.errors import BadInput, CallFailed
+from kafka_runbooks.restart.timestamps import parse_rfc3339_ms
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
@@ -123,8 +124,6 @@ class DockerBackend:
 
     def evidence(self, node_id: int) -> dict:
         """The container's start time and main pid, as the engine reports them; never raises."""
-        from kafka_runbooks.restart.backends import parse_rfc3339_ms
-
         out: dict = {"source": f"container {node_id}"}
         try:
             name = self.container(node_id)

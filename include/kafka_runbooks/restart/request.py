@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks.restart.roller import RollInputError, parse_node_ids
+from kafka_runbooks.units import parse_duration
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ def build_request(params: dict[str, Any]) -> RestartRequest:
     return RestartRequest(
         node_ids=parse_node_ids(str(params.get("node_ids") or "")),
         reason=reason,
-        operation_timeout_s=_number(params, "operation_timeout_s", 300, 5),
+        operation_timeout_s=parse_duration(
+            params.get("operation_timeout_s", 300), "operation_timeout_s", minimum_s=5
+        ),
         max_attempts=_number(params, "max_attempts", 10, 1, int),
     )

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from kafka_runbooks import decisions
-from kafka_runbooks.admin import AdminError, ClusterAdmin
-from kafka_runbooks.errors import BadInput, RunbookFailed
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import AdminError, BadInput, RunbookFailed
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
 from kafka_runbooks.restart.safety import (

@@ -4,19 +4,25 @@ The input mirrors the proposal's ``--path-to-json-file`` format::
 
     {"partitions": [{"topic": "foo", "partitions": [0, 3, 5]}, {"topic": "bar", "partitions": [1]}]}
 
-or ``--all-offline-partitions``; exactly one of the two.
+or, easier to type in a form, ``topic:partition`` items (``["orders:0", "orders:3"]``, the
+``partitions`` param), or ``--all-offline-partitions``; exactly one of the three.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.model import ClusterState, PartitionState
+from kafka_runbooks.units import DurationError, parse_duration
 
 MODES = ("show_replica_info", "manual_recovery_file", "automated_recovery")
+# One item of the ``partitions`` param: a topic name (Kafka's legal characters) and a partition number.
+PARTITION_ITEM = r"^\s*([a-zA-Z0-9._-]+)\s*:\s*(\d+)\s*$"
+PARTITION_ITEM_RULE = "topic:partition, e.g. orders:0"
 
 
 class RecoveryInputError(BadInput):
@@ -68,29 +74,79 @@ def parse_partitions(document: str | dict | None) -> tuple[tuple[str, int], ...]
     return tuple(sorted(out))
 
 
+def parse_partition_items(items: Any) -> tuple[tuple[str, int], ...]:
+    """``["orders:0", "orders:3"]`` (the ``partitions`` param) as sorted, de-duplicated pairs."""
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list | tuple) or not items:
+        raise RecoveryInputError(f"partitions must be a list of {PARTITION_ITEM_RULE}, not {items!r}")
+    out: set[tuple[str, int]] = set()
+    for i, item in enumerate(items):
+        match = re.fullmatch(PARTITION_ITEM, item) if isinstance(item, str) else None
+        if match is None:
+            raise RecoveryInputError(f"partitions[{i}] must be {PARTITION_ITEM_RULE}, not {item!r}")
+        out.add((match.group(1), int(match.group(2))))
+    return tuple(sorted(out))
+
+
+def _given(value: Any) -> bool:
+    """Whether a form field was filled in: the form sends null, "" or [] for an empty one."""
+    return value not in (None, "", {}, []) and not (isinstance(value, str) and not value.strip())
+
+
+def _chosen_partitions(params: dict[str, Any]) -> tuple[tuple[str, int], ...] | None:
+    """Exactly one of partitions, partitions_json, all_offline_partitions: the pairs, or None for all."""
+    given = [name for name in ("partitions", "partitions_json") if _given(params.get(name))]
+    if bool(params.get("all_offline_partitions", False)):
+        given.append("all_offline_partitions=true")
+    if len(given) != 1:
+        several = "not both" if len(given) == 2 else "not all three"
+        why = "neither was given" if not given else f"{several}: {' and '.join(given)} were given"
+        raise RecoveryInputError(
+            f"give exactly one of partitions, partitions_json or all_offline_partitions=true ({why})"
+        )
+    if given[0] == "partitions":
+        return parse_partition_items(params["partitions"])
+    if given[0] == "partitions_json":
+        return parse_partitions(params["partitions_json"])
+    return None
+
+
+def _duration(params: dict[str, Any], name: str, default: float, **bounds: Any) -> float:
+    """Seconds of the duration param ``name``; a bad one is this runbook's input error."""
+    try:
+        return parse_duration(params.get(name, default), name, **bounds)
+    except DurationError as exc:
+        raise RecoveryInputError(str(exc)) from None
+
+
+def recovery_duration_ms(params: dict[str, Any]) -> int:
+    """``recovery_duration_ms``: '30s', '2m' or milliseconds, 1 ms to 1 h."""
+    seconds = _duration(
+        params, "recovery_duration_ms", 30000, plain="milliseconds", minimum_s=0.001, maximum_s=3600
+    )
+    return int(round(seconds * 1000))
+
+
+def settle_period_s(params: dict[str, Any]) -> float:
+    """``settle_period_s``: '30s', '2m' or seconds, 0 to 1 h."""
+    return _duration(params, "settle_period_s", 30, maximum_s=3600)
+
+
 def build_request(params: dict[str, Any]) -> RecoveryRequest:
     """Validate the runbook's params (the DAG's trigger form) into a request."""
     mode = params.get("mode", "show_replica_info")
     if mode not in MODES:
         raise RecoveryInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    raw = params.get("partitions_json")
-    has_list = raw not in (None, "", {}) and not (isinstance(raw, str) and not raw.strip())
-    all_offline = bool(params.get("all_offline_partitions", False))
-    if has_list and all_offline:
-        raise RecoveryInputError("give either partitions_json or all_offline_partitions=true, not both")
-    if not has_list and not all_offline:
-        raise RecoveryInputError(
-            "give either partitions_json or all_offline_partitions=true (neither was given)"
-        )
-    duration = int(params.get("recovery_duration_ms", 30000))
+    partitions = _chosen_partitions(params)
+    duration = recovery_duration_ms(params)
+    settle_period_s(params)  # refused here, before the lease, rather than after the gate
     attempts = int(params.get("recovery_election_attempts", 3))
-    if duration < 1:
-        raise RecoveryInputError("recovery_duration_ms must be at least 1")
     if attempts < 1:
         raise RecoveryInputError("recovery_election_attempts must be at least 1")
     return RecoveryRequest(
         mode=mode,
-        partitions=None if all_offline else parse_partitions(raw),
+        partitions=partitions,
         recovery_duration_ms=duration,
         recovery_election_attempts=attempts,
         allow_committed_loss=params.get("allow_committed_loss", False) is True,

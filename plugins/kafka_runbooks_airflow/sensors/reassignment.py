@@ -79,8 +79,8 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             claim,
             fenced_checkpoint,
         )
-        from kafka_runbooks_airflow.failed_broker import run_dir
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.run_state import run_dir
 
         path = run_dir(self.dag_id, context["run_id"]) / self.state_file
         self._path = path
@@ -154,10 +154,10 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
     def _stop_request(self, context):
         """A reader of this connection's stop request that answers only one that applies to this run."""
-        from kafka_runbooks.failed_broker.stop import read_request, request_path
-        from kafka_runbooks_airflow.failed_broker import runbook_dir
+        from kafka_runbooks.failed_broker.stop import read_request
+        from kafka_runbooks_airflow.run_state import stop_request_file
 
-        file = request_path(runbook_dir(self.dag_id), self.kafka_config_id)
+        file = stop_request_file(self.dag_id, self.kafka_config_id)
         started = getattr(context.get("dag_run"), "start_date", None)
         started_ms = int(started.timestamp() * 1000) if started else None
 

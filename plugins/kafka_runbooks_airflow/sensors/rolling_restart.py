@@ -19,37 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
 from kafka_runbooks import storage
-from kafka_runbooks.paths import safe_name
-
-
-def roll_state_key(dag_id: str, run_id: str) -> str:
-    """The run's roll state in the data store: the plan and every node's phase."""
-    return f"restart/{safe_name(dag_id)}/{safe_name(run_id)}/roll-state.json"
-
-
-def roll_state_file(dag_id: str, run_id: str) -> Path | str:
-    """Where the roll state is: a local path, or the object's URL."""
-    store = storage.store()
-    key = roll_state_key(dag_id, run_id)
-    if store.is_local:
-        store.local_path(key).parent.mkdir(parents=True, exist_ok=True)
-        return store.local_path(key)
-    return store.url_of(key)
-
-
-def read_roll_state(dag_id: str, run_id: str) -> str | None:
-    return storage.store().read_text(roll_state_key(dag_id, run_id))
-
-
-def write_roll_state(dag_id: str, run_id: str, text: str) -> None:
-    """Replace it whole (a worker killed mid-write leaves the previous version)."""
-    storage.store().write_text(roll_state_key(dag_id, run_id), text)
+from kafka_runbooks_airflow.run_state import read_roll_state, roll_state_file, roll_state_key
 
 
 class KafkaRollingRestartSensor(BaseSensorOperator):

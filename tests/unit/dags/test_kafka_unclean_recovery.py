@@ -41,7 +41,8 @@ def test_defaults_are_a_dry_run_that_needs_a_selector(dag):
 
     params = {k: dag.params[k] for k in dag.params}
     assert params["mode"] == "show_replica_info"
-    assert (params["recovery_duration_ms"], params["recovery_election_attempts"]) == (30000, 3)
+    assert (params["recovery_duration_ms"], params["recovery_election_attempts"]) == ("30s", 3)
     with pytest.raises(RecoveryInputError, match="neither"):
         build_request(params)
-    assert build_request({**params, "all_offline_partitions": True}).mode == "show_replica_info"
+    request = build_request({**params, "all_offline_partitions": True})
+    assert (request.mode, request.recovery_duration_ms) == ("show_replica_info", 30000)

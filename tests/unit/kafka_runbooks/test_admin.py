@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from kafka.errors import KafkaConnectionError, UnknownBrokerIdError
 
-from kafka_runbooks.admin import AdminError, ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import AdminError, ClusterUnreachable
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -15,7 +15,7 @@ from kafka.errors import (
 )
 
 from kafka_runbooks import errors
-from kafka_runbooks.admin import AdminError, ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.approval import NotApproved, PolicyError
 from kafka_runbooks.client_config import ClientConfigError
 from kafka_runbooks.connect.client import (
@@ -27,6 +27,7 @@ from kafka_runbooks.connect.client import (
     UnknownTask,
 )
 from kafka_runbooks.connect.manual import RestartNotSettled
+from kafka_runbooks.errors import AdminError, ClusterUnreachable
 from kafka_runbooks.failed_broker.execute import ReassignError, ReassignStopped
 from kafka_runbooks.failed_broker.request import RequestError
 from kafka_runbooks.failed_broker.throttle import ThrottleError

@@ -7,7 +7,8 @@ import logging
 import socket
 
 from kafka_runbooks import decisions
-from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.errors import ClusterUnreachable
 from kafka_runbooks_airflow import console_listener  # imports Airflow (its logging set-up) before caplog
 
 

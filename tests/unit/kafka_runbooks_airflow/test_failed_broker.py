@@ -58,3 +58,47 @@ def test_a_sweep_set_to_start_ungated_runs_is_refused_unless_the_deployment_allo
     variables[approval.ALLOW_UNGATED_VARIABLE] = "true"  # allowed: it goes on (here: to the cluster)
     with pytest.raises(ClusterRead):
         reassign.run_sweep({"kafka_conn_id": "kafka_default"}, "scheduled__x", ti=None)
+
+
+def test_the_sweeps_thresholds_and_sizes_take_units_like_the_reassignments_form():
+    """'2h' / '90s' / minutes, 'off' or -1; '50 MiB' / bytes: the sweep passes bytes on (issue #24.4)."""
+    from kafka_runbooks_airflow.failed_broker import sweep_sizes, sweep_thresholds
+
+    settings = sweep_settings(
+        {
+            "alert_after_minutes": "off",
+            "failure_threshold_minutes": "2h",
+            "retrigger_after_minutes": "90s",
+            "max_bytes_per_chunk": "512MiB",
+            "throttle_bytes_per_sec": "50 MiB",
+        },
+        None,
+    )
+    thresholds = sweep_thresholds(settings)
+    assert (thresholds.alert_after_s, thresholds.failure_threshold_s, thresholds.retrigger_after_s) == (
+        -1.0,
+        7200.0,
+        90.0,
+    )
+    assert sweep_sizes(settings) == {"max_bytes_per_chunk": 512 << 20, "throttle_bytes_per_sec": 50 << 20}
+    plain = sweep_settings({}, None)  # the defaults: minutes and bytes, as before
+    assert sweep_thresholds(plain).failure_threshold_s == 1800.0
+    assert sweep_sizes(plain) == {"max_bytes_per_chunk": 1 << 30, "throttle_bytes_per_sec": 50 << 20}
+
+
+def test_a_bad_sweep_size_fails_the_sweep_before_it_reads_the_cluster(monkeypatch):
+    from airflow.sdk import Variable
+
+    from kafka_runbooks.units import SizeError
+    from kafka_runbooks_airflow import failed_broker as reassign
+
+    monkeypatch.setattr(Variable, "get", staticmethod(lambda key, default=None: default))
+
+    def no_cluster(**kwargs):
+        raise AssertionError("the sweep went on to read the cluster")
+
+    monkeypatch.setattr("kafka_runbooks_airflow.hooks.kafka_admin.KafkaAdminHook", no_cluster)
+    with pytest.raises(SizeError, match="throttle_bytes_per_sec must be a size such as '1 GiB'"):
+        reassign.run_sweep(
+            {"kafka_conn_id": "kafka_default", "throttle_bytes_per_sec": "50 Mib/s"}, "scheduled__x", ti=None
+        )

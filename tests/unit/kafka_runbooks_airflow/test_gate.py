@@ -79,7 +79,7 @@ class FakeTI:
 def restart_run(tmp_path, monkeypatch):
     """A planned kafka_broker_restart run: its roll-state file and plan XCom; policy from a dict."""
     from kafka_runbooks_airflow import gate
-    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+    from kafka_runbooks_airflow.run_state import roll_state_file
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     settings: dict[str, str] = {}
@@ -129,7 +129,7 @@ def restart_run(tmp_path, monkeypatch):
 
 
 def _edit_roll(run, **changes) -> None:
-    from kafka_runbooks_airflow.sensors.rolling_restart import roll_state_file
+    from kafka_runbooks_airflow.run_state import roll_state_file
 
     path = roll_state_file(run.dag.dag_id, run.run_id)
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))

@@ -85,7 +85,7 @@ RESTART_PARAMS = {
 
 
 def _restart(roll: dict, params: dict) -> dict:
-    from kafka_runbooks_airflow.sensors.rolling_restart import write_roll_state
+    from kafka_runbooks_airflow.run_state import write_roll_state
 
     write_roll_state("kafka_broker_restart", RUN_ID, json.dumps(roll))
     return _context("kafka_broker_restart", {("plan_restart", "return_value"): {"dry_run": False}}, params)
@@ -197,7 +197,7 @@ CHECKED = {"elect_preferred_leaders": True, "dry_run": False, "require_approval"
 
 
 def _reassign(state: dict, params: dict, checked: dict = CHECKED) -> dict:
-    from kafka_runbooks_airflow.failed_broker import EXEC_STATE, run_dir
+    from kafka_runbooks_airflow.run_state import EXEC_STATE, run_dir
 
     path = run_dir("kafka_failed_broker_reassignment", RUN_ID) / EXEC_STATE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ def test_valid_input_passes_and_names_the_connections(conns):
         ({"node_ids": ""}, "no node ids"),
         ({"reason": " x "}, "at least 3 characters"),
         ({"max_attempts": 0}, "max_attempts must be at least 1"),
-        ({"operation_timeout_s": "soon"}, "operation_timeout_s must be a number"),
+        ({"operation_timeout_s": "soon"}, "operation_timeout_s must be a duration such as 90s, 10m or 1h"),
         ({"on_lease_held": "queue"}, "on_lease_held must be 'wait' or 'fail'"),
         ({"restart_conn_id": "restart_b"}, "restart_conn_id='restart_b'"),
         ({"kafka_conn_id": "kafka_typo"}, "kafka_conn_id='kafka_typo'"),

@@ -104,8 +104,9 @@ def test_a_reassignment_on_one_cluster_does_not_count_as_active_on_another(tmp_p
     and the runs the sweep started for that cluster's brokers."""
     from kafka_runbooks.failed_broker.failures import FailedBroker, FailureStore
     from kafka_runbooks.lease import ClusterLease, Holder
-    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, reassignment_active_on
+    from kafka_runbooks_airflow.failed_broker import reassignment_active_on
     from kafka_runbooks_airflow.lease import lease_store
+    from kafka_runbooks_airflow.run_state import REASSIGN_DAG_ID
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     ClusterLease(lease_store(), "kafka_a", Holder(REASSIGN_DAG_ID, "manual__a")).acquire()
@@ -181,9 +182,10 @@ def test_a_manual_reassignment_waiting_for_the_lease_counts_as_active_on_its_clu
     """Today's main: a manual run queued behind another runbook's lease was neither the holder nor
     a sweep-started run, so the sweep saw nothing active and started a second reassignment."""
     from kafka_runbooks.lease import ClusterLease, Holder
-    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, reassignment_active_on
+    from kafka_runbooks_airflow.failed_broker import reassignment_active_on
     from kafka_runbooks_airflow.inputs import check_runbook_input
     from kafka_runbooks_airflow.lease import lease_store
+    from kafka_runbooks_airflow.run_state import REASSIGN_DAG_ID
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_A", '{"conn_type": "generic"}')

@@ -232,13 +232,13 @@ def test_the_broker_restarts_of_every_cluster_are_collected_a_failed_one_adds_no
 
 def test_every_task_of_the_group_reads_its_own_clusters_xcoms():
     """Without map_indexes a pull inside the mapped group returns every cluster's value."""
-    from kafka_runbooks_airflow.gate import _xcom, current_action
+    from kafka_runbooks_airflow.gate import current_action, run_xcom
     from kafka_runbooks_airflow.metadata_errors import group_xcom
 
     for index, cluster in ((0, "kafka_a"), (1, "kafka_b")):
         ti = two_clusters("cluster.controller_decision", index)
         assert group_xcom(context(ti), "sweep", "controller_escalation")["kafka_conn_id"] == cluster
-        assert _xcom(context(ti), "cluster.sweep", "controller_escalation")["kafka_conn_id"] == cluster
+        assert run_xcom(context(ti), "cluster.sweep", "controller_escalation")["kafka_conn_id"] == cluster
         action, _ = current_action("controller", context(ti))
         assert action["conf"]["kafka_conn_id"] == cluster
         assert action["trigger_run_id"].startswith(f"metadata_errors__{cluster}__controller_9001__")

@@ -80,7 +80,8 @@ def test_the_stop_runbook_waits_for_the_task_that_is_stopping_its_run(tmp_path, 
     (seconds later): the stop runbook keeps waiting for that acknowledgement instead of
     reading "nothing in flight" in between (seen in the end-to-end test)."""
     from kafka_runbooks.failed_broker.execute import save_state
-    from kafka_runbooks_airflow.failed_broker import REASSIGN_DAG_ID, runbook_dir, wait_for_executing_task
+    from kafka_runbooks_airflow.failed_broker import wait_for_executing_task
+    from kafka_runbooks_airflow.run_state import REASSIGN_DAG_ID, runbook_dir
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     state = _state(STOPPED, stop_request={"request_id": "s1"})

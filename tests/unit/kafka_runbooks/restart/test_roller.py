@@ -397,7 +397,8 @@ def test_listing_reassignments_survives_the_cached_controller_broker_going_away(
     from kafka.errors import UnknownBrokerIdError
 
     import kafka_runbooks._kafka_python as kafka_python
-    from kafka_runbooks.admin import ClusterAdmin, ClusterUnreachable
+    from kafka_runbooks.admin import ClusterAdmin
+    from kafka_runbooks.errors import ClusterUnreachable
 
     answers = [UnknownBrokerIdError(3), {("t", 0): {"replicas": [1, 2, 3], "adding": [3], "removing": []}}]
 

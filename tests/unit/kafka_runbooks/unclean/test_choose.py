@@ -270,3 +270,39 @@ def test_allowed_unclean_choice_names_the_loss_and_never_says_zero_when_unknown(
     assert "not read: broker(s) 1, may hold more" in summary
     assert "loses 0 vs the longest log" not in summary
     assert Choice.from_dict(json.loads(json.dumps(c.as_dict()))) == c
+
+
+def test_partitions_as_topic_colon_partition_items_are_read_like_the_json_list():
+    """The form's friendlier list (one topic:partition per line) names what partitions_json names."""
+    request = build_request({"partitions": ["foo:3", " bar : 1", "foo:0", "foo:3"]})
+    assert request.partitions == parse_partitions(LIST) == (("bar", 1), ("foo", 0), ("foo", 3))
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"partitions": ["orders"]}, r"partitions\[0\] must be topic:partition, e.g. orders:0, not 'orders'"),
+        ({"partitions": ["orders:-1"]}, r"partitions\[0\] must be topic:partition"),
+        ({"partitions": ["orders:0", "a b:1"]}, r"partitions\[1\] must be topic:partition"),
+        ({"partitions": [3]}, r"partitions\[0\] must be topic:partition"),
+        ({"partitions": ["orders:0"], "partitions_json": LIST}, "not both: partitions and partitions_json"),
+        ({"partitions": ["orders:0"], "all_offline_partitions": True}, "not both"),
+        ({"partitions": ["a:0"], "partitions_json": LIST, "all_offline_partitions": True}, "not all three"),
+        ({"partitions": []}, "neither"),
+        ({"all_offline_partitions": True, "recovery_duration_ms": "-5s"}, "recovery_duration_ms must be"),
+        ({"all_offline_partitions": True, "recovery_duration_ms": "2h"}, "at most 1 h"),
+        ({"all_offline_partitions": True, "settle_period_s": "soon"}, "settle_period_s must be a duration"),
+    ],
+)
+def test_bad_partition_items_and_durations_are_refused_with_a_clear_message(params, message):
+    with pytest.raises(RecoveryInputError, match=message):
+        build_request(params)
+
+
+def test_the_unclean_durations_take_units():
+    request = build_request({"all_offline_partitions": True, "recovery_duration_ms": "2m"})
+    assert request.recovery_duration_ms == 120000
+    assert (
+        build_request({"all_offline_partitions": True, "recovery_duration_ms": 1500}).recovery_duration_ms
+        == 1500
+    )

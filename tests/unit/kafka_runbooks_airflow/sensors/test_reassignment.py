@@ -21,9 +21,9 @@ from kafka_runbooks import decisions
 from kafka_runbooks.failed_broker import execute
 from kafka_runbooks.failed_broker.execute import MOVING, ChunkState, ExecState, load_state, save_state
 from kafka_runbooks.model import Broker, PartitionState
-from kafka_runbooks_airflow.failed_broker import run_dir
 from kafka_runbooks_airflow.hooks import kafka_admin
 from kafka_runbooks_airflow.lease import cluster_lease
+from kafka_runbooks_airflow.run_state import run_dir
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 
 DAG_ID = "kafka_failed_broker_reassignment"
@@ -205,7 +205,7 @@ def test_a_stop_asked_after_the_run_started_cancels_its_moves_and_names_who_aske
     """kafka_reassignment_stop wrote a request for this connection: the next poke cancels what this
     run has in flight, takes its throttle off and fails the run with the operator's words."""
     from kafka_runbooks.failed_broker.stop import StopRequest, request_path, write_request
-    from kafka_runbooks_airflow.failed_broker import runbook_dir
+    from kafka_runbooks_airflow.run_state import runbook_dir
 
     rig.sensor.poke(rig.context)
     rig.cluster.acted.clear()

@@ -21,12 +21,8 @@ from kafka_runbooks import decisions, fence, storage
 from kafka_runbooks.restart.roller import DONE, Roller, RollOptions, RollState
 from kafka_runbooks_airflow.hooks import kafka_admin, restart
 from kafka_runbooks_airflow.lease import cluster_lease
-from kafka_runbooks_airflow.sensors.rolling_restart import (
-    KafkaRollingRestartSensor,
-    read_roll_state,
-    roll_state_key,
-    write_roll_state,
-)
+from kafka_runbooks_airflow.run_state import read_roll_state, roll_state_key, write_roll_state
+from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 from tests.unit.kafka_runbooks.restart.test_roller import Backend, Clock, Cluster, Probe
 
 DAG_ID = "kafka_broker_restart"
