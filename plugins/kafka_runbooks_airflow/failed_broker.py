@@ -19,15 +19,20 @@ from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, parse_duration, parse_size
+from kafka_runbooks_airflow.run_state import (
+    ADOPT_STATE,
+    EXEC_STATE,
+    REASSIGN_DAG_ID,
+    mark_cluster,
+    run_dir,
+    state_files,
+    stop_request_file,
+)
 
 if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
 
-REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
-EXEC_STATE = "exec-state.json"
-ADOPT_STATE = "adopt-state.json"
-CLUSTER_MARK = "cluster.json"  # which cluster (connection id) a run's state files belong to
 
 log = logging.getLogger("kafka_runbooks.failed_broker")
 
@@ -42,41 +47,6 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     "require_approval": True,
     "elect_preferred_leaders": True,
 }
-
-
-def run_dir(dag_id: str, run_id: str) -> StorePath:
-    """The run's folder in the data store (on a local store: ``<data dir>/reassign/<dag>/<run>``)."""
-    return runbook_dir(dag_id) / safe_name(run_id)
-
-
-def runbook_dir(dag_id: str) -> StorePath:
-    """The runbook's state folder: one folder per run, and ``stop/`` for stop requests."""
-    return StorePath(storage.store(), f"reassign/{safe_name(dag_id)}")
-
-
-def mark_cluster(folder: StorePath, cluster: str) -> None:
-    """Name the run's cluster in its folder: runs on several clusters share the runbook's folder."""
-    (folder / CLUSTER_MARK).write_text(json.dumps({"kafka_conn_id": cluster}))
-
-
-def run_cluster(folder: StorePath) -> str | None:
-    """The cluster a run folder belongs to; None for a folder written before clusters were named."""
-    try:
-        return json.loads((folder / CLUSTER_MARK).read_text())["kafka_conn_id"]
-    except FileNotFoundError:
-        return None
-
-
-def state_files(dag_id: str, cluster: str | None = None) -> list[StorePath]:
-    """The runbook's state files, of ``cluster`` only when given (unmarked old runs count for any:
-    before clusters were named, one run at a time was the rule)."""
-    root = runbook_dir(dag_id)
-    depth = root.key.count("/") + 2  # reassign/<dag>/<run>/<file>
-    found = [p for p in root.files() if p.key.count("/") == depth]
-    paths = [p for p in found if p.name == EXEC_STATE] + [p for p in found if p.name == ADOPT_STATE]
-    if cluster is None:
-        return paths
-    return [p for p in paths if run_cluster(p.parent) in (None, cluster)]
 
 
 def reassignment_active_on(ti, cluster: str) -> list[str]:
@@ -615,7 +585,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
     import time
     from dataclasses import asdict
 
-    from kafka_runbooks.failed_broker.stop import StopRequest, request_path, write_request
+    from kafka_runbooks.failed_broker.stop import StopRequest, write_request
 
     conn_id = str(params.get("kafka_conn_id") or "").strip()
     reason = str(params.get("reason") or "").strip()
@@ -632,7 +602,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
         requested_at_ms=int(time.time() * 1000),
         request_id=run_id,
     )
-    path = request_path(runbook_dir(REASSIGN_DAG_ID), conn_id)
+    path = stop_request_file(REASSIGN_DAG_ID, conn_id)
     write_request(path, request)
     decisions.record(
         "stop",

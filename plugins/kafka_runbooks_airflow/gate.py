@@ -39,6 +39,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from kafka_runbooks import approval as rules
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks_airflow.run_state import EXEC_STATE, read_roll_state, run_dir
 
 log = logging.getLogger("kafka_runbooks.approval")
 
@@ -78,7 +79,7 @@ def refuse_ungated_run(runbook: str, require_approval: bool, dry_run: bool) -> N
 # ------------------------------------------------------------------ what each gate approves
 
 
-def _xcom(context, task_id: str, key: str = "return_value") -> Any:
+def run_xcom(context, task_id: str, key: str = "return_value") -> Any:
     """An XCom of this run; in a mapped task group, of the caller's own map index (its cluster):
     without ``map_indexes`` Airflow returns every map index's value."""
     ti = context["ti"]
@@ -97,11 +98,9 @@ def restart_action(context) -> dict[str, Any]:
     acts through (cluster, probe, restart back end). Not the progress (phases, attempts,
     evidence read during the roll): it changes at every step of an approved roll.
     """
-    from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state
-
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     params = context["params"]
-    plan = _xcom(context, "plan_restart") or {}
+    plan = run_xcom(context, "plan_restart") or {}
     state = json.loads(read_roll_state(dag_id, run_id) or "{}")
     return {
         "runbook": dag_id,
@@ -129,7 +128,7 @@ def unclean_action(context) -> dict[str, Any]:
     from kafka_runbooks.unclean.elect import ReorderState
 
     params = context["params"]
-    document = _xcom(context, "plan_recovery") or {}
+    document = run_xcom(context, "plan_recovery") or {}
     cluster = params.get("kafka_conn_id")
     left_changed = ReorderState(cluster).read_entries() if cluster else {}
     return {
@@ -150,11 +149,9 @@ def unclean_action(context) -> dict[str, Any]:
 
 def reassign_action(context) -> dict[str, Any]:
     """kafka_failed_broker_reassignment: the chunks execute_chunks will submit (its state file)."""
-    from kafka_runbooks_airflow.failed_broker import EXEC_STATE, run_dir
-
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    reviewed = _xcom(context, "review_plan") or {}
-    checked = _xcom(context, "validate") or {}
+    reviewed = run_xcom(context, "review_plan") or {}
+    checked = run_xcom(context, "validate") or {}
     path = run_dir(dag_id, run_id) / EXEC_STATE
     state = json.loads(path.read_text()) if path.exists() else {}
     return {
@@ -177,7 +174,7 @@ def controller_action(context) -> dict[str, Any]:
     starts nothing unless what it would send is exactly this (:class:`ApprovedTriggerDagRunOperator`).
     """
     group = context["ti"].task_id.rpartition(".")[0]  # the sweep of the same (per-cluster) group
-    escalation = _xcom(context, f"{group}.sweep" if group else "sweep", "controller_escalation") or {}
+    escalation = run_xcom(context, f"{group}.sweep" if group else "sweep", "controller_escalation") or {}
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],
@@ -397,7 +394,7 @@ class _PlanGate:
             self._fail(context, rules.REFUSED, f"the gate failed: {event.get('error')}")
         HITLOperator.execute_complete(self, context=context, event=event)  # validates the answer
         user, at = event.get("responded_by_user"), event.get("responded_at")
-        asked = _xcom(context, context["ti"].task_id, REQUEST_KEY) or {}
+        asked = run_xcom(context, context["ti"].task_id, REQUEST_KEY) or {}
         _, digest = current_action(self.action_kind, context)
         if asked.get("digest") != digest:
             self._fail(
@@ -515,7 +512,7 @@ def require_approval(context, kind: str, gate_task_id: str, logger: logging.Logg
 
     logger = logger or log
     action, digest = current_action(kind, context)
-    record = _xcom(context, gate_task_id, RECORD_KEY)
+    record = run_xcom(context, gate_task_id, RECORD_KEY)
     started = task_started_at(context)
     try:
         approved = rules.check_approval(

@@ -8,7 +8,7 @@ from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
 from kafka_runbooks.restart.safety import gate_markdown
 from kafka_runbooks.units import parse_duration
-from kafka_runbooks_airflow.sensors.rolling_restart import read_roll_state, roll_state_file, write_roll_state
+from kafka_runbooks_airflow.run_state import read_roll_state, roll_state_file, write_roll_state
 
 log = logging.getLogger(__name__)
 
