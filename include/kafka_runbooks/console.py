@@ -638,15 +638,16 @@ def _runs(runs: list[dict[str, Any]]) -> str:
 
 
 def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
-    """The Stop link of a running reassignment: the stop runbook's page in the whole window (its
-    Trigger button opens the form: connection and a reason), not a button that acts from here."""
+    """The Stop link of a running reassignment: the run's stop page in the whole window (a reason
+    and a Stop button that acts at once, recorded with the user), not a button that acts from here."""
     if not run.get("stop_url") or progress.get("stopped") or run.get("state") not in ("queued", "running"):
         return ""
     conn = run.get("kafka_conn_id") or "kafka_default"
     return (
-        f"<a class='stop' data-ui='1' target='_top' href='{_e(run['stop_url'])}' title='Opens "
-        f"kafka_reassignment_stop: press Trigger, keep kafka_conn_id {_e(conn)}, give a reason. It cancels "
-        "what this run has in flight and removes its throttles.'>Stop&hellip;</a>"
+        f"<a class='stop' data-ui='1' target='_top' href='{_e(run['stop_url'])}' title='Opens this "
+        f"run&#39;s stop page: give a reason and press Stop. It acts at once on {_e(conn)}: cancels what "
+        "this run has in flight, removes its throttles and ends the run saying what moved, what was "
+        "cancelled and what is left.'>Stop&hellip;</a>"
     )
 
 

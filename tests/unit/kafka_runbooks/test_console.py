@@ -77,7 +77,7 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
             "state": "running",
             "start_date": None,
             "url": "/dags/x/runs/y",
-            "stop_url": "/dags/kafka_reassignment_stop",
+            "stop_url": "/kafka-console/runs/kafka_failed_broker_reassignment/manual__x/stop",
             "kafka_conn_id": "kafka_default",
         },
         {
@@ -109,9 +109,15 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
     assert "data-imbalance='leaders'><b>imbalanced</b>leaders per broker 21 to 31" in default
     assert default.count("<rect") == 9 and "broker 4 (down)" in default  # 3 brokers x 3 bars
     assert "chunk 3 of 8 | 41% bytes" in page and "width:41%" in page
-    # a running reassignment (only it) has a Stop link to the stop runbook, opened in the whole window
+    # a running reassignment (only it) has a Stop link to its stop page, opened in the whole window; its
+    # hover title says what the link does now (the stop page acts at once), not the old stop runbook's form
     assert page.count("class='stop'") == 1
-    assert "<a class='stop' data-ui='1' target='_top' href='/dags/kafka_reassignment_stop'" in page
+    stop = re.search(r"<a class='stop' data-ui='1' target='_top' href='([^']*)' title='([^']*)'>", page)
+    assert stop and stop.group(1) == "/kafka-console/runs/kafka_failed_broker_reassignment/manual__x/stop"
+    assert stop.group(2).startswith(
+        "Opens this run&#39;s stop page: give a reason and press Stop. It acts at once"
+    )
+    assert "kafka_reassignment_stop" not in page and "Trigger" not in stop.group(2)
     assert "required_actions" in page and "Restart Kafka nodes [2]?" in page
     assert (
         "refuse the run: nothing was done" in page
