@@ -37,11 +37,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from functools import cached_property, wraps
+from functools import cache, cached_property, wraps
 from typing import Any, TypeVar
 
 from kafka_runbooks.client_config import redact, require_bootstrap
-from kafka_runbooks.errors import AdminError, ClusterUnreachable, map_client_errors
+from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
 from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
@@ -51,9 +51,53 @@ log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@cache
+def client_errors() -> ErrorMap:
+    """The one map from the client libraries' exception classes to the error tree.
+
+    kafka-python: the errors that mean nothing answered (a refused or lost connection, a
+    node not ready, a request or the client timing out) are ``ClusterUnreachable``; every
+    other ``KafkaError`` is an answer with an error, ``AdminError``. confluent-kafka puts
+    the difference in the error's code, not its class: transport, timeout and
+    all-brokers-down codes are ``ClusterUnreachable``, the others ``AdminError``. Built on
+    first use: importing the facade loads no client library.
+    """
+    from kafka import errors as kp
+
+    mapping: dict = {
+        kp.KafkaError: AdminError,
+        kp.KafkaConnectionError: ClusterUnreachable,
+        kp.KafkaTimeoutError: ClusterUnreachable,
+        kp.RequestTimedOutError: ClusterUnreachable,
+        kp.NodeNotReadyError: ClusterUnreachable,
+    }
+    try:
+        from confluent_kafka import KafkaException
+    except ImportError:  # confluent-kafka is optional: kafka-python sends every RPC
+        return mapping
+    mapping[KafkaException] = _confluent_error_class
+    return mapping
+
+
+def _confluent_error_class(exc: BaseException) -> type[KafkaRunbookError]:
+    """confluent-kafka's ``KafkaException`` by the code of the ``KafkaError`` it carries."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    unreachable = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+    return ClusterUnreachable if code in unreachable else AdminError
+
+
+def map_client_errors(what: str, where: str):
+    """The facade's translation (a context manager): a client library's error raised inside
+    becomes ``ClusterUnreachable`` or ``AdminError`` by :func:`client_errors`."""
+    return map_exceptions(client_errors(), what, where)
+
+
 def _rpc(what: str) -> Callable[[F], F]:
     """The facade's boundary: a client library's error leaving the method is translated
-    once, here, into the error tree (``errors.map_client_errors``)."""
+    once, here, into the error tree (:func:`map_client_errors`)."""
 
     def decorate(method: F) -> F:
         @wraps(method)

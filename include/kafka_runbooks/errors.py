@@ -15,13 +15,14 @@ one of its branches:
 
 ``CallFailed``, ``SafetyRefusal`` and ``RunbookFailed`` are also ``RuntimeError`` s, so
 code written against the older classes keeps catching them. Client libraries' own
-errors (kafka-python, confluent-kafka) are translated once, at the admin facade, by
-:func:`map_client_errors`; nothing outside ``kafka_runbooks.admin`` catches them.
+errors (kafka-python, confluent-kafka) are translated once, at the admin facade, class
+to class (``kafka_runbooks.admin.client_errors``, applied by :func:`map_exceptions`);
+nothing outside ``kafka_runbooks.admin`` catches them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 
@@ -57,45 +58,42 @@ class ClusterUnreachable(AdminError, Unreachable):
     """No broker of the bootstrap list answered."""
 
 
-#: kafka-python errors (and their subclasses) that mean "nobody answered", by class name
-_UNREACHABLE_KAFKA_PYTHON = frozenset(
-    {"KafkaConnectionError", "KafkaTimeoutError", "RequestTimedOutError", "NodeNotReadyError"}
-)
+#: what a foreign exception becomes: our class, or a function of the exception that names it
+#: (when the client says more in the error than in its class: confluent-kafka's codes)
+ErrorMap = Mapping[
+    type[BaseException], type[KafkaRunbookError] | Callable[[BaseException], type[KafkaRunbookError]]
+]
 
 
 @contextmanager
-def map_client_errors(what: str, where: str) -> Iterator[None]:
-    """Translate a client library's error raised inside the block into the tree.
+def map_exceptions(mapping: ErrorMap, what: str, where: str) -> Iterator[None]:
+    """Translate an exception raised inside the block by its class, through ``mapping``.
 
     ``what`` names the call (``DescribeCluster``), ``where`` the cluster (its bootstrap
-    servers). Errors already in the tree pass through untouched; kafka-python errors
-    that mean nothing answered and confluent-kafka's transport/timeout errors become
-    ``ClusterUnreachable``, every other kafka-python or confluent-kafka error
-    ``AdminError``. Anything else (a bug) is not hidden.
+    servers). Errors already in the tree pass through untouched, and so does anything the
+    map does not name (a bug is not hidden as a cluster error). Of the map's classes the
+    exception is an instance of, the most specific target wins (httpx's
+    ``map_exceptions``): a kafka-python ``KafkaTimeoutError`` is a ``KafkaError`` too, and
+    "nothing answered" (``ClusterUnreachable``) is the more specific ``AdminError``.
     """
     try:
         yield
     except KafkaRunbookError:
         raise
     except Exception as exc:
-        kind = _client_error_kind(exc)
-        if kind is None:
+        cls = mapped_class(mapping, exc)
+        if cls is None:
             raise
-        cls = ClusterUnreachable if kind == "unreachable" else AdminError
         raise cls(f"{what} on {where} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _client_error_kind(exc: BaseException) -> str | None:
-    """ "unreachable", "failed" or None (not a Kafka client's error)."""
-    module = type(exc).__module__ or ""
-    if module.startswith("kafka.") or module == "kafka":
-        names = {cls.__name__ for cls in type(exc).__mro__}
-        return "unreachable" if names & _UNREACHABLE_KAFKA_PYTHON else "failed"
-    if module.startswith("confluent_kafka") or module == "cimpl":
-        from confluent_kafka import KafkaError
-
-        error = exc.args[0] if exc.args else None
-        code = error.code() if isinstance(error, KafkaError) else None
-        unreachable = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
-        return "unreachable" if code in unreachable else "failed"
-    return None
+def mapped_class(mapping: ErrorMap, exc: BaseException) -> type[KafkaRunbookError] | None:
+    """Our class for ``exc`` by ``mapping`` (the most specific of those that apply), or None."""
+    chosen: type[KafkaRunbookError] | None = None
+    for client_class, target in mapping.items():
+        if not isinstance(exc, client_class):
+            continue
+        cls = target if isinstance(target, type) else target(exc)
+        if chosen is None or issubclass(cls, chosen):
+            chosen = cls
+    return chosen

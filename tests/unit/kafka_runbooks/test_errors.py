@@ -15,7 +15,7 @@ from kafka.errors import (
 )
 
 from kafka_runbooks import errors
-from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.admin import ClusterAdmin, client_errors, map_client_errors
 from kafka_runbooks.approval import NotApproved, PolicyError
 from kafka_runbooks.client_config import ClientConfigError
 from kafka_runbooks.connect.client import (
@@ -88,7 +88,7 @@ def test_the_branches_keep_the_builtin_bases_callers_catch():
 def _translated(exc: Exception) -> BaseException:
     with (
         pytest.raises(errors.KafkaRunbookError) as raised,
-        errors.map_client_errors("DescribeCluster", "b:9092"),
+        map_client_errors("DescribeCluster", "b:9092"),
     ):
         raise exc
     assert raised.value.__cause__ is exc
@@ -125,11 +125,57 @@ def test_confluent_error_answers_are_admin_errors():
 
 def test_errors_already_in_the_tree_and_bugs_pass_through_untouched():
     mine = RollFailed("stuck")
-    with pytest.raises(RollFailed) as raised, errors.map_client_errors("x", "y"):
+    with pytest.raises(RollFailed) as raised, map_client_errors("x", "y"):
         raise mine
     assert raised.value is mine
-    with pytest.raises(KeyError), errors.map_client_errors("x", "y"):
+    with pytest.raises(KeyError), map_client_errors("x", "y"):
         raise KeyError("a bug is not a cluster error")
+
+
+def test_every_kafka_python_error_class_has_its_branch():
+    """The class map covers kafka-python's whole tree: the "nothing answered" families are
+    ClusterUnreachable, every other error an answer with an error (AdminError)."""
+    import inspect
+
+    from kafka import errors as kp
+
+    unreachable = (
+        kp.KafkaConnectionError,
+        kp.KafkaTimeoutError,
+        kp.RequestTimedOutError,
+        kp.NodeNotReadyError,
+    )
+    classes = [c for c in vars(kp).values() if inspect.isclass(c) and issubclass(c, kp.KafkaError)]
+    assert len(classes) > 100
+    for cls in classes:
+        expected = ClusterUnreachable if issubclass(cls, unreachable) else AdminError
+        assert errors.mapped_class(client_errors(), cls.__new__(cls)) is expected, cls
+
+
+def test_a_client_error_is_mapped_by_its_class_wherever_its_subclass_lives():
+    """A subclass of a client's error (a wrapper, a newer client's refinement) is that error:
+    the class decides, not the module the subclass was defined in."""
+
+    class WrappedTimeout(RequestTimedOutError):
+        pass
+
+    assert type(_translated(WrappedTimeout())) is ClusterUnreachable
+
+
+def test_a_bug_is_not_a_cluster_error_because_of_its_module_name():
+    impostor = type("Boom", (RuntimeError,), {"__module__": "kafka.fake"})
+    with pytest.raises(impostor), map_client_errors("x", "y"):
+        raise impostor("a bug in a module named kafka.*")
+
+
+def test_the_most_specific_target_wins_whatever_the_maps_order():
+    for mapping in (
+        {Exception: AdminError, OSError: ClusterUnreachable},
+        {OSError: ClusterUnreachable, Exception: AdminError},
+    ):
+        assert errors.mapped_class(mapping, ConnectionRefusedError()) is ClusterUnreachable
+        assert errors.mapped_class(mapping, ValueError()) is AdminError
+        assert errors.mapped_class(mapping, KeyboardInterrupt()) is None
 
 
 def test_the_facade_translates_at_its_boundary():
