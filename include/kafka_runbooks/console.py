@@ -675,3 +675,24 @@ def _facts(record: dict[str, Any]) -> str:
         return ""
     text = json.dumps(observed, sort_keys=True, default=str, indent=1)
     return f"<details class='facts'><summary>facts</summary><pre>{_e(text)}</pre></details>"
+
+
+def render_decision(record: dict[str, Any]) -> str:
+    """One decision record on a page of its own: the prose line, where it was made, every fact.
+
+    What a DECISION line's ``(decision <id>)`` opens: the facts the log line had to cut.
+    """
+    at = datetime.fromtimestamp(record.get("at_ms", 0) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    subject = f" [{_e(record['subject'])}]" if record.get("subject") else ""
+    action = f"<p>action: {_e(record['action'])}</p>" if record.get("action") else ""
+    facts = json.dumps(record.get("observed") or {}, sort_keys=True, default=str, indent=1)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>decision {_e(record.get('record_id'))}"
+        "</title></head><body style='font-family:sans-serif;max-width:70em;margin:2em'>"
+        f"<h1>decision {_e(record.get('record_id'))}</h1>"
+        f"<p class='where'>{_e(record.get('dag_id'))} / {_e(record.get('run_id'))} / "
+        f"{_e(record.get('task_id'))}, {at}, {_e(record.get('level'))}</p>"
+        f"<p class='prose'><b>{_e(record.get('step'))}{subject}: {_e(record.get('decision'))}</b> because "
+        f"{_e(record.get('reason'))}</p>{action}<h2>facts</h2><pre class='facts'>{_e(facts)}</pre>"
+        "</body></html>"
+    )

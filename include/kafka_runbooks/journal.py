@@ -103,3 +103,44 @@ def _last_objects(n: int, days: int = 7) -> list[dict[str, Any]]:
             if len(out) >= n:
                 return out
     return out
+
+
+def find(record_id: str, days: int = 7) -> dict[str, Any] | None:
+    """The record with this ``record_id`` (what a DECISION facts line names), or None.
+
+    Local journal: both generations, newest first; object store: the last ``days`` UTC days.
+    A cheap substring test comes before parsing, so a lookup reads but does not parse the file.
+    """
+    needle = f'"record_id": "{record_id}"'
+    store = storage.store()
+    if not store.is_local:
+        now = time.time()
+        for back in range(days):
+            day = time.strftime("%Y-%m-%d", time.gmtime(now - back * 86400))
+            for key in sorted(store.list(f"decisions/{day}"), reverse=True):
+                found = _parsed_if(store.read_text(key) or "", needle, record_id)
+                if found is not None:
+                    return found
+        return None
+    path = journal_path()
+    for candidate in (path, path.with_suffix(".1.jsonl")):
+        try:
+            with open(candidate, encoding="utf-8") as fh:
+                lines = fh.readlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            found = _parsed_if(line, needle, record_id)
+            if found is not None:
+                return found
+    return None
+
+
+def _parsed_if(line: str, needle: str, record_id: str) -> dict[str, Any] | None:
+    if needle not in line:
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if record.get("record_id") == record_id else None

@@ -12,6 +12,7 @@ fleet (read-only through the admin facade, at most a few seconds, cached a few s
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -360,3 +361,39 @@ async def stop_run(dag_id: str, run_id: str, request: Request, user: GetUserDep)
         "Stopped",
         f"<p>{escape(result['request']['by'])}: {escape(reason)}</p><ul>{lines or '<li>nothing was moving yet: the run stops before its first move</li>'}</ul>",
     )
+
+
+# ------------------------------------------------------------------ one decision record (issue #24 item 7)
+
+RECORD_ID = re.compile(r"[0-9a-f]{12}")  # decisions.DecisionRecord.record_id
+
+
+def readable_decision(record_id: str, readable: set[str]) -> dict[str, Any] | None:
+    """The journal's record with this id when its DAG is one the user may read; None otherwise
+    (an unknown id and a record of a DAG the user may not read look the same)."""
+    from kafka_runbooks import journal
+
+    if not RECORD_ID.fullmatch(record_id):
+        return None
+    record = journal.find(record_id)
+    if record is None or record.get("dag_id") not in readable:
+        return None
+    return record
+
+
+@app.get("/decisions/{record_id}")
+def decision(record_id: str, request: Request, user: GetUserDep):
+    """One decision record from the journal, facts in full: what a DECISION line's
+    ``(decision <id>)`` names. Only records of DAGs the user may read (like the page)."""
+    from html import escape
+
+    from kafka_runbooks.console import render_decision
+
+    record = readable_decision(record_id, _readable_dag_ids(user))
+    wants_json = "json" in request.headers.get("accept", "")
+    if record is None:
+        why = f"no decision record {record_id} of a runbook you may read (the journal keeps the last few MiB)"
+        if wants_json:
+            return JSONResponse({"detail": why}, status_code=404)
+        return HTMLResponse(f"<!doctype html><p class='refused'>{escape(why)}</p>", status_code=404)
+    return JSONResponse(record) if wants_json else HTMLResponse(render_decision(record))
