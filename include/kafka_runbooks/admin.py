@@ -40,6 +40,7 @@ from collections.abc import Callable
 from functools import cache, cached_property, wraps
 from typing import Any, TypeVar
 
+from kafka_runbooks import retries
 from kafka_runbooks.client_config import redact, require_bootstrap
 from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
 from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
@@ -230,20 +231,19 @@ class ClusterAdmin:
         from kafka_runbooks._kafka_python import list_reassignments
 
         send = self._once_to_controller
-        for attempt in range(1, attempts + 1):
-            try:
-                return self._retry(
+        policy = retries.linear(attempts, 0.5, retry_on=(KafkaError,))
+        try:
+            return policy.call(
+                "ListPartitionReassignments",
+                lambda: self._retry(
                     "ListPartitionReassignments", lambda: list_reassignments(self._kafka_python, send)
-                )
-            except KafkaError as exc:
-                if attempt == attempts:
-                    raise ClusterUnreachable(
-                        f"ListPartitionReassignments on {self.bootstrap_servers} failed after "
-                        f"{attempts} attempts: {type(exc).__name__}: {exc}"
-                    ) from exc
-                log.info("ListPartitionReassignments failed (%s); retrying on another broker", exc)
-                time.sleep(0.5 * attempt)
-        raise AssertionError("unreachable")
+                ),
+            )
+        except KafkaError as exc:
+            raise ClusterUnreachable(
+                f"ListPartitionReassignments on {self.bootstrap_servers} failed after "
+                f"{attempts} attempts: {type(exc).__name__}: {exc}"
+            ) from exc
 
     @_rpc("DescribeLogDirs")
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
@@ -385,18 +385,13 @@ class ClusterAdmin:
         """
         from kafka.errors import RetriableError
 
-        for attempt in range(1, attempts + 1):
-            try:
-                return fn()
-            except RetriableError as exc:  # connection lost, node not ready, request timed out...
-                if attempt == attempts:
-                    facts = "".join(f"; {fact}" for fact in self.not_answering().values())
-                    raise ClusterUnreachable(
-                        f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}{facts}"
-                    ) from exc
-                log.info("%s failed (%s); retrying on another broker", what, exc)
-                time.sleep(0.5 * attempt)
-        raise AssertionError("unreachable")
+        try:
+            return retries.linear(attempts, 0.5, retry_on=(RetriableError,)).call(what, fn)
+        except RetriableError as exc:  # connection lost, node not ready, request timed out...
+            facts = "".join(f"; {fact}" for fact in self.not_answering().values())
+            raise ClusterUnreachable(
+                f"{what} on {self.bootstrap_servers} failed after {attempts} attempts: {exc}{facts}"
+            ) from exc
 
     def _to_controller(self, what: str, fn, attempts: int = 4, sleep=None):
         """Run a request kafka-python sends to "the controller", failing over to a live broker.
@@ -408,24 +403,9 @@ class ClusterAdmin:
         the cluster needs a moment to stop naming a broker that has just died. The last
         failure is raised as it came: the callers report it per partition.
         """
-        sleep = sleep or time.sleep
-        for attempt in range(1, attempts + 1):
-            try:
-                return fn()
-            except Exception as exc:
-                self._kafka_python.forget_controller()
-                if attempt == attempts:
-                    raise
-                wait = min(0.5 * 2 ** (attempt - 1), 5.0)
-                log.info(
-                    "%s failed (%s: %s); retrying on another broker in %.1f s",
-                    what,
-                    type(exc).__name__,
-                    exc,
-                    wait,
-                )
-                sleep(wait)
-        raise AssertionError("unreachable")
+        return retries.exponential(attempts, 0.5, 5.0).call(
+            what, fn, after_failure=lambda exc: self._kafka_python.forget_controller(), sleep=sleep
+        )
 
     def _once_to_controller(self, what: str, fn):
         """One attempt at a controller request; a failure forgets the cached controller, so

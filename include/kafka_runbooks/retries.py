@@ -1,0 +1,114 @@
+"""How a call to Kafka is tried again: one small policy on tenacity, for every retry loop.
+
+A broker failure is exactly when the runbooks read and write the cluster, so a dead or
+frozen broker must cost a retry, not the run. What differs between calls is only which
+errors are worth another attempt, how many attempts, how long to wait before each, and
+what to do after a failure (forget the cached controller): a :class:`RetryPolicy` holds
+the first three, :meth:`RetryPolicy.call` takes the last. The last failure is raised as it
+came, so the caller says in its own words what "gave up" means (``ClusterUnreachable``,
+or a per-partition error).
+
+tenacity does the looping (it comes with Airflow; it does not need Airflow). Sleep and
+clock are injectable so the policy is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import tenacity
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class _stop_before_deadline(stop_base):
+    """Stop when the next attempt would start at or after ``deadline_s`` from the first one,
+    by ``clock`` (tenacity's ``stop_before_delay``, on a clock tests can drive)."""
+
+    def __init__(self, deadline_s: float, clock: Callable[[], float], started: float) -> None:
+        self.deadline_s, self.clock, self.started = deadline_s, clock, started
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.clock() - self.started + retry_state.upcoming_sleep >= self.deadline_s
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which errors are tried again, how often, and the wait before each new attempt.
+
+    ``attempts`` counts the first one; ``wait`` is a tenacity wait (the n-th retry waits
+    ``wait`` of attempt n); ``deadline_s``, when set, also stops when the next attempt
+    would start that long or longer after the first (none of the facade's loops sets one:
+    each of their attempts has its own request deadline).
+    """
+
+    attempts: int
+    wait: wait_base
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    deadline_s: float | None = None
+
+    def call(
+        self,
+        what: str,
+        fn: Callable[[], T],
+        *,
+        after_failure: Callable[[BaseException], Any] | None = None,
+        sleep: Callable[[float], Any] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> T:
+        """``fn()`` until it returns, an error not in ``retry_on`` is raised, or the attempts
+        (or the deadline) run out; then the last error is raised as it came.
+
+        ``after_failure`` runs after every failed attempt, the last one too (a failed
+        controller request forgets the cached controller, for whoever tries next).
+        """
+        clock = clock or time.monotonic
+        stop: stop_base = tenacity.stop_after_attempt(self.attempts)
+        if self.deadline_s is not None:
+            stop = stop | _stop_before_deadline(self.deadline_s, clock, clock())
+        retrying = tenacity.Retrying(
+            stop=stop,
+            wait=self.wait,
+            retry=tenacity.retry_if_exception_type(self.retry_on),
+            sleep=sleep or (lambda seconds: time.sleep(seconds)),  # time.sleep as it is when called
+            before_sleep=lambda state: _log_retry(what, state),
+            reraise=True,
+        )
+        return retrying(_attempt, fn, after_failure)
+
+
+def _attempt(fn: Callable[[], T], after_failure: Callable[[BaseException], Any] | None) -> T:
+    try:
+        return fn()
+    except Exception as exc:
+        if after_failure is not None:
+            after_failure(exc)
+        raise
+
+
+def _log_retry(what: str, state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    wait = state.next_action.sleep if state.next_action is not None else 0.0
+    log.info("%s failed (%s: %s); retrying on another broker in %.1f s", what, type(exc).__name__, exc, wait)
+
+
+def linear(
+    attempts: int = 4, step_s: float = 0.5, retry_on: tuple[type[BaseException], ...] = (Exception,)
+) -> RetryPolicy:
+    """``attempts`` tries, waiting ``step_s`` times the number of the failed attempt before the
+    next (0.5 s, 1 s, 1.5 s: a read on a broker that has just died, asked again elsewhere)."""
+    return RetryPolicy(attempts, tenacity.wait_incrementing(start=step_s, increment=step_s), retry_on)
+
+
+def exponential(attempts: int = 4, first_s: float = 0.5, max_s: float = 5.0) -> RetryPolicy:
+    """``attempts`` tries after any error, waiting ``first_s``, then twice as long each time,
+    at most ``max_s`` (a controller request: the cluster needs a moment to stop naming a
+    broker that has just died)."""
+    return RetryPolicy(attempts, tenacity.wait_exponential(multiplier=first_s, max=max_s))
