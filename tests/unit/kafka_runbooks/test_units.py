@@ -61,7 +61,13 @@ def test_a_sweep_threshold_can_be_turned_off(value):
 
 @pytest.mark.parametrize(
     ("value", "size"),
-    [("50 MiB", 50 << 20), ("50MiB", 50 << 20), (52428800, 50 << 20), ("1 GiB", 1 << 30), ("2 MB", 2_000_000)],
+    [
+        ("50 MiB", 50 << 20),
+        ("50MiB", 50 << 20),
+        (52428800, 50 << 20),
+        ("1 GiB", 1 << 30),
+        ("2 MB", 2_000_000),
+    ],
 )
 def test_a_size_is_read_in_bytes(value, size):
     assert parse_size(value, "s") == size
