@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     print("starting the Kafka stack (3 controllers, 4 brokers, 1 Connect worker)...", flush=True)
     stack.start()
     stack_ready = time.monotonic() - started
-    print(f"  ready in {stack_ready:.0f}s; starting Airflow on port {args.port}...", flush=True)
+    print(f"  ready in {stack_ready:.0f}s; starting the Spark Connect server...", flush=True)
+    spark_url = stack.start_spark_connect()  # analyses run in it: seconds, not a spark-submit each
+    airflow = airflow_for(stack, args.port)  # its spark_default names the running server
+    print(f"  {spark_url}; starting Airflow on port {args.port}...", flush=True)
     airflow.start()
     airflow.wait_for_dag("kafka_cluster_health", timeout=120)
     first_report = something_to_look_at(stack, airflow)
@@ -101,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"Kafka:      {stack.bootstrap_servers}")
     print(f"Connect:    {stack.connect_url}")
+    print(f"Spark:      {spark_url} (Spark Connect: spark_default; `make stop` stops it)")
     print(f"Airflow UI: {airflow.base_url}   user: admin   password: {airflow.password}")
     print(f"Kafka page: {airflow.base_url}/plugin/kafka   (the 'Kafka' entry of the UI's navigation)")
     print(

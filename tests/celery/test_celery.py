@@ -121,7 +121,9 @@ def celery_airflow(
         port=port_base() + API_OFFSET,
         dags_folders=[ROOT / "dags"],
         plugins_folder=ROOT / "plugins",
-        connections=airflow_connections,
+        # the fleet's analyses go through spark-submit (local[2], the store over s3a): the one
+        # Airflow path that submits, while the e2e runs use the session's Spark Connect server
+        connections={**airflow_connections, "spark_default": {"conn_type": "spark", "host": "local[2]"}},
         sql_alchemy_conn=postgres.url,
         broker_url=redis.url,
         workers=("a", "b"),
