@@ -183,6 +183,7 @@ def spark():
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.log.level", "WARN")
+        .config("spark.driver.extraJavaOptions", os.environ.get("KR_SPARK_DRIVER_JVM_OPTIONS", ""))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
