@@ -1,7 +1,8 @@
 """The broker-state state machine: what the roller does with a node that is not ready.
 
-One table, used by the roller and written out in the README. A node that has not become
-ready within the operation timeout is judged by what its broker-state probe says:
+One table, used by the roller and written out in docs/runbooks/kafka_broker_restart.md. A
+node that has not become ready within the operation timeout is judged by what its
+broker-state probe says:
 
 ============================================  =============  ==========================================
 BrokerState (probe)                           recovery       action
@@ -34,7 +35,7 @@ WAIT_STARTING = "starting"
 STUCK = "stuck"
 UNKNOWN = "unknown"
 
-#: The table above, as rows (state, recovery evidence, action) for the README and the tests.
+#: The table above, as rows (state, recovery evidence, action) for the runbook doc and the tests.
 TABLE = (
     ("1 STARTING or 2 RECOVERY", "counts > 0, 0 or absent", "starting: wait, log progress, never force"),
     ("exporter answers, BrokerState not registered yet", "absent", "starting: wait, never force"),
