@@ -196,3 +196,14 @@ def test_the_checks_see_what_the_docs_name():
     assert "approval-gates-a-record-bound-to-the-plan" in slugs(
         (ROOT / "docs" / "approval-gates.md").read_text()
     )
+
+
+def test_the_readme_names_every_port_setting():
+    """The README's port summary stays complete: every KR_*PORT* setting the code reads
+    (a port, or the base ports derive from) is in its ports table."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### Ports, and what changes them") :]
+    table = table[: table.index("\n## ")]
+    port_settings = {t for t in source_settings() if "PORT" in t and not t.endswith("_")}
+    assert len(port_settings) >= 5
+    assert port_settings - set(SETTING.findall(table)) == set()
