@@ -18,7 +18,7 @@ from typing import Any
 
 from kafka_runbooks.client_config import to_kafka_python
 from kafka_runbooks.errors import AdminError
-from kafka_runbooks.model import Broker, LogDirReplica, PartitionState, Quorum, QuorumMember
+from kafka_runbooks.model import Broker, LogDir, LogDirReplica, PartitionState, Quorum, QuorumMember
 
 log = logging.getLogger(__name__)
 
@@ -187,27 +187,22 @@ class KafkaPythonClient:
         }
 
     def describe_log_dirs(self, broker_id: int) -> list[LogDirReplica]:
-        """Replica sizes in every log dir of one broker (asked of that broker)."""
-        out: list[LogDirReplica] = []
-        for answer in self._client.describe_log_dirs(brokers=[broker_id]):
-            for d in answer["log_dirs"]:
-                if d["error_code"] != 0:
-                    log.warning("broker %s log dir %s: error %s", broker_id, d["log_dir"], d["error_code"])
-                    continue
-                for t in d["topics"]:
-                    for p in t["partitions"]:
-                        out.append(
-                            LogDirReplica(
-                                broker_id=broker_id,
-                                topic=t["name"],
-                                partition=p["partition_index"],
-                                size_bytes=p["partition_size"],
-                                log_dir=d["log_dir"],
-                                offset_lag=p.get("offset_lag", 0),
-                                is_future=bool(p.get("is_future_key", False)),
-                            )
-                        )
-        return out
+        """Replica sizes in every healthy log dir of one broker (asked of that broker)."""
+        return [r for d in self.describe_log_dir_states(broker_id) for r in d.replicas]
+
+    def describe_log_dir_states(self, broker_id: int) -> tuple[LogDir, ...]:
+        """Every log dir of one broker (asked of that broker), failed ones with their error code."""
+        from kafka_runbooks.log_dirs import parse_describe_log_dirs
+
+        dirs = tuple(
+            d
+            for answer in self._client.describe_log_dirs(brokers=[broker_id])
+            for d in parse_describe_log_dirs(broker_id, answer["log_dirs"])
+        )
+        for d in dirs:
+            if not d.online:
+                log.warning("broker %s log dir %s: error %s", broker_id, d.path, d.error_code)
+        return dirs
 
 
 def _ts(value: int | None) -> int | None:

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 from kafka_runbooks import retries
 from kafka_runbooks.client_config import redact, require_bootstrap
 from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
-from kafka_runbooks.model import Broker, ClusterState, LogDirReplica, PartitionState, Quorum
+from kafka_runbooks.model import Broker, ClusterState, LogDir, LogDirReplica, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
@@ -248,17 +248,26 @@ class ClusterAdmin:
     @_rpc("DescribeLogDirs")
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
-        replicas: list[LogDirReplica] = []
+        states, errors = self.describe_log_dir_states(broker_ids)
+        return [r for dirs in states.values() for d in dirs for r in d.replicas], errors
+
+    @_rpc("DescribeLogDirs")
+    def describe_log_dir_states(
+        self, broker_ids: list[int]
+    ) -> tuple[dict[int, tuple[LogDir, ...]], dict[int, str]]:
+        """Every log dir per broker, failed ones with their error code (DescribeLogDirs); a broker
+        that cannot answer is an error entry (its dirs unknown), not a failure."""
+        states: dict[int, tuple[LogDir, ...]] = {}
         errors: dict[int, str] = {}
         for broker_id in broker_ids:
             try:
-                replicas.extend(self._kafka_python.describe_log_dirs(broker_id))
+                states[broker_id] = self._kafka_python.describe_log_dir_states(broker_id)
             except Exception as exc:  # one broker's failure must not hide the others'
                 # a suspect fails at once (NodeNotReadyError): the reason is why it is one
                 suspect = self.not_answering().get(broker_id)
                 errors[broker_id] = suspect or f"{type(exc).__name__}: {exc}"
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
-        return replicas, errors
+        return states, errors
 
     @_rpc("DescribeTopicPartitions")
     def describe_topic_partitions(self, topics: list[str]) -> list[PartitionState]:
@@ -360,11 +369,12 @@ class ClusterAdmin:
             for replica in p.replicas:
                 if replica not in brokers:
                     brokers[replica] = Broker(broker_id=replica, alive=False)
-        log_dirs: list[LogDirReplica] = []
+        log_dir_states: dict[int, tuple[LogDir, ...]] = {}
         log_dir_errors: dict[int, str] = {}
         if include_log_dirs:
             live = sorted(b.broker_id for b in brokers.values() if b.alive)
-            log_dirs, log_dir_errors = self.describe_log_dirs(live)
+            log_dir_states, log_dir_errors = self.describe_log_dir_states(live)
+        log_dirs = [r for dirs in log_dir_states.values() for d in dirs for r in d.replicas]
         return ClusterState(
             cluster_id=cluster_id,
             brokers=dict(sorted(brokers.items())),
@@ -373,6 +383,7 @@ class ClusterAdmin:
             log_dirs=log_dirs,
             log_dir_errors=log_dir_errors,
             taken_at_ms=taken_at_ms,
+            log_dir_states=log_dir_states,
         )
 
     # The retry and fail-over rules ----------------------------------------------

@@ -539,10 +539,60 @@ def _health(report: dict[str, Any]) -> str:
         f"<span class='muted'>cluster {_e(report.get('cluster_id'))}, {_e(report.get('partitions'))} partitions, "
         f"report of {_e(when)}{_age(report.get('age_s'))}</span></h3>"
         f"<div class='tiles'>{''.join(tiles)}{''.join(flags)}</div>"
+        + _health_quorum(report.get("quorum"))
+        + _health_log_dirs(report.get("log_dirs"))
         + _broker_chart(brokers)
         + _broker_table(brokers)
         + "</section>"
     )
+
+
+def _health_quorum(q: dict[str, Any] | None) -> str:
+    """The report's quorum: whether it has a spare voter, and each voter's state (the leader's clock)."""
+    if not q:
+        return ""
+    spare = q.get("has_spare")
+    label, cls = {True: ("spare voter", "ok"), False: ("no spare voter", "bad")}.get(
+        spare, ("spare unknown", "warn")
+    )
+    if q.get("error"):
+        return (
+            f"<div class='tile warn' data-quorum-spare='unknown'><b>quorum unknown</b>{_e(q['error'])}</div>"
+        )
+    voters = ", ".join(
+        f"{v['node_id']}{' (leader)' if v.get('leader') else ''}: {v['state']}"
+        + ("" if v.get("lag_offsets") is None else f", {v['lag_offsets']} behind")
+        for v in q.get("voters", [])
+    )
+    observers = ", ".join(str(o["node_id"]) for o in q.get("observers", [])) or "none"
+    return (
+        f"<div class='tile {cls}' data-quorum-spare='{_e(str(spare).lower())}'><b>{_e(label)}</b>"
+        f"quorum leader {_e(q.get('leader_id'))} (epoch {_e(q.get('leader_epoch'))}); "
+        f"{len(q.get('caught_up_voters', []))} of {len(q.get('voters', []))} voters caught up, "
+        f"{_e(q.get('majority'))} needed</div><p class='quorum-voters muted'>Voters: {_e(voters)}. "
+        f"Observers: {_e(observers)}.</p>"
+    )
+
+
+def _health_log_dirs(dirs: dict[str, Any] | None) -> str:
+    """Brokers with offline log directories (and the replicas in them), and brokers not read."""
+    if not dirs:
+        return ""
+    items = [
+        f"<li data-offline-dirs='{_e(b['broker_id'])}'>broker {_e(b['broker_id'])}: "
+        f"{_e(', '.join(d['path'] + ' (' + d['error'] + ')' for d in b['offline_dirs']))}; "
+        f"{len(b['partitions'])} replica(s) in them: {_e(', '.join(b['partitions'][:20]))}</li>"
+        for b in dirs.get("brokers", [])
+        if b.get("state") == "offline dirs"
+    ]
+    if dirs.get("unknown_brokers"):
+        items.append(
+            f"<li data-dirs-unknown>log dirs unknown on broker(s) {_e(dirs['unknown_brokers'])}</li>"
+        )
+    if not items:
+        return "<p class='muted' data-offline-dirs='none'>No offline log directory.</p>"
+    cls = "bad" if dirs.get("offline_dirs") else "warn"
+    return f"<div class='tile {cls} log-dirs'><b>log dirs</b><ul>{''.join(items)}</ul></div>"
 
 
 def _broker_chart(brokers: list[dict[str, Any]]) -> str:

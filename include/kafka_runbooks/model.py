@@ -134,6 +134,23 @@ class LogDirReplica:
     is_future: bool = False
 
 
+@dataclass(frozen=True)
+class LogDir:
+    """One log directory of one broker as its DescribeLogDirs answer has it. A directory that
+    failed (an I/O error: Kafka marks it offline) answers with an error code and no replicas."""
+
+    broker_id: int
+    path: str
+    error_code: int
+    replicas: tuple[LogDirReplica, ...] = ()
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+
+    @property
+    def online(self) -> bool:
+        return self.error_code == 0
+
+
 @dataclass
 class ClusterState:
     """Everything a sweep needs to judge the cluster, read in one pass."""
@@ -145,6 +162,8 @@ class ClusterState:
     log_dirs: list[LogDirReplica] = field(default_factory=list)
     log_dir_errors: dict[int, str] = field(default_factory=dict)
     taken_at_ms: int = 0
+    # every directory of every broker that answered DescribeLogDirs, failed ones included
+    log_dir_states: dict[int, tuple[LogDir, ...]] = field(default_factory=dict)
 
     @property
     def active_controller(self) -> int | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kafka_runbooks.log_dirs import log_dirs_report
 from kafka_runbooks.model import ClusterState
+from kafka_runbooks.quorum import quorum_report
 from kafka_runbooks.snapshot_contract import (
     BROKER_COLUMNS,
     BROKERS_FILE,
@@ -104,6 +106,9 @@ def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers
         "partitions": len(state.partitions),
         "brokers": len(state.brokers),
         "log_dir_errors": {str(k): v for k, v in state.log_dir_errors.items()},
+        # small sections the health report carries as they are (the Spark job does not read them)
+        "quorum": quorum_report(state.quorum),
+        "log_dirs": log_dirs_report(state),
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2))
     return out

@@ -8,8 +8,9 @@ import logging
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.health import log_findings
 from kafka_runbooks.paths import safe_name
-from kafka_runbooks.snapshot_contract import REPORT_FILE
+from kafka_runbooks.snapshot_contract import META_FILE, REPORT_FILE
 
+SNAPSHOT_SECTIONS = ("quorum", "log_dirs")  # read by the sweep's Python side, not by Spark
 HEALTH_DIR = "health"  # the health job's output folder, inside the snapshot's (the DAG passes it)
 
 log = logging.getLogger(__name__)
@@ -21,8 +22,9 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
     report_file = storage.locate(snapshot_path) / HEALTH_DIR / REPORT_FILE
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
-    text = report_file.read_text()
-    report = json.loads(text)
+    report = json.loads(report_file.read_text())
+    report.update(snapshot_sections(snapshot_path))
+    text = json.dumps(report)
     log_findings(report, logger=log)
     if conn_id:
         report["pending_restores"] = report_pending_restores(conn_id)
@@ -48,6 +50,15 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
         "offline": report.get("offline", []),
         "under_replicated": report.get("under_replicated", []),
     }
+
+
+def snapshot_sections(snapshot_path: str) -> dict:
+    """The quorum and log-dir sections the snapshot wrote beside its Parquet files (meta.json):
+    small JSON the report carries as it is, without a round through Spark. A snapshot without
+    them (taken before they existed) adds nothing, and the report says nothing of them."""
+    meta_file = storage.locate(snapshot_path) / META_FILE
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    return {key: meta[key] for key in SNAPSHOT_SECTIONS if key in meta}
 
 
 def report_pending_restores(conn_id: str) -> list[str] | str:
