@@ -1,6 +1,6 @@
 """Benchmark: a sweep over N clusters, wall time and Kafka requests per cluster.
 
-    .venv/bin/python bench/fleet_sweep.py [--port-base 33000] [--sizes 1,2,4,8] [--rounds 3]
+    .venv/bin/python bench/fleet_sweep.py [--port-base 31000] [--sizes 1,2,4,8] [--rounds 3]
 
 Starts two small local stacks (2 brokers, 1 controller, no Connect) at ``--port-base`` and
 ``--port-base + 500`` in a temporary folder (or uses running ones: ``--bootstrap a,b``).
@@ -128,7 +128,7 @@ def run_fleet(n: int, real: list[str], state_dir: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port-base", type=int, default=33000)
+    parser.add_argument("--port-base", type=int, default=31000)
     parser.add_argument(
         "--bootstrap",
         help="running clusters' bootstrap servers, one per cluster, separated by ; (no stacks started)",

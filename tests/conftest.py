@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _lane_environment(worker: str | None) -> None:
     """Give each test lane (an xdist worker, ``-n 2``) its own stack, Airflow, Celery and
-    S3Proxy: ports shifted by 1000 (Airflow's by 40, Celery's by 100) and folders of its own,
-    derived from the values the run was given, so the lanes never meet."""
+    S3Proxy: ports shifted by 1000 (the fleet test's second cluster by 500, Airflow's by 40,
+    Celery's by 100; all below 32768, where Linux's ephemeral ports begin) and folders of its
+    own, derived from the values the run was given, so the lanes never meet."""
     index = int(worker[2:]) if worker and worker[2:].isdigit() else 0
     if index == 0:
         return
@@ -35,7 +36,7 @@ def _lane_environment(worker: str | None) -> None:
         return str(int(env.get(name, default)) + step * index)
 
     env["KR_TEST_PORT_BASE"] = shifted("KR_TEST_PORT_BASE", 29000, 1000)
-    env["KR_TEST_SECOND_PORT_BASE"] = shifted("KR_TEST_SECOND_PORT_BASE", 32000, 1000)
+    env["KR_TEST_SECOND_PORT_BASE"] = shifted("KR_TEST_SECOND_PORT_BASE", 31000, 500)
     env["KR_AIRFLOW_TEST_PORT"] = shifted("KR_AIRFLOW_TEST_PORT", 28080, 40)
     env["KR_CELERY_PORT_BASE"] = shifted("KR_CELERY_PORT_BASE", 28200, 100)
     for name, folder in (
