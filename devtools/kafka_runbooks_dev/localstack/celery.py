@@ -32,7 +32,7 @@ from pathlib import Path
 
 from kafka_runbooks_dev.localstack.airflow import AirflowError, AirflowLocal, _port_open, _signal_group
 
-# one port base for the whole Celery test (README "Tests"); off the other tests' 28080 and 29000+
+# one port base for the whole Celery test (docs/testing.md); off the other tests' 28080 and 29000+
 DEFAULT_PORT_BASE = 28200
 PG_OFFSET, REDIS_OFFSET, S3PROXY_OFFSET, API_OFFSET = 0, 1, 2, 10
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
