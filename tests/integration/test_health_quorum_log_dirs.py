@@ -1,16 +1,28 @@
 """The health sweep's quorum and log-dir sections read from the real stack (issue #28): three
 voters with a spare, then a controller killed and the report says there is no spare and names
 the voter as not caught up (on the leader's clock); every broker's healthy log dir is read
-from its real DescribeLogDirs answer."""
+from its real DescribeLogDirs answer; and on a small JBOD stack of its own, a log dir failed
+under a live broker is reported with the replicas that sat in it."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import pytest
+
+from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.health import log_findings
+from kafka_runbooks.log_dirs import log_dirs_report
 from kafka_runbooks.snapshot import write_snapshot
 from kafka_runbooks.snapshot_contract import META_FILE
-from tests.helpers import wait_until
+from kafka_runbooks_dev.localstack.stack import LocalStack
+from kafka_runbooks_dev.localstack.topology import Topology
+from tests.helpers import create_topic, produce, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))  # as the session stack's
 
 
 def _sections(admin, folder) -> dict:
@@ -48,3 +60,52 @@ def test_the_report_loses_its_spare_voter_when_a_controller_dies(restore_stack, 
     assert any(
         "no spare voter" in r.decision and r.observed["not_caught_up_voters"] == [victim] for r in records
     )
+
+
+@pytest.fixture(scope="module")
+def jbod_stack():
+    """A small stack of its own (1 controller, 2 brokers with two log dirs each; ports 600 above
+    the session's base), since failing a disk is not undone by a restart: never the session's."""
+    home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
+    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + 600
+    topology = Topology(
+        brokers=2, controllers=1, racks=("rack-a",), connect=False, port_base=base, log_dirs=2
+    )
+    stack = LocalStack(home=home.with_name(home.name + "-log-dirs"), topology=topology)
+    stack.destroy()
+    try:
+        stack.start(timeout=START_TIMEOUT_S)
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_a_failed_log_dir_is_reported_with_the_replicas_that_sat_in_it(jbod_stack):
+    stack = jbod_stack
+    create_topic(stack.bootstrap_servers, "jbod", 4, 2)
+    assert produce(stack.bootstrap_servers, "jbod", 40, size=100) == 40
+    with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}, timeout_s=15) as admin:
+        state = admin.read_state()
+        failing = str(stack.log_dirs(stack.node(1))[1])
+        before = next(d for d in state.log_dir_states[1] if d.path == failing)  # the real answer
+        in_it = sorted(f"{r.topic}-{r.partition}" for r in before.replicas)
+        assert in_it, "the broker put no replica in its second log dir"
+        assert log_dirs_report(state)["offline_dirs"] == 0
+
+        stack.fail_log_dir(1, 2)
+
+        def offline():
+            state = admin.read_state()
+            report = log_dirs_report(state)
+            return (state, report) if report["offline_dirs"] else None
+
+        state, report = wait_until(offline, 60, 0.5, "broker 1's failed log dir in DescribeLogDirs")
+    assert state.brokers[1].available  # the broker lives on: the failed-broker sweep sees nothing
+    broker = {b["broker_id"]: b for b in report["brokers"]}
+    assert broker[1]["offline_dirs"] == [{"path": failing, "error": "KAFKA_STORAGE_ERROR"}]
+    assert broker[1]["partitions"] == in_it == broker[1]["metadata_offline"]
+    assert broker[2]["state"] == "ok" and len(broker[2]["online_dirs"]) == 2
+    records = log_findings({"counts": {}, "log_dirs": report})
+    assert [r.decision for r in records] == [
+        f"broker 1: 1 log dir(s) offline, {len(in_it)} replica(s) in them"
+    ]

@@ -198,6 +198,29 @@ class LocalStack:
     def node_dir(self, node: Node) -> Path:
         return self.home / node.name
 
+    def log_dirs(self, node: Node) -> list[Path]:
+        """A node's log directories: ``data`` (its metadata log too), then ``data-2``... for a
+        broker of a topology with several (``Topology.log_dirs``)."""
+        extra = self.topology.log_dirs if node.role == BROKER else 1
+        return [self.node_dir(node) / "data"] + [
+            self.node_dir(node) / f"data-{i}" for i in range(2, extra + 1)
+        ]
+
+    def fail_log_dir(self, ref: str | int, index: int) -> Path:
+        """Make a broker's log dir ``index`` (2 = ``data-2``; never 1, which holds the metadata log)
+        fail the way a dead disk does: the directory is moved aside and a plain file put in its
+        place, so the broker's next write in it (the replication-offset checkpoint every 5 s, a
+        segment roll) gets an I/O error and Kafka marks the directory offline. Chmod is no use:
+        the stack runs as whoever started it, root included. Returns where the data went."""
+        node = self.node(ref)
+        if node.role != BROKER or not 2 <= index <= self.topology.log_dirs:
+            raise StackError(f"{node.name} has no log dir {index} that can be failed")
+        path = self.log_dirs(node)[index - 1]
+        aside = path.with_name(path.name + ".failed")
+        path.rename(aside)
+        path.write_text("a failed disk (kstack fail_log_dir)\n")
+        return aside
+
     def log_file(self, ref: str | int) -> Path:
         return self.node_dir(self.node(ref)) / "server.log"
 
@@ -557,7 +580,7 @@ class LocalStack:
             "controller.quorum.voters": topo.quorum_voters,
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(self.node_dir(node) / "data"),
+            "log.dirs": ",".join(str(d) for d in self.log_dirs(node)),
         }
         min_isr = str(min(2, topo.brokers))
         if node.role == CONTROLLER:

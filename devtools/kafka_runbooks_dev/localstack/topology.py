@@ -54,12 +54,17 @@ class Topology:
     connect: bool = True
     port_base: int = 19000
     broker_settings: dict[str, str] = field(default_factory=dict)
+    # log directories per broker (JBOD): 1 keeps the default stack as it was; the first one
+    # also holds the broker's metadata log, so a test fails one of the others
+    log_dirs: int = 1
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
             raise ValueError("the stack needs at least one broker")
         if self.controllers < 1 or self.controllers % 2 == 0:
             raise ValueError("the KRaft quorum needs an odd number (>= 1) of controller voters")
+        if self.log_dirs < 1:
+            raise ValueError("a broker needs at least one log dir")
         if not self.racks:
             raise ValueError("give at least one rack name")
         if not 1024 <= self.port_base <= 65000 - 400:
