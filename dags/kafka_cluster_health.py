@@ -9,7 +9,9 @@ partition with its leader, ISR, leader epoch and effective `min.insync.replicas`
 sizes), run the Spark health job over the snapshot, and log what it found as decision
 records:
 **offline** partitions, partitions **under min ISR**, **at min ISR**, **under-replicated**,
-and per-broker replica and leader counts. The report is published as the Asset
+and per-broker replica and leader counts; from the snapshot itself, the KRaft quorum (voters'
+lag on the leader's clock, whether it has a **spare voter**) and **offline log directories**
+per broker with the partitions whose replica sat in one. The report is published as the Asset
 `kafka_cluster_health_report` (one event per cluster, naming it) and written per
 cluster to `reports/cluster_health/by_connection/<conn_id>.json` in the data store.
 An unreachable cluster fails its own mapped tasks; the other clusters still report.
