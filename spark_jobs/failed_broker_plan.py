@@ -3,7 +3,7 @@
 Usage::
 
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --failed 4[,5...] --out DIR|URL
-        [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824]
+        [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824] [--drain]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
@@ -48,6 +48,12 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   that partition size standing in for replicas it did not report.
 * A partition with no live replica left outside the failed brokers cannot be re-replicated (no
   leader to copy from): it is left out of the plan and listed under ``not_moved``.
+* ``--drain`` (the planned decommission, ``kafka_broker_decommission``): the ``--failed`` brokers
+  are live brokers to empty, not dead ones. Every rule above holds, with two differences that
+  come from their being alive: a drained broker is itself a source to copy from (a partition whose
+  only live replica is on it is moved, not listed under ``not_moved``), and its in-sync replicas
+  count as live ISR for the chunk order (they stay in the ISR until the move completes). A
+  drained broker that is not alive is refused: that is the failed-broker heal's case.
 * Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
   offline), then smallest first (more partitions healed per byte), then topic and partition. A
   chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
@@ -475,7 +481,7 @@ def rack_key(broker: BrokerInfo | None, broker_id: int) -> tuple:
 
 
 def choose_receivers(
-    brokers: dict[int, BrokerInfo], failed: list[int], receivers: list[int] | None
+    brokers: dict[int, BrokerInfo], failed: list[int], receivers: list[int] | None, drain: bool = False
 ) -> list[int]:
     """The receivers to use, or PlanImpossible saying what is wrong with the brokers asked for."""
     if not failed:
@@ -484,6 +490,11 @@ def choose_receivers(
     if unknown:
         raise PlanImpossible(
             f"failed broker(s) {unknown} unknown to the snapshot (not registered, no replicas)"
+        )
+    gone = [b for b in failed if drain and not (brokers[b].alive and brokers[b].known)]
+    if gone:
+        raise PlanImpossible(
+            f"broker(s) {gone} to drain are not live and registered (a dead broker is healed, not drained)"
         )
     if receivers is None:
         chosen = sorted(b for b, info in brokers.items() if info.alive and b not in failed)
@@ -629,9 +640,12 @@ def _lead(m: Move, leader: int, base: list[int]) -> None:
 
 
 def assign(
-    inputs: Inputs, failed: list[int], receivers: list[int]
+    inputs: Inputs, failed: list[int], receivers: list[int], drain: bool = False
 ) -> tuple[list[Move], list[dict], Balancer]:
-    """Choose a receiver for every failed replica; (moves, not_moved, balancer)."""
+    """Choose a receiver for every failed replica; (moves, not_moved, balancer).
+
+    ``drain``: the failed brokers are live (a decommission), so their own replicas are sources
+    to copy from and their in-sync replicas count as live ISR."""
     brokers = inputs.brokers
     failed_set = set(failed)
     balancer = Balancer(brokers, receivers)
@@ -641,7 +655,7 @@ def assign(
     short_count = 0
     for p in sorted(inputs.affected, key=lambda a: (-a.size, a.topic, a.partition)):
         survivors = [b for b in p.replicas if b not in failed_set]
-        if not any(brokers[b].alive for b in survivors):
+        if not any(brokers[b].alive for b in (p.replicas if drain else survivors)):
             not_moved.append(
                 {
                     "topic": p.topic,
@@ -652,7 +666,9 @@ def assign(
             )
             continue
         live_isr = sum(
-            1 for b, isr in zip(p.replicas, p.in_isr) if b not in failed_set and isr and brokers[b].alive
+            1
+            for b, isr in zip(p.replicas, p.in_isr)
+            if (drain or b not in failed_set) and isr and brokers[b].alive
         )
         target = list(p.replicas)
         old_racks = len({rack_key(brokers[b], b) for b in p.replicas})
@@ -836,6 +852,7 @@ def write_plan(
     moved: dict[int, int],
     limits: tuple[int, int],
     snapshot: str,
+    drain: bool = False,
 ) -> dict:
     """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
     ordered = [m for chunk in chunks for m in chunk]
@@ -861,6 +878,7 @@ def write_plan(
     summary = {
         "failed_brokers": failed,
         "failed_alive": [b for b in failed if brokers[b].alive],
+        "drain": drain,  # the failed brokers are live brokers being emptied (a decommission)
         "receivers": receivers,
         "partitions": len(ordered),
         "bytes": sum(m.size for m in ordered),
@@ -911,6 +929,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--receivers", default=None, help="comma-separated ids (default: every live broker)")
     parser.add_argument("--max-partitions-per-chunk", default=str(DEFAULT_MAX_PARTITIONS))
     parser.add_argument("--max-bytes-per-chunk", default=str(DEFAULT_MAX_BYTES))
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="the --failed brokers are live brokers to empty (decommission), not dead ones",
+    )
     parser.add_argument(
         "--out", required=True, help="output folder or Hadoop URL (s3a://...) for the plan files"
     )
@@ -976,9 +999,9 @@ def run(spark, argv: list[str] | None = None) -> int:
             raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
         inputs = load_inputs(spark, args.snapshot, set(failed))
         loaded = time.monotonic()
-        chosen = choose_receivers(inputs.brokers, failed, receivers)
+        chosen = choose_receivers(inputs.brokers, failed, receivers, args.drain)
         before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
-        moves, not_moved, balancer = assign(inputs, failed, chosen)
+        moves, not_moved, balancer = assign(inputs, failed, chosen, args.drain)
         chunks = make_chunks(moves, *limits)
         summary = write_plan(
             spark,
@@ -992,6 +1015,7 @@ def run(spark, argv: list[str] | None = None) -> int:
             balancer.moved,
             limits,
             args.snapshot,
+            args.drain,
         )
     except PlanImpossible as exc:
         _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})

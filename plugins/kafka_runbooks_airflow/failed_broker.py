@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
 
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
+DECOMMISSION_DAG_ID = "kafka_broker_decommission"
+# every DAG that moves replicas with the chunked executor: one stop request reaches them all
+REASSIGNING_DAG_IDS = (REASSIGN_DAG_ID, DECOMMISSION_DAG_ID)
 
 log = logging.getLogger("kafka_runbooks.failed_broker")
 
@@ -49,30 +52,36 @@ SWEEP_DEFAULTS: dict[str, Any] = {
 }
 
 
-def reassignment_active_on(ti, cluster: str) -> list[str]:
-    """Reassignment runs going on for ``cluster``: the lease's holder, the runs waiting for its
-    lease (a manual run behind a restart), and the runs the sweep started for it that are still
-    queued or running (they may be waiting for the lease)."""
+def reassignment_active_on(ti, cluster: str, dag_ids: tuple[str, ...] = REASSIGNING_DAG_IDS) -> list[str]:
+    """Reassignment runs (of ``dag_ids``) going on for ``cluster``: the lease's holder, the runs
+    waiting for its lease (a manual run behind a restart), and the runs the sweep started for it
+    that are still queued or running (they may be waiting for the lease). A heal's run id is
+    returned bare, another DAG's as ``<dag_id>/<run_id>``."""
     from kafka_runbooks.failed_broker.failures import FailureStore
     from kafka_runbooks.lease import LeaseRecord
     from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_queue, lease_store
 
-    runs = {e.triggered_run_id for e in FailureStore(cluster).load().values() if e.triggered_run_id}
-    runs.update(lease_queue().runs(cluster, REASSIGN_DAG_ID))
+    runs = {
+        (REASSIGN_DAG_ID, e.triggered_run_id)
+        for e in FailureStore(cluster).load().values()
+        if e.triggered_run_id
+    }
+    for dag_id in dag_ids:
+        runs.update((dag_id, r) for r in lease_queue().runs(cluster, dag_id))
     text = lease_store().read(cluster)
     if text:
         holder = LeaseRecord.from_json(text)
-        if holder.dag_id == REASSIGN_DAG_ID:
-            runs.add(holder.run_id)
+        if holder.dag_id in dag_ids:
+            runs.add((holder.dag_id, holder.run_id))
     active = []
-    for run_id in sorted(runs):
+    for dag_id, run_id in sorted(r for r in runs if r[0] in dag_ids):
         try:
-            raw = ti.get_dagrun_state(REASSIGN_DAG_ID, run_id)
+            raw = ti.get_dagrun_state(dag_id, run_id)
         except Exception as exc:  # never created, or deleted
-            log.info("run %s/%s not found (%s): not active", REASSIGN_DAG_ID, run_id, exc)
+            log.info("run %s/%s not found (%s): not active", dag_id, run_id, exc)
             continue
         if str(getattr(raw, "value", raw)) in ACTIVE_RUN_STATES:
-            active.append(run_id)
+            active.append(run_id if dag_id == REASSIGN_DAG_ID else f"{dag_id}/{run_id}")
     return active
 
 
@@ -122,7 +131,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     try:
         state = admin.read_state(include_log_dirs=False)
         assessment = tracker.observe(state)
-        active = reassignment_active_on(ti, conn_id)
+        active = reassignment_active_on(ti, conn_id, (REASSIGN_DAG_ID,))
         if not active:
             clean_leftover_throttles(admin, REASSIGN_DAG_ID, cluster=conn_id)
     finally:
@@ -280,19 +289,24 @@ def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
     raise AirflowSkipException(reason)
 
 
-def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """Check the params against the cluster before anything moves; prepare adoption."""
+def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choose=None) -> dict[str, Any]:
+    """Check the params against the cluster before anything moves; prepare adoption.
+
+    ``parse`` (params -> ReassignRequest) and ``choose`` ((request, ClusterState) -> (brokers to
+    empty, receivers)) default to the heal's; the decommission passes its own (live brokers to
+    drain, what the rest can hold). A RequestError of either is the run's ``refuse`` DECISION."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
     from kafka_runbooks.failed_broker.request import build_request, resolve
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
+    parse, choose = parse or build_request, choose or resolve
+    request = refuse_bad_input(parse, params, log.name)  # before any cluster call
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
     try:
         state = admin.read_state(include_log_dirs=False)
-        failed, receivers = refuse_bad_input(lambda _: resolve(request, state), {}, log.name)
+        failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
         if not request.dry_run:
             # this run holds the cluster's lease: no other run executes here, recorded throttles are
             # leftovers (a dry run holds no lease: another run may be moving data right now)
@@ -396,9 +410,12 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         for chunk in load_state(state_path).chunks:
             planned.update(chunk.targets)
     admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    drain = bool(checked.get("drain"))
 
     def read():
         state = admin.read_state(include_log_dirs=False)
+        if drain:  # the drained brokers' own word on what their log dirs still hold
+            state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states(checked["failed"])
         left = leftover_throttles(
             admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
         )
@@ -412,6 +429,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
             timeout_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
             settle_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
             logger=log,
+            drain=drain,
         )
     finally:
         admin.close()
@@ -602,8 +620,10 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
         requested_at_ms=int(time.time() * 1000),
         request_id=run_id,
     )
-    path = stop_request_file(REASSIGN_DAG_ID, conn_id)
-    write_request(path, request)
+    paths = [stop_request_file(dag_id, conn_id) for dag_id in REASSIGNING_DAG_IDS]
+    for each in paths:  # each reassigning DAG's executing task reads its own folder's request
+        write_request(each, request)
+    path = paths[0]
     decisions.record(
         "stop",
         "ask the reassignment to stop",
@@ -615,20 +635,28 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
         logger=log,
         level=logging.WARNING,
     )
-    return {"request": asdict(request), "path": str(path), "active_runs": active_runs}
+    return {
+        "request": asdict(request),
+        "path": str(path),
+        "paths": [str(p) for p in paths],
+        "active_runs": active_runs,
+    }
 
 
 def _states(conn_id: str) -> dict[str, tuple[StorePath, Any]]:
     from kafka_runbooks.failed_broker.execute import load_state
 
     out = {}
-    for path in state_files(REASSIGN_DAG_ID, cluster=conn_id):  # unmarked old runs count for any
+    paths = [p for dag_id in REASSIGNING_DAG_IDS for p in state_files(dag_id, cluster=conn_id)]
+    for path in paths:  # unmarked old runs count for any
         try:
             state = load_state(path)
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable state file %s: %s", path, exc)
             continue
-        out[f"{path.parent.name}/{path.name}"] = (path, state)
+        dag = path.parent.parent.name
+        prefix = "" if dag == REASSIGN_DAG_ID else f"{dag}/"  # the heal's names stay as they were
+        out[f"{prefix}{path.parent.name}/{path.name}"] = (path, state)
     return out
 
 
@@ -646,17 +674,20 @@ def wait_for_executing_task(
     conn_id = requested["request"]["kafka_conn_id"]
     deadline = time.monotonic() + wait_s
     while True:
-        request = read_request(storage.locate(requested["path"]))
-        if request and request.acknowledged:  # first: the task may have stopped before this task began
+        acknowledged = {}
+        for each in requested.get("paths", [requested["path"]]):  # one per reassigning DAG
+            request = read_request(storage.locate(each))
+            acknowledged.update(request.acknowledged if request and request.acknowledged else {})
+        if acknowledged:  # first: the task may have stopped before this task began
             decisions.record(
                 "stop",
                 "the executing task stopped its run",
                 "it cancelled what it had in flight and took its throttle off (see its log); "
                 "the next task reads the cluster back",
-                observed={"acknowledged": request.acknowledged},
+                observed={"acknowledged": acknowledged},
                 logger=log,
             )
-            return {"acknowledged": request.acknowledged}
+            return {"acknowledged": acknowledged}
         # still to stop: not stopped yet, or being stopped by the task for this request (its
         # acknowledgement comes after its read-back)
         mine = requested["request"]["request_id"]

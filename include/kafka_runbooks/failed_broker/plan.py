@@ -396,21 +396,26 @@ class NamedBrokers(RuleFamily):
         bad_receivers = sorted(b for b in model.receivers if not model.alive.get(b, False))
         if bad_receivers:
             out.append(self.broken(f"receiver(s) {bad_receivers} not live brokers"))
+        not_live = sorted(b for b in model.failed if not model.alive.get(b, False))
+        if plan.summary.get("drain") and not_live:
+            out.append(self.broken(f"broker(s) {not_live} to drain are not live brokers"))
         return out
 
 
 class PlannedPartitions(RuleFamily):
-    """Exactly the partitions with a failed replica and a live one left to copy from are planned."""
+    """Exactly the partitions with a failed replica and a live one left to copy from are planned
+    (a drained broker is live: in a drain it is a source itself, so every partition on it moves)."""
 
     name = "which partitions move"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
         out = []
+        drain = bool(plan.summary.get("drain"))
         must_move = {
             key
             for key, replicas in model.current.items()
             if model.failed & set(replicas)
-            and any(model.alive.get(b, False) for b in replicas if b not in model.failed)
+            and any(model.alive.get(b, False) for b in replicas if drain or b not in model.failed)
         }
         for key in sorted(must_move - set(model.planned)):
             out.append(

@@ -29,11 +29,31 @@ def estimated_seconds(summary: dict[str, Any], throttle_bytes_per_sec: int) -> f
     return max(gains, default=0) / max(throttle_bytes_per_sec, 1)
 
 
-def _broker_label(broker: str, v: dict[str, Any], failed: set[int]) -> str:
+def _broker_label(broker: str, v: dict[str, Any], failed: set[int], drain: bool = False) -> str:
     if int(broker) not in failed:
         return broker
+    if drain:
+        return f"**{broker}** (drained)"
     state = "registered, fenced" if v.get("registered") else "not registered"
     return f"**{broker}** (failed: {state})"
+
+
+def headline(summary: dict[str, Any], brokers_text: str, seconds: float) -> str:
+    """The gate's first line: a heal moves replicas off failed brokers; a drain (the planned
+    decommission) empties live ones, and says so in the words an operator reads a proposal in."""
+    moved = sum(summary.get("moved_per_receiver", {}).values())
+    chunks = len(summary["chunks"])
+    if summary.get("drain"):
+        return (
+            f"Decommission brokers **{brokers_text}**: **{moved}** replica move(s) of "
+            f"**{summary['partitions']}** partition(s), **{format_size(summary['bytes'])}**, in {chunks} "
+            f"chunk(s), about {format_duration(seconds)} at the throttle; per broker before → after below. "
+            "The drained brokers end with no replica and no leadership."
+        )
+    return (
+        f"Move **{moved}** replica(s) of **{summary['partitions']}** partition(s) off failed broker(s) "
+        f"**{brokers_text}**, in {chunks} chunk(s), one at a time, throttled."
+    )
 
 
 def _arrow(before: Any, after: Any) -> str:
@@ -55,14 +75,14 @@ def plan_markdown(
     )
     moved = sum(summary.get("moved_per_receiver", {}).values())
     seconds = estimated_seconds(summary, throttle_bytes_per_sec)
+    drain = bool(summary.get("drain"))
     lines = [
-        f"Move **{moved}** replica(s) of **{summary['partitions']}** partition(s) off failed broker(s) "
-        f"**{failed_text}**, in {len(summary['chunks'])} chunk(s), one at a time, throttled.",
+        headline(summary, failed_text, seconds),
         "",
         "| | |",
         "|---|---|",
         f"| Partitions to move | {summary['partitions']} |",
-        f"| Replicas to copy | {moved} (only the failed brokers' replicas: the floor) |",
+        f"| Replicas to copy | {moved} (only the {'drained' if drain else 'failed'} brokers' replicas: the floor) |",
         f"| Data to copy | {format_size(summary['bytes'])} ({summary['bytes']:,} bytes) |",
         f"| Chunks | {len(summary['chunks'])} |",
         f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
@@ -88,7 +108,7 @@ def plan_markdown(
     ]
     for broker, v in sorted(per_broker.items(), key=lambda kv: int(kv[0])):
         lines.append(
-            f"| {_broker_label(broker, v, failed)} | {v.get('rack') or '-'} "
+            f"| {_broker_label(broker, v, failed, drain)} | {v.get('rack') or '-'} "
             f"| {_arrow(v['replicas_before'], v['replicas_after'])} "
             f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
             f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"

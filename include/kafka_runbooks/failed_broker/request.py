@@ -32,6 +32,10 @@ class ReassignRequest:
     require_approval: bool
     dry_run: bool
     elect_preferred_leaders: bool = True
+    # the planned decommission (kafka_broker_decommission): failed_brokers are live brokers to empty
+    drain: bool = False
+    drain_rack: str | None = None  # drain every registered broker of this rack
+    max_disk_usage_percent: float | None = None  # no receiver log dir above this after the plan
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,9 +48,8 @@ def _broker_list(value: Any, what: str, keywords: tuple[str, ...]) -> tuple[int,
         items: list[Any] = [value]
     elif isinstance(value, str):
         if not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", value):
-            raise RequestError(
-                f"{what} must be {' or '.join(repr(k) for k in keywords)} or broker ids, not {value!r}"
-            )
+            either = "".join(f"{k!r} or " for k in keywords)
+            raise RequestError(f"{what} must be {either}broker ids separated by commas, not {value!r}")
         items = value.split(",")
     elif isinstance(value, list | tuple):
         items = list(value)

@@ -134,17 +134,45 @@ class Healing:
     isr_short: list[str] = field(default_factory=list)
     off_plan: list[str] = field(default_factory=list)
     throttles_left: dict[str, Any] = field(default_factory=dict)
+    # a drain (decommission) also proves the drained brokers lead nothing and hold nothing on disk
+    led_by_failed: list[str] = field(default_factory=list)
+    on_disk: list[str] = field(default_factory=list)  # "broker 4: t-0" or "broker 4: log dirs unknown"
 
     @property
     def healed(self) -> bool:
-        return not self.naming_failed and not self.isr_short and not self.off_plan and not self.throttles_left
+        return (
+            not self.naming_failed
+            and not self.isr_short
+            and not self.off_plan
+            and not self.throttles_left
+            and not self.led_by_failed
+            and not self.on_disk
+        )
+
+
+def left_on_disk(state: ClusterState, brokers: set[int]) -> list[str]:
+    """The replicas each drained broker still reports in its own log dirs (DescribeLogDirs, in
+    ``state.log_dir_states``); a broker that did not answer is unknown, and unknown is not empty."""
+    out = []
+    for b in sorted(brokers):
+        dirs = state.log_dir_states.get(b)
+        if dirs is None:
+            out.append(f"broker {b}: log dirs unknown ({state.log_dir_errors.get(b) or 'not read'})")
+            continue
+        out += [f"broker {b}: {r.topic}-{r.partition} in {r.log_dir}" for d in dirs for r in d.replicas]
+    return out
 
 
 def healing(
-    state: ClusterState, failed: set[int], planned: dict[str, list[int]], throttles_left: dict[str, Any]
+    state: ClusterState,
+    failed: set[int],
+    planned: dict[str, list[int]],
+    throttles_left: dict[str, Any],
+    drain: bool = False,
 ) -> Healing:
     """Healed: no partition names a failed broker, every partition has its full RF in the ISR,
-    every planned partition is on its plan's target, and no throttle config remains."""
+    every planned partition is on its plan's target, and no throttle config remains. Drained
+    (``drain``): also no partition led by a drained broker, and none left in its own log dirs."""
     return Healing(
         partitions=len(state.partitions),
         naming_failed=[p.name for p in state.partitions if set(p.replicas) & failed],
@@ -156,6 +184,8 @@ def healing(
             and set(p.replicas) != set(planned[f"{p.topic}:{p.partition}"])
         ],
         throttles_left=throttles_left,
+        led_by_failed=[p.name for p in state.partitions if p.leader in failed] if drain else [],
+        on_disk=left_on_disk(state, failed) if drain else [],
     )
 
 
@@ -165,15 +195,19 @@ def verify(
     planned: dict[str, list[int]],
     throttles_left: dict[str, Any],
     logger: logging.Logger | None = None,
+    drain: bool = False,
 ) -> Healing:
-    """Record whether the cluster read back healed; raise NotHealed with what was seen if not."""
+    """Record whether the cluster read back healed (drained); raise NotHealed with what was seen if not."""
     logger = logger or log
-    seen = healing(state, failed, planned, throttles_left)
+    seen = healing(state, failed, planned, throttles_left, drain)
     ok = seen.healed
+    word = "drained" if drain else "healed"
     decisions.record(
         "verify",
-        "healed" if ok else "NOT healed",
-        "no partition names a failed broker, every partition has its full replication factor in the ISR, "
+        word if ok else f"NOT {word}",
+        f"no partition names a{' drained' if drain else ' failed'} broker"
+        + (", none is led by one, their log dirs hold no replica" if drain else "")
+        + ", every partition has its full replication factor in the ISR, "
         "every planned partition is on its target, no throttle config remains"
         if ok
         else "see observed",
@@ -182,9 +216,15 @@ def verify(
         level=logging.INFO if ok else logging.ERROR,
     )
     if not ok:
+        drained = (
+            f", led by drained brokers {seen.led_by_failed[:10]}, left on their disks {seen.on_disk[:10]}"
+            if drain
+            else ""
+        )
         raise NotHealed(
-            f"not healed: naming failed brokers {seen.naming_failed[:10]}, ISR short {seen.isr_short[:10]}, "
-            f"off the plan {seen.off_plan[:10]}, throttles left {seen.throttles_left}"
+            f"not {word}: naming {'drained' if drain else 'failed'} brokers {seen.naming_failed[:10]}"
+            f"{drained}, ISR short {seen.isr_short[:10]}, off the plan {seen.off_plan[:10]}, "
+            f"throttles left {seen.throttles_left}"
         )
     return seen
 
@@ -203,6 +243,7 @@ def await_healed(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     logger: logging.Logger | None = None,
+    drain: bool = False,
 ) -> Healing:
     """Healed only when the rule holds on a read and still holds on every read ``settle_s`` later.
 
@@ -218,12 +259,12 @@ def await_healed(
     said_wait = False
     while True:
         state, left = read()
-        seen = healing(state, failed, planned, left)
+        seen = healing(state, failed, planned, left, drain)
         now = clock()
         if seen.healed:
             held_since = now if held_since is None else held_since
             if now - held_since >= settle_s:
-                return verify(state, failed, planned, left, logger)
+                return verify(state, failed, planned, left, logger, drain)
         else:
             held_since = None
             if not said_wait:
@@ -236,7 +277,7 @@ def await_healed(
                 )
                 said_wait = True
         if now >= deadline:
-            return verify(state, failed, planned, left, logger)
+            return verify(state, failed, planned, left, logger, drain)
         sleep(poll_s)
 
 
@@ -247,7 +288,11 @@ def _seen(seen: Healing) -> dict[str, Any]:
         "not_on_plan_target": seen.off_plan[:50],
         "throttles_left": seen.throttles_left,
         "partitions": seen.partitions,
-    }
+    } | (
+        {"led_by_drained": seen.led_by_failed[:50], "left_on_disk": seen.on_disk[:50]}
+        if seen.on_disk or seen.led_by_failed
+        else {}
+    )
 
 
 class PlanRefused(SafetyRefusal):

@@ -1,0 +1,241 @@
+"""The chunked-reassignment DAG's tasks, built once for every runbook that moves replicas.
+
+The failed-broker heal and the planned decommission run the same pipeline: check the input,
+take the cluster's lease, validate against the cluster, finish an earlier run's moves,
+snapshot, plan with the Spark job, review the plan, the plan-bound approval gate, the
+throttled chunks (a reschedule sensor that also obeys the stop request), the all_done
+throttle cleanup, the verification and the lease's release. Only the request differs (how
+the params are parsed, which brokers are emptied, what is checked before the gate, the
+gate's subject, the planner's flags), so a runbook names its functions and this module
+builds the tasks: one wiring, not a copy per DAG.
+
+The functions are named ``"module:function"`` and imported when the task runs, so parsing a
+DAG file imports no more than before.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import Param, task
+
+from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, size_schema
+from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
+from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
+from kafka_runbooks_airflow.operators.spark import SparkJobOperator
+from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
+from kafka_runbooks_airflow.spark import spark_job_path
+
+CHECKED = "ti.xcom_pull(task_ids='validate')"
+REVIEWED = "ti.xcom_pull(task_ids='review_plan')"
+
+
+@dataclass(frozen=True)
+class ReassignmentRunbook:
+    """What one reassigning runbook brings to the shared pipeline.
+
+    :param check_input: ``(dag_id, run_id, params) -> dict``: what needs no cluster, before the lease.
+    :param validate: ``(params, dag_id, run_id) -> dict``: the request against the cluster
+        (``kafka_runbooks_airflow.failed_broker.validate``'s result).
+    :param review_plan: ``(checked, snapshot_info, dag_id, run_id) -> dict``: the plan checked,
+        the gate's Markdown, the execution state written.
+    :param subject: the gate's one-line question (Jinja; ``{reviewed}`` and ``{checked}`` stand
+        for the review's and validate's XCom).
+    :param plan_flags: extra arguments of ``spark_jobs/failed_broker_plan.py`` (``--drain``).
+    """
+
+    check_input: str
+    validate: str
+    review_plan: str
+    subject: str
+    plan_flags: tuple[str, ...] = ()
+
+
+def call(target: str, *args: Any) -> Any:
+    """Import ``"module:function"`` and call it (at run time: DAG parsing imports nothing more)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(*args)
+
+
+def chunk_params(what_moves: str) -> dict[str, Param]:
+    """The params every reassigning runbook shares (receivers, chunks, throttle, gate, lease, election)."""
+    return {
+        "receivers": Param(
+            "all",
+            **broker_list_schema("all"),
+            description="Brokers that may receive the moved replicas: 'all' live brokers, or broker "
+            f"ids separated by commas, e.g. '1,2,3'. A receiver that is down or among the {what_moves} "
+            "brokers is refused.",
+        ),
+        "max_partitions_per_chunk": Param(
+            50,
+            type="integer",
+            minimum=1,
+            description="At most this many partitions are reassigned at once (one chunk); the next chunk starts "
+            "when the previous one is fully in sync. Smaller chunks: less load, longer run.",
+        ),
+        "max_bytes_per_chunk": Param(
+            "1 GiB",
+            **size_schema(),
+            description="At most this much data per chunk, with a unit: e.g. '512 MiB', "
+            "'1 GiB' (or a number of bytes). A partition bigger than this goes in a chunk of its own.",
+        ),
+        "throttle_bytes_per_sec": Param(
+            "50 MiB",
+            **size_schema(),
+            description="Replication throttle per broker and second, with a unit: e.g. '50 MiB' (or "
+            "bytes). Applies to leaders and followers of the moving partitions only; lower = gentler, slower.",
+        ),
+        "require_approval": Param(
+            True,
+            type="boolean",
+            description="On: the run stops at an approval gate showing the plan before the first chunk moves. "
+            "Off: the plan is executed at once, only where the deployment allows ungated runs "
+            "(Variable kafka_runbooks_allow_ungated).",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            description="On: validate and plan only (the plan is in the review_plan log and the run's artifacts); "
+            "nothing moves.",
+        ),
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
+        ),
+        "on_lease_held": on_lease_held_param(),
+        "elect_preferred_leaders": Param(
+            True,
+            type="boolean",
+            description="On: after the moves, elect the preferred leaders of the moved partitions (approved "
+            "with the plan; the gate says so) and read the leaders back, so leadership is balanced again at "
+            "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
+        ),
+        "approval_timeout_s": Param(
+            "12h",
+            **duration_schema(minimum=1),
+            description="How long the approval gate waits for an answer, e.g. '12h', '30m' (or a number of "
+            "seconds); no answer by then fails the run.",
+        ),
+    }
+
+
+def reassignment_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> None:
+    """Build the pipeline's tasks in the DAG being defined (call it inside ``with DAG(...)``)."""
+
+    @task
+    def check_input(params=None, run_id=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease (then it joins the queue)."""
+        return call(runbook.check_input, dag_run.dag_id, run_id, dict(params))
+
+    @task
+    def validate(params=None, run_id=None, dag_run=None) -> dict:
+        """Check the params against the cluster; nothing moves if anything is wrong."""
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
+
+        refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
+        return call(runbook.validate, dict(params), dag_run.dag_id, run_id)
+
+    @task.short_circuit
+    def anything_to_move(checked: dict) -> bool:
+        """Nothing to move: the run ends here, successfully."""
+        return not checked["nothing_to_do"]
+
+    @task(trigger_rule="all_done")
+    def review_plan(checked: dict, snapshot_info: dict, run_id=None, dag_run=None) -> dict:
+        """Independent check of the plan; the summary for the log and the gate; execution state."""
+        return call(runbook.review_plan, checked, snapshot_info, dag_run.dag_id, run_id)
+
+    @task.branch
+    def gate_or_go(reviewed: dict) -> list[str]:
+        """Dry runs stop after the plan; every other run goes through the gate (it asks, or
+        records why no answer is needed: an ungated run the deployment allows)."""
+        return [] if reviewed["dry_run"] else ["approval_gate"]
+
+    @task(trigger_rule="all_done")
+    def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
+        """Whatever happened (done, failed, stopped), this run's throttles come off."""
+        from kafka_runbooks_airflow.failed_broker import remove_run_throttles
+
+        return remove_run_throttles(dict(params), dag_run.dag_id, run_id)
+
+    @task
+    def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
+        """Read the cluster back until the runbook's end state has held for the settle period."""
+        from kafka_runbooks_airflow.failed_broker import verify
+
+        return verify(dict(params), checked, dag_run.dag_id, run_id)
+
+    acquire_lease, release_lease = lease_tasks(poke_interval_s)
+    checked = validate()
+    check_input() >> acquire_lease >> checked
+    moving = _moving_tasks(runbook, poke_interval_s)
+    reviewed = review_plan(checked, moving["snapshot"].output)
+    anything_to_move(checked) >> moving["finish_earlier"] >> moving["snapshot"] >> moving["plan"] >> reviewed
+    gate_or_go(reviewed) >> moving["approval"] >> moving["execute"]
+    cleanup = remove_throttles()
+    verified = verify_result(checked)
+    moving["execute"] >> cleanup >> verified  # verified after the cleanup: no throttle may be left
+    moving["execute"] >> verified  # and only when the execution itself succeeded
+    [cleanup, verified] >> release_lease.as_teardown(setups=acquire_lease)
+
+
+def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[str, Any]:
+    """The operators: earlier run's moves, snapshot, Spark plan, gate, chunked execution."""
+    return {
+        "finish_earlier": KafkaReassignmentSensor(
+            task_id="finish_earlier_run",
+            kafka_config_id="{{ params.kafka_conn_id }}",
+            state_file="adopt-state.json",
+            poke_interval=poke_interval_s,
+            timeout=timedelta(hours=24).total_seconds(),
+        ),
+        "snapshot": KafkaClusterSnapshotOperator(
+            task_id="snapshot_cluster", kafka_config_id="{{ params.kafka_conn_id }}"
+        ),
+        "plan": SparkJobOperator(
+            task_id="plan_reassignment",
+            application=spark_job_path("failed_broker_plan.py"),
+            conn_id="spark_default",
+            name="kafka-failed-broker-plan",
+            application_args=[
+                "--snapshot",
+                "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
+                "--failed",
+                "{{ " + CHECKED + "['failed_csv'] }}",
+                "--receivers",
+                "{{ " + CHECKED + "['receivers_csv'] }}",
+                "--max-partitions-per-chunk",
+                "{{ params.max_partitions_per_chunk }}",
+                "--max-bytes-per-chunk",
+                "{{ " + CHECKED + "['max_bytes_per_chunk'] }}",
+                "--out",
+                "{{ " + CHECKED + "['plan_dir'] }}",
+                *runbook.plan_flags,
+            ],
+        ),
+        "approval": PlanApprovalOperator(
+            task_id="approval_gate",
+            action_kind="reassign",
+            subject=runbook.subject.replace("{reviewed}", REVIEWED).replace("{checked}", CHECKED),
+            # Markdown tables: the UI renders them (a fenced block is shown as one run-on line)
+            body="{{ " + REVIEWED + "['markdown'] }}",
+            response_timeout=timedelta(hours=12),
+            assigned_users=assigned_approvers(),  # KAFKA_RUNBOOKS_APPROVERS; unset = role-based only
+        ),
+        "execute": KafkaReassignmentSensor(
+            task_id="execute_chunks",
+            kafka_config_id="{{ params.kafka_conn_id }}",
+            state_file="exec-state.json",
+            approval_gate_task_id="approval_gate",  # refuses to move anything without an approval of its plan
+            poke_interval=poke_interval_s,
+            timeout=timedelta(hours=72).total_seconds(),
+        ),
+    }
