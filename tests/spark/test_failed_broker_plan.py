@@ -386,8 +386,9 @@ def test_spark_submit_exits_2_on_an_impossible_plan(make_snapshot, tmp_path):
     assert not (tmp_path / "out" / "plan.json").exists()
 
 
-def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, tmp_path):
-    """Topics with data on the real 4-broker stack; plan as if broker 4 had failed."""
+def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, spark, tmp_path):
+    """Topics with data on the real 4-broker stack; plan as if broker 4 had failed (in the
+    session's Spark: spark-submit of this job is test_spark_submit_exits_2_on_an_impossible_plan's)."""
     from kafka_runbooks.snapshot import write_snapshot
     from tests.helpers import create_topic, produce, unique_topic
 
@@ -400,9 +401,8 @@ def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, tmp_path):
     try:
         state = admin.read_state()
         snapshot = write_snapshot(state, tmp_path / "snapshot", bootstrap)
-        result = spark_submit("--snapshot", str(snapshot), "--failed", "4", "--out", str(tmp_path / "out"))
-        assert result.returncode == 0, result.stderr[-5000:]
-        plan = load_plan(tmp_path / "out")
+        code, plan = plan_with(spark, snapshot, tmp_path / "out", "--failed", "4")
+        assert code == 0, plan
         assert checked(plan, snapshot) == []
 
         current = {(p.topic, p.partition): list(p.replicas) for p in state.partitions}
