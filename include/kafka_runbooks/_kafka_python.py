@@ -25,6 +25,21 @@ log = logging.getLogger(__name__)
 METADATA_TOPIC = "__cluster_metadata"
 
 
+def kafka_uuid(value: Any) -> str | None:
+    """A Uuid as Kafka writes it (base64url of its 16 bytes, no padding: meta.properties,
+    kafka-metadata-quorum), from kafka-python's dashed form; None for none or the zero Uuid
+    (a replica that sent no directory id)."""
+    import base64
+    import uuid
+
+    if value is None:
+        return None
+    raw = uuid.UUID(str(value)).bytes
+    if raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 class KafkaPythonClient:
     """kafka-python's admin client, answering in the model's dataclasses.
 
@@ -120,6 +135,7 @@ class KafkaPythonClient:
                     log_end_offset=r["log_end_offset"],
                     last_caught_up_ms=_ts(r.get("last_caught_up_timestamp")),
                     last_fetch_ms=_ts(r.get("last_fetch_timestamp")),
+                    directory_id=kafka_uuid(r.get("replica_directory_id")),
                 )
                 for r in rows
             )

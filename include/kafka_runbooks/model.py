@@ -33,6 +33,9 @@ class QuorumMember:
     log_end_offset: int
     last_caught_up_ms: int | None
     last_fetch_ms: int | None
+    # KIP-853 (DescribeQuorum v2): the replica's metadata log directory id in Kafka's own form
+    # (base64url, as kafka-storage and kafka-metadata-quorum print it); None before v2
+    directory_id: str | None = None
 
 
 @dataclass(frozen=True)

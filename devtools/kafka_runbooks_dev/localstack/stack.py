@@ -360,6 +360,7 @@ class LocalStack:
             ([self.topology.connect_node] if self.topology.connect_node else [])
             + list(reversed(self.topology.broker_nodes))
             + self.topology.controller_nodes
+            + self.topology.spare_controller_nodes
         )
         brokers = [n for n in order if n.role != CONTROLLER]
         for node in brokers:
@@ -547,12 +548,35 @@ class LocalStack:
                 "-c",
                 str(config),
                 "--ignore-formatted",
+                *self._quorum_format_args(node),
             ],
             capture_output=True,
             text=True,
         )
         if proc.returncode != 0:
             raise StackError(f"formatting {node.name}'s storage failed:\n{proc.stdout}{proc.stderr}")
+
+    def directory_id(self, node: Node) -> str:
+        """The metadata log directory id of an initial controller of a dynamic quorum: chosen
+        once per stack (kept in stack.json) and given to ``--initial-controllers`` on every one."""
+        state = self._state()
+        ids = state.setdefault("directory_ids", {})
+        if str(node.node_id) not in ids:
+            ids[str(node.node_id)] = _new_cluster_id()  # a Kafka Uuid: 16 bytes, base64url
+            (self.home / "stack.json").write_text(json.dumps(state, indent=2))
+        return ids[str(node.node_id)]
+
+    def _quorum_format_args(self, node: Node) -> list[str]:
+        """kafka-storage format's quorum options: none for a static quorum; the initial voters
+        (``id@host:port:directory-id``) for the initial controllers of a dynamic one, and
+        ``--no-initial-controllers`` for a spare controller, which then starts as an observer."""
+        topo = self.topology
+        if not topo.dynamic_quorum or node.role != CONTROLLER:
+            return []
+        if node in topo.spare_controller_nodes:
+            return ["--no-initial-controllers"]
+        voters = ",".join(f"{n.node_id}@{n.address}:{self.directory_id(n)}" for n in topo.controller_nodes)
+        return ["--initial-controllers", voters]
 
     def _properties(self, node: Node) -> dict[str, str]:
         topo = self.topology
@@ -577,7 +601,11 @@ class LocalStack:
             }
         common = {
             "node.id": str(node.node_id),
-            "controller.quorum.voters": topo.quorum_voters,
+            **(
+                {"controller.quorum.bootstrap.servers": topo.quorum_bootstrap_servers}
+                if topo.dynamic_quorum
+                else {"controller.quorum.voters": topo.quorum_voters}
+            ),
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": ",".join(str(d) for d in self.log_dirs(node)),

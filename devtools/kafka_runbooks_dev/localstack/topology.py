@@ -57,12 +57,23 @@ class Topology:
     # log directories per broker (JBOD): 1 keeps the default stack as it was; the first one
     # also holds the broker's metadata log, so a test fails one of the others
     log_dirs: int = 1
+    # KIP-853 dynamic quorum: the controllers are formatted with ``--initial-controllers`` and
+    # every node finds the quorum through ``controller.quorum.bootstrap.servers`` (False: the
+    # static ``controller.quorum.voters`` of the default stack, unchanged)
+    dynamic_quorum: bool = False
+    # extra controllers of a dynamic quorum, formatted with ``--no-initial-controllers``: they
+    # join as observers when started (``kstack start controller-9004``), never at stack start
+    spare_controllers: int = 0
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
             raise ValueError("the stack needs at least one broker")
         if self.controllers < 1 or self.controllers % 2 == 0:
             raise ValueError("the KRaft quorum needs an odd number (>= 1) of controller voters")
+        if self.spare_controllers and not self.dynamic_quorum:
+            raise ValueError("spare controllers need a dynamic quorum (dynamic_quorum=True)")
+        if self.controllers + self.spare_controllers > 9:
+            raise ValueError("at most 9 controllers fit the stack's port layout")
         if self.log_dirs < 1:
             raise ValueError("a broker needs at least one log dir")
         if not self.racks:
@@ -98,6 +109,19 @@ class Topology:
         ]
 
     @property
+    def spare_controller_nodes(self) -> list[Node]:
+        """Controllers that are not in the initial voter set: observers until added as voters."""
+        return [
+            Node(
+                node_id=CONTROLLER_ID_BASE + j,
+                role=CONTROLLER,
+                port=self.port_base + 190 + j,
+                metrics_port=self.port_base + 390 + j,
+            )
+            for j in range(self.controllers + 1, self.controllers + self.spare_controllers + 1)
+        ]
+
+    @property
     def connect_node(self) -> Node | None:
         if not self.connect:
             return None
@@ -105,7 +129,7 @@ class Topology:
 
     @property
     def nodes(self) -> list[Node]:
-        nodes = self.controller_nodes + self.broker_nodes
+        nodes = self.controller_nodes + self.spare_controller_nodes + self.broker_nodes
         if self.connect_node is not None:
             nodes.append(self.connect_node)
         return nodes
@@ -117,6 +141,11 @@ class Topology:
     @property
     def quorum_voters(self) -> str:
         return ",".join(f"{n.node_id}@{n.address}" for n in self.controller_nodes)
+
+    @property
+    def quorum_bootstrap_servers(self) -> str:
+        """A dynamic quorum's ``controller.quorum.bootstrap.servers``: the initial controllers."""
+        return ",".join(n.address for n in self.controller_nodes)
 
     @property
     def connect_url(self) -> str | None:
