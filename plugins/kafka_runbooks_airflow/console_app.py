@@ -22,6 +22,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
 REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
+# the runs the Stop button applies to: every DAG that moves replicas with the chunked executor
+STOPPABLE_DAG_IDS = (REASSIGN_DAG_ID, "kafka_broker_decommission")
 STOP_DAG_ID = "kafka_reassignment_stop"
 
 app = FastAPI(title="Kafka runbooks console", docs_url=None, redoc_url=None, openapi_url=None)
@@ -105,7 +107,7 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
 def _stop_link(dag_id: str, run_id: str, conf: Any) -> dict[str, Any]:
     """A running reassignment gets a Stop link: this app's stop page of that run (a reason and a Stop
     button that acts at once, see :func:`stop_run`). The stop runbook stays for API and CLI users."""
-    if dag_id != REASSIGN_DAG_ID:
+    if dag_id not in STOPPABLE_DAG_IDS:
         return {}
     conn = (conf or {}).get("kafka_conn_id") if isinstance(conf, dict) else None
     return {"stop_url": _stop_path(dag_id, run_id), "kafka_conn_id": conn or "kafka_default"}
@@ -257,8 +259,8 @@ def stop_refusal(
 ) -> str | None:
     """Why this user may not stop this run (None: they may). The same people as the gate: those who
     may edit the DAG's runs and, when the deployment names approvers, only them."""
-    if dag_id != REASSIGN_DAG_ID:
-        return f"only {REASSIGN_DAG_ID} runs are stopped here"
+    if dag_id not in STOPPABLE_DAG_IDS:
+        return f"only {' and '.join(STOPPABLE_DAG_IDS)} runs are stopped here"
     if run_state is None:
         return "no such run"
     if not may_edit_runs:
