@@ -187,11 +187,30 @@ def controller_action(context) -> dict[str, Any]:
     }
 
 
+def controller_replace_action(context) -> dict[str, Any]:
+    """kafka_controller_replace: the voter changes replace will make (the plan document's steps,
+    with the directory ids read from DescribeQuorum), the voter set it verifies, and its options."""
+    params = context["params"]
+    document = run_xcom(context, "plan_replacement") or {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "kafka_conn_id": params.get("kafka_conn_id"),
+        "steps": document.get("steps"),
+        "expected_voters": document.get("expected_voters"),
+        "request": document.get("request"),
+        "settle_period_s": params.get("settle_period_s"),
+        "dry_run": False,
+        "require_approval": True,
+    }
+
+
 ACTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "restart": restart_action,
     "unclean": unclean_action,
     "reassign": reassign_action,
     "controller": controller_action,
+    "controller_replace": controller_replace_action,
 }
 
 

@@ -1,0 +1,137 @@
+"""
+### Replace a KRaft controller lost for good (KIP-853 dynamic quorum)
+Given the dead voter(s) (`remove_voters`: ids; their directory ids are read from
+DescribeQuorum) and, for a replacement, a new controller already started as an **observer**
+(formatted with `kafka-storage format --no-initial-controllers`; `new_controller_id` and its
+`new_controller_endpoint`, e.g. `CONTROLLER://ctl4:9093`):
+
+1. **plan_replacement** reads DescribeQuorum: the voters with their lag and caught-up age (on
+   the quorum leader's clock), the observer's log end offset against the high watermark, the
+   steps and the majority before and after each. A step that would leave fewer live,
+   caught-up voters than a majority refuses the run here.
+2. **approve_replacement**: the gate shows that plan; the approval is bound to its steps.
+3. **replace**: waits until the observer has caught up, adds it (AddRaftVoter), waits until
+   the quorum of N+1 has a leader and every live voter fetches, removes the dead voter(s)
+   (RemoveRaftVoter), and after `settle_period_s` verifies the voter set by DescribeQuorum.
+   Every step reads the quorum first and skips what is done, and re-checks the majority on
+   that answer before it acts (a decision record with the numbers): clearing the task resumes.
+
+Without `new_controller_id` it only removes the listed voters, with the same check. It never
+adds a node that is not an observer of the quorum, never removes a voter when the voters left
+would have fewer caught-up members than their majority, never counts a voter whose state is
+unknown as caught up, and never changes a static (`controller.quorum.voters`) quorum.
+Kafka's `kafka-metadata-quorum` runs from the jars named by the Variable
+`kafka_runbooks_kafka_libs` (or `KAFKA_RUNBOOKS_KAFKA_LIBS`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from kafka_runbooks_airflow.approvers import assigned_approvers
+from kafka_runbooks_airflow.gate import PlanApprovalOperator
+
+with DAG(
+    dag_id="kafka_controller_replace",
+    description="Replace a dead KRaft controller voter with an observer, or remove voters, never below a majority.",
+    doc_md=__doc__,
+    schedule=None,
+    # manual and gated: nothing changes before its gate, so it ships unpaused
+    is_paused_upon_creation=False,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "remediation", "kraft", "approval-gate"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "kafka_conn_id": Param(
+            "kafka_default",
+            type="string",
+            minLength=1,
+            description="Airflow connection id of the Kafka cluster.",
+        ),
+        "remove_voters": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            description="Controller ids of the voters to remove (the dead one for a replacement). Their "
+            "directory ids are read from DescribeQuorum.",
+        ),
+        "new_controller_id": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            description="The replacement: node id of a controller already running as an observer. Empty: "
+            "only remove the listed voters.",
+        ),
+        "new_controller_endpoint": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^[A-Za-z0-9_]+://[^:\s]+:[0-9]{1,5}$",
+            description="The replacement's controller listener, e.g. CONTROLLER://ctl4:9093 (with new_controller_id).",
+        ),
+        "max_lag_ms": Param(
+            10000,
+            type="integer",
+            minimum=500,
+            maximum=600000,
+            description="A voter or the observer is caught up when the quorum leader saw it so within this many "
+            "ms of its own time in the same DescribeQuorum answer.",
+        ),
+        "catch_up_timeout_s": Param(
+            300,
+            type="integer",
+            minimum=10,
+            maximum=7200,
+            description="How long each wait on the quorum may take.",
+        ),
+        "settle_period_s": Param(
+            10,
+            type="integer",
+            minimum=0,
+            maximum=600,
+            description="Wait before the final DescribeQuorum check.",
+        ),
+        "approval_timeout_s": Param(
+            7200,
+            type="integer",
+            minimum=1,
+            description="No answer at the gate within this many seconds: the run fails.",
+        ),
+    },
+) as dag:
+
+    @task
+    def plan_replacement(params=None) -> dict:
+        """Read the quorum, plan the steps, refuse one that would break the majority (read-only)."""
+        from kafka_runbooks_airflow.controller_replace import plan
+
+        return plan(dict(params))
+
+    approve = PlanApprovalOperator(
+        task_id="approve_replacement",
+        action_kind="controller_replace",
+        subject="Change the KRaft controller voters as planned?",
+        body=(
+            "Voters (lag and caught-up age on the quorum leader's clock), the new controller, and each step "
+            "with the voters, caught-up voters and majority before and after it.\n\n"
+            "{{ ti.xcom_pull(task_ids='plan_replacement')['table_md'] }}"
+        ),
+        response_timeout=timedelta(hours=2),
+        assigned_users=assigned_approvers(),
+    )
+
+    @task
+    def replace(document: dict, params=None) -> dict:
+        """Refuse unless this plan was approved; add, wait, remove, verify (skipping what is done)."""
+        from airflow.sdk import get_current_context
+
+        from kafka_runbooks_airflow.controller_replace import replace as run
+
+        return run(get_current_context(), document, dict(params))
+
+    planned = plan_replacement()
+    planned >> approve >> replace(planned)

@@ -1,0 +1,128 @@
+"""Airflow side of ``kafka_controller_replace``: params in, the library's steps out.
+
+The plan task reads DescribeQuorum and returns the plan document the gate shows (voters with
+lag and caught-up age, the observer, the steps, the majority before and after each); the
+replace task refuses unless the gate approved exactly that document's steps, then runs them
+(:class:`kafka_runbooks.controller_replace.runbook.ControllerReplacement`). Kafka's jars for
+``kafka-metadata-quorum`` are found through the Variable ``kafka_runbooks_kafka_libs`` or the
+environment variable ``KAFKA_RUNBOOKS_KAFKA_LIBS`` (a Kafka distribution's ``libs`` folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from kafka_runbooks.controller_replace.plan import ReplaceRequest
+from kafka_runbooks.controller_replace.quorum_tool import (
+    LIBS_ENV,
+    LIBS_VARIABLE,
+    ControllerEndpoint,
+    QuorumTool,
+)
+from kafka_runbooks.errors import BadInput
+
+log = logging.getLogger("kafka_runbooks.controller_replace")
+
+
+def build_request(params: dict[str, Any]) -> ReplaceRequest:
+    """The DAG's params as a request; BadInput names what is wrong (nothing was done)."""
+    endpoint = params.get("new_controller_endpoint") or None
+    if endpoint is not None:
+        ControllerEndpoint.parse(endpoint)
+    new = params.get("new_controller_id")
+    if (new is None) != (endpoint is None):
+        raise BadInput(
+            "give both new_controller_id and new_controller_endpoint, or neither (a plain removal)"
+        )
+    return ReplaceRequest(
+        remove=tuple(int(n) for n in params.get("remove_voters") or ()),
+        new_controller_id=None if new is None else int(new),
+        new_controller_endpoints=(endpoint,) if endpoint else (),
+        max_lag_ms=int(params.get("max_lag_ms", 10_000)),
+        catch_up_timeout_s=float(params.get("catch_up_timeout_s", 300)),
+        settle_s=float(params.get("settle_period_s", 10)),
+    )
+
+
+def kafka_libs() -> str:
+    """Where Kafka's jars are: the Variable, else the environment; BadInput when neither says."""
+    from airflow.sdk import Variable
+
+    try:
+        value = Variable.get(LIBS_VARIABLE, default=None)
+    except Exception:  # no Variable store reachable (a unit test): the environment decides
+        value = None
+    value = value or os.environ.get(LIBS_ENV)
+    if not value:
+        raise BadInput(
+            f"set the Variable {LIBS_VARIABLE} or {LIBS_ENV} to a Kafka distribution's libs folder"
+        )
+    return value
+
+
+def _runbook(params: dict[str, Any]):
+    from kafka_runbooks.controller_replace.runbook import ControllerReplacement
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    hook = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"])
+    config = hook.client_config()
+    tool = QuorumTool(kafka_libs(), hook.admin.bootstrap_servers, config)
+    return hook.admin, ControllerReplacement(hook.admin, tool, build_request(params), logger=log)
+
+
+def plan(params: dict[str, Any]) -> dict[str, Any]:
+    """Read the quorum and plan; a step that would break the majority refuses here, before the gate."""
+    request = build_request(params)
+    from kafka_runbooks.controller_replace.runbook import ControllerReplacement
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        document = ControllerReplacement(admin, None, request, logger=log).plan()  # type: ignore[arg-type]
+    finally:
+        admin.close()
+    document["table_md"] = plan_markdown(document)
+    return document
+
+
+def replace(context, document: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unless the gate approved these steps; then add, remove, verify."""
+    from kafka_runbooks_airflow.gate import require_approval
+
+    require_approval(context, "controller_replace", "approve_replacement")
+    admin, runbook = _runbook(params)
+    try:
+        return runbook.run(document)
+    finally:
+        admin.close()
+
+
+def plan_markdown(document: dict[str, Any]) -> str:
+    """The gate's body: voters, the observer, and each step with the majority before and after."""
+    rows = ["| voter | state | lag (offsets) | caught up (ms ago, leader's clock) |", "|---|---|---|---|"]
+    for v in document["quorum"].get("voters", []):
+        lead = " (leader)" if v.get("leader") else ""
+        rows.append(f"| {v['node_id']}{lead} | {v['state']} | {v['lag_offsets']} | {v['caught_up_ms_ago']} |")
+    obs = document.get("observer")
+    if obs:
+        rows += [
+            "",
+            f"New controller {obs['node_id']} (observer: {obs['observer']}, directory id {obs['directory_id']}): "
+            f"log end offset {obs['log_end_offset']} / high watermark {obs['high_watermark']}, "
+            f"lag {obs['lag_offsets']} offsets, caught up {obs['caught_up_ms_ago']} ms ago: "
+            f"{'caught up' if obs['caught_up'] else 'NOT caught up yet (the add waits for it)'}",
+        ]
+    rows += [
+        "",
+        "| step | voters before -> after | caught up before -> after | majority before -> after |",
+        "|---|---|---|---|",
+    ]
+    for c in document["majority"]:
+        rows.append(
+            f"| {c['step']} | {c['voters_before']} -> {c['voters_after']} | "
+            f"{c['caught_up_before']} -> {c['caught_up_after']} | {c['majority_before']} -> {c['majority_after']} |"
+        )
+    rows += ["", f"Final voters: {document['expected_voters']}"]
+    return "\n".join(rows)
