@@ -83,10 +83,19 @@ class Validation:
         decisions.record(
             "validate",
             "nothing to do" if self.nothing_to_do else "go on to the plan",
-            "no broker hosting replicas is failed"
+            (
+                "no broker to drain hosts a replica"
+                if request.drain
+                else "no broker hosting replicas is failed"
+            )
             if self.nothing_to_do
-            else "the failed brokers are known and not available; "
-            "the receivers are available; no foreign reassignment is in flight",
+            else (
+                "the brokers to drain are registered and live and the brokers left can hold their replicas "
+                "(replication factor, racks); "
+                if request.drain
+                else "the failed brokers are known and not available; "
+            )
+            + "the receivers are available; no foreign reassignment is in flight",
             observed={
                 "failed_brokers": self.failed,
                 "receivers": self.receivers,
