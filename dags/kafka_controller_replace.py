@@ -33,6 +33,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
+from kafka_runbooks_airflow.inputs import duration_schema
 
 with DAG(
     dag_id="kafka_controller_replace",
@@ -74,32 +75,25 @@ with DAG(
             description="The replacement's controller listener, e.g. CONTROLLER://ctl4:9093 (with new_controller_id).",
         ),
         "max_lag_ms": Param(
-            10000,
-            type="integer",
-            minimum=500,
-            maximum=600000,
+            "10s",
+            **duration_schema("milliseconds", minimum=1, maximum=600000),
             description="A voter or the observer is caught up when the quorum leader saw it so within this many "
             "ms of its own time in the same DescribeQuorum answer.",
         ),
         "catch_up_timeout_s": Param(
-            300,
-            type="integer",
-            minimum=10,
-            maximum=7200,
+            "5m",
+            **duration_schema(minimum=1, maximum=7200),
             description="How long each wait on the quorum may take.",
         ),
         "settle_period_s": Param(
-            10,
-            type="integer",
-            minimum=0,
-            maximum=600,
+            "10s",
+            **duration_schema(minimum=0, maximum=600),
             description="Wait before the final DescribeQuorum check.",
         ),
         "approval_timeout_s": Param(
-            7200,
-            type="integer",
-            minimum=1,
-            description="No answer at the gate within this many seconds: the run fails.",
+            "2h",
+            **duration_schema(minimum=1),
+            description="No answer at the gate within this (e.g. '2h', '30m', or seconds): the run fails.",
         ),
     },
 ) as dag:

@@ -22,6 +22,7 @@ from kafka_runbooks.controller_replace.quorum_tool import (
     QuorumTool,
 )
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.units import parse_duration
 
 log = logging.getLogger("kafka_runbooks.controller_replace")
 
@@ -40,9 +41,9 @@ def build_request(params: dict[str, Any]) -> ReplaceRequest:
         remove=tuple(int(n) for n in params.get("remove_voters") or ()),
         new_controller_id=None if new is None else int(new),
         new_controller_endpoints=(endpoint,) if endpoint else (),
-        max_lag_ms=int(params.get("max_lag_ms", 10_000)),
-        catch_up_timeout_s=float(params.get("catch_up_timeout_s", 300)),
-        settle_s=float(params.get("settle_period_s", 10)),
+        max_lag_ms=int(parse_duration(params.get("max_lag_ms", "10s"), "max_lag_ms", "milliseconds") * 1000),
+        catch_up_timeout_s=parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s"),
+        settle_s=parse_duration(params.get("settle_period_s", "10s"), "settle_period_s"),
     )
 
 

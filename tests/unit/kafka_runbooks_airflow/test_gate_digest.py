@@ -283,7 +283,52 @@ def test_the_sweep_starts_restarts_on_the_cluster_it_swept():
     assert conf["require_approval"] is True
 
 
-CASES = {"restart": RESTART_INPUTS, "unclean": UNCLEAN_INPUTS, "reassign": REASSIGN_INPUTS, "controller": {}}
+# ------------------------------------------------------------------ controller replacement
+
+REPLACE_DOCUMENT = {
+    "steps": [
+        {
+            "kind": "add",
+            "node_id": 9004,
+            "directory_id": "d4",
+            "endpoints": ["CONTROLLER://c4:9093"],
+            "done": None,
+        },
+        {"kind": "remove", "node_id": 9001, "directory_id": "d1", "endpoints": [], "done": None},
+    ],
+    "expected_voters": [9002, 9003, 9004],
+    "request": {"remove": [9001], "new_controller_id": 9004, "max_lag_ms": 10000},
+}
+REPLACE_INPUTS = {
+    "directory id of the removed voter": (("steps", 1, "directory_id"), "other"),
+    "endpoint of the new voter": (("steps", 0, "endpoints"), ["CONTROLLER://c5:9093"]),
+    "final voters": (("expected_voters",), [9002, 9003]),
+    "caught-up window": (("request", "max_lag_ms"), 60000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLACE_INPUTS))
+def test_controller_replace_digest_changes_with_every_step(name):
+    path, value = REPLACE_INPUTS[name]
+    params = {"kafka_conn_id": "kafka_default", "settle_period_s": 10}
+    ctx = lambda d: _context("kafka_controller_replace", {("plan_replacement", "return_value"): d}, params)  # noqa: E731
+    changed = copy.deepcopy(REPLACE_DOCUMENT)
+    target = changed
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    assert _digest("controller_replace", ctx(changed)) != _digest(
+        "controller_replace", ctx(REPLACE_DOCUMENT)
+    ), name
+
+
+CASES = {
+    "restart": RESTART_INPUTS,
+    "unclean": UNCLEAN_INPUTS,
+    "reassign": REASSIGN_INPUTS,
+    "controller": {},
+    "controller_replace": REPLACE_INPUTS,
+}
 
 
 def test_the_controller_trigger_starts_only_the_run_that_was_approved():
