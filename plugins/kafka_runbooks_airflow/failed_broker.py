@@ -326,6 +326,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
             failed_brokers=failed,
             throttle_bytes_per_sec=request.throttle_bytes_per_sec,
             chunks=[ChunkState(index=0, targets=checked.adopt)] if checked.adopt else [],
+            drain=request.drain,
         ),
     )
     checked.record(request, log)
@@ -384,6 +385,7 @@ def review_plan(
                 failed_brokers=list(checked["failed"]),
                 throttle_bytes_per_sec=int(checked["throttle_bytes_per_sec"]),
                 chunks=chunks_from_plan_dir(plan_dir),
+                drain=bool(checked.get("drain")),
             ),
         )
     return {

@@ -118,6 +118,8 @@ class ExecState:
     claimed_by: str | None = None
     # after a stop or a failure that moved replicas: whether their preferred leaders were elected
     leaders: str | None = None
+    # a decommission: failed_brokers are live brokers being drained, so their being live stops nothing
+    drain: bool = False
 
     def to_json(self) -> str:
         raw = asdict(self)
@@ -361,7 +363,7 @@ class ChunkExecutor:
             if started:
                 self._start(state, chunk)
             live, adding = self._poll_moving(state)
-            if not started and live is not None and not set(state.failed_brokers) & live:
+            if not started and live is not None and (state.drain or not set(state.failed_brokers) & live):
                 self._start_overlapping(state, adding)
         except ReassignError:
             self.remove_throttle(state)
@@ -399,7 +401,7 @@ class ChunkExecutor:
         live, partitions, inflight = self._cluster(list(chunk.targets))
         subject = f"chunk {chunk.index}"
         chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
-        back = [b for b in state.failed_brokers if b in live]
+        back = [] if state.drain else [b for b in state.failed_brokers if b in live]
         if back:
             state.stopped = f"failed broker(s) {back} came back before chunk {chunk.index}"
             self.checkpoint(state)

@@ -1,0 +1,78 @@
+"""kafka_broker_decommission through a real Airflow and the real stack.
+
+Broker 4 (live) is drained under an acks=all producer: the gate says "Decommission brokers",
+the approval is answered through the API, the run succeeds, and the cluster itself (metadata
+read here, not the run's log) shows broker 4 with no replica and no leadership and no throttle
+left, the producer without a failed send. A second run naming broker 99, which is not
+registered, fails before any gate with the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from kafka_runbooks_dev.localstack.airflow import AirflowLocal
+from tests.e2e.test_broker_restart_dag import Producer
+from tests.helpers import create_topic, produce, unique_topic
+
+DAG_ID = "kafka_broker_decommission"
+DRAINED = 4
+pytestmark = pytest.mark.timeout(1500)
+
+
+def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
+    airflow_local: AirflowLocal, restore_stack, admin
+):
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    airflow_local.wait_for_dag(DAG_ID, timeout=120)
+    airflow_local.unpause(DAG_ID)
+    topic = unique_topic("decommission")
+    # broker 4 leads two partitions and follows in three; racks 1 a, 2 b, 3 a, 4 b
+    assignment = {0: [4, 1, 2], 1: [1, 4, 3], 2: [2, 3, 4], 3: [4, 2, 3], 4: [3, 1, 4], 5: [1, 2, 3]}
+    create_topic(bs, topic, assignment=assignment, config={"min.insync.replicas": "2"})
+    assert produce(bs, topic, 5000, size=200) == 5000
+    assert any(p.leader == DRAINED for p in admin.describe_topic_partitions([topic]))
+
+    producer = Producer(bs, topic)
+    producer.start()
+    try:
+        run = airflow_local.trigger(DAG_ID, {"broker_ids": str(DRAINED), "throttle_bytes_per_sec": "20 MiB"})
+        # the Spark plan is most of the wait: ~30 s on an idle machine, 3 min at a load average of 28
+        request = airflow_local.wait_for_approval(DAG_ID, run, "approval_gate", timeout=600)
+        assert request["subject"].startswith(f"Decommission broker(s) [{DRAINED}]: move "), request["subject"]
+        body = request["body"].splitlines()
+        assert body[0].startswith(f"Decommission brokers **{DRAINED} (rack rack-b)**: **"), body[0]
+        assert "at the throttle" in body[0] and any(
+            line.startswith(f"| **{DRAINED}** (drained) |") for line in body
+        )
+        airflow_local.answer(DAG_ID, run, "approval_gate", ["Approve"])
+        state = airflow_local.wait_for_run(DAG_ID, run, timeout=600)
+    finally:
+        producer.stop_event.set()
+        producer.join(320)
+    verify_log = airflow_local.task_log_text(DAG_ID, run, "verify_result")
+    assert state == "success", f"{airflow_local.task_instances(DAG_ID, run)}\n{verify_log[-3000:]}"
+    assert "DECISION verify: drained" in verify_log
+
+    # from the cluster: every topic's partitions as the metadata has them now
+    topics = admin.list_topics()
+    parts = admin.describe_topic_partitions(topics)
+    assert [p.name for p in parts if DRAINED in p.replicas] == []
+    assert [p.name for p in parts if p.leader == DRAINED] == []
+    assert [p.name for p in parts if set(p.isr) != set(p.replicas)] == []
+    assert leftover_throttles(admin, [1, 2, 3, DRAINED], topics) == {}
+    assert producer.failed == [] and producer.acked > 100
+
+    # a broker that is not registered: refused by validate, before any gate, with the reason
+    refused = airflow_local.trigger(DAG_ID, {"broker_ids": "99"})
+    assert airflow_local.wait_for_run(DAG_ID, refused, timeout=300) == "failed"
+    assert airflow_local.task_instance(DAG_ID, refused, "validate")["state"] == "failed"
+    validate_log = airflow_local.task_log_text(DAG_ID, refused, "validate")
+    assert "DECISION validate: refuse the run: nothing was done" in validate_log
+    assert "broker(s) [99] to drain are not registered with the cluster" in validate_log, validate_log[-3000:]
+    assert airflow_local.task_instance(DAG_ID, refused, "approval_gate")["state"] in (
+        "skipped",
+        "upstream_failed",
+    )
