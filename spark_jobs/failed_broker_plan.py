@@ -4,6 +4,7 @@ Usage::
 
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --failed 4[,5...] --out DIR|URL
         [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824] [--drain]
+        [--drain-replicas topic:partition@broker,...]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
@@ -54,6 +55,11 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   only live replica is on it is moved, not listed under ``not_moved``), and its in-sync replicas
   count as live ISR for the chunk order (they stay in the ISR until the move completes). A
   drained broker that is not alive is refused: that is the failed-broker heal's case.
+* ``--drain-replicas topic:partition@broker,...`` (``kafka_log_dir_failure``): only these replicas of
+  the ``--failed`` brokers move, the ones that sat in a failed log directory of a live broker; its
+  replicas in healthy directories stay. Each named broker must be live and among ``--failed``. The
+  named replicas are offline on their broker, so, as in a heal, they are no copy source and not
+  live ISR: a partition with no live replica elsewhere is listed under ``not_moved``.
 * Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
   offline), then smallest first (more partitions healed per byte), then topic and partition. A
   chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
@@ -853,6 +859,7 @@ def write_plan(
     limits: tuple[int, int],
     snapshot: str,
     drain: bool = False,
+    drain_replicas: list[tuple[str, int, int]] | None = None,
 ) -> dict:
     """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
     ordered = [m for chunk in chunks for m in chunk]
@@ -879,6 +886,8 @@ def write_plan(
         "failed_brokers": failed,
         "failed_alive": [b for b in failed if brokers[b].alive],
         "drain": drain,  # the failed brokers are live brokers being emptied (a decommission)
+        # only these replicas of the failed (live) brokers move: a failed log dir's (kafka_log_dir_failure)
+        "drain_replicas": [f"{t}:{p}@{b}" for t, p, b in drain_replicas] if drain_replicas else None,
         "receivers": receivers,
         "partitions": len(ordered),
         "bytes": sum(m.size for m in ordered),
@@ -935,6 +944,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the --failed brokers are live brokers to empty (decommission), not dead ones",
     )
     parser.add_argument(
+        "--drain-replicas",
+        default=None,
+        help="only these replicas of the --failed brokers move: topic:partition@broker, comma-separated",
+    )
+    parser.add_argument(
         "--out", required=True, help="output folder or Hadoop URL (s3a://...) for the plan files"
     )
     return parser.parse_args(argv)
@@ -948,6 +962,34 @@ def _ids(text: str, what: str) -> list[int]:
     if len(set(ids)) != len(ids):
         raise PlanImpossible(f"{what} name a broker twice: {text!r}")
     return ids
+
+
+def _replica_selection(text: str | None, failed: list[int]) -> set[tuple[str, int, int]] | None:
+    """``--drain-replicas`` as (topic, partition, broker) keys; None when not given. A topic name
+    holds no ':', '@' or ',' (Kafka allows only letters, digits, '.', '_' and '-')."""
+    if text is None:
+        return None
+    if len(failed) != 1:  # a selected partition's other failed replica would move too
+        raise PlanImpossible(f"--drain-replicas works on one --failed broker, got {failed}")
+    keys = set()
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        topic, colon, rest = item.rpartition(":")
+        partition, at, broker = rest.partition("@")
+        if not (topic and colon and at and partition.isdigit() and broker.isdigit()):
+            raise PlanImpossible(f"--drain-replicas entries are topic:partition@broker, got {item!r}")
+        if int(broker) not in failed:
+            raise PlanImpossible(f"--drain-replicas names broker {broker}, which is not in --failed {failed}")
+        keys.add((topic, int(partition), int(broker)))
+    if not keys:
+        raise PlanImpossible("--drain-replicas names no replica")
+    return keys
+
+
+def select_replicas(inputs: Inputs, selected: set[tuple[str, int, int]]) -> None:
+    """Keep only the affected partitions whose replica on a failed broker is a selected one."""
+    inputs.affected = [
+        p for p in inputs.affected if any((p.topic, p.partition, b) in selected for b in p.replicas)
+    ]
 
 
 def _positive(text: str, what: str) -> int:
@@ -997,11 +1039,15 @@ def run(spark, argv: list[str] | None = None) -> int:
         )
         if not exists(spark, args.snapshot):
             raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
+        selected = _replica_selection(args.drain_replicas, failed)
         inputs = load_inputs(spark, args.snapshot, set(failed))
         loaded = time.monotonic()
-        chosen = choose_receivers(inputs.brokers, failed, receivers, args.drain)
+        # a selection's brokers are live (checked like a drain's), its replicas offline (moved like a heal's)
+        chosen = choose_receivers(inputs.brokers, failed, receivers, args.drain or selected is not None)
+        if selected is not None:
+            select_replicas(inputs, selected)
         before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
-        moves, not_moved, balancer = assign(inputs, failed, chosen, args.drain)
+        moves, not_moved, balancer = assign(inputs, failed, chosen, args.drain and selected is None)
         chunks = make_chunks(moves, *limits)
         summary = write_plan(
             spark,
@@ -1016,6 +1062,7 @@ def run(spark, argv: list[str] | None = None) -> int:
             limits,
             args.snapshot,
             args.drain,
+            sorted(selected or ()),
         )
     except PlanImpossible as exc:
         _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})

@@ -46,7 +46,10 @@ class ReassignmentRunbook:
         the gate's Markdown, the execution state written.
     :param subject: the gate's one-line question (Jinja; ``{reviewed}`` and ``{checked}`` stand
         for the review's and validate's XCom).
-    :param plan_flags: extra arguments of ``spark_jobs/failed_broker_plan.py`` (``--drain``).
+    :param plan_flags: extra arguments of ``spark_jobs/failed_broker_plan.py`` (``--drain``; Jinja
+        allowed, e.g. validate's replica selection for ``--drain-replicas``).
+    :param verify: ``(params, checked, dag_id, run_id) -> dict``: the end state read back (default:
+        the heal's and the decommission's rule; a failed log dir's moves have their own).
     """
 
     check_input: str
@@ -54,6 +57,7 @@ class ReassignmentRunbook:
     review_plan: str
     subject: str
     plan_flags: tuple[str, ...] = ()
+    verify: str = "kafka_runbooks_airflow.failed_broker:verify"
 
 
 def call(target: str, *args: Any) -> Any:
@@ -169,9 +173,7 @@ def reassignment_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> 
     @task
     def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
         """Read the cluster back until the runbook's end state has held for the settle period."""
-        from kafka_runbooks_airflow.failed_broker import verify
-
-        return verify(dict(params), checked, dag_run.dag_id, run_id)
+        return call(runbook.verify, dict(params), checked, dag_run.dag_id, run_id)
 
     acquire_lease, release_lease = lease_tasks(poke_interval_s)
     checked = validate()

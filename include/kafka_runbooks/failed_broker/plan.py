@@ -411,10 +411,15 @@ class PlannedPartitions(RuleFamily):
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
         out = []
         drain = bool(plan.summary.get("drain"))
+        # a failed log dir's replicas (--drain-replicas): only they move, and they are no copy source
+        selected = {
+            tuple(s.rpartition("@")[0].rsplit(":", 1)) for s in plan.summary.get("drain_replicas") or ()
+        }
         must_move = {
             key
             for key, replicas in model.current.items()
             if model.failed & set(replicas)
+            and (not selected or (key[0], str(key[1])) in selected)
             and any(model.alive.get(b, False) for b in replicas if drain or b not in model.failed)
         }
         for key in sorted(must_move - set(model.planned)):

@@ -1,0 +1,224 @@
+"""Task bodies of ``kafka_log_dir_failure``: the failed-broker glue with a failed log dir's request.
+
+The runbook runs the heal's tasks (``kafka_runbooks_airflow.failed_broker``) with its own parser
+and selection (``kafka_runbooks.log_dir_failure``: a live broker, the replicas of its offline
+dirs), the planner's ``--drain-replicas`` (only those replicas move), the decommission's disk
+ceiling before the gate, and its own end state: the moved partitions off the broker, the
+healthy dirs' replicas still on it, everything in sync. ``mode=verify_replaced`` moves nothing:
+``validate`` waits until the broker's replicas are back in healthy dirs and in sync, and the run
+ends there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from kafka_runbooks import decisions
+
+log = logging.getLogger("kafka_runbooks.log_dir_failure")
+
+
+def _timeouts() -> dict[str, float]:
+    return {
+        "timeout_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
+        "settle_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
+    }
+
+
+def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What needs no cluster, before the run waits for the lease (then it joins the lease queue)."""
+    from kafka_runbooks.log_dir_failure import build_log_dir_request
+    from kafka_runbooks_airflow.inputs import check_before_lease
+    from kafka_runbooks_airflow.lease import join_lease_queue
+
+    checked = check_before_lease(dag_id, params, build_log_dir_request, ("kafka_conn_id",), log.name)
+    join_lease_queue(dag_id, run_id, dict(params))
+    return checked
+
+
+def read_failed_dirs(conn_id: str, broker: int, log_dir: str | None):
+    """The cluster's metadata with the broker's own DescribeLogDirs answer, and the selection."""
+    from kafka_runbooks.log_dir_failure import failed_dir_replicas
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        if broker in state.brokers and state.is_available(broker):
+            state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states([broker])
+    finally:
+        admin.close()
+    return state, failed_dir_replicas(state, broker, log_dir)
+
+
+def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """The broker is live and has an offline dir (none: nothing to do, a success); the replicas
+    that sat in it are chosen; then the heal's validate (receivers, in-flight, adoption).
+    ``verify_replaced``: the replacement is verified here and nothing moves."""
+    from kafka_runbooks.log_dir_failure import VERIFY_REPLACED, build_log_dir_request
+    from kafka_runbooks_airflow.failed_broker import validate as shared
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    request = refuse_bad_input(build_log_dir_request, params, log.name)
+    if request.mode == VERIFY_REPLACED:
+        return {**verify_replaced(params["kafka_conn_id"], request.broker_id), "nothing_to_do": True}
+    state, found = refuse_bad_input(
+        lambda _: read_failed_dirs(params["kafka_conn_id"], request.broker_id, request.log_dir), {}, log.name
+    )
+    if found.nothing_to_do:
+        decisions.record(
+            "validate",
+            "nothing to do",
+            f"broker {request.broker_id} has no offline log dir (its DescribeLogDirs answer): nothing moves",
+            observed=found.observed(),
+            logger=log,
+        )
+        return {"nothing_to_do": True, "failed": [request.broker_id], "selection": found.observed()}
+    decisions.record(
+        "select replicas",
+        f"move the {len(found.replicas)} replica(s) of broker {request.broker_id}'s failed log dir(s)",
+        "the broker's replicas in the metadata that none of its healthy dirs lists; its "
+        f"{len(found.in_healthy_dirs)} replica(s) in healthy dirs stay",
+        observed=found.observed(),
+        logger=log,
+    )
+    checked = shared(
+        params,
+        dag_id,
+        run_id,
+        parse=lambda _: request.reassign,
+        choose=lambda req, now: _receivers(req, now, request.broker_id),
+    )
+    return {
+        **checked,
+        "nothing_to_do": checked["nothing_to_do"] or not found.replicas,
+        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "drain_replicas_csv": found.selection_csv,
+        "moved": [f"{t}:{p}" for t, p in found.replicas],
+        "kept": [f"{t}:{p}" for t, p in found.in_healthy_dirs],
+    }
+
+
+def _receivers(request, state, broker: int) -> tuple[list[int], list[int]]:
+    """(the broker, receivers): every other live broker, or the named ones (live, not the broker)."""
+    from kafka_runbooks.failed_broker.request import RequestError, _not_controllers
+
+    live = state.alive_broker_ids()
+    if request.receivers is None:
+        receivers = [b for b in live if b != broker]
+    else:
+        _not_controllers(request.receivers, "receiver(s)", state)
+        bad = [b for b in request.receivers if b == broker or b not in live]
+        if bad:
+            raise RequestError(f"receiver(s) {bad} are not live brokers other than broker {broker}")
+        receivers = list(request.receivers)
+    if not receivers:
+        raise RequestError(f"no live broker other than {broker} can receive the replicas")
+    return [broker], receivers
+
+
+def review_plan(
+    checked: dict[str, Any] | None, snapshot_info: dict[str, Any] | None, dag_id: str, run_id: str
+) -> dict[str, Any]:
+    """The decommission's review: the disk ceiling on the receivers, then the heal's plan check."""
+    from kafka_runbooks_airflow.decommission import review_plan as shared
+
+    return shared(checked, snapshot_info, dag_id, run_id)
+
+
+def _keys(names: list[str]) -> list[tuple[str, int]]:
+    return [(t, int(p)) for t, _, p in (n.rpartition(":") for n in names)]
+
+
+def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """After the moves and the cleanup: the moved partitions name the broker no more, its healthy
+    dirs' partitions still do, every partition is in sync and no throttle is left, on every read
+    for the settle period."""
+    from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
+    from kafka_runbooks.log_dir_failure import await_holding, moved_off
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    broker = int(checked["failed"][0])
+    moved, kept = _keys(checked["moved"]), _keys(checked["kept"])
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+
+    def read():
+        state = admin.read_state(include_log_dirs=False)
+        left = leftover_throttles(
+            admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
+        )
+        return moved_off(state, broker, moved, kept), left
+
+    def judge(seen):
+        result, left = seen
+        return _Judged(result, left)
+
+    try:
+        judged = await_holding(read, judge, **_timeouts())
+    finally:
+        admin.close()
+    observed = {
+        **judged.result.__dict__,
+        "throttles_left": judged.left,
+        "moved": len(moved),
+        "kept": len(kept),
+    }
+    decisions.record(
+        "verify",
+        "moved" if judged.done else "NOT moved",
+        f"no moved partition names broker {broker}, its healthy dirs' replicas stayed, every partition in "
+        "sync, no throttle left"
+        if judged.done
+        else "see observed",
+        observed=observed,
+        logger=log,
+        level=logging.INFO if judged.done else logging.ERROR,
+    )
+    if not judged.done:
+        raise RunbookFailed(f"the failed log dir's replicas are not all moved and in sync: {observed}")
+    return {"moved": len(moved), "kept": len(kept)}
+
+
+class _Judged:
+    def __init__(self, result, left: dict) -> None:
+        self.result, self.left = result, left
+        self.done = result.done and not left
+
+
+def verify_replaced(conn_id: str, broker: int) -> dict[str, Any]:
+    """The disk was replaced and the broker restarted: its replicas are back in healthy dirs and
+    in sync (held for the settle period), or the run fails naming what is not. Nothing moves."""
+    from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks.log_dir_failure import await_holding, live_broker, replaced
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+
+    def read():
+        state = admin.read_state(include_log_dirs=False)
+        refuse_bad_input(lambda _: live_broker(state, broker), {}, log.name)
+        state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states([broker])
+        return state
+
+    try:
+        seen = await_holding(read, lambda state: replaced(state, broker), **_timeouts())
+    finally:
+        admin.close()
+    observed = dict(seen.__dict__)
+    decisions.record(
+        "verify replaced",
+        "replaced" if seen.done else "NOT replaced",
+        f"every replica of broker {broker} is in one of its healthy log dirs and in the ISR, no dir offline"
+        if seen.done
+        else "see observed",
+        observed=observed,
+        logger=log,
+        level=logging.INFO if seen.done else logging.ERROR,
+    )
+    if not seen.done:
+        raise RunbookFailed(f"broker {broker}'s replicas are not all back and in sync: {observed}")
+    return {"replaced": True, "failed": [broker]}
