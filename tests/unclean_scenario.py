@@ -140,18 +140,27 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
       120 in e1. Their logs diverged at offset 100: whichever is elected, the other is
       truncated to 100. Kafka's own unclean election takes broker 2 (first live replica).
     """
-    bootstrap = stack.bootstrap_servers
     wait_until(
         lambda: cluster_healthy(admin), 180, 1, "a fully replicated cluster before building the scenario"
     )
     topic = unique_topic(prefix)
+    try:
+        return _diverge(stack, admin, topic, partitions)
+    except BaseException:  # never leave brokers down and a topic offline for the next test
+        restore(stack, admin, [topic], timeout=600)
+        raise
+
+
+def _diverge(stack, admin: ClusterAdmin, topic: str, partitions: int) -> DivergedScenario:
+    """The steps of :func:`build_diverged` (limits generous: each wait ends on its condition)."""
+    bootstrap = stack.bootstrap_servers
     create_topic(
         bootstrap,
         topic,
         assignment={p: list(DIVERGED_ASSIGNMENT) for p in range(partitions)},
         config={"min.insync.replicas": "1"},
     )
-    wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_partitions([topic])), 60, 0.5, "full ISR")
+    wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_partitions([topic])), 180, 0.5, "full ISR")
 
     def parts():
         return admin.describe_partitions([topic])
@@ -163,12 +172,12 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
     produce_all(PER_STEP)
     old_epoch = max(p.leader_epoch for p in parts())
     stack.stop_node(3)
-    wait_until(lambda: all(3 not in p.isr for p in parts()), 60, 0.5, "3 out of ISR")
+    wait_until(lambda: all(3 not in p.isr for p in parts()), 180, 0.5, "3 out of ISR")
     produce_all(PER_STEP)
     stack.stop_node(2)
-    wait_until(lambda: all(2 not in p.isr for p in parts()), 60, 0.5, "2 out of ISR")
+    wait_until(lambda: all(2 not in p.isr for p in parts()), 180, 0.5, "2 out of ISR")
     stack.kill(1)
-    wait_until(lambda: all(p.leader == -1 for p in parts()), 60, 0.5, "offline after broker 1 died")
+    wait_until(lambda: all(p.leader == -1 for p in parts()), 180, 0.5, "offline after broker 1 died")
     stack.start_node(3, wait=True)
     wait_until(
         lambda: admin.describe_brokers().get(3) and admin.describe_brokers()[3].available, 90, 0.5, "3 up"
@@ -176,7 +185,7 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
     keys = [(topic, p) for p in range(partitions)]
     wait_until(
         lambda: not any(admin.elect_unclean(keys).values()) and all(p.leader == 3 for p in parts()),
-        60,
+        180,
         1,
         "broker 3 elected unclean",
     )
@@ -185,7 +194,7 @@ def build_diverged(stack, admin: ClusterAdmin, prefix: str, partitions: int = 1)
     stack.start_node(1, wait=True)
     wait_until(lambda: all(set(p.isr) == {1, 3} for p in parts()), 120, 0.5, "1 back in the ISR")
     stack.stop_node(3)
-    wait_until(lambda: all(p.leader == 1 and 3 not in p.isr for p in parts()), 60, 0.5, "1 leads, 3 out")
+    wait_until(lambda: all(p.leader == 1 and 3 not in p.isr for p in parts()), 180, 0.5, "1 leads, 3 out")
     stack.kill(1)
     stack.start_node(3, wait=True)
     stack.start_node(2, wait=True)
