@@ -63,7 +63,11 @@ def health_reports(root: Path | None = None) -> list[dict[str, Any]]:
 def run_progress(dag_id: str, run_id: str, root: Path | None = None) -> dict[str, Any] | None:
     """What a running runbook has done so far, from its own state files (None if it wrote none)."""
     store = _store(root)
-    if dag_id in ("kafka_failed_broker_reassignment", "kafka_broker_decommission"):  # the chunked executor's
+    if dag_id in (  # the chunked executor's
+        "kafka_failed_broker_reassignment",
+        "kafka_broker_decommission",
+        "kafka_log_dir_failure",
+    ):
         folder = f"reassign/{safe_name(dag_id)}/{safe_name(run_id)}"
         progress = _read_json(store, f"{folder}/progress.json") or _read_json(
             store, f"{folder}/adopt-progress.json"

@@ -23,7 +23,7 @@ URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
 REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
 # the runs the Stop button applies to: every DAG that moves replicas with the chunked executor
-STOPPABLE_DAG_IDS = (REASSIGN_DAG_ID, "kafka_broker_decommission")
+STOPPABLE_DAG_IDS = (REASSIGN_DAG_ID, "kafka_broker_decommission", "kafka_log_dir_failure")
 STOP_DAG_ID = "kafka_reassignment_stop"
 
 app = FastAPI(title="Kafka runbooks console", docs_url=None, redoc_url=None, openapi_url=None)
@@ -260,7 +260,7 @@ def stop_refusal(
     """Why this user may not stop this run (None: they may). The same people as the gate: those who
     may edit the DAG's runs and, when the deployment names approvers, only them."""
     if dag_id not in STOPPABLE_DAG_IDS:
-        return f"only {' and '.join(STOPPABLE_DAG_IDS)} runs are stopped here"
+        return f"only {', '.join(STOPPABLE_DAG_IDS)} runs are stopped here"
     if run_state is None:
         return "no such run"
     if not may_edit_runs:

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
+LOG_DIR_FAILURE_DAG_ID = "kafka_log_dir_failure"
 # every DAG that moves replicas with the chunked executor: one stop request reaches them all
-REASSIGNING_DAG_IDS = (REASSIGN_DAG_ID, DECOMMISSION_DAG_ID)
+REASSIGNING_DAG_IDS = (REASSIGN_DAG_ID, DECOMMISSION_DAG_ID, LOG_DIR_FAILURE_DAG_ID)
 
 log = logging.getLogger("kafka_runbooks.failed_broker")
 

@@ -19,3 +19,4 @@ def test_only_a_reassignment_run_that_goes_on_is_stopped():
     assert "only" in stop_refusal("kafka_cluster_health", "running", True, None, "bob")
     assert stop_refusal(REASSIGN_DAG_ID, "queued", True, None, "bob") is None
     assert stop_refusal("kafka_broker_decommission", "running", True, None, "bob") is None  # same executor
+    assert stop_refusal("kafka_log_dir_failure", "running", True, None, "bob") is None  # same executor
