@@ -22,10 +22,16 @@ would have fewer caught-up members than their majority, never counts a voter who
 unknown as caught up, and never changes a static (`controller.quorum.voters`) quorum.
 Kafka's `kafka-metadata-quorum` runs from the jars named by the Variable
 `kafka_runbooks_kafka_libs` (or `KAFKA_RUNBOOKS_KAFKA_LIBS`).
+
+One disruptive runbook per cluster: the run first takes the cluster's **lease** (shared with
+the restart, the unclean recovery and the reassigning runbooks), holds it through the gate,
+renews it before it acts and gives it back in `release_lease` whatever happened;
+`on_lease_held` says whether to wait for it or fail naming the holder.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -34,6 +40,9 @@ from airflow.sdk import DAG, Param, task
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema
+from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
+
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 
 with DAG(
     dag_id="kafka_controller_replace",
@@ -44,7 +53,8 @@ with DAG(
     is_paused_upon_creation=False,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    # one run per cluster through the lease, not one per DAG: runs on other clusters go on
+    max_active_runs=4,
     tags=["kafka", "remediation", "kraft", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
@@ -95,6 +105,7 @@ with DAG(
             **duration_schema(minimum=1),
             description="No answer at the gate within this (e.g. '2h', '30m', or seconds): the run fails.",
         ),
+        "on_lease_held": on_lease_held_param(),
     },
 ) as dag:
 
@@ -127,5 +138,6 @@ with DAG(
 
         return run(get_current_context(), document, dict(params))
 
+    acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_replacement()
-    planned >> approve >> replace(planned)
+    acquire_lease >> planned >> approve >> replace(planned) >> release_lease.as_teardown(setups=acquire_lease)

@@ -91,8 +91,13 @@ def plan(params: dict[str, Any]) -> dict[str, Any]:
 def replace(context, document: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Refuse unless the gate approved these steps; then add, remove, verify."""
     from kafka_runbooks_airflow.gate import require_approval
+    from kafka_runbooks_airflow.lease import renew_lease
 
     require_approval(context, "controller_replace", "approve_replacement")
+    # this run still holds the cluster, for the whole replacement (two waits and the settle)
+    wait_s = parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s")
+    hold = 3 * wait_s + parse_duration(params.get("settle_period_s", "10s"), "settle_period_s")
+    renew_lease(context, params["kafka_conn_id"], hold_for_s=hold)
     admin, runbook = _runbook(params)
     try:
         return runbook.run(document)

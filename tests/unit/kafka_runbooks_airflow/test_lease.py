@@ -1,4 +1,4 @@
-"""The three disruptive runbooks share the per-cluster lease instead of ``max_active_runs=1``:
+"""The disruptive runbooks share the per-cluster lease instead of ``max_active_runs=1``:
 taken first (before the plan reads the cluster), held through the gate, given back by a
 teardown whatever happened; the steps that act renew it (and stop if it was lost)."""
 
@@ -13,6 +13,9 @@ DISRUPTIVE = {
     "kafka_broker_restart": ("plan_restart", "rolling_restart"),
     "kafka_unclean_recovery": ("plan_recovery", "run_elections"),
     "kafka_failed_broker_reassignment": ("validate", "execute_chunks"),
+    "kafka_broker_decommission": ("validate", "execute_chunks"),
+    "kafka_log_dir_failure": ("validate", "execute_chunks"),
+    "kafka_controller_replace": ("plan_replacement", "replace"),
 }
 
 
