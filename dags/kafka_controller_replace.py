@@ -110,6 +110,16 @@ with DAG(
 ) as dag:
 
     @task
+    def check_input(params=None, run_id=None, dag_run=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease (then it joins the queue)."""
+        from kafka_runbooks_airflow.controller_replace import build_request
+        from kafka_runbooks_airflow.inputs import check_before_lease
+
+        return check_before_lease(
+            dag_run.dag_id, params, build_request, ("kafka_conn_id",), "kafka_runbooks.controller_replace"
+        )
+
+    @task
     def plan_replacement(params=None) -> dict:
         """Read the quorum, plan the steps, refuse one that would break the majority (read-only)."""
         from kafka_runbooks_airflow.controller_replace import plan
@@ -140,4 +150,11 @@ with DAG(
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_replacement()
-    acquire_lease >> planned >> approve >> replace(planned) >> release_lease.as_teardown(setups=acquire_lease)
+    (
+        check_input()
+        >> acquire_lease
+        >> planned
+        >> approve
+        >> replace(planned)
+        >> release_lease.as_teardown(setups=acquire_lease)
+    )

@@ -55,8 +55,9 @@ with DAG(
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
         "broker_id": Param(
-            0,
-            type="integer",
+            None,
+            # no default broker: an empty form is refused before anything waits or reads the cluster
+            type=["null", "integer"],
             minimum=0,
             description="The live broker with the failed log dir (the health report's log-dir section names it).",
         ),

@@ -110,6 +110,9 @@ def test_the_restart_form_triggers_from_its_defaults_and_the_run_refuses_before_
     [
         ("kafka_connect_restart", "check_request", "connector: give the connector's name"),
         ("kafka_reassignment_stop", "request_stop", "refuse the stop: nothing was done"),
+        ("kafka_broker_decommission", "check_input", "refuse the run: nothing was done"),
+        ("kafka_log_dir_failure", "check_input", "refuse the run: nothing was done"),
+        ("kafka_controller_replace", "check_input", "name the voter(s) to remove"),
     ],
 )
 def test_a_manual_dag_triggered_from_its_defaults_refuses_before_acting(
