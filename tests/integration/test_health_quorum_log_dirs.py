@@ -97,9 +97,14 @@ def test_a_failed_log_dir_is_reported_with_the_replicas_that_sat_in_it(jbod_stac
         def offline():
             state = admin.read_state()
             report = log_dirs_report(state)
-            return (state, report) if report["offline_dirs"] else None
+            # DescribeLogDirs (the broker) and the metadata's offline replicas (the controller,
+            # once the broker reported the dir) answer a moment apart: wait for both
+            broker = {b["broker_id"]: b for b in report["brokers"]}.get(1, {})
+            return (state, report) if report["offline_dirs"] and broker.get("metadata_offline") else None
 
-        state, report = wait_until(offline, 60, 0.5, "broker 1's failed log dir in DescribeLogDirs")
+        state, report = wait_until(
+            offline, 60, 0.5, "broker 1's failed log dir in DescribeLogDirs and in the metadata"
+        )
     assert state.brokers[1].available  # the broker lives on: the failed-broker sweep sees nothing
     broker = {b["broker_id"]: b for b in report["brokers"]}
     assert broker[1]["offline_dirs"] == [{"path": failing, "error": "KAFKA_STORAGE_ERROR"}]

@@ -36,6 +36,10 @@ def _partition(admin, topic: str, partition: int = 0):
     return next(p for p in admin.describe_topic_partitions([topic]) if p.partition == partition)
 
 
+def _partition_or_none(admin, topic: str, partition: int = 0):
+    return next((p for p in admin.describe_topic_partitions([topic]) if p.partition == partition), None)
+
+
 def test_a_stale_live_replica_is_not_offered_while_the_elr_replicas_are_down(restore_stack, admin, tmp_path):
     """[1, 3, 2], min ISR 2: broker 3 stops at 100 records; 100 more are acknowledged by 1 and 2;
     2 and then 1 stop cleanly (they stay in the ELR); 3 comes back. The only live replica lacks
@@ -45,7 +49,8 @@ def test_a_stale_live_replica_is_not_offered_while_the_elr_replicas_are_down(res
     create_topic(
         stack.bootstrap_servers, topic, assignment={0: [1, 3, 2]}, config={"min.insync.replicas": "2"}
     )
-    wait_until(lambda: len(_partition(admin, topic).isr) == 3, 60, 0.5, "full ISR")
+    # a topic just created may not be described yet (UNKNOWN_TOPIC_OR_PARTITION): wait for it too
+    wait_until(lambda: len(getattr(_partition_or_none(admin, topic), "isr", ())) == 3, 60, 0.5, "full ISR")
     assert produce(stack.bootstrap_servers, topic, 100, partition=0) == 100
     stack.stop_node(3)
     wait_until(lambda: 3 not in _partition(admin, topic).isr, 60, 0.5, "3 out of the ISR")
