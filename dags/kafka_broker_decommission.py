@@ -34,7 +34,12 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks_airflow.inputs import broker_list_schema
-from kafka_runbooks_airflow.reassign_dag import ReassignmentRunbook, chunk_params, reassignment_tasks
+from kafka_runbooks_airflow.reassign_dag import (
+    ReassignmentRunbook,
+    chunk_params,
+    disk_ceiling_param,
+    reassignment_tasks,
+)
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 GLUE = "kafka_runbooks_airflow.decommission"
@@ -63,14 +68,7 @@ with DAG(
             type=["null", "string"],
             description="Drain every registered broker of this rack (broker.rack), instead of broker_ids.",
         ),
-        "max_disk_usage_percent": Param(
-            85,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=100,
-            description="Refused before the gate if a receiver's log dir would be fuller than this after the "
-            "plan (DescribeLogDirs total and usable bytes; a dir of unknown size is refused too).",
-        ),
+        "max_disk_usage_percent": disk_ceiling_param(),
         **chunk_params("drained"),
     },
 ) as dag:

@@ -36,7 +36,13 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param
 
-from kafka_runbooks_airflow.reassign_dag import CHECKED, ReassignmentRunbook, chunk_params, reassignment_tasks
+from kafka_runbooks_airflow.reassign_dag import (
+    CHECKED,
+    ReassignmentRunbook,
+    chunk_params,
+    disk_ceiling_param,
+    reassignment_tasks,
+)
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 GLUE = "kafka_runbooks_airflow.log_dir_failure"
@@ -75,14 +81,7 @@ with DAG(
             "replaced and the broker restarted; verify that its replicas are back in healthy dirs and in sync "
             "(nothing moves).",
         ),
-        "max_disk_usage_percent": Param(
-            85,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=100,
-            description="Refused before the gate if a receiver's log dir would be fuller than this after the "
-            "plan (DescribeLogDirs total and usable bytes; a dir of unknown size is refused too).",
-        ),
+        "max_disk_usage_percent": disk_ceiling_param(),
         **chunk_params("failed"),
     },
 ) as dag:

@@ -66,6 +66,18 @@ def call(target: str, *args: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
+def disk_ceiling_param() -> Param:
+    """The disk ceiling of a planned move (decommission, log-dir failure): one definition."""
+    return Param(
+        85,
+        type="number",
+        exclusiveMinimum=0,
+        maximum=100,
+        description="Refused before the gate if a receiver's log dir would be fuller than this after the "
+        "plan (DescribeLogDirs total and usable bytes; a dir of unknown size is refused too).",
+    )
+
+
 def chunk_params(what_moves: str) -> dict[str, Param]:
     """The params every reassigning runbook shares (receivers, chunks, throttle, gate, lease, election)."""
     return {
