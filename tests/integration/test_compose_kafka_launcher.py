@@ -31,10 +31,23 @@ NODES = ("controller-9001", "controller-9002", "controller-9003", "broker-1")
 JMX_AGENT = re.compile(r"-javaagent:\S+=(\d+):\S+")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+PORT_OFFSET = (
+    500  # from the lane's port base: base+500..+511, clear of the stacks (+80 and up at +0 and +600)
+)
+
+
+def _lane_ports() -> dict[str, dict[str, int]]:
+    """Fixed ports below Linux's ephemeral range (32768+), in this lane's block.
+
+    Ports picked by binding to 0 came from the ephemeral range, where an outgoing connection
+    of the other lane could take one before Kafka bound it; CI saw a controller exit for it."""
+    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + PORT_OFFSET
+    roles = ("main", "metrics", "external")
+    return {name: {role: base + 3 * i + j for j, role in enumerate(roles)} for i, name in enumerate(NODES)}
+
+
+def _tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-3000:] if path.exists() else "(none)"
 
 
 def _env(service: dict) -> dict[str, str]:
@@ -70,9 +83,7 @@ def nodes(tmp_path_factory):
         str(j) for j in sorted(lib.glob("*.jar")) if not j.name.startswith("jmx_prometheus")
     )
     [agent_jar] = sorted(lib.glob("jmx_prometheus_javaagent-*.jar"))
-    ports = {
-        name: {"main": _free_port(), "metrics": _free_port(), "external": _free_port()} for name in NODES
-    }
+    ports = _lane_ports()
     root = tmp_path_factory.mktemp("compose-kafka")
 
     def localise(name: str, value: str) -> str:
@@ -116,7 +127,10 @@ def nodes(tmp_path_factory):
 
         def healthy(name: str) -> bool:
             if procs[name].poll() is not None:
-                raise AssertionError(f"{name} exited:\n{(root / name / 'stdout.log').read_text()[-3000:]}")
+                raise AssertionError(
+                    f"{name} exited:\n{_tail(root / name / 'stdout.log')}\n"
+                    f"server.log:\n{_tail(root / name / 'home' / 'server.log')}"
+                )
             return subprocess.run(["sh", "-c", checks[name]], capture_output=True).returncode == 0
 
         for name in NODES:
@@ -156,8 +170,11 @@ def test_the_broker_runs_with_its_rack_and_the_cluster_wide_min_isr(nodes):
 
 
 def test_the_health_checks_fail_when_nothing_answers(nodes):
-    for name in ("controller-9001", "broker-1"):
-        dead = nodes["checks"][name].replace(
-            f"{LOOPBACK}:{nodes['ports'][name]['metrics']}", f"{LOOPBACK}:{_free_port()}"
-        )
-        assert subprocess.run(["sh", "-c", dead], capture_output=True).returncode != 0, name
+    with socket.socket() as bound_not_listening:  # held for the check: nothing can answer on it
+        bound_not_listening.bind((LOOPBACK, 0))
+        port = bound_not_listening.getsockname()[1]
+        for name in ("controller-9001", "broker-1"):
+            dead = nodes["checks"][name].replace(
+                f"{LOOPBACK}:{nodes['ports'][name]['metrics']}", f"{LOOPBACK}:{port}"
+            )
+            assert subprocess.run(["sh", "-c", dead], capture_output=True).returncode != 0, name
