@@ -1,22 +1,18 @@
 """Tests of spark_jobs/cluster_health.py on synthetic snapshots.
 
-Most tests call the pure DataFrame functions on a shared local session; one runs the whole job
-through spark-submit, as production does.
+Most tests call the pure DataFrame functions on a shared local session; the whole job through
+spark-submit, as production does, is tests/spark/test_jobs_on_s3a.py's (on the object store,
+compared with a run of the same job here).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import json
-import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
-
-from kafka_runbooks_dev.local_spark import spark_submit_command
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "cluster_health.py"
 FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
@@ -324,72 +320,6 @@ def test_job_imports_only_pyspark_and_stdlib():
         (client_roots if id(node) in inside else roots).update(names)
     assert roots - set(sys.stdlib_module_names) - {"__future__"} == {"pyspark"}
     assert client_roots == {"kafka_runbooks"}
-
-
-def test_spark_submit_end_to_end(make_snapshot, tmp_path):
-    bin_dir = Path(sys.executable).parent
-    spark_submit = bin_dir / "spark-submit"
-    assert spark_submit.is_file(), spark_submit
-    brokers = [{"id": 1, "rack": "a"}, {"id": 2, "rack": "b"}, {"id": 3, "rack": "c", "alive": False}]
-    parts = []
-    for p in range(4):
-        isr = [b for b in rotated(3, 3, p) if b != 3]
-        parts.append(part("orders", p, rotated(3, 3, p), isr, isr[0]))
-    parts.append(part("lonely", 0, [3], [3], -1, min_isr=1))
-    snapshot = make_snapshot(brokers, parts)
-    output = tmp_path / "out"
-
-    cmd, env = spark_submit_command(
-        JOB_PATH,
-        ["--snapshot", str(snapshot), "--output", str(output), "--max-listed", "2"],
-        conf={"spark.sql.shuffle.partitions": "2"},
-    )
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-5000:]}"
-    assert "report.json: 5 partitions" in result.stdout
-
-    report = json.loads((output / "report.json").read_text())
-    assert report["cluster_id"] == make_snapshot.cluster_id
-    assert report["taken_at_ms"] == make_snapshot.taken_at_ms
-    assert report["partitions"] == 5
-    assert report["counts"] == {"offline": 1, "under_replicated": 4, "under_min_isr": 0, "at_min_isr": 4}
-    assert report["truncated"] == {
-        "offline": False,
-        "under_replicated": True,
-        "under_min_isr": False,
-        "at_min_isr": True,
-    }
-    assert listed(report, "under_replicated") == [("orders", 0), ("orders", 1)]
-    assert report["offline"] == [
-        {
-            "topic": "lonely",
-            "partition": 0,
-            "leader": -1,
-            "replicas": [3],
-            "isr": [3],
-            "replication_factor": 1,
-            "min_insync_replicas": 1,
-        }
-    ]
-    by_id = brokers_by_id(report)
-    assert [b["broker_id"] for b in report["brokers"]] == [1, 2, 3]
-    assert by_id[3]["alive"] is False and by_id[3]["replica_count"] == 5 and by_id[3]["size_bytes"] is None
-    assert by_id[1]["leader_count"] + by_id[2]["leader_count"] == 4
-
-    data_files = list((output / "partitions.parquet").glob("part-*.parquet"))
-    assert len(data_files) == 1
-    table = pq.read_table(data_files[0])
-    assert table.num_rows == 5
-    assert [(t, p) for t, p in zip(table["topic"].to_pylist(), table["partition"].to_pylist())] == [
-        ("lonely", 0),
-        ("orders", 0),
-        ("orders", 1),
-        ("orders", 2),
-        ("orders", 3),
-    ]
-    assert table["offline"].to_pylist() == [True, False, False, False, False]
-    assert table["under_replicated"].to_pylist() == [False, True, True, True, True]
-    assert not (output / "report.json.tmp").exists()
 
 
 @pytest.mark.parametrize(

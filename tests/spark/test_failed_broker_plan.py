@@ -1,7 +1,8 @@
 """Tests of spark_jobs/failed_broker_plan.py: synthetic snapshots, then one from the real stack.
 
 Most runs go through the job's own ``run`` on the shared local session (Spark starts once); the
-exit code of an impossible plan and the real-stack plan go through spark-submit, as the DAG does.
+job through spark-submit (a plan, and the exit code 2 and error.json of an impossible one) is
+tests/spark/test_jobs_on_s3a.py's, and through Airflow on Celery tests/celery/test_celery.py's.
 Every successful plan is also put through the independent ``check_plan``.
 """
 
@@ -12,7 +13,6 @@ import importlib.util
 import json
 import random
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
-from kafka_runbooks_dev.local_spark import spark_submit_command
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"
 
@@ -371,24 +370,9 @@ def test_job_imports_only_pyspark_and_stdlib():
     assert client_roots == {"kafka_runbooks"}
 
 
-def spark_submit(*args: str) -> subprocess.CompletedProcess:
-    cmd, env = spark_submit_command(JOB_PATH, list(args))
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def test_spark_submit_exits_2_on_an_impossible_plan(make_snapshot, tmp_path):
-    parts = [part("t", p, [1, 2, 3], {3}) for p in range(2)]
-    snapshot = make_snapshot([1, 2, {"id": 3, "alive": False}], parts)
-    result = spark_submit("--snapshot", str(snapshot), "--failed", "3", "--out", str(tmp_path / "out"))
-    assert result.returncode == 2, result.stderr[-3000:]
-    error = json.loads((tmp_path / "out" / "error.json").read_text())
-    assert error["error"].startswith("cannot keep the replication factor of 2 partition(s)")
-    assert not (tmp_path / "out" / "plan.json").exists()
-
-
 def test_plan_from_a_real_stack_snapshot(kafka_stack, admin, spark, tmp_path):
     """Topics with data on the real 4-broker stack; plan as if broker 4 had failed (in the
-    session's Spark: spark-submit of this job is test_spark_submit_exits_2_on_an_impossible_plan's)."""
+    session's Spark; spark-submit of this job is tests/spark/test_jobs_on_s3a.py's)."""
     from kafka_runbooks.snapshot import write_snapshot
     from tests.helpers import create_topic, produce, unique_topic
 

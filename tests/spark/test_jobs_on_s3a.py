@@ -24,6 +24,7 @@ import pytest
 from kafka_runbooks import storage
 from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
 from kafka_runbooks_dev.local_spark import ensure_s3a_jars, spark_submit_command
+from kafka_runbooks_dev.localstack.s3proxy import CREDENTIAL
 from tests.spark.test_cluster_health import job as health_job
 from tests.spark.test_failed_broker_plan import job as plan_job
 
@@ -88,6 +89,7 @@ class OnTheStore:
         home = self.tmp / f"driver-{where}-{job.removesuffix('.py')}"
         home.mkdir()
         argv, env = spark_submit_command(JOBS / job, args, master="local[2]", conf=self.conf)
+        assert CREDENTIAL not in " ".join(argv), "the store's secret on the command line"
         env["HOME"] = str(home)
         started = time.monotonic()
         proc = subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=900)
@@ -112,8 +114,8 @@ def files_under(folder: Path) -> list[str]:
 
 
 def in_process(run, spark, args: list[str]) -> float:
-    """The same job on local folders, in the session the other Spark tests share (its own
-    spark-submit runs are in test_cluster_health.py and test_failed_broker_plan.py): seconds."""
+    """The same job on local folders, in the session the other Spark tests share: seconds.
+    (These are the suite's only spark-submit runs of the jobs outside Airflow.)"""
     started = time.monotonic()
     assert run(spark, args) == 0
     return time.monotonic() - started
