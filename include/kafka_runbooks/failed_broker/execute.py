@@ -398,23 +398,57 @@ class ChunkExecutor:
         self._start(state, chunk)
 
     def _start(self, state: ExecState, chunk: ChunkState) -> None:
+        """Start one chunk from what the cluster holds now, not from what the plan assumed: a killed
+        task, a broker back, a foreign reassignment or a partition already moved are all decided
+        afresh here, before any throttle is set or anything submitted (in that order)."""
         live, partitions, inflight = self._cluster(list(chunk.targets))
-        subject = f"chunk {chunk.index}"
         chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
-        back = [] if state.drain else [b for b in state.failed_brokers if b in live]
-        if back:
-            state.stopped = f"failed broker(s) {back} came back before chunk {chunk.index}"
-            self.checkpoint(state)
+        self._stop_if_failed_back(state, chunk, live)
+        self._refuse_foreign(state, chunk, inflight)
+        submit = self._sort_partitions(state, chunk, live, partitions, inflight)
+        if chunk.skipped:
             self._record(
-                "stop before the next chunk",
-                f"broker(s) {back} are available again: their replicas need not move any more; "
-                f"chunks {chunk.index}..{state.chunks[-1].index} are not started (run the runbook again "
-                "if the broker fails again)",
-                subject=subject,
-                observed={"live": sorted(live)},
-                level=logging.WARNING,
+                "drop from the chunk",
+                "nothing moves twice: these partitions are already where the plan wants them, or "
+                "changed since the plan",
+                subject=f"chunk {chunk.index}",
+                observed={"skipped": chunk.skipped},
             )
-            raise ReassignStopped(state.stopped)
+        if not submit and not chunk.moving:
+            chunk.status = DONE
+            chunk.finished_ms = int(self.clock() * 1000)
+            self.checkpoint(state)
+            self._record("chunk done", "nothing left to move in it", subject=f"chunk {chunk.index}")
+            return
+        self._set_throttle(state, chunk, live)
+        if submit:
+            self._submit(state, chunk, submit, partitions)
+        chunk.status = MOVING
+        chunk.started_ms = chunk.started_ms or int(self.clock() * 1000)
+        self.checkpoint(state)
+
+    def _stop_if_failed_back(self, state: ExecState, chunk: ChunkState, live: set[int]) -> None:
+        """A failed broker that is available again needs none of its replicas moved: stop before the
+        chunk (recorded first, so a resumed run stops too). A drain's brokers are live on purpose."""
+        back = [] if state.drain else [b for b in state.failed_brokers if b in live]
+        if not back:
+            return
+        state.stopped = f"failed broker(s) {back} came back before chunk {chunk.index}"
+        self.checkpoint(state)
+        self._record(
+            "stop before the next chunk",
+            f"broker(s) {back} are available again: their replicas need not move any more; "
+            f"chunks {chunk.index}..{state.chunks[-1].index} are not started (run the runbook again "
+            "if the broker fails again)",
+            subject=f"chunk {chunk.index}",
+            observed={"live": sorted(live)},
+            level=logging.WARNING,
+        )
+        raise ReassignStopped(state.stopped)
+
+    def _refuse_foreign(self, state: ExecState, chunk: ChunkState, inflight: dict[str, dict]) -> None:
+        """Refuse while a reassignment this run did not start is in flight: two at once would fight
+        over the same brokers. Ours are this chunk's targets or what the run already submitted."""
         ours = state.in_flight_targets()
         foreign = {
             k: v
@@ -424,17 +458,25 @@ class ChunkExecutor:
                 or (k in ours and target_of(v) == set(ours[k]))
             )
         }
-        if foreign:
-            shown = dict(list(foreign.items())[:20])
-            self._record(
-                "refuse",
-                f"{len(foreign)} reassignment(s) this run did not start are in flight; two reassignments "
-                "at once would fight over the same brokers. Let them finish or cancel them first",
-                subject=subject,
-                observed={"foreign": shown},
-                level=logging.ERROR,
-            )
-            raise ReassignError(f"reassignments not started by this run are in flight: {shown}")
+        if not foreign:
+            return
+        shown = dict(list(foreign.items())[:20])
+        self._record(
+            "refuse",
+            f"{len(foreign)} reassignment(s) this run did not start are in flight; two reassignments "
+            "at once would fight over the same brokers. Let them finish or cancel them first",
+            subject=f"chunk {chunk.index}",
+            observed={"foreign": shown},
+            level=logging.ERROR,
+        )
+        raise ReassignError(f"reassignments not started by this run are in flight: {shown}")
+
+    def _sort_partitions(
+        self, state: ExecState, chunk: ChunkState, live: set[int], partitions: dict, inflight: dict[str, dict]
+    ) -> dict[str, list[int]]:
+        """Each partition of the chunk is skipped, adopted (already moving to the plan's target) or to
+        be submitted; returns those to submit. Nothing moves twice, and nothing moves onto a broker
+        that is not available."""
         submit: dict[str, list[int]] = {}
         for k, target in chunk.targets.items():
             p = partitions.get(k)
@@ -447,7 +489,7 @@ class ChunkExecutor:
                     "adopt",
                     f"{k} is already being reassigned to exactly the plan's target {target} (a task killed "
                     "after submitting it): wait for it instead of submitting again",
-                    subject=subject,
+                    subject=f"chunk {chunk.index}",
                 )
             elif set(p.replicas) == set(target):
                 chunk.skipped[k] = f"already on its target replicas {list(p.replicas)}"
@@ -463,26 +505,7 @@ class ChunkExecutor:
                     raise ReassignError(f"{k}: target broker(s) {missing} are not available")
                 submit[k] = target
                 chunk.origin[k] = list(p.replicas)
-        if chunk.skipped:
-            self._record(
-                "drop from the chunk",
-                "nothing moves twice: these partitions are already where the plan wants them, or "
-                "changed since the plan",
-                subject=subject,
-                observed={"skipped": chunk.skipped},
-            )
-        if not submit and not chunk.moving:
-            chunk.status = DONE
-            chunk.finished_ms = int(self.clock() * 1000)
-            self.checkpoint(state)
-            self._record("chunk done", "nothing left to move in it", subject=subject)
-            return
-        self._set_throttle(state, chunk, live)
-        if submit:
-            self._submit(state, chunk, submit, partitions)
-        chunk.status = MOVING
-        chunk.started_ms = chunk.started_ms or int(self.clock() * 1000)
-        self.checkpoint(state)
+        return submit
 
     def _submit(self, state, chunk, submit, partitions) -> None:
         pairs = {split(k): v for k, v in submit.items()}
