@@ -566,6 +566,7 @@ def _health_quorum(q: dict[str, Any] | None) -> str:
     voters = ", ".join(
         f"{v['node_id']}{' (leader)' if v.get('leader') else ''}: {v['state']}"
         + ("" if v.get("lag_offsets") is None else f", {v['lag_offsets']} behind")
+        + (f", directory {v['directory_id']}" if v.get("directory_id") else "")
         for v in q.get("voters", [])
     )
     observers = ", ".join(str(o["node_id"]) for o in q.get("observers", [])) or "none"

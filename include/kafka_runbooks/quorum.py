@@ -76,6 +76,8 @@ def quorum_report(
         row["leader"] = v.node_id == quorum.leader_id
         row["caught_up_ms_ago"] = quorum.lag_ms(v.node_id)
         row["state"] = voter_state(quorum, v.node_id, max_lag_ms)
+        # KIP-853 (DescribeQuorum v2): what remove-controller needs to name a dead voter; None before v2
+        row["directory_id"] = v.directory_id
         voters.append(row)
     caught_up = [v["node_id"] for v in voters if v["state"] == CAUGHT_UP]
     unknown = [v["node_id"] for v in voters if v["state"] == UNKNOWN]

@@ -89,3 +89,41 @@ def test_no_spare_is_a_warning_of_the_sweep_and_a_spare_is_not(caplog):
     assert [r.decision for r in records] == ["quorum has no spare voter: 2 of 3 caught up, 2 needed"]
     assert records[0].observed["not_caught_up_voters"] == [9003]
     assert any(r.levelno == logging.WARNING and "no spare voter" in r.getMessage() for r in caplog.records)
+
+
+def test_each_voter_carries_its_directory_id_where_kafka_gives_one():
+    """DescribeQuorum v2 (KIP-853) names each voter's metadata log directory: the id an operator
+    needs to remove a dead voter (kafka-metadata-quorum remove-controller); None before v2."""
+    q = Quorum(
+        leader_id=9001,
+        leader_epoch=7,
+        high_watermark=500,
+        voters=(
+            QuorumMember(9001, 500, LEADER_NOW, LEADER_NOW, directory_id="pZ4ZtEBuQnyNRbzeZ0l8Ww"),
+            QuorumMember(9002, 500, LEADER_NOW, LEADER_NOW),  # a static quorum's voter: no id
+        ),
+        observers=(),
+    )
+    report = quorum_report(q)
+    assert {v["node_id"]: v["directory_id"] for v in report["voters"]} == {
+        9001: "pZ4ZtEBuQnyNRbzeZ0l8Ww",
+        9002: None,
+    }
+
+
+def test_the_health_report_on_the_page_shows_each_voters_directory_id():
+    from kafka_runbooks import console
+
+    q = Quorum(
+        leader_id=9001,
+        leader_epoch=7,
+        high_watermark=500,
+        voters=(
+            QuorumMember(9001, 500, LEADER_NOW, LEADER_NOW, directory_id="pZ4ZtEBuQnyNRbzeZ0l8Ww"),
+            QuorumMember(9002, 500, LEADER_NOW, LEADER_NOW),
+        ),
+        observers=(),
+    )
+    html = console._health_quorum(quorum_report(q))
+    assert "9001 (leader): caught up, 0 behind, directory pZ4ZtEBuQnyNRbzeZ0l8Ww, 9002" in html
+    assert "9002: caught up, 0 behind. Observers" in html  # no id given: none shown
