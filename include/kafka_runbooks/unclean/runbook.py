@@ -16,10 +16,11 @@ from pathlib import Path
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.model import PartitionState
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, choose
 from kafka_runbooks.unclean.elect import ELECTED, ElectionReport, ReorderState, elect_chosen, restore_pending
-from kafka_runbooks.unclean.loginfo import gather
+from kafka_runbooks.unclean.loginfo import GatherResult, gather
 from kafka_runbooks.unclean.render import (
     manual_files,
     manual_markdown,
@@ -71,13 +72,37 @@ def plan(
     logger: logging.Logger | None = None,
     state_file: ReorderState | None = None,
 ) -> dict:
-    """Restore what an earlier run left reordered (``state_file``: the cluster's journal), then plan."""
+    """Restore what an earlier run left reordered (``state_file``: the cluster's journal), then plan.
+
+    Read only but for that restore: it comes first so the plan reads the replica orders an
+    approver expects. Every partition's choice is a decision record, and the table is written
+    before anyone is asked to approve it.
+    """
     logger = logger or log
     out_dir = storage.locate(out_dir)
     restored_first = restore_pending(admin, state_file, logger) if state_file is not None else {}
     state = admin.read_state(include_log_dirs=False)
     targets = resolve(request, state)  # unknown topics/partitions fail here
-    for p in targets.online:
+    _record_online(targets.online, logger)
+    gathered = gather(admin, targets.offline, state.brokers, request.recovery_duration_ms)
+    _record_unanswered(gathered, logger)
+    choices = [choose(p, gathered, state.brokers, request.allow_committed_loss) for p in targets.offline]
+    for c in choices:
+        _record_choice(c, logger)
+    table = replica_table(choices, [p.name for p in targets.online])
+    logger.info("replica table (%d offline, %d online):\n%s", len(choices), len(targets.online), table)
+    (out_dir / "replica_table.txt").write_text(table + "\n")
+    document = _plan_document(request, restored_first, choices, targets.online, gathered, table, out_dir)
+    if request.mode == "manual_recovery_file":
+        _write_manual(document, choices, admin, out_dir / "manual", logger)
+    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in ("table", "table_md")})
+    document["artifacts"]["plan"] = str(out_dir / "plan.json")
+    return document
+
+
+def _record_online(online: list[PartitionState], logger: logging.Logger) -> None:
+    """Partitions named in the request that have a leader: left alone, and said so."""
+    for p in online:
         decisions.record(
             "resolve",
             "leave alone: online",
@@ -86,7 +111,11 @@ def plan(
             subject=p.name,
             logger=logger,
         )
-    gathered = gather(admin, targets.offline, state.brokers, request.recovery_duration_ms)
+
+
+def _record_unanswered(gathered: GatherResult, logger: logging.Logger) -> None:
+    """A broker that did not answer is no candidate: a warning per broker, so the table's gaps
+    have a reason beside them."""
     for broker_id, why in sorted(gathered.unanswered_brokers.items()):
         decisions.record(
             "gather",
@@ -97,39 +126,51 @@ def plan(
             logger=logger,
             level=logging.WARNING,
         )
-    choices = [choose(p, gathered, state.brokers, request.allow_committed_loss) for p in targets.offline]
-    for c in choices:
-        decisions.record(
-            "choose",
-            f"elect broker {c.chosen}" if c.chosen is not None else "no candidate",
-            c.reason,
-            observed={
-                "replicas": list(c.replicas),
-                "log_end_offsets": {r.broker_id: r.log_end_offset for r in c.rows},
-                "newest_epochs": {r.broker_id: r.newest_epoch for r in c.rows},
-                "truncated_if_choice_stands": {r.broker_id: r.truncated_if_chosen_stands for r in c.rows},
-                "loss_vs_longest": c.loss_vs_longest,
-                "kafka_unclean_pick": c.kafka_unclean_pick,
-                "kafka_pick_loss_vs_longest": c.kafka_pick_loss_vs_longest,
-                "clean_replicas": list(c.clean_replicas),
-                "acknowledged_records_lost": c.committed_loss,
-                "unclean_option": c.unclean_option,
-            },
-            subject=c.name,
-            logger=logger,
-            level=logging.INFO if c.chosen is not None else logging.WARNING,
-        )
-    table = replica_table(choices, [p.name for p in targets.online])
-    logger.info("replica table (%d offline, %d online):\n%s", len(choices), len(targets.online), table)
-    (out_dir / "replica_table.txt").write_text(table + "\n")
-    document = {
+
+
+def _record_choice(c: Choice, logger: logging.Logger) -> None:
+    """One partition's choice with the evidence it was made from (each replica's log end offset
+    and newest epoch, what Kafka's own unclean election would pick, what either loses)."""
+    decisions.record(
+        "choose",
+        f"elect broker {c.chosen}" if c.chosen is not None else "no candidate",
+        c.reason,
+        observed={
+            "replicas": list(c.replicas),
+            "log_end_offsets": {r.broker_id: r.log_end_offset for r in c.rows},
+            "newest_epochs": {r.broker_id: r.newest_epoch for r in c.rows},
+            "truncated_if_choice_stands": {r.broker_id: r.truncated_if_chosen_stands for r in c.rows},
+            "loss_vs_longest": c.loss_vs_longest,
+            "kafka_unclean_pick": c.kafka_unclean_pick,
+            "kafka_pick_loss_vs_longest": c.kafka_pick_loss_vs_longest,
+            "clean_replicas": list(c.clean_replicas),
+            "acknowledged_records_lost": c.committed_loss,
+            "unclean_option": c.unclean_option,
+        },
+        subject=c.name,
+        logger=logger,
+        level=logging.INFO if c.chosen is not None else logging.WARNING,
+    )
+
+
+def _plan_document(
+    request: RecoveryRequest,
+    restored_first: dict,
+    choices: list[Choice],
+    online: list[PartitionState],
+    gathered: GatherResult,
+    table: str,
+    out_dir: StorePath,
+) -> dict:
+    """The plan as the recover step and the approval gate read it (``plan.json``, whole)."""
+    return {
         "mode": request.mode,
         "restored_first": restored_first,
         "allow_committed_loss": request.allow_committed_loss,
         "recovery_duration_ms": request.recovery_duration_ms,
         "recovery_election_attempts": request.recovery_election_attempts,
         "choices": [c.as_dict() for c in choices],
-        "online": [p.name for p in targets.online],
+        "online": [p.name for p in online],
         "unanswered_brokers": {str(k): v for k, v in gathered.unanswered_brokers.items()},
         "gather": {
             "requests_sent": gathered.requests_sent,
@@ -137,22 +178,24 @@ def plan(
             "elapsed_s": round(gathered.elapsed_s, 3),
         },
         "table": table,
-        "table_md": markdown_table(choices, [p.name for p in targets.online]),
+        "table_md": markdown_table(choices, [p.name for p in online]),
         "artifacts": {"table": str(out_dir / "replica_table.txt")},
     }
-    if request.mode == "manual_recovery_file":
-        folder = out_dir / "manual"
-        for name, body in manual_files(choices).items():
-            document["artifacts"][name] = str(write_json(folder / name, body))
-        local, fetch = _command_folder(folder)
-        steps = fetch + manual_steps(choices, admin.bootstrap_servers, local)
-        document["manual_steps"] = steps
-        (folder / "STEPS.md").write_text(manual_markdown(steps) + "\n")
-        document["artifacts"]["steps"] = str(folder / "STEPS.md")
-        logger.info("manual recovery steps written to %s:\n%s", folder / "STEPS.md", manual_markdown(steps))
-    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in ("table", "table_md")})
-    document["artifacts"]["plan"] = str(out_dir / "plan.json")
-    return document
+
+
+def _write_manual(
+    document: dict, choices: list[Choice], admin: ClusterAdmin, folder: StorePath, logger: logging.Logger
+) -> None:
+    """``manual_recovery_file`` mode: the files and commands a person runs instead of the
+    runbook's elections, written beside the plan and named in its artifacts."""
+    for name, body in manual_files(choices).items():
+        document["artifacts"][name] = str(write_json(folder / name, body))
+    local, fetch = _command_folder(folder)
+    steps = fetch + manual_steps(choices, admin.bootstrap_servers, local)
+    document["manual_steps"] = steps
+    (folder / "STEPS.md").write_text(manual_markdown(steps) + "\n")
+    document["artifacts"]["steps"] = str(folder / "STEPS.md")
+    logger.info("manual recovery steps written to %s:\n%s", folder / "STEPS.md", manual_markdown(steps))
 
 
 def _command_folder(folder: StorePath) -> tuple[Path, list[dict]]:
