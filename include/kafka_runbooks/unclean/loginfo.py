@@ -81,24 +81,15 @@ def gather(
     duration_ms: int,
     batch: int | None = None,
 ) -> GatherResult:
-    """Ask every live broker hosting a replica of ``partitions`` for its log end offsets."""
+    """Ask every live broker hosting a replica of ``partitions`` for its log end offsets.
+
+    Rounds until every answer is in or ``duration_ms`` has passed: a broker still loading its
+    logs answers later, and one that never answers must be named, not taken for an empty log.
+    """
     started = time.monotonic()
     deadline = started + duration_ms / 1000
     result = GatherResult()
-    pending: dict[int, list[tuple[str, int]]] = {}
-    for p in partitions:
-        for b in p.replicas:
-            broker = brokers.get(b)
-            if broker is None or not broker.alive:
-                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
-                    b, p.topic, p.partition, error="broker not registered (down)"
-                )
-            elif broker.fenced:
-                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
-                    b, p.topic, p.partition, error="broker fenced: cannot lead"
-                )
-            else:
-                pending.setdefault(b, []).append((p.topic, p.partition))
+    pending = _askable(partitions, brokers, result)
     last_error: dict[int, str] = {}
     last_partition_error: dict[tuple[str, int, int], str] = {}
     while pending:
@@ -114,28 +105,76 @@ def gather(
                 last_error[broker_id] = f"{type(answer).__name__}: {answer}"
                 still[broker_id] = pending[broker_id]
                 continue
-            asked = set(pending[broker_id])
-            seen = set()
-            for topic, partition, code, offset, epoch in answer:
-                key = (topic, partition)
-                seen.add(key)
-                if code == 0 and offset is not None and offset >= 0:
-                    result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
-                        broker_id, topic, partition, log_end_offset=offset, newest_epoch=epoch
-                    )
-                elif code in RETRIABLE_CODES:
-                    last_partition_error[(topic, partition, broker_id)] = _error_name(code)
-                    still.setdefault(broker_id, []).append(key)
-                else:
-                    result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
-                        broker_id, topic, partition, error=_error_name(code) if code else "no offset"
-                    )
-            missing = sorted(asked - seen)
-            if missing:
-                still.setdefault(broker_id, []).extend(missing)
+            _take_answer(broker_id, answer, pending[broker_id], result, last_partition_error, still)
         pending = still
         if pending:
             time.sleep(max(0.0, min(RETRY_BACKOFF_S, deadline - time.monotonic())))
+    _give_up(pending, duration_ms, last_error, last_partition_error, result)
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _askable(
+    partitions: list[PartitionState], brokers: dict[int, Broker], result: GatherResult
+) -> dict[int, list[tuple[str, int]]]:
+    """broker -> the replicas to ask it about. A replica on a broker that is down or fenced is no
+    candidate (it cannot lead): it gets its reason in ``result`` and is never asked."""
+    pending: dict[int, list[tuple[str, int]]] = {}
+    for p in partitions:
+        for b in p.replicas:
+            broker = brokers.get(b)
+            if broker is None or not broker.alive:
+                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
+                    b, p.topic, p.partition, error="broker not registered (down)"
+                )
+            elif broker.fenced:
+                result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
+                    b, p.topic, p.partition, error="broker fenced: cannot lead"
+                )
+            else:
+                pending.setdefault(b, []).append((p.topic, p.partition))
+    return pending
+
+
+def _take_answer(
+    broker_id: int,
+    answer: list,
+    asked: list[tuple[str, int]],
+    result: GatherResult,
+    last_partition_error: dict[tuple[str, int, int], str],
+    still: dict[int, list[tuple[str, int]]],
+) -> None:
+    """One broker's answer: offsets into ``result``; a retriable error, or a replica it left out
+    of its answer, back into ``still`` to ask again; any other error is final for that replica."""
+    seen = set()
+    for topic, partition, code, offset, epoch in answer:
+        key = (topic, partition)
+        seen.add(key)
+        if code == 0 and offset is not None and offset >= 0:
+            result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
+                broker_id, topic, partition, log_end_offset=offset, newest_epoch=epoch
+            )
+        elif code in RETRIABLE_CODES:
+            last_partition_error[(topic, partition, broker_id)] = _error_name(code)
+            still.setdefault(broker_id, []).append(key)
+        else:
+            result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
+                broker_id, topic, partition, error=_error_name(code) if code else "no offset"
+            )
+    missing = sorted(set(asked) - seen)
+    if missing:
+        still.setdefault(broker_id, []).extend(missing)
+
+
+def _give_up(
+    pending: dict[int, list[tuple[str, int]]],
+    duration_ms: int,
+    last_error: dict[int, str],
+    last_partition_error: dict[tuple[str, int, int], str],
+    result: GatherResult,
+) -> None:
+    """What is still unanswered at the deadline stays unknown: each replica gets the last error
+    seen for it, and a broker whose requests failed is named among the unanswered brokers."""
     for broker_id, keys in pending.items():
         why = last_error.get(broker_id)
         if why is not None:
@@ -146,5 +185,3 @@ def gather(
             result.infos[(topic, partition, broker_id)] = ReplicaLogInfo(
                 broker_id, topic, partition, error=f"no answer within {duration_ms} ms ({detail})"
             )
-    result.elapsed_s = time.monotonic() - started
-    return result
