@@ -267,7 +267,11 @@ def _restore(
     timeout_s,
     logger,
 ) -> None:
-    """Put the original replica order back wherever it differs; forget what was restored."""
+    """Put the original replica order back wherever it differs; forget what was restored.
+
+    The chosen replica only had to be first for the election; left first, it would stay the
+    preferred leader. What cannot be read or put back stays in ``state_file`` for the next run.
+    """
     if not original:
         return
     try:
@@ -278,6 +282,31 @@ def _restore(
                 f"NOT restored: could not read it ({exc}); a re-run restores it"
             )
         return
+    back = _orders_to_put_back(original, current, state_file, report)
+    if not back:
+        return
+    try:
+        errors = admin.reorder_replicas(back)
+        restored = _poll(
+            admin, list(back), lambda s: list(s.replicas) == back[(s.topic, s.partition)], timeout_s
+        )
+    except Superseded:
+        raise
+    except Exception as exc:
+        errors, restored = {k: f"{type(exc).__name__}: {exc}" for k in back}, {}
+    for key, order in back.items():
+        _record_restore(key, order, restored.get(key), errors.get(key), state_file, report, logger)
+
+
+def _orders_to_put_back(
+    original: dict[tuple[str, int], tuple[int, ...]],
+    current: dict[tuple[str, int], PartitionState],
+    state_file: ReorderState,
+    report,
+) -> dict[tuple[str, int], list[int]]:
+    """The partitions whose order still differs from the original, over the same replicas. One
+    gone, reassigned by someone else (its replica set changed) or already back is reported and
+    forgotten: reordering it would undo someone else's change or do nothing."""
     back = {}
     for key, order in original.items():
         name = f"{key[0]}-{key[1]}"
@@ -295,43 +324,44 @@ def _restore(
             _forget(state_file, [name])
         else:
             back[key] = list(order)
-    if not back:
-        return
-    try:
-        errors = admin.reorder_replicas(back)
-        restored = _poll(
-            admin, list(back), lambda s: list(s.replicas) == back[(s.topic, s.partition)], timeout_s
-        )
-    except Superseded:
-        raise
-    except Exception as exc:
-        errors, restored = {k: f"{type(exc).__name__}: {exc}" for k in back}, {}
-    for key, order in back.items():
-        name = f"{key[0]}-{key[1]}"
-        state = restored.get(key)
-        ok = state is not None and list(state.replicas) == order and not errors.get(key)
-        report.restores[name] = (
-            "restored"
-            if ok
-            else f"NOT restored ({errors.get(key) or 'order not read back'}): kept in {state_file.path}, "
-            "the next run restores it"
-        )
-        if ok:
-            _forget(state_file, [name])
-        decisions.record(
-            "restore-order",
-            "original replica order restored" if ok else "replica order NOT restored",
-            "the chosen replica only had to be first for the election",
-            observed={
-                "replicas": list(state.replicas) if state else None,
-                "original": order,
-                "leader": state.leader if state else None,
-                "error": errors.get(key),
-            },
-            subject=name,
-            logger=logger,
-            level=logging.INFO if ok else logging.ERROR,
-        )
+    return back
+
+
+def _record_restore(
+    key: tuple[str, int],
+    order: list[int],
+    state: PartitionState | None,
+    error: str | None,
+    state_file: ReorderState,
+    report,
+    logger,
+) -> None:
+    """One partition's restore, proven by the order read back: forgotten only then, kept in the
+    state file otherwise so the next run restores it; a decision record either way."""
+    name = f"{key[0]}-{key[1]}"
+    ok = state is not None and list(state.replicas) == order and not error
+    report.restores[name] = (
+        "restored"
+        if ok
+        else f"NOT restored ({error or 'order not read back'}): kept in {state_file.path}, "
+        "the next run restores it"
+    )
+    if ok:
+        _forget(state_file, [name])
+    decisions.record(
+        "restore-order",
+        "original replica order restored" if ok else "replica order NOT restored",
+        "the chosen replica only had to be first for the election",
+        observed={
+            "replicas": list(state.replicas) if state else None,
+            "original": order,
+            "leader": state.leader if state else None,
+            "error": error,
+        },
+        subject=name,
+        logger=logger,
+        level=logging.INFO if ok else logging.ERROR,
+    )
 
 
 def _remember(state_file: ReorderState, entries: dict[str, dict]) -> None:
