@@ -69,14 +69,46 @@ def elect_preferred_leaders(
     before = leaders_per_broker(partitions)
     todo = not_led_by_preferred(partitions, keys)
     asked = [f"{p.topic}:{p.partition}" for p in todo]
-    errors: dict[str, str] = {}
-    if todo:
-        answers = elect([(p.topic, p.partition) for p in todo])
-        errors = {
-            f"{t}:{p}": err
-            for (t, p), err in answers.items()
-            if err and not err.startswith("ElectionNotNeededError")
-        }
+    errors = _ask_elections(elect, todo)
+    partitions, pending = _read_until_settled(read, keys, timeout_s, settle_s, poll_s, clock, sleep)
+    result = ElectionResult(
+        asked=asked,
+        errors=errors,
+        not_led=[f"{p.topic}:{p.partition}" for p in pending],
+        leaders_before=before,
+        leaders_after=leaders_per_broker(partitions),
+    )
+    result.records.append(_record_outcome(result, partitions, len(keys), settle_s, timeout_s, logger))
+    return result
+
+
+def _ask_elections(
+    elect: Callable[[list[tuple[str, int]]], dict[tuple[str, int], str | None]], todo: list[PartitionState]
+) -> dict[str, str]:
+    """One PREFERRED election for all of ``todo``; the errors per "topic:partition". An election
+    not needed (the preferred replica already leads by the time it arrives) is no error."""
+    if not todo:
+        return {}
+    answers = elect([(p.topic, p.partition) for p in todo])
+    return {
+        f"{t}:{p}": err
+        for (t, p), err in answers.items()
+        if err and not err.startswith("ElectionNotNeededError")
+    }
+
+
+def _read_until_settled(
+    read: Callable[[], list[PartitionState]],
+    keys: set[str],
+    timeout_s: float,
+    settle_s: float,
+    poll_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> tuple[list[PartitionState], list[PartitionState]]:
+    """Read the leaders until every partition of ``keys`` has been led by its preferred replica for
+    ``settle_s`` (leadership can move again right after an election) or ``timeout_s`` has passed;
+    (the partitions as last read, those of ``keys`` not led by their preferred replica then)."""
     deadline = clock() + timeout_s
     settled_at: float | None = None
     while True:
@@ -87,40 +119,42 @@ def elect_preferred_leaders(
         elif settled_at is None:
             settled_at = clock()
         if settled_at is not None and clock() - settled_at >= settle_s:
-            break
+            return partitions, pending
         if clock() >= deadline:
-            break
+            return partitions, pending
         sleep(poll_s)
-    result = ElectionResult(
-        asked=asked,
-        errors=errors,
-        not_led=[f"{p.topic}:{p.partition}" for p in pending],
-        leaders_before=before,
-        leaders_after=leaders_per_broker(partitions),
-    )
-    result.records.append(
-        decisions.record(
-            "elect preferred leaders",
-            "leaders balanced" if result.ok else "leaders NOT on the preferred replicas",
-            (
-                f"{len(asked)} of {len(keys)} moved partition(s) were led by another replica; after the "
-                f"election every moved partition is led by its preferred replica ({settle_s:.0f}s settled)"
-            )
-            if result.ok
-            else (
-                f"{len(result.not_led)} moved partition(s) still led by another replica after "
-                f"{timeout_s:.0f}s (a preferred replica out of the ISR cannot lead)"
-            ),
-            observed={
-                "leaders_per_broker_before": before,
-                "leaders_per_broker_after": result.leaders_after,
-                "preferred_per_broker": preferred_per_broker(partitions),
-                "election_errors": dict(list(errors.items())[:20]),
-                "not_led_by_preferred": result.not_led[:50],
-            },
-            action=f"ElectLeaders(PREFERRED) on {len(asked)} partition(s)",
-            logger=logger,
-            level=logging.INFO if result.ok else logging.ERROR,
+
+
+def _record_outcome(
+    result: ElectionResult,
+    partitions: list[PartitionState],
+    moved: int,
+    settle_s: float,
+    timeout_s: float,
+    logger: logging.Logger | None,
+) -> decisions.DecisionRecord:
+    """The election's decision record, with the leaders per broker before and after: a failure
+    names the partitions still led by another replica, for whoever fails the task on it."""
+    return decisions.record(
+        "elect preferred leaders",
+        "leaders balanced" if result.ok else "leaders NOT on the preferred replicas",
+        (
+            f"{len(result.asked)} of {moved} moved partition(s) were led by another replica; after the "
+            f"election every moved partition is led by its preferred replica ({settle_s:.0f}s settled)"
         )
+        if result.ok
+        else (
+            f"{len(result.not_led)} moved partition(s) still led by another replica after "
+            f"{timeout_s:.0f}s (a preferred replica out of the ISR cannot lead)"
+        ),
+        observed={
+            "leaders_per_broker_before": result.leaders_before,
+            "leaders_per_broker_after": result.leaders_after,
+            "preferred_per_broker": preferred_per_broker(partitions),
+            "election_errors": dict(list(result.errors.items())[:20]),
+            "not_led_by_preferred": result.not_led[:50],
+        },
+        action=f"ElectLeaders(PREFERRED) on {len(result.asked)} partition(s)",
+        logger=logger,
+        level=logging.INFO if result.ok else logging.ERROR,
     )
-    return result
