@@ -3,11 +3,14 @@
     kstack start | stop | destroy | status [--json]
     kstack kill NODE | stop-node NODE | start-node NODE [--wait] | running NODE
     kstack topics [--records N] | fail-connector [--name NAME]
+    kstack log-recovery NODE [--segments N] [--no-wait] [--keep-topic]
 
 NODE is a node id (``3``, ``9001``) or name (``broker-3``, ``controller-9001``, ``connect``).
 ``running`` exits 0 when the node's process is alive, 1 when it is not. ``topics`` creates the
 demo's topics with data; ``fail-connector`` creates a Connect file sink whose task fails (an
-incident for the Connect runbooks).
+incident for the Connect runbooks); ``log-recovery`` kills a broker with thousands of log
+segments to recover and starts it again, then follows its recovery through its JMX exporter
+(as the restart runbook sees it) until it is RUNNING and deletes the topic it filled.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 
 from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 
@@ -43,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--records", type=int, default=2000, help="records per topic (default 2000)")
     fc = sub.add_parser("fail-connector", help="create a Connect file sink whose task fails")
     fc.add_argument("--name", default="demo-failing-sink")
+    lr = sub.add_parser("log-recovery", help="kill -9 a broker with many segments to recover, start it again")
+    lr.add_argument("node")
+    lr.add_argument("--segments", type=int, default=None, help="segments to recover (default 4000)")
+    lr.add_argument("--no-wait", action="store_true", help="return once it is started, recovering")
+    lr.add_argument("--keep-topic", action="store_true", help="keep its topic (a next run reuses it)")
     return parser
 
 
@@ -53,10 +62,29 @@ def _incident(args, stack: LocalStack) -> None:
     if args.command == "topics":
         for t in incidents.create_demo_topics(stack, args.records):
             print(f"{t.topic:<16} {t.partitions} partitions, {t.records} records")
+    elif args.command == "log-recovery":
+        _log_recovery(args, stack, incidents)
     else:
         status = incidents.fail_connector(stack, args.name)
         failed = [t["id"] for t in status["tasks"] if t["state"] == "FAILED"]
         print(f"connector {args.name}: {status['connector']['state']}, task(s) {failed} FAILED")
+
+
+def _log_recovery(args, stack: LocalStack, incidents) -> None:
+    """Cause it, then (unless --no-wait) print what the broker's exporter says until RUNNING."""
+    held = incidents.hold_in_log_recovery(stack, args.node, args.segments or incidents.RECOVERY_SEGMENTS)
+    print(
+        f"broker {held.broker} killed with {held.segments} segments of {held.topic} to recover "
+        f"({held.records} records); started again, pid {held.pid}"
+    )
+    if args.no_wait:
+        return
+    started = time.monotonic()
+    for reading in incidents.watch_recovery(stack, held.broker):
+        counts = reading.recovery_text() if reading.counts_known else "no recovery gauges"
+        print(f"{time.monotonic() - started:6.1f} s  {reading.state_name:<9} {counts}", flush=True)
+    if not args.keep_topic:
+        incidents.delete_recovery_topic(stack, held.broker)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_node(args.node, wait=args.wait)
         elif args.command == "running":
             return 0 if stack.is_running(args.node) else 1
-        elif args.command in ("topics", "fail-connector"):
+        elif args.command in ("topics", "fail-connector", "log-recovery"):
             _incident(args, stack)
     except (StackError, KeyError) as exc:
         print(f"kstack: {exc}", file=sys.stderr)
