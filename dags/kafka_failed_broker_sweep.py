@@ -24,6 +24,15 @@ other clusters do not count; the started run's id names the cluster), starts ano
 broker only after `retrigger_after_minutes` (default: the failure threshold), and
 removes throttles a dead reassignment run left behind.
 
+**A failed log directory on a live broker** (JBOD): the same read asks every live broker for its
+log dirs (DescribeLogDirs). A dir the broker answers with an error is offline; the time it was
+first seen is kept in `state/offline_log_dirs/<kafka_conn_id>.json`, it is alerted after
+`alert_after_minutes`, and past `failure_threshold_minutes` it starts `kafka_log_dir_failure`
+for that broker **only when `start_log_dir_failure` is true** (default false: alert only), no
+broker is failed (the dead broker's heal goes first), and no reassignment of any kind runs on
+the cluster; one broker per cluster at a time. A live broker that does not answer is
+"unknown": never healthy, never a trigger.
+
 Settings, first found wins: the run's params (null = not set), the Variable
 `kafka_failed_broker_sweep` (a JSON object with the same keys), the environment
 (`KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`, JSON values), the defaults. The chunk limits and
@@ -48,7 +57,8 @@ SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE", "*/5 * 
 
 with DAG(
     dag_id="kafka_failed_broker_sweep",
-    description="Track failed brokers; after the threshold start the throttled reassignment of their replicas.",
+    description="Track failed brokers and live brokers' offline log dirs; after the threshold start the "
+    "throttled reassignment of their replicas.",
     doc_md=__doc__,
     schedule=SCHEDULE if SCHEDULE.lower() not in ("", "none") else None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -101,6 +111,12 @@ with DAG(
             description="Passed on (default true): after healing, elect the preferred leaders of the moved "
             "partitions, approved with the plan",
         ),
+        "start_log_dir_failure": Param(
+            None,
+            type=["null", "boolean"],
+            description="Default false (alert only): when true, a live broker's offline log dir past the failure "
+            "threshold starts kafka_log_dir_failure for that broker",
+        ),
     },
 ) as dag:
 
@@ -132,6 +148,17 @@ with DAG(
             due=result["trigger"],
             trigger_run_id=result["run_id"],
             conf=result["conf"],
+            wait_for_completion=False,
+            skip_when_already_exists=True,
+        )
+        # a live broker's failed log dir: only when start_log_dir_failure is on, no broker is failed
+        # (the heal goes first) and no reassignment runs on the cluster
+        TriggerWhenDueOperator(
+            task_id="start_log_dir_failure",
+            trigger_dag_id="kafka_log_dir_failure",
+            due=result["log_dir_trigger"],
+            trigger_run_id=result["log_dir_run_id"],
+            conf=result["log_dir_conf"],
             wait_for_completion=False,
             skip_when_already_exists=True,
         )

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, storage
@@ -50,15 +51,19 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     "throttle_bytes_per_sec": 50 << 20,
     "require_approval": True,
     "elect_preferred_leaders": True,
+    # a live broker's offline log dir past the failure threshold starts kafka_log_dir_failure only
+    # when this is on; off (the default), the sweep tracks and alerts only
+    "start_log_dir_failure": False,
 }
 
 
 def reassignment_active_on(ti, cluster: str, dag_ids: tuple[str, ...] = REASSIGNING_DAG_IDS) -> list[str]:
     """Reassignment runs (of ``dag_ids``) going on for ``cluster``: the lease's holder, the runs
     waiting for its lease (a manual run behind a restart), and the runs the sweep started for it
-    that are still queued or running (they may be waiting for the lease). A heal's run id is
-    returned bare, another DAG's as ``<dag_id>/<run_id>``."""
+    that are still queued or running (they may be waiting for the lease; the heal's and the
+    log-dir failure's). A heal's run id is returned bare, another DAG's as ``<dag_id>/<run_id>``."""
     from kafka_runbooks.failed_broker.failures import FailureStore
+    from kafka_runbooks.failed_broker.offline_dirs import OfflineDirStore
     from kafka_runbooks.lease import LeaseRecord
     from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES, lease_queue, lease_store
 
@@ -67,6 +72,12 @@ def reassignment_active_on(ti, cluster: str, dag_ids: tuple[str, ...] = REASSIGN
         for e in FailureStore(cluster).load().values()
         if e.triggered_run_id
     }
+    if LOG_DIR_FAILURE_DAG_ID in dag_ids:  # the log-dir runs the sweep started (queued ones too)
+        runs.update(
+            (LOG_DIR_FAILURE_DAG_ID, e.triggered_run_id)
+            for e in OfflineDirStore(cluster).load().values()
+            if e.triggered_run_id
+        )
     for dag_id in dag_ids:
         runs.update((dag_id, r) for r in lease_queue().runs(cluster, dag_id))
     text = lease_store().read(cluster)
@@ -111,40 +122,89 @@ def sweep_settings(params: dict[str, Any], variable: str | None) -> dict[str, An
     return out
 
 
+@dataclass
+class SweepReading:
+    """One read of a cluster as both trackers saw it (one answer, one clock), and the heal's runs."""
+
+    assessment: Any  # failures.Assessment: failed brokers
+    dirs: Any  # offline_dirs.DirAssessment: offline log dirs of live brokers
+    dir_tracker: Any  # offline_dirs.OfflineDirTracker, to mark a started run
+    heal_tracker: Any  # failures.FailureTracker, to mark a started run
+    heal_active: list[str]  # runs of the heal active on the cluster
+
+
 def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
-    """Read the cluster, update the failure tracker, decide whether to start a reassignment."""
-    from airflow.sdk import Variable
+    """Read the cluster once, track failed brokers and offline log dirs, decide what to start.
 
-    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker
-    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-
-    settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
-    if not settings["require_approval"]:  # who may remove the gate is the deployment's decision
-        from kafka_runbooks_airflow.gate import refuse_ungated_run
-
-        # fails the sweep (so alerts fire) before it reads the cluster, until the setting is fixed
-        refuse_ungated_run(REASSIGN_DAG_ID, False, False)
+    The order is the contract (each step is its own function so it can be read alone): the settings
+    are checked before the cluster is read (a bad one fails the sweep, where alerts fire), one read
+    feeds both trackers, and the dead broker's heal is decided before a log dir's run, which never
+    starts while a broker is failed. One sweep run covers every cluster: the cluster is in the
+    started run's id."""
+    settings = checked_sweep_settings(params)
     thresholds = sweep_thresholds(settings)
     sizes = sweep_sizes(settings)  # a bad size fails the sweep here, before it reads the cluster
     conn_id = params["kafka_conn_id"]
+    reading = read_and_track(conn_id, thresholds, ti)
+    started_id = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
+    passed_on = {
+        "max_partitions_per_chunk": int(settings["max_partitions_per_chunk"]),
+        **sizes,
+        "require_approval": bool(settings["require_approval"]),
+        "elect_preferred_leaders": bool(settings["elect_preferred_leaders"]),
+    }
+    return {
+        "assessment": reading.assessment.as_dict(),
+        "log_dirs": reading.dirs.as_dict(),
+        "settings": settings,
+        **decide_heal(reading, passed_on, thresholds, conn_id, started_id),
+        **decide_log_dir_run(reading, settings, passed_on, thresholds, conn_id, started_id, ti),
+    }
+
+
+def checked_sweep_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's settings; a sweep set to start ungated runs fails here, before it reads the cluster,
+    unless the deployment allows them (who may remove the gate is the deployment's decision)."""
+    from airflow.sdk import Variable
+
+    settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
+    if not settings["require_approval"]:
+        from kafka_runbooks_airflow.gate import refuse_ungated_run
+
+        refuse_ungated_run(REASSIGN_DAG_ID, False, False)  # fails until the setting is fixed
+    return settings
+
+
+def read_and_track(conn_id: str, thresholds, ti) -> SweepReading:
+    """One read of the cluster, with every live broker's DescribeLogDirs answer (an unanswered one is
+    unknown, never healthy), through both trackers; the heal's leftover throttles come off when no
+    heal runs."""
+    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker
+    from kafka_runbooks.failed_broker.offline_dirs import OfflineDirStore, OfflineDirTracker
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
     tracker = FailureTracker(FailureStore(conn_id), thresholds, logger=log)
+    dir_tracker = OfflineDirTracker(OfflineDirStore(conn_id), thresholds, logger=log)
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
     try:
-        state = admin.read_state(include_log_dirs=False)
+        state = admin.read_state(include_log_dirs=True)
         assessment = tracker.observe(state)
+        dirs = dir_tracker.observe(state)
         active = reassignment_active_on(ti, conn_id, (REASSIGN_DAG_ID,))
         if not active:
             clean_leftover_throttles(admin, REASSIGN_DAG_ID, cluster=conn_id)
     finally:
         admin.close()
-    out: dict[str, Any] = {
-        "assessment": assessment.as_dict(),
-        "settings": settings,
-        "trigger": False,
-        "conf": {},
-    }
-    # one sweep run covers every cluster: the cluster is in the started run's id
-    out["run_id"] = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
+    return SweepReading(assessment, dirs, dir_tracker, tracker, active)
+
+
+def decide_heal(
+    reading: SweepReading, passed_on: dict[str, Any], thresholds, conn_id: str, started_id: str
+) -> dict[str, Any]:
+    """Start ``kafka_failed_broker_reassignment`` for the brokers past the threshold, unless a heal
+    already runs on the cluster (one at a time): its ``trigger``, ``run_id`` and ``conf``."""
+    assessment, active = reading.assessment, reading.heal_active
+    out: dict[str, Any] = {"trigger": False, "conf": {}, "run_id": started_id}
     if not assessment.due:
         return out
     if active:
@@ -160,14 +220,11 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     conf = {
         "failed_brokers": assessment.due,
         "receivers": "all",
-        "max_partitions_per_chunk": int(settings["max_partitions_per_chunk"]),
-        **sizes,
-        "require_approval": bool(settings["require_approval"]),
-        "elect_preferred_leaders": bool(settings["elect_preferred_leaders"]),
+        **passed_on,
         "dry_run": False,
         "kafka_conn_id": conn_id,
     }
-    tracker.mark_triggered(assessment.due, out["run_id"])
+    reading.heal_tracker.mark_triggered(assessment.due, started_id)
     decisions.record(
         "sweep",
         "start the reassignment",
@@ -175,10 +232,41 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
         f"are still failed; {len(assessment.failed)} of {assessment.brokers} brokers failed is not an outage",
         subject=f"brokers {assessment.due}",
         observed={"failed": assessment.as_dict()["failed"]},
-        action=f"trigger {REASSIGN_DAG_ID} run {out['run_id']} with {conf}",
+        action=f"trigger {REASSIGN_DAG_ID} run {started_id} with {conf}",
         logger=log,
     )
     return {**out, "trigger": True, "conf": conf}
+
+
+def decide_log_dir_run(
+    reading: SweepReading,
+    settings: dict[str, Any],
+    passed_on: dict[str, Any],
+    thresholds,
+    conn_id: str,
+    started_id: str,
+    ti,
+) -> dict[str, Any]:
+    """Start ``kafka_log_dir_failure`` for one live broker whose offline log dirs are past the threshold,
+    only where ``start_log_dir_failure`` allows it (off: alert only), no broker is failed (the dead
+    broker's heal goes first) and no reassignment of any kind runs on the cluster: its
+    ``log_dir_trigger``, ``log_dir_run_id`` and ``log_dir_conf``."""
+    from kafka_runbooks.failed_broker.offline_dirs import choose_log_dir_start
+
+    out: dict[str, Any] = {"log_dir_trigger": False, "log_dir_conf": {}, "log_dir_run_id": started_id}
+    start = choose_log_dir_start(
+        reading.dirs,
+        sorted(reading.assessment.failed),
+        lambda: reassignment_active_on(ti, conn_id),
+        bool(settings["start_log_dir_failure"]),
+        logger=log,
+    )
+    if start is None:
+        return out
+    conf = start.conf(conn_id, passed_on)
+    reading.dir_tracker.mark_triggered(start.broker_id, started_id)
+    start.record(started_id, conf, thresholds.failure_threshold_s, logger=log)
+    return {**out, "log_dir_trigger": True, "log_dir_conf": conf}
 
 
 def sweep_thresholds(settings: dict[str, Any]):

@@ -102,3 +102,87 @@ def test_a_bad_sweep_size_fails_the_sweep_before_it_reads_the_cluster(monkeypatc
         reassign.run_sweep(
             {"kafka_conn_id": "kafka_default", "throttle_bytes_per_sec": "50 Mib/s"}, "scheduled__x", ti=None
         )
+
+
+class _Sweep:
+    """The sweep's glue with the cluster reads answered from ClusterStates built here (the real
+    DescribeLogDirs read is tests/integration/test_health_quorum_log_dirs.py's)."""
+
+    def __init__(self, monkeypatch, tmp_path, variable: dict | None = None) -> None:
+        from airflow.sdk import Variable
+
+        from kafka_runbooks_airflow import failed_broker
+
+        self.glue, self.states, self.asked = failed_broker, [], []
+        monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+        monkeypatch.delenv("KAFKA_RUNBOOKS_DATA_URL", raising=False)
+        values = {failed_broker.SWEEP_VARIABLE: json.dumps(variable)} if variable else {}
+        monkeypatch.setattr(Variable, "get", staticmethod(lambda key, default=None: values.get(key, default)))
+        sweep = self
+
+        class Admin:
+            def read_state(self, include_log_dirs=True):
+                sweep.asked.append(include_log_dirs)
+                return sweep.states.pop(0)
+
+            def close(self):
+                pass
+
+        class Hook:
+            def __init__(self, kafka_config_id):
+                self.admin = Admin()
+
+        monkeypatch.setattr("kafka_runbooks_airflow.hooks.kafka_admin.KafkaAdminHook", Hook)
+
+    def run(self, state, **params) -> dict:
+        class TI:  # no run of any reassigning DAG exists
+            def get_dagrun_state(self, dag_id, run_id):
+                raise LookupError(f"no run {dag_id}/{run_id}")
+
+        self.states.append(state)
+        return self.glue.run_sweep({"kafka_conn_id": "kafka_a", **params}, "scheduled__x", TI())
+
+
+def test_the_sweep_reads_log_dirs_and_alerts_only_unless_start_log_dir_failure_is_on(monkeypatch, tmp_path):
+    """A live broker's offline log dir past the threshold (issue #28): alert only by default; with the
+    setting on (Variable, env or params, as every sweep setting), the run and its conf."""
+    from tests.unit.kafka_runbooks.failed_broker.test_offline_dirs import D2, cluster
+
+    assert SWEEP_DEFAULTS["start_log_dir_failure"] is False
+    sweep = _Sweep(monkeypatch, tmp_path, {"failure_threshold_minutes": 0, "alert_after_minutes": 0})
+    out = sweep.run(cluster({1: (D2,)}))
+    assert sweep.asked == [True]  # DescribeLogDirs is read
+    assert out["log_dirs"]["due"] == [1] and out["log_dirs"]["alerts"] == [f"1:{D2}"]
+    assert out["log_dir_trigger"] is False and out["trigger"] is False
+    out = sweep.run(cluster({1: (D2,)}), start_log_dir_failure=True)
+    assert out["log_dir_trigger"] is True and out["log_dir_run_id"] == "sweep__kafka_a__scheduled__x"
+    assert out["log_dir_conf"] == {
+        "broker_id": 1,
+        "log_dir": D2,
+        "mode": "move",
+        "receivers": "all",
+        "max_partitions_per_chunk": 50,
+        "max_bytes_per_chunk": 1 << 30,
+        "throttle_bytes_per_sec": 50 << 20,
+        "require_approval": True,
+        "elect_preferred_leaders": True,
+        "dry_run": False,
+        "kafka_conn_id": "kafka_a",
+    }
+
+
+def test_a_dead_broker_and_a_failed_dir_elsewhere_the_heal_starts_first(monkeypatch, tmp_path, caplog):
+    import logging
+
+    from tests.unit.kafka_runbooks.failed_broker.test_offline_dirs import D2, cluster
+
+    caplog.set_level(logging.INFO)
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_FAILED_BROKER_START_LOG_DIR_FAILURE", "true")
+    sweep = _Sweep(monkeypatch, tmp_path, {"failure_threshold_minutes": 0})
+    out = sweep.run(cluster({1: (D2,)}, down=(3,)))
+    assert out["trigger"] is True and out["conf"]["failed_brokers"] == [3]
+    assert out["log_dirs"]["due"] == [1] and out["log_dir_trigger"] is False
+    assert out["log_dir_conf"] == {}
+    said = [r.getMessage() for r in caplog.records]
+    assert any("the dead broker's heal goes first" in m and "broker(s) [3] are failed" in m for m in said)
