@@ -231,25 +231,11 @@ def _settle(
         if states is not None:
             for key, c in elected.items():
                 state = states.get(key)
-                broker = brokers.get(c.chosen)
                 seen_at = epochs.get(key)
                 if state is not None and seen_at is not None and state.leader_epoch < seen_at:
                     stale.append(key)  # from a broker without the election yet: read again
                     continue
-                if state is None:
-                    seen = "partition not described"
-                elif state.leader != c.chosen:
-                    seen = f"leader {state.leader}" + (" (offline)" if state.leader == -1 else "")
-                elif broker is None or not broker.alive:
-                    seen = f"leader {state.leader}, broker {c.chosen} not registered"
-                elif broker.fenced:
-                    seen = f"leader {state.leader}, broker {c.chosen} fenced"
-                else:
-                    seen = None
-                if seen and not broken[key]:
-                    broken[key].append(f"+{now:.1f} s after the election: {seen}")
-                elif seen and len(broken[key]) < 5 and seen not in broken[key][-1]:
-                    broken[key].append(f"+{now:.1f} s: {seen}")
+                _note_break(broken[key], now, _hold_broken(state, brokers.get(c.chosen), c.chosen))
         if now >= settle_s and states is not None and not stale:
             return broken
         if now >= settle_s + 60:  # no current read since the period ended: nothing proves it held
@@ -257,6 +243,29 @@ def _settle(
                 broken[key].append(f"+{now:.1f} s: could not read the partition after the settle period")
             return broken
         time.sleep(min(interval_s, max(0.05, settle_s - now)))
+
+
+def _hold_broken(state: PartitionState | None, broker, chosen: int) -> str | None:
+    """What one current read shows against the hold (None: it holds): the partition gone, another
+    leader or none, or the chosen leader's broker not registered or fenced (it cannot lead)."""
+    if state is None:
+        return "partition not described"
+    if state.leader != chosen:
+        return f"leader {state.leader}" + (" (offline)" if state.leader == -1 else "")
+    if broker is None or not broker.alive:
+        return f"leader {state.leader}, broker {chosen} not registered"
+    if broker.fenced:
+        return f"leader {state.leader}, broker {chosen} fenced"
+    return None
+
+
+def _note_break(broken: list[str], now: float, seen: str | None) -> None:
+    """Keep the first break and up to four changes after it: enough to show what happened
+    without one line per read."""
+    if seen and not broken:
+        broken.append(f"+{now:.1f} s after the election: {seen}")
+    elif seen and len(broken) < 5 and seen not in broken[-1]:
+        broken.append(f"+{now:.1f} s: {seen}")
 
 
 def _restore(
