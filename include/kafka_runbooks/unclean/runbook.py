@@ -229,7 +229,11 @@ def recover(
     logger: logging.Logger | None = None,
     between_steps=None,
 ) -> ElectionReport:
-    """Run the plan's elections; ``elections.json`` holds every outcome so far, whatever happens."""
+    """Run the plan's elections; ``elections.json`` holds every outcome so far, whatever happens.
+
+    Returns only when every election held, every order was put back and nothing acknowledged
+    was lost; anything else raises, so the run never ends green on a partial recovery.
+    """
     logger = logger or log
     default_state = ReorderState("default", directory=out_dir) if isinstance(out_dir, Path) else None
     out_dir = storage.locate(out_dir)
@@ -256,6 +260,13 @@ def recover(
             o.detail,
         )
     lossy = _lossy_elections(report, choices, logger)  # recorded even when other elections failed
+    _raise_unless_recovered(report, lossy, logger)
+    return report
+
+
+def _raise_unless_recovered(report: ElectionReport, lossy: dict[str, str], logger: logging.Logger) -> None:
+    """In this order: an election that did not hold, then an order not put back (a re-run
+    restores it), then records lost; the loss carries the report, since every election held."""
     if report.failures:
         lines = "\n".join(f"  {o.partition}: {o.status}: {o.detail}" for o in report.failures)
         logger.error(
@@ -275,4 +286,3 @@ def recover(
         )
         failure.report = report  # every election held: what they did, for whoever handles the failure
         raise failure
-    return report
