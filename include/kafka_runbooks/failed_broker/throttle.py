@@ -176,33 +176,15 @@ def remove(
     the controller's metadata and is removed when it can be reached again).
     """
     left: dict[str, str] = {}
-    broker_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
-    for broker, entry in record.brokers.items():
-        if live is not None and int(broker) not in live:
-            left[f"broker {broker}"] = "not available"
-            continue
-        previous = entry.get("previous") or {}
-        broker_changes[broker] = {
-            k: (("SET", previous[k]) if previous.get(k) is not None else ("DELETE", None))
-            for k in BROKER_KEYS
-        }
+    broker_changes = _broker_rate_restores(record, live, left)
     for name, result in admin.incremental_alter_configs("broker", broker_changes).items():
         if result != "OK":
             left[f"broker {name}"] = result
     topics = list(record.topics)
     current = admin.describe_config_values("topic", topics, TOPIC_KEYS) if topics else {}
-    topic_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
-    for topic in topics:
-        ours = record.topics[topic]
-        now = current.get(topic, {})
-        changes = {}
-        for key, items in ((LEADER_REPLICAS, ours.leader), (FOLLOWER_REPLICAS, ours.follower)):
-            value = now.get(key)
-            if value is None:
-                continue
-            remaining = [i for i in value.split(",") if i.strip() and i.strip() not in set(items)]
-            changes[key] = ("SET", ",".join(remaining)) if remaining else ("DELETE", None)
-        topic_changes[topic] = changes
+    topic_changes = {
+        topic: _topic_item_removals(record.topics[topic], current.get(topic, {})) for topic in topics
+    }
     for name, result in admin.incremental_alter_configs("topic", topic_changes).items():
         if result != "OK" and "UnknownTopicOrPartition" not in result:
             left[f"topic {name}"] = result
@@ -217,6 +199,40 @@ def remove(
         level=logging.INFO if not left else logging.WARNING,
     )
     return left
+
+
+def _broker_rate_restores(
+    record: ThrottleRecord, live: set[int] | None, left: dict[str, str]
+) -> dict[str, dict[str, tuple[str, str | None]]]:
+    """Each live broker's rates back to what they were before the run (deleted where none was
+    set): the run must not leave its own rate behind, nor take an operator's away. A broker
+    not live goes into ``left``."""
+    broker_changes: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for broker, entry in record.brokers.items():
+        if live is not None and int(broker) not in live:
+            left[f"broker {broker}"] = "not available"
+            continue
+        previous = entry.get("previous") or {}
+        broker_changes[broker] = {
+            k: (("SET", previous[k]) if previous.get(k) is not None else ("DELETE", None))
+            for k in BROKER_KEYS
+        }
+    return broker_changes
+
+
+def _topic_item_removals(
+    ours: TopicThrottle, now: dict[str, str | None]
+) -> dict[str, tuple[str, str | None]]:
+    """Take only the run's own items out of a topic's throttled-replica lists (``now``: as read):
+    items someone else added stay, and a list left empty is deleted, never left as ""."""
+    changes = {}
+    for key, items in ((LEADER_REPLICAS, ours.leader), (FOLLOWER_REPLICAS, ours.follower)):
+        value = now.get(key)
+        if value is None:
+            continue
+        remaining = [i for i in value.split(",") if i.strip() and i.strip() not in set(items)]
+        changes[key] = ("SET", ",".join(remaining)) if remaining else ("DELETE", None)
+    return changes
 
 
 def leftover_throttles(
