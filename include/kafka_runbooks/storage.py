@@ -407,29 +407,45 @@ class Store:
         a warning says so once, and the DAG's one active sweep run is the only guard.
         """
         if self.is_local:
-            path = Path(self.path(key))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
-            return
+            with self._flocked(key):
+                yield
+        elif self.protocol != "s3" or not self.supports_conditional_writes():
+            self._warn_unlocked(key)
+            yield
+        else:
+            with self._lock_object(key, ttl_s, owner):
+                yield
+
+    @contextmanager
+    def _flocked(self, key: str) -> Iterator[None]:
+        """A local key's lock: an ``flock`` on the file itself, released by the kernel if the
+        process dies, so nothing can outlive its holder."""
+        path = Path(self.path(key))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _warn_unlocked(self, key: str) -> None:
+        """No way to make a lock object on this store: the sweeps' own one-run-at-a-time
+        (max_active_runs=1, one mapped task per cluster) is what keeps writers apart. Said once."""
+        if not self._warned_unlocked:
+            self._warned_unlocked = True
+            log.warning(
+                "store %s has no conditional writes: %s is not locked (each sweep runs one at a time)",
+                self.url,
+                key,
+            )
+
+    @contextmanager
+    def _lock_object(self, key: str, ttl_s: float, owner: str | None) -> Iterator[None]:
+        """An object-store lock: created only if absent, taken over once expired (its holder was
+        killed), and removed only if it is still ours, all by conditional writes."""
         import time
 
-        if self.protocol != "s3" or not self.supports_conditional_writes():
-            # no way to make a lock object on this store: the sweeps' own one-run-at-a-time
-            # (max_active_runs=1, one mapped task per cluster) is what keeps writers apart
-            if not self._warned_unlocked:
-                self._warned_unlocked = True
-                log.warning(
-                    "store %s has no conditional writes: %s is not locked (each sweep runs one at a time)",
-                    self.url,
-                    key,
-                )
-            yield
-            return
         mine = json.dumps({"owner": owner or uuid.uuid4().hex, "expires_at": time.time() + ttl_s})
         delay = 0.2
         while not self.create(key, mine):
