@@ -127,7 +127,25 @@ def stop(
         k for k, target in ours.items() if k in inflight and target_of(inflight[k]) == set(target)
     )
     retargeted = {k: inflight[k] for k in ours if k in inflight and k not in cancel}
-    # recorded before anything is cancelled: a crash mid-stop leaves a state that is already final
+    record = _mark_stopped(state, request, checkpoint)
+    errors: dict[str, str] = {}
+    cancelled_now: set[str] = set()
+    if cancel:
+        answer = admin.alter_partition_reassignments({split(k): None for k in cancel})
+        errors = {key(*tp): e for tp, e in answer.items() if e and e != "NoReassignmentInProgressError"}
+        cancelled_now = {key(*tp) for tp, e in answer.items() if not e}
+    _record_cancel(state, request, cancel, errors, retargeted, logger)
+    live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
+    left = ChunkExecutor(admin, logger=logger, checkpoint=checkpoint).remove_throttle(state, live)
+    settle(state, replicas_now(admin, state), cancelled_now)
+    checkpoint(state)
+    return {"cancelled": cancel, "errors": errors, "throttle": record, "throttle_left": left}
+
+
+def _mark_stopped(state: ExecState, request: StopRequest, checkpoint) -> dict | None:
+    """Make the state final and save it before anything is cancelled: a crash mid-stop leaves a
+    state that is already final. Returns the throttle it holds (JSON, kept with the stop), or the
+    one an earlier stop took off, so that the read-back verifies it again."""
     record = state.throttle.as_dict() if state.throttle else None  # JSON, kept with the stop
     if state.stop_request and state.stop_request.get("throttle_removed") and record is None:
         record = state.stop_request["throttle_removed"]  # an earlier stop took it off: verify that again
@@ -137,12 +155,19 @@ def stop(
         if chunk.status == MOVING:
             chunk.status = STOPPED
     checkpoint(state)
-    errors: dict[str, str] = {}
-    cancelled_now: set[str] = set()
-    if cancel:
-        answer = admin.alter_partition_reassignments({split(k): None for k in cancel})
-        errors = {key(*tp): e for tp, e in answer.items() if e and e != "NoReassignmentInProgressError"}
-        cancelled_now = {key(*tp) for tp, e in answer.items() if not e}
+    return record
+
+
+def _record_cancel(
+    state: ExecState,
+    request: StopRequest,
+    cancel: list[str],
+    errors: dict[str, str],
+    retargeted: dict[str, dict],
+    logger: logging.Logger | None,
+) -> None:
+    """The stop's decision record: what was cancelled, and what was left alone because someone
+    else re-targeted it (a stop cancels only what this run submitted)."""
     decisions.record(
         "stop",
         "cancel the reassignments this run started" if cancel else "nothing of this run in flight to cancel",
@@ -161,11 +186,6 @@ def stop(
         logger=logger,
         level=logging.WARNING,
     )
-    live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
-    left = ChunkExecutor(admin, logger=logger, checkpoint=checkpoint).remove_throttle(state, live)
-    settle(state, replicas_now(admin, state), cancelled_now)
-    checkpoint(state)
-    return {"cancelled": cancel, "errors": errors, "throttle": record, "throttle_left": left}
 
 
 def replicas_now(admin, state: ExecState) -> dict[str, list[int]]:
