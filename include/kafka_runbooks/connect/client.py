@@ -423,37 +423,68 @@ class ConnectClient:
         statuses: list[int] = []
         legacy_connector_done = False
         if support is not False:
-            flags = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
-            resp = self._request("POST", f"/connectors/{_q(name)}/restart", params=flags)
-            statuses.append(resp.status_code)
-            if resp.status_code in (200, 202):
-                self.kip745 = True
-                body = resp.json() if resp.content else {}
-                status = ConnectorStatus.from_status(name, body) if body else None
-                return RestartOutcome(
-                    connector=name,
-                    method="kip-745",
-                    calls=self.calls - calls_before,
-                    restarted_connector=bool(status and status.state == "RESTARTING"),
-                    restarted_tasks=tuple(t.task_id for t in status.tasks if t.state == "RESTARTING")
-                    if status
-                    else (),
-                    statuses=tuple(statuses),
-                    body=body,
-                )
-            if resp.status_code == 404 and "unknown connector" in self._message(resp).lower():
-                raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
-            if resp.status_code != 204:
-                raise self._error(resp, f"restarting {name!r}", name)
-            # 204: a worker without KIP-745 ignored the flags and restarted the connector
-            # instance; its tasks need their own calls. Known from the answer only when
-            # the version said nothing.
+            outcome = self._restart_kip745(name, include_tasks, only_failed, support, calls_before, statuses)
+            if outcome is not None:
+                return outcome
             legacy_connector_done = True
-            if support is None:
-                self.kip745 = False
+        return self._restart_legacy(
+            name, include_tasks, only_failed, known, calls_before, statuses, legacy_connector_done
+        )
+
+    def _restart_kip745(
+        self,
+        name: str,
+        include_tasks: bool,
+        only_failed: bool,
+        support: bool | None,
+        calls_before: int,
+        statuses: list[int],
+    ) -> RestartOutcome | None:
+        """The one KIP-745 call; its outcome, or None when the worker answered 204: one without
+        KIP-745 ignored the flags and restarted the connector instance only, so its tasks need
+        their own calls (known from the answer only when the version said nothing)."""
+        flags = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
+        resp = self._request("POST", f"/connectors/{_q(name)}/restart", params=flags)
+        statuses.append(resp.status_code)
+        if resp.status_code in (200, 202):
+            self.kip745 = True
+            body = resp.json() if resp.content else {}
+            status = ConnectorStatus.from_status(name, body) if body else None
+            return RestartOutcome(
+                connector=name,
+                method="kip-745",
+                calls=self.calls - calls_before,
+                restarted_connector=bool(status and status.state == "RESTARTING"),
+                restarted_tasks=tuple(t.task_id for t in status.tasks if t.state == "RESTARTING")
+                if status
+                else (),
+                statuses=tuple(statuses),
+                body=body,
+            )
+        if resp.status_code == 404 and "unknown connector" in self._message(resp).lower():
+            raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
+        if resp.status_code != 204:
+            raise self._error(resp, f"restarting {name!r}", name)
+        if support is None:
+            self.kip745 = False
+        return None
+
+    def _restart_legacy(
+        self,
+        name: str,
+        include_tasks: bool,
+        only_failed: bool,
+        known: ConnectorStatus | None,
+        calls_before: int,
+        statuses: list[int],
+        connector_done: bool,
+    ) -> RestartOutcome:
+        """The old path: the connector call unless a 204 already restarted it, then one call per
+        task to restart. Only what the status shows failed, when ``only_failed``: a healthy task
+        is not restarted for nothing."""
         status = known or self.connector_status(name)
-        restarted_connector = legacy_connector_done
-        if not legacy_connector_done and (status.connector_failed or not only_failed):
+        restarted_connector = connector_done
+        if not connector_done and (status.connector_failed or not only_failed):
             statuses.append(self.restart_connector(name))
             restarted_connector = True
         tasks: list[int] = []
