@@ -5,6 +5,8 @@ Usage::
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --failed 4[,5...] --out DIR|URL
         [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824] [--drain]
         [--drain-replicas topic:partition@broker,...]
+    spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL --rebalance add-brokers|full
+        [--new-brokers 4[,5...]] [--max-replica-spread 10%|N] [--max-leader-spread 10%|N] [--room 1=BYTES,...]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
@@ -60,6 +62,17 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   replicas in healthy directories stay. Each named broker must be live and among ``--failed``. The
   named replicas are offline on their broker, so, as in a heal, they are no copy source and not
   live ISR: a partition with no live replica elsewhere is listed under ``not_moved``.
+* ``--rebalance add-brokers|full`` (``kafka_rebalance``): no broker is failed; replicas move from the
+  most loaded broker to the least loaded one (``add-brokers``: only onto ``--new-brokers``, which must
+  be live), the smallest partition that keeps its racks and the receiver's disk room (``--room``:
+  bytes each broker may gain under the ceiling; a broker missing from it gains nothing), until
+  replicas per broker are within ``--max-replica-spread``; then preferred leaderships are handed,
+  by reordering only, from the broker leading the most to another replica with two fewer, until
+  within ``--max-leader-spread``. The rules are the shared units of the balance rules block
+  (``kafka_runbooks.balance_rules``, copied verbatim below), which ``check_plan`` judges it with.
+  The summary adds the spreads before/after against the targets, the moves' lower bounds, whether
+  the target is reached and, if not, why; leader-only moves are listed in it (``leader_moves``), not
+  in the chunks: they copy no data. A plan that brings nothing closer is impossible (error.json).
 * Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
   offline), then smallest first (more partitions healed per byte), then topic and partition. A
   chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
@@ -379,7 +392,7 @@ class Inputs:
 # Spark part.
 
 
-def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
+def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
     """Broker table with per-broker counts and bytes, and the partitions touched by ``failed``.
 
     Three scans of replicas.parquet: per-broker aggregates; the keys of partitions that have a
@@ -412,7 +425,11 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
         info.bytes = int(row["reported"])
         info.leaders = int(row["leaders"] or 0)
 
-    is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
+    # None: every partition is affected (a full rebalance may move any replica)
+    if failed is None:
+        is_failed = F.lit(True)
+    else:
+        is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
     cached_keys = (
         replicas.where(is_failed | F.col("size_bytes").isNull())
         .select("topic", "partition")
@@ -473,6 +490,83 @@ def load_inputs(spark, snapshot: str, failed: set[int]) -> Inputs:
             if size is None:
                 brokers[b].bytes += p.size
     return Inputs(brokers=brokers, affected=affected, meta=meta)
+
+
+# --- balance rules: begin (copied verbatim from include/kafka_runbooks/balance_rules.py) ---
+
+
+def rack_of(racks, broker):
+    """A broker's rack for counting racks; no known rack counts as a rack of its own."""
+    rack = racks.get(broker)
+    return ("rack", rack) if rack is not None else ("broker", broker)
+
+
+def distinct_racks(racks, brokers):
+    """How many racks the brokers span."""
+    return len({rack_of(racks, b) for b in brokers})
+
+
+def racks_kept(racks, old, new):
+    """A partition's target spans at least as many racks as its current replicas."""
+    return distinct_racks(racks, new) >= distinct_racks(racks, old)
+
+
+def spread_limit(text, mean):
+    """The largest allowed spread: ``"2"`` is a count, ``"10%"`` a share of the mean per broker
+    (rounded down, at least 1). ValueError on anything else."""
+    value = str(text).strip()
+    percent = value.endswith("%")
+    number = value[:-1].strip() if percent else value
+    try:
+        amount = float(number)
+    except ValueError:
+        raise ValueError(f"a spread is a count ('2') or a percentage ('10%'), not {text!r}") from None
+    if amount != amount or amount < 0 or (not percent and amount != int(amount)):
+        raise ValueError(f"a spread is a count >= 0 or a percentage >= 0, not {text!r}")
+    if not percent:
+        return int(amount)
+    return max(1, int(amount * mean / 100.0))
+
+
+def spread(counts, brokers):
+    """Most minus least of ``counts`` over ``brokers`` (0 without brokers)."""
+    values = [counts.get(b, 0) for b in brokers]
+    return max(values) - min(values) if values else 0
+
+
+def moves_lower_bound(values, limit):
+    """The fewest unit moves that bring every value into one window of width ``limit``, the total
+    kept: for each feasible window ``[lo, lo + limit]``, the larger of the units above it and the
+    units missing below it; the best window. No rack or disk rule can make a plan need fewer.
+    None when no window holds the total (``limit`` 0 and a total that does not divide evenly):
+    no number of moves reaches that target."""
+    values = list(values)
+    if not values:
+        return 0
+    n, total = len(values), sum(values)
+    best = None
+    for lo in range(max(0, -(-(total - n * limit) // n)), total // n + 1):
+        hi = lo + limit
+        if not n * lo <= total <= n * hi:
+            continue
+        above = sum(v - hi for v in values if v > hi)
+        below = sum(lo - v for v in values if v < lo)
+        need = max(above, below)
+        best = need if best is None or need < best else best
+    return best
+
+
+def fits(room, broker, gained):
+    """A broker may gain ``gained`` bytes: no room map means no disk rule was asked for; a broker
+    missing from it has unknown room, which is no room."""
+    if room is None:
+        return True
+    if broker not in room:
+        return gained <= 0
+    return gained <= room[broker]
+
+
+# --- balance rules: end ---
 
 
 # ---------------------------------------------------------------------------------------------
@@ -793,6 +887,291 @@ def make_chunks(moves: list[Move], max_partitions: int, max_bytes: int) -> list[
 
 
 # ---------------------------------------------------------------------------------------------
+# Rebalance (``--rebalance add-brokers|full``, kafka_rebalance): even out replicas and preferred
+# leaderships per broker within a target spread, with the fewest moves the greedy finds.
+
+REBALANCE_MODES = ("add-brokers", "full")
+
+
+@dataclass
+class Balance:
+    """A rebalance's working state: every partition's target so far, and who may give and take."""
+
+    brokers: dict[int, BrokerInfo]
+    scope: list[int]  # the live brokers whose spread is judged
+    sources: list[int]  # brokers replicas may leave
+    receivers: list[int]  # brokers replicas (and preferred leaderships) may go to
+    racks: dict[int, str | None]
+    room: dict[int, int] | None  # bytes each broker may gain (None: no disk rule asked for)
+    parts: dict[tuple[str, int], Affected]
+    target: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    gained: dict[int, int] = field(default_factory=dict)  # bytes gained per broker so far
+    moved: dict[int, int] = field(default_factory=dict)  # replicas moved to each receiver
+    replica_moves: int = 0
+    bytes_copied: int = 0
+
+    def count(self, b: int) -> int:
+        return self.brokers[b].replicas
+
+    def leaders(self) -> dict[int, int]:
+        return {b: self.brokers[b].leaders for b in self.scope}
+
+
+def _blocked(bal: Balance, key: tuple[str, int], s: int, d: int) -> str | None:
+    """Why the replica of ``key`` on ``s`` may not go to ``d`` (None: it may)."""
+    now = bal.target[key]
+    if d in now:
+        return "already a replica"
+    new = [d if b == s else b for b in now]
+    if not racks_kept(bal.racks, now, new):
+        return "rack rule"
+    if not fits(bal.room, d, bal.gained.get(d, 0) + bal.parts[key].size):
+        return "disk room"
+    return None
+
+
+def _move_replica(bal: Balance, key: tuple[str, int], s: int, d: int) -> None:
+    """The replica on ``s`` goes to ``d`` at the same position (a preferred leader's with it)."""
+    p = bal.parts[key]
+    now = bal.target[key]
+    i = now.index(s)
+    now[i] = d
+    src_bytes = (
+        p.size
+        if s not in p.replicas or p.sizes[p.replicas.index(s)] is None
+        else p.sizes[p.replicas.index(s)]
+    )
+    bal.brokers[s].replicas -= 1
+    bal.brokers[s].bytes -= src_bytes
+    bal.brokers[d].replicas += 1
+    bal.brokers[d].bytes += p.size
+    if i == 0:
+        bal.brokers[s].leaders -= 1
+        bal.brokers[d].leaders += 1
+    bal.gained[d] = bal.gained.get(d, 0) + p.size
+    bal.gained[s] = bal.gained.get(s, 0) - src_bytes
+    bal.moved[d] = bal.moved.get(d, 0) + 1
+    bal.replica_moves += 1
+    bal.bytes_copied += p.size
+
+
+def _candidates(bal: Balance) -> dict[int, list[tuple[str, int]]]:
+    """Each source's original replicas, smallest partition first (cheapest to copy)."""
+    out: dict[int, list[tuple[str, int]]] = {s: [] for s in bal.sources}
+    for key, p in sorted(bal.parts.items(), key=lambda kv: (kv[1].size, kv[0])):
+        for b in p.replicas:
+            if b in out:
+                out[b].append(key)
+    return out
+
+
+def _pick(bal: Balance, keys: list[tuple[str, int]], s: int, d: int) -> tuple[str, int] | None:
+    """The smallest partition whose replica on ``s`` may go to ``d``; a preferred leader's replica
+    first while ``d`` leads at least two fewer than ``s`` (its leadership goes along, which the
+    leader balance needs anyway), else a follower's first (no leadership changes for nothing)."""
+    lead = bal.brokers[d].leaders <= bal.brokers[s].leaders - 2
+    fallback = None
+    for k in keys:
+        if _blocked(bal, k, s, d) is not None:
+            continue
+        if (bal.target[k][0] == s) == lead:
+            return k
+        fallback = fallback or k
+    return fallback
+
+
+def balance_replicas(bal: Balance, limit: int) -> str | None:
+    """Move replicas from the most loaded source to the least loaded receiver (smallest partition
+    that keeps racks and disk room) until the spread is within ``limit``; None when reached, else
+    why it stops."""
+    candidates = _candidates(bal)
+    while spread({b: bal.count(b) for b in bal.scope}, bal.scope) > limit:
+        done = False
+        for s in sorted(bal.sources, key=lambda b: (-bal.count(b), b)):
+            for d in sorted(bal.receivers, key=lambda b: (bal.count(b), b)):
+                if bal.count(s) - bal.count(d) < 2:
+                    break
+                key = _pick(bal, candidates[s], s, d)
+                if key is not None:
+                    candidates[s].remove(key)
+                    _move_replica(bal, key, s, d)
+                    done = True
+                    break
+            if done:
+                break
+        if not done:
+            return _why_stuck(bal, candidates)
+    return None
+
+
+def _why_stuck(bal: Balance, candidates: dict[int, list[tuple[str, int]]]) -> str:
+    """Why no replica can move any more although the spread is above the target."""
+    counts = {b: bal.count(b) for b in bal.scope}
+    top = max(bal.sources, key=lambda b: (counts[b], -b))
+    low = min(bal.receivers, key=lambda b: (counts[b], b))
+    if counts[top] - counts[low] < 2:
+        who = "the new brokers" if set(bal.receivers) != set(bal.scope) else "the receivers"
+        return (
+            f"the most loaded source, broker {top}, holds {counts[top]} replicas and the least loaded "
+            f"receiver, broker {low}, {counts[low]}: replicas move only onto {who} {bal.receivers}, so the "
+            "other brokers cannot be evened out among themselves"
+        )
+    reasons: dict[str, int] = {}
+    for d in bal.receivers:
+        if counts[top] - counts[d] < 2:
+            continue
+        for k in candidates.get(top, []):
+            why = _blocked(bal, k, top, d) or "?"
+            reasons[why] = reasons.get(why, 0) + 1
+    said = ", ".join(f"{why}: {n}" for why, n in sorted(reasons.items())) or "no replica left to move"
+    return (
+        f"no replica of broker {top} ({counts[top]} replicas) may go to a broker with at least two fewer "
+        f"(least loaded: broker {low} with {counts[low]}); refused moves by reason: {said}"
+    )
+
+
+def balance_leaders_within(bal: Balance, limit: int) -> str | None:
+    """Hand preferred leaderships (the first replica) from the broker leading the most to another
+    replica of the same partition with at least two fewer, only reordering (no data moves),
+    partitions already moving first; None when within ``limit``, else why it stops."""
+    allowed = set(bal.receivers)
+    while spread(bal.leaders(), bal.scope) > limit:
+        done = False
+        counts = bal.leaders()
+        for s in sorted(bal.scope, key=lambda b: (-counts[b], b)):
+            led = [k for k, t in bal.target.items() if t[0] == s]
+            led.sort(key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k))
+            for k in led:
+                t = bal.target[k]
+                others = [b for b in t[1:] if b in allowed and counts.get(b, 0) <= counts[s] - 2]
+                if others:
+                    b = min(others, key=lambda x: (counts[x], x))
+                    t[:] = [b] + [x for x in t if x != b]
+                    bal.brokers[s].leaders -= 1
+                    bal.brokers[b].leaders += 1
+                    done = True
+                    break
+            if done:
+                break
+        if not done:
+            top = max(bal.scope, key=lambda b: (counts[b], -b))
+            return (
+                f"broker {top} is the preferred leader of {counts[top]} partitions and none of them has "
+                f"another replica{' on a new broker' if allowed != set(bal.scope) else ''} with at least two "
+                "fewer preferred leaderships"
+            )
+    return None
+
+
+def rebalance_scope(
+    brokers: dict[int, BrokerInfo], mode: str, new: list[int] | None
+) -> tuple[list[int], list[int], list[int]]:
+    """(scope, sources, receivers) of a rebalance, or PlanImpossible naming the brokers wrong."""
+    if mode not in REBALANCE_MODES:
+        raise PlanImpossible(f"--rebalance is one of {list(REBALANCE_MODES)}, not {mode!r}")
+    down = sorted(b for b, info in brokers.items() if info.replicas and not info.alive)
+    if down:
+        raise PlanImpossible(
+            f"broker(s) {down} hold replicas but are not live: heal them first (kafka_failed_broker_reassignment)"
+        )
+    scope = sorted(b for b, info in brokers.items() if info.alive and info.known)
+    if mode == "full":
+        if new:
+            raise PlanImpossible("--new-brokers belongs to --rebalance add-brokers")
+        return scope, scope, scope
+    if not new:
+        raise PlanImpossible("--rebalance add-brokers needs --new-brokers: the brokers just added")
+    bad = sorted(b for b in new if b not in scope)
+    if bad:
+        raise PlanImpossible(f"new broker(s) {bad} are not live registered brokers (live: {scope})")
+    return scope, [b for b in scope if b not in new], sorted(new)
+
+
+def rebalance(
+    inputs: Inputs, mode: str, new: list[int] | None, spreads: tuple[str, str], room: dict[int, int] | None
+) -> tuple[list[Move], list[dict], dict[str, Any]]:
+    """Plan a rebalance: (replica moves, leader-only moves, the summary's rebalance figures)."""
+    brokers = inputs.brokers
+    scope, sources, receivers = rebalance_scope(brokers, mode, new)
+    parts = {(p.topic, p.partition): p for p in inputs.affected}
+    bal = Balance(brokers, scope, sources, receivers, {b: i.rack for b, i in brokers.items()}, room, parts)
+    bal.target = {k: list(p.replicas) for k, p in parts.items()}
+    replicas0 = {b: brokers[b].replicas for b in scope}
+    leaders0 = bal.leaders()
+    bytes0 = {b: brokers[b].bytes for b in scope}
+    limits = (
+        _spread(spreads[0], "--max-replica-spread", replicas0),
+        _spread(spreads[1], "--max-leader-spread", leaders0),
+    )
+    why = balance_replicas(bal, limits[0])
+    why_leaders = balance_leaders_within(bal, limits[1])
+    moves, leader_moves = [], []
+    for k, t in sorted(bal.target.items()):
+        p = parts[k]
+        if list(p.replicas) == t:
+            continue
+        if set(p.replicas) == set(t):
+            leader_moves.append({"topic": k[0], "partition": k[1], "from": list(p.replicas), "to": t})
+            continue
+        live_isr = sum(1 for b, isr in zip(p.replicas, p.in_isr) if isr and brokers[b].alive)
+        moves.append(Move(k[0], k[1], p.replicas, t, p.size, live_isr))
+    figures = _rebalance_figures(
+        bal, mode, spreads, limits, (replicas0, leaders0, bytes0), (why, why_leaders)
+    )
+    figures["leader_moves"] = leader_moves
+    figures["leader_changes"] = sum(1 for k, t in bal.target.items() if t[0] != parts[k].replicas[0])
+    if not moves and not leader_moves and not figures["reached"]:
+        raise PlanImpossible(f"no move brings the cluster closer to the target: {why or why_leaders}")
+    return moves, leader_moves, figures
+
+
+def _spread(text: str, what: str, counts: dict[int, int]) -> int:
+    try:
+        return spread_limit(text, sum(counts.values()) / max(len(counts), 1))
+    except ValueError as exc:
+        raise PlanImpossible(f"{what}: {exc}") from None
+
+
+def _rebalance_figures(bal, mode, spreads, limits, before, why) -> dict[str, Any]:
+    """The spread before and after against the target, the lower bounds beside the moves."""
+    replicas0, leaders0, bytes0 = before
+    after = {b: bal.count(b) for b in bal.scope}
+    leaders = bal.leaders()
+    return {
+        "rebalance": mode,
+        "new_brokers": bal.receivers if mode == "add-brokers" else [],
+        "scope": bal.scope,
+        "sources": bal.sources,
+        "room": None if bal.room is None else {str(b): n for b, n in sorted(bal.room.items())},
+        "replica_moves": bal.replica_moves,
+        "bytes_copied": bal.bytes_copied,
+        "spread": {
+            "replicas": {
+                "target": spreads[0],
+                "limit": limits[0],
+                "before": spread(replicas0, bal.scope),
+                "after": spread(after, bal.scope),
+                "moves": bal.replica_moves,
+                "lower_bound_moves": moves_lower_bound([replicas0[b] for b in bal.scope], limits[0]),
+            },
+            "leaders": {
+                "target": spreads[1],
+                "limit": limits[1],
+                "before": spread(leaders0, bal.scope),
+                "after": spread(leaders, bal.scope),
+                "lower_bound_moves": moves_lower_bound([leaders0[b] for b in bal.scope], limits[1]),
+            },
+            "bytes": {
+                "before": spread(bytes0, bal.scope),
+                "after": spread({b: bal.brokers[b].bytes for b in bal.scope}, bal.scope),
+            },
+        },
+        "reached": why[0] is None and why[1] is None,
+        "why_not": "; ".join(w for w in why if w) or None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Output.
 
 
@@ -860,8 +1239,10 @@ def write_plan(
     snapshot: str,
     drain: bool = False,
     drain_replicas: list[tuple[str, int, int]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict:
-    """Write chunks, plan.json, then summary.json (last: its presence means a finished run)."""
+    """Write chunks, plan.json, then summary.json (last: its presence means a finished run);
+    ``extra``: a mode's own figures (a rebalance's spreads, bounds and leader-only moves)."""
     ordered = [m for chunk in chunks for m in chunk]
     chunk_entries = write_chunks(spark, out, chunks)
     _write_json(spark, _join(out, PLAN_FILE), _reassignment(ordered))
@@ -919,6 +1300,7 @@ def write_plan(
             for m in ordered
         ],
     }
+    summary.update(extra or {})
     _write_json(spark, _join(out, SUMMARY_FILE), summary)
     return summary
 
@@ -934,7 +1316,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         required=True,
         help="snapshot folder or Hadoop URL (s3a://...) with replicas.parquet, ...",
     )
-    parser.add_argument("--failed", required=True, help="comma-separated ids of the failed brokers")
+    parser.add_argument(
+        "--failed", default=None, help="comma-separated ids of the failed brokers (not with --rebalance)"
+    )
     parser.add_argument("--receivers", default=None, help="comma-separated ids (default: every live broker)")
     parser.add_argument("--max-partitions-per-chunk", default=str(DEFAULT_MAX_PARTITIONS))
     parser.add_argument("--max-bytes-per-chunk", default=str(DEFAULT_MAX_BYTES))
@@ -947,6 +1331,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--drain-replicas",
         default=None,
         help="only these replicas of the --failed brokers move: topic:partition@broker, comma-separated",
+    )
+    parser.add_argument(
+        "--rebalance",
+        default=None,
+        help="add-brokers|full: even out replicas and preferred leaders per broker (kafka_rebalance)",
+    )
+    parser.add_argument("--new-brokers", default=None, help="add-brokers: the new brokers, comma-separated")
+    parser.add_argument(
+        "--max-replica-spread", default="10%", help="count ('2') or percent of the mean ('10%%')"
+    )
+    parser.add_argument(
+        "--max-leader-spread", default="10%", help="count ('2') or percent of the mean ('10%%')"
+    )
+    parser.add_argument(
+        "--room",
+        default=None,
+        help="bytes each broker may gain (disk ceiling): broker=bytes, comma-separated",
     )
     parser.add_argument(
         "--out", required=True, help="output folder or Hadoop URL (s3a://...) for the plan files"
@@ -1022,14 +1423,96 @@ def get_spark():
     return spark
 
 
+def _room(text: str | None) -> dict[int, int] | None:
+    """``--room broker=bytes,...`` as a map; None when not given (no disk rule)."""
+    if text is None:
+        return None
+    room = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        broker, eq, amount = item.partition("=")
+        if not (eq and broker.strip().isdigit() and amount.strip().lstrip("-").isdigit()):
+            raise PlanImpossible(f"--room entries are broker=bytes, got {item!r}")
+        room[int(broker)] = int(amount)
+    return room
+
+
+def same_brokers(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """``--failed`` / ``--receivers``, when given with ``--rebalance``, are the sources and receivers
+    the runbook validated: the snapshot must give the same ones, or the cluster changed in between."""
+    receivers = figures["new_brokers"] or figures["scope"]
+    for flag, given, found in (
+        ("--failed", args.failed, figures["sources"]),
+        ("--receivers", args.receivers, receivers),
+    ):
+        if given and sorted(_ids(given, flag)) != sorted(found):
+            raise PlanImpossible(
+                f"{flag} {given} were validated, the snapshot gives {found}: the brokers changed since; run again"
+            )
+
+
+def run_rebalance(spark, args: argparse.Namespace, out: str, started: float) -> int:
+    """``--rebalance``: plan, write the plan files (leader-only moves in the summary), or error.json."""
+    try:
+        new = _ids(args.new_brokers, "--new-brokers") if args.new_brokers else None
+        limits = (
+            _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),
+            _positive(args.max_bytes_per_chunk, "--max-bytes-per-chunk"),
+        )
+        room = _room(args.room)
+        if not exists(spark, args.snapshot):
+            raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
+        inputs = load_inputs(spark, args.snapshot, None)
+        before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
+        spreads = (args.max_replica_spread, args.max_leader_spread)
+        moves, _, figures = rebalance(inputs, args.rebalance, new, spreads, room)
+        same_brokers(args, figures)
+        chunks = make_chunks(moves, *limits)
+        receivers = sorted(figures["new_brokers"] or figures["scope"])
+        moved = {b: 0 for b in receivers}
+        for m in moves:
+            for b in set(m.target) - set(m.current):
+                moved[b] += 1
+        summary = write_plan(
+            spark,
+            out,
+            inputs,
+            figures["sources"],
+            receivers,
+            chunks,
+            [],
+            before,
+            moved,
+            limits,
+            args.snapshot,
+            extra=figures,
+        )
+    except PlanImpossible as exc:
+        _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})
+        print(f"plan impossible: {exc}", file=sys.stderr)
+        return EXIT_IMPOSSIBLE
+    s = summary["spread"]
+    print(
+        f"{out}: rebalance {args.rebalance}: {summary['replica_moves']} replica move(s) (lower bound "
+        f"{s['replicas']['lower_bound_moves']}), {len(summary['leader_moves'])} leader-only move(s) (lower bound "
+        f"{s['leaders']['lower_bound_moves']} leader changes, {summary['leader_changes']} planned), "
+        f"{summary['bytes_copied']} bytes; replica spread {s['replicas']['before']} -> {s['replicas']['after']} "
+        f"(target {s['replicas']['limit']}), leader spread {s['leaders']['before']} -> {s['leaders']['after']} "
+        f"(target {s['leaders']['limit']}); {'reached' if summary['reached'] else 'NOT reached: ' + summary['why_not']}; "
+        f"{time.monotonic() - started:.1f}s"
+    )
+    return 0
+
+
 def run(spark, argv: list[str] | None = None) -> int:
     """Plan with an existing session; writes plan or error.json; returns the exit code."""
     args = parse_args(argv)
     out = args.out
     clear_output(spark, out)
     started = time.monotonic()
+    if args.rebalance is not None:
+        return run_rebalance(spark, args, out, started)
     try:
-        failed = _ids(args.failed, "--failed")
+        failed = _ids(args.failed or "", "--failed")
         if not failed:
             raise PlanImpossible("no failed broker given")
         receivers = None if args.receivers is None else _ids(args.receivers, "--receivers")

@@ -3,7 +3,10 @@
 ``spark_jobs/failed_broker_plan.py`` writes ``plan.json``, ``chunks/NNNN.json`` and ``summary.json``
 (or ``error.json`` when no plan can keep the rules). ``load_plan`` reads them back; ``check_plan``
 re-derives every rule from the snapshot itself, sharing no code with the job, so a bug in the
-planner shows up as a violation before anything is submitted to the cluster.
+planner shows up as a violation before anything is submitted to the cluster. A rebalance's plan
+is judged with the balancing units (``kafka_runbooks.balance_rules``: racks, spread, target,
+lower bound, disk room) that the job carries a verbatim copy of: one text of each rule, its
+figures re-derived here independently.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_runbooks import storage
+from kafka_runbooks.balance_rules import fits, moves_lower_bound, racks_kept, spread, spread_limit
 from kafka_runbooks.snapshot_contract import (
     BROKERS_FILE,
     ERROR_FILE,
@@ -27,6 +31,7 @@ from kafka_runbooks.snapshot_contract import (
 )
 
 __all__ = [
+    "REBALANCE_RULES",
     "RULES",
     "PartitionTarget",
     "Plan",
@@ -282,6 +287,8 @@ class PlanModel:
     rows_of: dict[Key, list[Mapping]]
     current: dict[Key, tuple[int, ...]]
     size: dict[Key, int]
+    # a rebalance's leader-only moves (the summary's ``leader_moves``): same replicas, another first
+    reordered: dict[Key, tuple[int, ...]] = field(default_factory=dict)
 
     def replaced(self) -> list[tuple[Key, int, int]]:
         """(partition, position in the target, receiver) of every failed replica a receiver replaces."""
@@ -298,10 +305,11 @@ class PlanModel:
     def leaders_after(self) -> Counter:
         """Preferred leaderships per broker once the plan is done."""
         after = Counter(self.leaders)
-        for key, target in self.planned.items():
-            if key in self.current and self.current[key] and target.replicas:
+        targets = {k: t.replicas for k, t in self.planned.items()} | self.reordered
+        for key, replicas in targets.items():
+            if key in self.current and self.current[key] and replicas:
                 after[self.current[key][0]] -= 1
-                after[target.replicas[0]] += 1
+                after[replicas[0]] += 1
         return after
 
 
@@ -311,6 +319,10 @@ def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         replica_rows = list(replica_rows)
     failed = set(plan.failed_brokers)
     planned = {t.key: t for t in plan.partitions}
+    reordered = {
+        (str(m["topic"]), int(m["partition"])): tuple(int(b) for b in m["to"])
+        for m in plan.summary.get("leader_moves") or ()
+    }
     alive: dict[int, bool] = {}
     racks: dict[int, str | None] = {}
     for row in broker_rows:
@@ -321,7 +333,7 @@ def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
     count: Counter = Counter()
     leaders: Counter = Counter()
     reported: Counter = Counter()
-    interesting: set[Key] = set(planned)
+    interesting: set[Key] = set(planned) | set(reordered)
     for row in replica_rows:
         b = int(row["replica"])
         count[b] += 1
@@ -357,6 +369,7 @@ def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         rows_of=rows_of,
         current=current,
         size=size,
+        reordered=reordered,
     )
 
 
@@ -738,6 +751,192 @@ RULES: tuple[PlanRule, ...] = (
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# A rebalance's plan (``spark_jobs/failed_broker_plan.py --rebalance``, kafka_rebalance): every
+# figure re-derived from the snapshot and judged with the planner's own balancing units
+# (``kafka_runbooks.balance_rules``, of which the job carries a verbatim copy), so the optimizer
+# and the checker cannot drift apart. Chunks, summary and per-broker figures: the families above.
+
+REBALANCE_MODES = ("add-brokers", "full")
+
+
+def scope_of(model: PlanModel) -> list[int]:
+    """The brokers whose spread is judged: every live broker the snapshot knows."""
+    return sorted(b for b, alive in model.alive.items() if alive)
+
+
+def replicas_after(model: PlanModel) -> Counter:
+    """Replicas per broker once the planned moves are done (by membership)."""
+    after = Counter(model.count)
+    for key, target in model.planned.items():
+        old = set(model.current.get(key, ()))
+        for b in old - set(target.replicas):
+            after[b] -= 1
+        for b in set(target.replicas) - old:
+            after[b] += 1
+    return after
+
+
+def bytes_gained(model: PlanModel) -> Counter:
+    """Net bytes each broker gains (a new replica at the partition's size, a left one at its report)."""
+    gained: Counter = Counter()
+    for key, target in model.planned.items():
+        rows = {int(r["replica"]): r for r in model.rows_of.get(key, ())}
+        for b in set(rows) - set(target.replicas):
+            reported = rows[b]["size_bytes"]
+            gained[b] -= model.size[key] if reported is None else reported
+        for b in set(target.replicas) - set(rows):
+            gained[b] += model.size[key]
+    return gained
+
+
+class RebalanceBrokers(RuleFamily):
+    """The mode is known; every broker holding replicas is live; add-brokers moves onto the named
+    new brokers only, which are live; full takes from and gives to every live broker."""
+
+    name = "brokers named by the plan"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        summary, scope = plan.summary, scope_of(model)
+        mode = summary.get("rebalance")
+        if mode not in REBALANCE_MODES:
+            return [self.broken(f"rebalance mode {mode!r} is not one of {list(REBALANCE_MODES)}")]
+        out = []
+        down = sorted(b for b, n in model.count.items() if n and not model.alive.get(b, False))
+        if down:
+            out.append(self.broken(f"broker(s) {down} hold replicas but are not live"))
+        new = sorted(int(b) for b in summary.get("new_brokers") or ())
+        want = (new, [b for b in scope if b not in new]) if mode == "add-brokers" else (scope, scope)
+        if mode == "add-brokers" and (not new or not set(new) <= set(scope)):
+            out.append(self.broken(f"add-brokers needs live new brokers, the plan names {new}"))
+        if sorted(model.receivers) != want[0]:
+            out.append(self.broken(f"receivers {sorted(model.receivers)} should be {want[0]} ({mode})"))
+        if sorted(model.failed) != want[1]:
+            out.append(self.broken(f"sources {sorted(model.failed)} should be {want[1]} ({mode})"))
+        return out
+
+
+class RebalanceTargets(RuleFamily):
+    """Per partition: RF kept, no broker twice, replicas leave sources only and arrive at receivers
+    only, racks kept (``racks_kept``); a leader-only move keeps the replicas and leads from a receiver."""
+
+    name = "each partition's target"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        out: list[Violation] = []
+        for key, target in sorted(model.planned.items()):
+            out += self._moved(model, key, target.replicas)
+        for key, new in sorted(model.reordered.items()):
+            old = model.current.get(key)
+            name = f"{key[0]}-{key[1]}"
+            if old is None or sorted(old) != sorted(new) or old[0] == new[0]:
+                out.append(
+                    self.broken(f"{name}: leader-only move {old} -> {list(new)} changes replicas", key)
+                )
+            elif new[0] not in model.receivers:
+                out.append(self.broken(f"{name}: preferred leadership goes to {new[0]}, not a receiver", key))
+            if key in model.planned:
+                out.append(self.broken(f"{name}: both a replica move and a leader-only move", key))
+        return out
+
+    def _moved(self, model: PlanModel, key: Key, new: tuple[int, ...]) -> list[Violation]:
+        old = model.current.get(key)
+        name = f"{key[0]}-{key[1]}"
+        if old is None:
+            return [self.broken(f"{name} is planned but not in the snapshot", key)]
+        if len(new) != len(old):
+            return [self.broken(f"{name}: replication factor {len(old)} becomes {len(new)}", key)]
+        out = []
+        if len(set(new)) != len(new):
+            out.append(self.broken(f"{name}: target {list(new)} names a broker twice", key))
+        gained, lost = set(new) - set(old), set(old) - set(new)
+        if not gained:
+            out.append(self.broken(f"{name}: planned but no replica moves", key))
+        if gained - model.receivers:
+            out.append(
+                self.broken(f"{name}: replicas go to {sorted(gained - model.receivers)}, not receivers", key)
+            )
+        if lost - model.failed:
+            out.append(self.broken(f"{name}: replicas leave {sorted(lost - model.failed)}, not sources", key))
+        if not racks_kept(model.racks, old, new):
+            out.append(self.broken(f"{name}: {list(old)} -> {list(new)} spans fewer racks", key))
+        return out
+
+
+class RebalanceSpread(RuleFamily):
+    """The spreads before and after, the targets and the lower bounds are what the snapshot and
+    the plan give; a plan that says it reached the target is within it, one that does not says why."""
+
+    name = "spread against the target"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        summary, scope = plan.summary, scope_of(model)
+        figures = summary.get("spread") or {}
+        counts = {
+            "replicas": (dict(model.count), dict(replicas_after(model))),
+            "leaders": (dict(model.leaders), dict(model.leaders_after())),
+        }
+        out = []
+        within = True
+        for what, (before, after) in counts.items():
+            said = figures.get(what) or {}
+            try:
+                limit = spread_limit(
+                    said.get("target"), sum(before.get(b, 0) for b in scope) / max(len(scope), 1)
+                )
+            except ValueError as exc:
+                out.append(self.broken(f"{what}: target {said.get('target')!r}: {exc}"))
+                continue
+            want = {
+                "limit": limit,
+                "before": spread(before, scope),
+                "after": spread(after, scope),
+                "lower_bound_moves": moves_lower_bound([before.get(b, 0) for b in scope], limit),
+            }
+            wrong = {k: (said.get(k), v) for k, v in want.items() if said.get(k) != v}
+            if wrong:
+                out.append(self.broken(f"{what} spread figures wrong (summary, recomputed): {wrong}"))
+            within = within and want["after"] <= limit
+        moves = sum(len(set(t.replicas) - set(model.current.get(k, ()))) for k, t in model.planned.items())
+        if summary.get("replica_moves") != moves:
+            out.append(
+                self.broken(
+                    f"summary says {summary.get('replica_moves')} replica moves, the plan has {moves}"
+                )
+            )
+        if summary.get("reached") and not within:
+            out.append(self.broken("summary says the target is reached, the figures say it is not"))
+        if not summary.get("reached") and not summary.get("why_not"):
+            out.append(self.broken("the target is not reached and the summary does not say why"))
+        return out
+
+
+class RebalanceDisk(RuleFamily):
+    """No broker gains more than its room under the disk ceiling (``fits``; unknown room is none)."""
+
+    name = "disk room"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        raw = plan.summary.get("room")
+        room = None if raw is None else {int(b): int(n) for b, n in raw.items()}
+        return [
+            self.broken(f"broker {b} gains {n} bytes, its room is {None if room is None else room.get(b)}")
+            for b, n in sorted(bytes_gained(model).items())
+            if not fits(room, b, n)
+        ]
+
+
+REBALANCE_RULES: tuple[PlanRule, ...] = (
+    RebalanceBrokers(),
+    RebalanceTargets(),
+    RebalanceSpread(),
+    RebalanceDisk(),
+    Chunks(),
+    SummaryFigures(),
+    PerBrokerFigures(),
+)
+
+
 def check_plan(
     plan: Plan,
     replica_rows: Iterable[Mapping],
@@ -746,8 +945,13 @@ def check_plan(
 ) -> list[Violation]:
     """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
 
+    A rebalance's plan (``summary["rebalance"]``) is held to the rebalance's rules
+    (``REBALANCE_RULES``: judged with the shared balancing units), the rest to ``RULES``.
+
     ``replica_rows`` is read twice (re-iterable; a one-shot iterator is materialised).
     """
+    if plan.summary.get("rebalance") and rules is RULES:
+        rules = REBALANCE_RULES
     model = plan_model(plan, replica_rows, broker_rows)
     violations = [v for rule in rules for v in rule.check(plan, model)]
     if len(violations) > MAX_LISTED_VIOLATIONS:

@@ -67,6 +67,8 @@ def plan_markdown(
     elect_preferred_leaders: bool,
 ) -> str:
     """The gate's body: what will be done, in tables the Airflow UI renders."""
+    if summary.get("rebalance"):
+        return rebalance_markdown(summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders)
     failed = {int(b) for b in summary["failed_brokers"]}
     per_broker = summary["per_broker"]
     racks = {b: per_broker.get(str(b), {}).get("rack") for b in sorted(failed)}
@@ -132,3 +134,89 @@ def plan_markdown(
             f"| {format_size(sum(e['bytes'] for e in rest))} |"
         )
     return "\n".join(lines)
+
+
+def _spread_row(what: str, figures: dict[str, Any], moves: Any) -> str:
+    bound = figures.get("lower_bound_moves")
+    return (
+        f"| {what} | {figures['before']} | {figures['after']} | {figures['limit']} (`{figures['target']}`) "
+        f"| {moves} | {'-' if bound is None else bound} |"
+    )
+
+
+def rebalance_markdown(
+    summary: dict[str, Any], throttle_bytes_per_sec: int, plan_dir: str, elect_preferred_leaders: bool
+) -> str:
+    """A rebalance's proposal the way an operator reads one: moves, data, the spreads before and
+    after against the target with the moves' lower bound, per broker before → after, chunks."""
+    s = summary["spread"]
+    seconds = estimated_seconds(summary, throttle_bytes_per_sec)
+    new = summary.get("new_brokers") or []
+    onto = f"onto new broker(s) **{', '.join(map(str, new))}**" if new else "over every live broker"
+    reached = (
+        "The plan reaches the target."
+        if summary.get("reached")
+        else f"**The target is out of reach**: {summary.get('why_not')}. The plan gets as close as the table shows."
+    )
+    lines = [
+        f"Rebalance **{summary['rebalance']}** {onto}: **{summary['replica_moves']}** replica move(s), "
+        f"**{summary.get('leader_changes', 0)}** leader move(s), **{format_size(summary['bytes_copied'])}** to "
+        f"copy, in {len(summary['chunks'])} chunk(s), about {format_duration(seconds)} at the throttle. {reached}",
+        "",
+        "| spread (most − least per broker) | before | after | target | moves | lower bound of moves |",
+        "|---|---:|---:|---:|---:|---:|",
+        _spread_row("replicas", s["replicas"], summary["replica_moves"]),
+        _spread_row("preferred leaders", s["leaders"], summary.get("leader_changes", 0)),
+        f"| bytes | {format_size(s['bytes']['before'])} | {format_size(s['bytes']['after'])} | - | - | - |",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Replica moves | {summary['replica_moves']} of {summary['partitions']} partition(s) |",
+        f"| Leader moves | {summary.get('leader_changes', 0)} ({len(summary.get('leader_moves') or [])} by "
+        "reordering replicas only, after the chunks: no data) |",
+        f"| Data to copy | {format_size(summary['bytes_copied'])} ({summary['bytes_copied']:,} bytes) |",
+        f"| Chunks | {len(summary['chunks'])} |",
+        f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
+        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
+        "share at the throttle) |",
+        "| After the moves | "
+        + (
+            "the leader-only moves, a preferred-leader election on every changed partition, the spreads read back |"
+            if elect_preferred_leaders
+            else "the leader-only moves; no election (`elect_preferred_leaders` is off) |"
+        ),
+        f"| Plan files | `{plan_dir}` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |",
+        "",
+        "**Per broker** (before → after)",
+        "",
+        "| broker | rack | replicas | preferred leaders | bytes |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
+        label = f"**{broker}** (new)" if int(broker) in new else broker
+        lines.append(
+            f"| {label} | {v.get('rack') or '-'} | {_arrow(v['replicas_before'], v['replicas_after'])} "
+            f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
+            f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
+        )
+    return "\n".join(lines + _chunk_rows(summary["chunks"]))
+
+
+def _chunk_rows(chunks: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        f"**Chunks** (in order; {len(chunks)} in all)",
+        "",
+        "| chunk | partitions | bytes |",
+        "|---|---:|---:|",
+    ]
+    for entry in chunks[:MAX_CHUNK_ROWS]:
+        lines.append(
+            f"| {entry['index']} of {len(chunks)} | {entry['partitions']} | {format_size(entry['bytes'])} |"
+        )
+    if len(chunks) > MAX_CHUNK_ROWS:
+        rest = chunks[MAX_CHUNK_ROWS:]
+        lines.append(
+            f"| … {len(rest)} more | {sum(e['partitions'] for e in rest)} | {format_size(sum(e['bytes'] for e in rest))} |"
+        )
+    return lines

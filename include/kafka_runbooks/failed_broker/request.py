@@ -36,6 +36,11 @@ class ReassignRequest:
     drain: bool = False
     drain_rack: str | None = None  # drain every registered broker of this rack
     max_disk_usage_percent: float | None = None  # no receiver log dir above this after the plan
+    # the planned rebalance (kafka_rebalance): its mode, the brokers just added, the target spreads
+    rebalance: str | None = None
+    new_brokers: tuple[int, ...] | None = None
+    max_replica_spread: str | None = None
+    max_leader_spread: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

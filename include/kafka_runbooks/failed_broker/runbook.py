@@ -80,6 +80,9 @@ class Validation:
 
     def record(self, request: ReassignRequest, logger: logging.Logger | None = None) -> None:
         """The ``validate`` DECISION: nothing to do, or go on to the plan (after adoption is saved)."""
+        if request.rebalance:
+            self._record_rebalance(request, logger or log)
+            return
         decisions.record(
             "validate",
             "nothing to do" if self.nothing_to_do else "go on to the plan",
@@ -106,6 +109,24 @@ class Validation:
                 "request": request.as_dict(),
             },
             logger=logger or log,
+        )
+
+    def _record_rebalance(self, request: ReassignRequest, logger: logging.Logger) -> None:
+        """A rebalance's ``validate`` DECISION (the brokers it takes from and gives to are live)."""
+        decisions.record(
+            "validate",
+            "go on to the plan",
+            f"rebalance {request.rebalance}: every broker holding replicas is live, the receivers are live "
+            "registered brokers; no foreign reassignment is in flight",
+            observed={
+                "sources": self.failed,
+                "receivers": self.receivers,
+                "adopted_in_flight": {
+                    k: {"target": v, "from": self.adopted_from[k]} for k, v in self.adopt.items()
+                },
+                "request": request.as_dict(),
+            },
+            logger=logger,
         )
 
 
@@ -333,7 +354,10 @@ def review(
     decisions.record(
         "plan",
         "plan checked",
-        "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
+        "every rule holds (RF kept, no broker twice, racks never fewer, replicas only from sources onto "
+        "receivers, disk room, the spreads, targets and lower bounds as the snapshot gives them)"
+        if summary.get("rebalance")
+        else "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
         "preferred leader kept, preferred leaders balanced where the failed one led)",
         observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
         | {

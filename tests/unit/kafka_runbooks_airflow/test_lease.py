@@ -15,6 +15,7 @@ DISRUPTIVE = {
     "kafka_failed_broker_reassignment": ("validate", "execute_chunks"),
     "kafka_broker_decommission": ("validate", "execute_chunks"),
     "kafka_log_dir_failure": ("validate", "execute_chunks"),
+    "kafka_rebalance": ("validate", "execute_chunks"),
     "kafka_controller_replace": ("plan_replacement", "replace"),
 }
 

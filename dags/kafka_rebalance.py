@@ -1,0 +1,122 @@
+"""
+### Rebalance: spread replicas and leaders evenly (onto new brokers, or over the whole cluster)
+
+The planned counterpart of the decommission (issue #27): the same tasks, gate, executor, stop,
+lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a rebalance's request:
+
+1. **check_input**: `mode` `add-brokers` needs `new_brokers`; `full` uses every live broker;
+   `remove-brokers` is refused (a DECISION record naming `kafka_broker_decommission`, which
+   drains brokers with its own checks). The targets are a count (`2`) or a percentage of the
+   mean per broker (`10%`).
+2. **validate**: every broker holding replicas is live (a dead one is the heal's case); the new
+   brokers are registered and live, not controllers, and the racks allow some replica onto them.
+   Within the target already: nothing to do. Each receiver's room under `max_disk_usage_percent`
+   is read (DescribeLogDirs; unknown room is no room).
+3. **snapshot** and **plan** with `spark_jobs/failed_broker_plan.py --rebalance`: replicas move
+   from the most loaded broker to the least loaded (add-brokers: only onto the new brokers), the
+   smallest partition that keeps its racks and the receiver's room, until replicas per broker
+   are within `max_replica_spread`; then preferred leaderships are handed over by reordering
+   only, until within `max_leader_spread`. The plan prints the lower bound of the moves the
+   target needs beside its own count, and says why and how close when the target is out of reach
+   (a plan that brings nothing closer is refused before the gate).
+4. **review_plan**: the disk ceiling on the receivers, the independent plan check (the same rule
+   units as the planner), the gate's summary: replica moves, leader moves, data to move, per
+   broker before and after, the spreads before and after against the target, chunks, duration.
+5. **approval_gate**, **execute_chunks** (throttled chunks; `kafka_reassignment_stop` stops
+   it), **remove_throttles** (always).
+6. **verify_result**: the moved partitions on their targets and in sync, no throttle left; the
+   approved leader-only moves (a reorder, no data), the preferred-leader election; then the
+   spreads read back within the target (or as close as the plan said), held for the settle period.
+
+It never moves a replica onto a broker that is not a new broker in add-brokers mode, never
+drains a broker, never plans while a broker holding replicas is down, never starts while
+another reassignment is in flight.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from kafka_runbooks_airflow.inputs import broker_list_schema
+from kafka_runbooks_airflow.reassign_dag import (
+    CHECKED,
+    ReassignmentRunbook,
+    chunk_params,
+    disk_ceiling_param,
+    reassignment_tasks,
+)
+
+POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+GLUE = "kafka_runbooks_airflow.rebalance"
+SPREAD_SCHEMA = {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%?\s*$"}
+
+
+def _flag(name: str, key: str) -> str:
+    """``--name=<validate's value>``: one argument, so an empty value stays an (empty) value."""
+    return f"{name}={{{{ {CHECKED}['{key}'] }}}}"
+
+
+with DAG(
+    dag_id="kafka_rebalance",
+    description="Even out replicas and leaders per broker (onto new brokers, or over the cluster), in "
+    "throttled chunks, after approval.",
+    doc_md=__doc__,
+    schedule=None,
+    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
+    is_paused_upon_creation=False,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "runbook", "reassignment", "destructive"],
+    default_args={"owner": "kafka-platform", "retries": 0},
+    params={
+        "mode": Param(
+            "add-brokers",
+            type="string",
+            enum=["add-brokers", "full", "remove-brokers"],
+            description="'add-brokers': move replicas only onto new_brokers. 'full': even out every live "
+            "broker. 'remove-brokers' is kafka_broker_decommission: refused here, naming it.",
+        ),
+        "new_brokers": Param(
+            None,
+            # null allowed: the trigger form treats an empty string it may not send as missing
+            anyOf=[{"type": "null"}, *broker_list_schema("")["anyOf"]],
+            description="add-brokers: the brokers just added, ids separated by commas, e.g. '4' or '4,5'. "
+            "Each must be registered and live. Leave empty for a full rebalance.",
+        ),
+        "max_replica_spread": Param(
+            "10%",
+            **SPREAD_SCHEMA,
+            description="Target: the most loaded broker holds at most this many replicas more than the least "
+            "loaded; a count ('2') or a percentage of the mean replicas per broker ('10%', at least 1).",
+        ),
+        "max_leader_spread": Param(
+            "10%",
+            **SPREAD_SCHEMA,
+            description="Target for preferred leaders per broker, the same way: a count ('2') or a percentage "
+            "of the mean ('10%', at least 1). Leadership moves by reordering replicas only (no data).",
+        ),
+        "max_disk_usage_percent": disk_ceiling_param(),
+        **{k: v for k, v in chunk_params("moved").items() if k != "receivers"},
+    },
+) as dag:
+    reassignment_tasks(
+        ReassignmentRunbook(
+            check_input=f"{GLUE}:check_input",
+            validate=f"{GLUE}:validate",
+            review_plan=f"{GLUE}:review_plan",
+            subject="Rebalance ({{ {checked}['rebalance'] }}): move {{ {reviewed}['replicas'] }} replica(s) "
+            "of {{ {reviewed}['partitions'] }} partition(s)?",
+            plan_flags=(
+                _flag("--rebalance", "rebalance"),
+                _flag("--new-brokers", "new_brokers_csv"),
+                _flag("--max-replica-spread", "max_replica_spread"),
+                _flag("--max-leader-spread", "max_leader_spread"),
+                _flag("--room", "room_csv"),
+            ),
+            verify=f"{GLUE}:verify",
+        ),
+        POKE_INTERVAL_S,
+    )

@@ -1,0 +1,112 @@
+"""The balancing rules of a rebalance plan, each one small unit: one text for planner and checker.
+
+``spark_jobs/failed_broker_plan.py --rebalance`` (the planner) and
+``kafka_runbooks.failed_broker.plan.check_plan`` (the independent check before the gate) must
+judge a plan by the same rules, or the optimizer and the checker drift apart. The Spark job is
+submitted as a single file, so it carries a verbatim copy of the block between the marker lines
+below (like the snapshot contract); ``tests/unit/kafka_runbooks/test_balance_rules.py`` fails when
+the copy differs. The checker imports this module. Nothing in the block imports anything.
+
+The rules:
+
+* racks: a partition's replicas never span fewer racks after a move than before (a broker without
+  a known rack is a rack of its own), so a move never puts two replicas on one rack where the
+  partition had them apart;
+* spread: the most loaded minus the least loaded broker (replicas, or preferred leaderships) of
+  the brokers in scope; a target is a count (``"2"``) or a percentage of the mean per broker
+  (``"10%"``, at least 1: an uneven total cannot reach 0);
+* a lower bound for the moves a target needs: the fewest unit moves that bring every count into
+  some window ``[lo, lo + limit]`` with the total kept, whatever the racks and disks allow;
+* disk room: what a broker may gain before a log dir passes the ceiling; a broker whose room is
+  unknown gains nothing (unknown is not room).
+"""
+
+from __future__ import annotations
+
+# --- balance rules: begin (copied verbatim from include/kafka_runbooks/balance_rules.py) ---
+
+
+def rack_of(racks, broker):
+    """A broker's rack for counting racks; no known rack counts as a rack of its own."""
+    rack = racks.get(broker)
+    return ("rack", rack) if rack is not None else ("broker", broker)
+
+
+def distinct_racks(racks, brokers):
+    """How many racks the brokers span."""
+    return len({rack_of(racks, b) for b in brokers})
+
+
+def racks_kept(racks, old, new):
+    """A partition's target spans at least as many racks as its current replicas."""
+    return distinct_racks(racks, new) >= distinct_racks(racks, old)
+
+
+def spread_limit(text, mean):
+    """The largest allowed spread: ``"2"`` is a count, ``"10%"`` a share of the mean per broker
+    (rounded down, at least 1). ValueError on anything else."""
+    value = str(text).strip()
+    percent = value.endswith("%")
+    number = value[:-1].strip() if percent else value
+    try:
+        amount = float(number)
+    except ValueError:
+        raise ValueError(f"a spread is a count ('2') or a percentage ('10%'), not {text!r}") from None
+    if amount != amount or amount < 0 or (not percent and amount != int(amount)):
+        raise ValueError(f"a spread is a count >= 0 or a percentage >= 0, not {text!r}")
+    if not percent:
+        return int(amount)
+    return max(1, int(amount * mean / 100.0))
+
+
+def spread(counts, brokers):
+    """Most minus least of ``counts`` over ``brokers`` (0 without brokers)."""
+    values = [counts.get(b, 0) for b in brokers]
+    return max(values) - min(values) if values else 0
+
+
+def moves_lower_bound(values, limit):
+    """The fewest unit moves that bring every value into one window of width ``limit``, the total
+    kept: for each feasible window ``[lo, lo + limit]``, the larger of the units above it and the
+    units missing below it; the best window. No rack or disk rule can make a plan need fewer.
+    None when no window holds the total (``limit`` 0 and a total that does not divide evenly):
+    no number of moves reaches that target."""
+    values = list(values)
+    if not values:
+        return 0
+    n, total = len(values), sum(values)
+    best = None
+    for lo in range(max(0, -(-(total - n * limit) // n)), total // n + 1):
+        hi = lo + limit
+        if not n * lo <= total <= n * hi:
+            continue
+        above = sum(v - hi for v in values if v > hi)
+        below = sum(lo - v for v in values if v < lo)
+        need = max(above, below)
+        best = need if best is None or need < best else best
+    return best
+
+
+def fits(room, broker, gained):
+    """A broker may gain ``gained`` bytes: no room map means no disk rule was asked for; a broker
+    missing from it has unknown room, which is no room."""
+    if room is None:
+        return True
+    if broker not in room:
+        return gained <= 0
+    return gained <= room[broker]
+
+
+# --- balance rules: end ---
+
+BEGIN = "# --- balance rules: begin (copied verbatim from include/kafka_runbooks/balance_rules.py) ---"
+END = "# --- balance rules: end ---"
+
+
+def block(source: str) -> str:
+    """The rules block of a source text, marker lines included ("" when it has none)."""
+    start = source.find(BEGIN)
+    stop = source.find(END)
+    if start < 0 or stop < start:
+        return ""
+    return source[start : stop + len(END)]

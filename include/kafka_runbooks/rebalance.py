@@ -1,0 +1,214 @@
+"""The planned rebalance's own rules (``kafka_rebalance``), Airflow-free, decided before the gate.
+
+The rebalance runs the decommission's pipeline (planner, plan check, disk ceiling, gate, chunked
+executor, stop, lease, cleanup) with its own request:
+
+- ``mode``: ``add-brokers`` moves replicas only onto the named ``new_brokers`` (registered and
+  live); ``full`` evens out every live broker; ``remove-brokers`` is the decommission and is
+  refused here naming ``kafka_broker_decommission`` (its own DAG with its own checks);
+- every broker holding replicas must be live (a dead one is the heal's case: moving the rest
+  around it would plan from a cluster that is about to change);
+- the target spreads (``max_replica_spread``, ``max_leader_spread``: a count or a percentage of
+  the mean per broker, judged by ``kafka_runbooks.balance_rules``);
+- the room each receiver has under the disk ceiling (DescribeLogDirs total and usable bytes; a
+  broker whose dirs are unknown has no room);
+- after the run, the spreads read back from the cluster (``spread_now``).
+
+Each refusal is a :class:`RequestError` (the plugin records it as a ``refuse`` DECISION).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_runbooks.balance_rules import racks_kept, spread, spread_limit
+from kafka_runbooks.failed_broker.decommission import _percent
+from kafka_runbooks.failed_broker.request import (
+    ReassignRequest,
+    RequestError,
+    _broker_list,
+    _not_controllers,
+    build_request,
+)
+from kafka_runbooks.model import ClusterState, LogDir
+
+MODES = ("add-brokers", "full", "remove-brokers")
+DECOMMISSION_DAG_ID = "kafka_broker_decommission"
+DEFAULT_SPREAD = "10%"
+
+
+def _spread_param(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    text = DEFAULT_SPREAD if value is None or not str(value).strip() else str(value).strip()
+    try:
+        spread_limit(text, 100)
+    except ValueError as exc:
+        raise RequestError(f"{name}: {exc}") from None
+    return text
+
+
+def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
+    """Parse the rebalance's params alone (no cluster call): the mode, the new brokers (add-brokers
+    only, and needed there), the target spreads, the disk ceiling; the chunk, throttle, gate and
+    election params as the heal reads them. ``remove-brokers`` is refused naming the decommission."""
+    mode = params.get("mode") or "add-brokers"
+    if mode not in MODES:
+        raise RequestError(f"mode must be one of {list(MODES)}, not {mode!r}")
+    new = _broker_list(params.get("new_brokers"), "new_brokers", ())
+    if mode == "remove-brokers":
+        raise RequestError(
+            f"mode remove-brokers is the decommission: run {DECOMMISSION_DAG_ID} with broker_ids "
+            f"{'= ' + ','.join(map(str, new)) + ' ' if new else ''}(or rack) instead; it drains live brokers "
+            "with its own checks (what the rest can hold, the disk ceiling) and verifies them empty"
+        )
+    if mode == "add-brokers" and new is None:
+        raise RequestError("mode add-brokers needs new_brokers: the ids of the brokers just added, e.g. '4'")
+    if mode == "full" and new is not None:
+        raise RequestError(
+            f"new_brokers ({list(new)}) goes with mode add-brokers; a full rebalance uses every live broker"
+        )
+    heal = {k: v for k, v in params.items() if k not in ("mode", "new_brokers", "receivers")}
+    request = build_request({**heal, "failed_brokers": [], "receivers": "all"})
+    return ReassignRequest(
+        **{
+            **request.as_dict(),
+            "failed_brokers": (),
+            "drain": True,  # the brokers replicas leave are live: their being live stops nothing
+            "rebalance": mode,
+            "new_brokers": new,
+            "max_replica_spread": _spread_param(params, "max_replica_spread"),
+            "max_leader_spread": _spread_param(params, "max_leader_spread"),
+            "max_disk_usage_percent": _percent(params.get("max_disk_usage_percent")),
+        }
+    )
+
+
+def resolve_rebalance(request: ReassignRequest, state: ClusterState) -> tuple[list[int], list[int]]:
+    """(sources, receivers): the brokers replicas may leave and the ones they may go to, or a
+    RequestError: a broker holding replicas that is not live, new brokers that are unknown, not
+    live or controllers, or new brokers the racks forbid any replica to go to."""
+    live = state.alive_broker_ids()
+    holding = sorted({b for p in state.partitions for b in p.replicas})
+    down = [b for b in holding if b not in live]
+    if down:
+        raise RequestError(
+            f"broker(s) {down} hold replicas but are not live (down or fenced): heal them first "
+            "(kafka_failed_broker_reassignment); a rebalance plans only on a cluster whose brokers are all up"
+        )
+    if request.rebalance == "full":
+        if len(live) < 2:
+            raise RequestError(f"a full rebalance needs at least two live brokers, the cluster has {live}")
+        return live, live
+    new = list(request.new_brokers or ())
+    _not_controllers(tuple(new), "new broker(s)", state)
+    unknown = [b for b in new if b not in state.brokers]
+    if unknown:
+        raise RequestError(
+            f"new broker(s) {unknown} are not registered with the cluster (registered: {sorted(state.brokers)})"
+        )
+    dead = [b for b in new if b not in live]
+    if dead:
+        raise RequestError(f"new broker(s) {dead} are not live (down or fenced): start them first")
+    sources = [b for b in live if b not in new]
+    if not sources:
+        raise RequestError(f"every live broker is named new ({new}): there is nothing to take replicas from")
+    refuse_what_the_racks_forbid(state, sources, new)
+    return sources, new
+
+
+def refuse_what_the_racks_forbid(state: ClusterState, sources: list[int], new: list[int]) -> None:
+    """RequestError when no replica of any partition may go to any new broker without the partition
+    spanning fewer racks (``racks_kept``): the target is out of reach before any plan."""
+    racks = {b: info.rack for b, info in state.brokers.items()}
+    for p in state.partitions:
+        for s in set(p.replicas) & set(sources):
+            for d in new:
+                if d not in p.replicas and racks_kept(
+                    racks, p.replicas, [d if b == s else b for b in p.replicas]
+                ):
+                    return
+    if not any(set(p.replicas) & set(sources) for p in state.partitions):
+        return  # nothing to move at all: the plan says so
+    raise RequestError(
+        f"the racks forbid every move onto new broker(s) {new} "
+        f"(racks {sorted({str(racks.get(b)) for b in new})}): each partition would span fewer racks; "
+        "give the new brokers racks the partitions do not cover, or run a full rebalance"
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Replicas, preferred leaders and leaders per live broker as the cluster has them, with the limits."""
+
+    replicas: dict[int, int]
+    preferred: dict[int, int]
+    leaders: dict[int, int]
+    limits: tuple[int, int]
+
+    @property
+    def figures(self) -> dict[str, int]:
+        scope = sorted(self.replicas)
+        return {
+            "replicas": spread(self.replicas, scope),
+            "preferred_leaders": spread(self.preferred, scope),
+            "leaders": spread(self.leaders, scope),
+        }
+
+    def within(self, replicas_max: int, leaders_max: int) -> bool:
+        f = self.figures
+        return f["replicas"] <= replicas_max and max(f["preferred_leaders"], f["leaders"]) <= leaders_max
+
+    def observed(self) -> dict[str, Any]:
+        return {
+            "spread": self.figures,
+            "limits": {"replicas": self.limits[0], "leaders": self.limits[1]},
+            "per_broker": {
+                str(b): {"replicas": n, "preferred_leaders": self.preferred[b], "leaders": self.leaders[b]}
+                for b, n in sorted(self.replicas.items())
+            },
+        }
+
+
+def spread_now(state: ClusterState, request_or_texts: ReassignRequest | tuple[str, str]) -> Spread:
+    """The spreads of the live brokers now, and the targets' limits at the cluster's means."""
+    texts = (
+        request_or_texts
+        if isinstance(request_or_texts, tuple)
+        else (request_or_texts.max_replica_spread, request_or_texts.max_leader_spread)
+    )
+    scope = state.alive_broker_ids()
+    replicas = Counter(b for p in state.partitions for b in p.replicas)
+    preferred = Counter(p.replicas[0] for p in state.partitions if p.replicas)
+    leaders = Counter(p.leader for p in state.partitions)
+    mean = len(scope) or 1
+    limits = (
+        spread_limit(texts[0], sum(replicas[b] for b in scope) / mean),
+        spread_limit(texts[1], sum(preferred[b] for b in scope) / mean),
+    )
+    return Spread(
+        {b: replicas[b] for b in scope},
+        {b: preferred[b] for b in scope},
+        {b: leaders[b] for b in scope},
+        limits,
+    )
+
+
+def room(
+    log_dirs: Mapping[int, tuple[LogDir, ...]], brokers: list[int], max_percent: float
+) -> dict[int, int]:
+    """Bytes each broker may gain before a log dir of it passes ``max_percent`` (Kafka picks the dir
+    of a new replica, so the fullest online dir sets it); a broker with no online dir of known size
+    is left out: unknown room is no room."""
+    out = {}
+    for b in brokers:
+        dirs = [d for d in log_dirs.get(b, ()) if d.online]
+        if not dirs or any(d.total_bytes is None or d.usable_bytes is None for d in dirs):
+            continue
+        out[b] = max(
+            0,
+            min(int(d.total_bytes * max_percent / 100) - (d.total_bytes - d.usable_bytes) for d in dirs),
+        )
+    return out

@@ -1,0 +1,300 @@
+"""Task bodies of ``kafka_rebalance``: the decommission's pipeline with the rebalance's request.
+
+The rebalance runs the heal's tasks (``kafka_runbooks_airflow.failed_broker``) with its own parser
+and broker choice (``kafka_runbooks.rebalance``: modes, live brokers, new brokers, what the racks
+allow), the planner's ``--rebalance`` with the target spreads and each receiver's room under the
+disk ceiling, the decommission's disk check before the gate, and its own end state: the moved
+partitions on their targets and in sync, the approved leader-only moves made, the preferred
+leaders elected, the spreads read back within the target (or as close as the plan said it gets)
+for the settle period, no throttle left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from kafka_runbooks import decisions
+
+log = logging.getLogger("kafka_runbooks.rebalance")
+
+
+def _timeouts() -> dict[str, float]:
+    return {
+        "timeout_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
+        "settle_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
+    }
+
+
+def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What needs no cluster, before the run waits for the lease (then it joins the lease queue):
+    the mode (remove-brokers refused naming the decommission), the new brokers, the targets."""
+    from kafka_runbooks.rebalance import build_rebalance_request
+    from kafka_runbooks_airflow.inputs import check_before_lease
+    from kafka_runbooks_airflow.lease import join_lease_queue
+
+    checked = check_before_lease(dag_id, params, build_rebalance_request, ("kafka_conn_id",), log.name)
+    join_lease_queue(dag_id, run_id, dict(params))
+    return checked
+
+
+def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """The heal's validate with the rebalance's request and brokers; then the spreads now (within
+    the target and nothing adopted: nothing to do) and each receiver's room under the disk ceiling."""
+    from kafka_runbooks.rebalance import build_rebalance_request, resolve_rebalance
+    from kafka_runbooks_airflow.failed_broker import validate as shared
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    request = refuse_bad_input(build_rebalance_request, params, log.name)
+    checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=resolve_rebalance)
+    now, room, errors = _spread_and_room(params["kafka_conn_id"], request, checked["receivers"])
+    within = now.within(*now.limits)
+    nothing = checked["nothing_to_do"] or (within and not checked["adopted"])
+    decisions.record(
+        "spread",
+        "nothing to do" if nothing else "plan the rebalance",
+        f"replicas and leaders per broker are within the target (replicas {now.limits[0]}, leaders "
+        f"{now.limits[1]})"
+        if within
+        else f"the spread is above the target (replicas {now.limits[0]}, leaders {now.limits[1]})",
+        observed={
+            **now.observed(),
+            "room_bytes": {str(b): n for b, n in room.items()},
+            "log_dir_errors": errors,
+        },
+        logger=log,
+    )
+    return {
+        **checked,
+        "nothing_to_do": nothing,
+        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "new_brokers_csv": ",".join(str(b) for b in request.new_brokers or ()),
+        "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
+        "spread_before": now.observed()["spread"],
+    }
+
+
+def _spread_and_room(conn_id: str, request, receivers: list[int]):
+    """The spreads now, and each receiver's room (DescribeLogDirs) under the disk ceiling."""
+    from kafka_runbooks.rebalance import room, spread_now
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        dirs, errors = admin.describe_log_dir_states(list(receivers))
+    finally:
+        admin.close()
+    return (
+        spread_now(state, request),
+        room(dirs, list(receivers), float(request.max_disk_usage_percent)),
+        errors,
+    )
+
+
+def review_plan(
+    checked: dict[str, Any] | None, snapshot_info: dict[str, Any] | None, dag_id: str, run_id: str
+) -> dict[str, Any]:
+    """The decommission's review: the disk ceiling on the receivers, then the plan check (the
+    rebalance's rules) and the gate's Markdown."""
+    from kafka_runbooks_airflow.decommission import review_plan as shared
+
+    return shared(checked, snapshot_info, dag_id, run_id)
+
+
+def _summary(checked: dict[str, Any]) -> dict[str, Any]:
+    from kafka_runbooks import storage
+    from kafka_runbooks.snapshot_contract import SUMMARY_FILE
+
+    return json.loads((storage.locate(checked["plan_dir"]) / SUMMARY_FILE).read_text())
+
+
+def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """After the chunks and the cleanup: the moved partitions on their targets and in sync with no
+    throttle left; then the approved leader-only moves and the preferred-leader election; then the
+    spreads read back within the target (or the plan's own "as close as it gets"), each held for
+    the settle period. Anything else fails the run naming what is off."""
+    from kafka_runbooks.errors import RunbookFailed
+
+    summary = _summary(checked)
+    planned = {f"{m['topic']}:{m['partition']}": m["to"] for m in summary.get("moves", [])}
+    moved = _await_moved(params["kafka_conn_id"], planned)
+    reordered = _leader_only_moves(params["kafka_conn_id"], summary.get("leader_moves") or [])
+    out: dict[str, Any] = {"moved": moved, "leader_only_moves": reordered}
+    keys = set(planned) | {f"{m['topic']}:{m['partition']}" for m in summary.get("leader_moves") or []}
+    if checked.get("elect_preferred_leaders", True) and keys:
+        from kafka_runbooks_airflow.failed_broker import elect_moved_partitions
+
+        out["election"] = elect_moved_partitions(params, keys)
+    spread = _await_spread(
+        params["kafka_conn_id"], summary, bool(checked.get("elect_preferred_leaders", True))
+    )
+    out["spread"] = spread
+    if not spread["done"]:
+        raise RunbookFailed(f"the spread read back is not what the plan promised: {spread}")
+    return out
+
+
+def _await_moved(conn_id: str, planned: dict[str, list[int]]) -> int:
+    """Every planned partition on its target's replicas, every partition in sync, no throttle left."""
+    from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks.failed_broker.throttle import leftover_throttles
+    from kafka_runbooks.log_dir_failure import await_holding
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+
+    def read():
+        state = admin.read_state(include_log_dirs=False)
+        left = leftover_throttles(
+            admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
+        )
+        return _Moved(state, planned, left)
+
+    try:
+        seen = await_holding(read, lambda s: s, **_timeouts())
+    finally:
+        admin.close()
+    decisions.record(
+        "verify",
+        "moved" if seen.done else "NOT moved",
+        "every planned partition is on its target replicas, every partition has its full replication "
+        "factor in the ISR, no throttle config remains"
+        if seen.done
+        else "see observed",
+        observed=seen.observed(),
+        logger=log,
+        level=logging.INFO if seen.done else logging.ERROR,
+    )
+    if not seen.done:
+        raise RunbookFailed(f"the rebalance's moves did not all land in sync: {seen.observed()}")
+    return len(planned)
+
+
+class _Moved:
+    """One read against the moved rule."""
+
+    def __init__(self, state, planned: dict[str, list[int]], left: dict[str, Any]) -> None:
+        self.off_plan = [
+            p.name
+            for p in state.partitions
+            if f"{p.topic}:{p.partition}" in planned
+            and set(p.replicas) != set(planned[f"{p.topic}:{p.partition}"])
+        ]
+        self.isr_short = [p.name for p in state.partitions if len(set(p.isr)) < len(p.replicas)]
+        self.left = left
+        self.done = not self.off_plan and not self.isr_short and not left
+
+    def observed(self) -> dict[str, Any]:
+        return {
+            "not_on_target": self.off_plan[:50],
+            "isr_short": self.isr_short[:50],
+            "throttles_left": self.left,
+        }
+
+
+def _leader_only_moves(conn_id: str, moves: list[dict]) -> dict[str, Any]:
+    """The approved leader-only moves: reorder each partition's replicas (no data moves) where its
+    replicas are still the planned ones, and wait until the controller has applied them."""
+    from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    if not moves:
+        return {"submitted": 0, "skipped": {}}
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        current = {
+            (p.topic, p.partition): p.replicas for p in admin.read_state(include_log_dirs=False).partitions
+        }
+        submit, skipped = {}, {}
+        for m in moves:
+            key, target = (m["topic"], int(m["partition"])), [int(b) for b in m["to"]]
+            now = current.get(key)
+            if now is None or sorted(now) != sorted(target):
+                skipped[f"{key[0]}:{key[1]}"] = (
+                    f"replicas now {None if now is None else list(now)}, not {target}"
+                )
+            elif list(now) != target:
+                submit[key] = target
+        errors = {f"{k[0]}:{k[1]}": e for k, e in admin.alter_partition_reassignments(submit).items() if e}
+        _wait_applied(admin, set(submit))
+    finally:
+        admin.close()
+    decisions.record(
+        "leader-only moves",
+        "reordered" if not errors else "reordered partly",
+        "the approved preferred-leader changes: each partition's replica list reordered, no data moves; "
+        "partitions whose replicas changed since the plan are left alone",
+        observed={"submitted": len(submit), "errors": errors, "skipped": skipped},
+        logger=log,
+        level=logging.INFO if not errors else logging.ERROR,
+    )
+    if errors:
+        raise RunbookFailed(f"leader-only moves refused by the controller: {errors}")
+    return {"submitted": len(submit), "skipped": skipped}
+
+
+def _wait_applied(admin, keys: set[tuple[str, int]], timeout_s: float = 60.0) -> None:
+    """A reorder completes at once (no replica is added); wait until none is listed in flight."""
+    import time
+
+    from kafka_runbooks.errors import RunbookFailed
+
+    deadline = time.monotonic() + timeout_s
+    while keys & set(admin.list_reassignments()):
+        if time.monotonic() >= deadline:
+            raise RunbookFailed(f"leader-only moves still in flight after {timeout_s:g} s")
+        time.sleep(1.0)
+
+
+def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[str, Any]:
+    """The spreads read back until they hold for the settle period: within the target, or, when the
+    plan said it cannot reach it, no worse than the plan's own figures ("as close as it gets").
+    Leaders are judged on the preferred leaders, and on the actual leaders when they were elected."""
+    from kafka_runbooks.log_dir_failure import await_holding
+    from kafka_runbooks.rebalance import spread_now
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    s = summary["spread"]
+    want = (
+        max(s["replicas"]["limit"], s["replicas"]["after"]),
+        max(s["leaders"]["limit"], s["leaders"]["after"]),
+    )
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+
+    def judge(state):
+        now = spread_now(state, (s["replicas"]["target"], s["leaders"]["target"]))
+        f = now.figures
+        leaders = max(f["preferred_leaders"], f["leaders"]) if elected else f["preferred_leaders"]
+        return _Judged(now, f["replicas"] <= want[0] and leaders <= want[1])
+
+    try:
+        judged = await_holding(lambda: admin.read_state(include_log_dirs=False), judge, **_timeouts())
+    finally:
+        admin.close()
+    observed = {
+        **judged.now.observed(),
+        "promised": {"replicas": want[0], "leaders": want[1]},
+        "target_reached_in_plan": bool(summary.get("reached")),
+        "why_not": summary.get("why_not"),
+    }
+    decisions.record(
+        "verify spread",
+        ("within the target" if summary.get("reached") else "as close as the plan gets")
+        if judged.done
+        else "NOT within",
+        f"replicas per broker spread at most {want[0]}, leaders at most {want[1]}, held for the settle period"
+        if judged.done
+        else "see observed",
+        observed=observed,
+        logger=log,
+        level=logging.INFO if judged.done else logging.ERROR,
+    )
+    return {"done": judged.done, **observed}
+
+
+class _Judged:
+    def __init__(self, now, done: bool) -> None:
+        self.now, self.done = now, done

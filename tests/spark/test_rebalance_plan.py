@@ -1,0 +1,160 @@
+"""The planner's ``--rebalance`` (kafka_rebalance) on the shared in-process Spark session.
+
+add-brokers moves replicas only onto the new brokers, full evens out every live broker; both
+reach the target spread with the lower bound's number of moves where racks and disks allow,
+keep racks, prefer small partitions, and say why and how close when the target is out of
+reach. The independent ``check_plan`` agrees with every plan, and catches a plan that breaks
+a shared rule.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.balance_rules import distinct_racks
+from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+
+JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"
+
+
+def _load_job():
+    spec = importlib.util.spec_from_file_location("spark_jobs_failed_broker_plan_rebalance", JOB_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+job = _load_job()
+
+
+def part(topic: str, partition: int, replicas: list[int]) -> dict:
+    return {
+        "topic": topic,
+        "partition": partition,
+        "replicas": replicas,
+        "isr": replicas,
+        "leader": replicas[0],
+    }
+
+
+def on_three(partitions: int = 24) -> list[dict]:
+    """RF 3 partitions on brokers 1-3 only, preferred leaders round the three."""
+    return [part("t", p, [(p + i) % 3 + 1 for i in range(3)]) for p in range(partitions)]
+
+
+def plan_of(spark, snapshot, out, *args: str):
+    code = job.run(spark, ["--snapshot", str(snapshot), "--out", str(out), *args])
+    if code != 0:
+        raise PlanImpossible(json.loads((out / "error.json").read_text())["error"])
+    return load_plan(out)
+
+
+def after(parts: list[dict], plan) -> dict[tuple[str, int], list[int]]:
+    done = {(p["topic"], p["partition"]): list(p["replicas"]) for p in parts}
+    done |= {t.key: list(t.replicas) for t in plan.partitions}
+    done |= {(m["topic"], m["partition"]): m["to"] for m in plan.summary["leader_moves"]}
+    return done
+
+
+def test_add_brokers_moves_replicas_only_onto_the_new_broker_within_the_spread(
+    spark, make_snapshot, tmp_path
+):
+    parts = on_three()
+    snapshot = make_snapshot([1, 2, 3, 4], parts)
+    plan = plan_of(
+        spark, snapshot, tmp_path / "plan", "--rebalance", "add-brokers", "--new-brokers", "4",
+        "--max-replica-spread", "1", "--max-leader-spread", "1",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    s = plan.summary
+    assert s["reached"] and s["receivers"] == [4] and s["sources"] == [1, 2, 3]
+    for t in plan.partitions:  # one replica each, from an old broker onto broker 4
+        old = next(p["replicas"] for p in parts if p["partition"] == t.partition)
+        assert set(t.replicas) - set(old) == {4} and len(set(old) - set(t.replicas)) == 1
+    replicas = Counter(b for r in after(parts, plan).values() for b in r)
+    leaders = Counter(r[0] for r in after(parts, plan).values())
+    assert max(replicas.values()) - min(replicas.values()) <= 1 and replicas[4] == 18
+    assert max(leaders.values()) - min(leaders.values()) <= 1 and leaders[4] == 6
+    # as few moves as the target allows: the lower bound (72 replicas over 4 brokers: 18 onto broker 4)
+    assert s["replica_moves"] == s["spread"]["replicas"]["lower_bound_moves"] == 18
+    assert s["leader_changes"] == s["spread"]["leaders"]["lower_bound_moves"] == 6
+
+
+def test_full_rebalance_evens_a_skewed_cluster_keeping_racks_and_moving_small_partitions(
+    spark, make_snapshot, tmp_path
+):
+    rack = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    parts = [part("skew", p, [1, 2, 3]) for p in range(12)] + [part("even", p, [4, 5, 6]) for p in range(3)]
+    snapshot = make_snapshot([{"id": b, "rack": rack[b]} for b in rack], parts)
+    plan = plan_of(spark, snapshot, tmp_path / "plan", "--rebalance", "full", "--max-replica-spread", "1")
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    done = after(parts, plan)
+    assert all(distinct_racks(rack, r) == 3 for r in done.values())  # never two replicas on one rack
+    replicas = Counter(b for r in done.values() for b in r)
+    assert max(replicas.values()) - min(replicas.values()) <= 1
+    moved = {t.partition for t in plan.partitions}
+    assert moved and max(moved) < 11  # replica_size grows with the partition: the small ones moved
+    assert plan.summary["replica_moves"] == plan.summary["spread"]["replicas"]["lower_bound_moves"]
+
+
+def test_a_target_the_racks_forbid_says_why_and_how_close(spark, make_snapshot, tmp_path):
+    # the new broker shares rack a with broker 1: every partition already spans a, b, c, so no
+    # replica of b or c may go to it, and only broker 1's may
+    rack = {1: "a", 2: "b", 3: "c", 4: "a"}
+    snapshot = make_snapshot([{"id": b, "rack": rack[b]} for b in rack], on_three(12))
+    plan = plan_of(
+        spark, snapshot, tmp_path / "plan", "--rebalance", "add-brokers", "--new-brokers", "4",
+        "--max-replica-spread", "1",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    s = plan.summary
+    assert not s["reached"] and "rack rule" in s["why_not"]
+    assert s["spread"]["replicas"]["after"] < s["spread"]["replicas"]["before"]  # as close as it gets
+    assert s["replica_moves"] == 6 < s["spread"]["replicas"]["lower_bound_moves"] == 9
+
+
+def test_refusals_and_the_disk_room(spark, make_snapshot, tmp_path):
+    snapshot = make_snapshot([1, 2, 3, {"id": 4, "alive": False}, 5], on_three(6))
+    with pytest.raises(PlanImpossible, match="needs --new-brokers"):
+        plan_of(spark, snapshot, tmp_path / "a", "--rebalance", "add-brokers")
+    with pytest.raises(PlanImpossible, match=r"new broker\(s\) \[4\] are not live"):
+        plan_of(spark, snapshot, tmp_path / "b", "--rebalance", "add-brokers", "--new-brokers", "4")
+    # broker 5 may take 2 partitions' worth (sizes 1001.. 6005): the smallest first, then no room
+    plan = plan_of(
+        spark, snapshot, tmp_path / "c", "--rebalance", "add-brokers", "--new-brokers", "5",
+        "--max-replica-spread", "0", "--room", "1=0,2=0,3=0,5=3100",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    assert {t.partition for t in plan.partitions} == {0, 1}
+    assert not plan.summary["reached"] and "disk room" in plan.summary["why_not"]
+    with pytest.raises(PlanImpossible, match="no move brings the cluster closer"):
+        plan_of(
+            spark, snapshot, tmp_path / "d", "--rebalance", "add-brokers", "--new-brokers", "5",
+            "--max-replica-spread", "0", "--max-leader-spread", "6", "--room", "1=0,2=0,3=0",
+        )  # fmt: skip
+
+
+def test_check_plan_catches_a_rebalance_that_breaks_a_shared_rule(spark, make_snapshot, tmp_path):
+    rack = {1: "a", 2: "b", 3: "c", 4: "a"}
+    snapshot = make_snapshot([{"id": b, "rack": rack[b]} for b in rack], on_three(12))
+    out = tmp_path / "plan"
+    plan = plan_of(spark, snapshot, out, "--rebalance", "add-brokers", "--new-brokers", "4")
+    first = plan.partitions[0]
+    old = next(p["replicas"] for p in on_three(12) if p["partition"] == first.partition)
+    broken = [4 if b == 3 else b for b in old]  # rack c left for broker 4's rack a: three racks become two
+    for name in ["plan.json", plan.summary["chunks"][0]["file"]]:
+        content = json.loads((out / name).read_text())
+        content["partitions"][0]["replicas"] = broken
+        (out / name).write_text(json.dumps(content))
+    summary = json.loads((out / "summary.json").read_text())
+    summary["moves"][0]["to"] = broken
+    (out / "summary.json").write_text(json.dumps(summary))
+    violations = check_plan(load_plan(out), *read_snapshot_rows(snapshot))
+    assert any("spans fewer racks" in v for v in violations), violations

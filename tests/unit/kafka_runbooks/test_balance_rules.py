@@ -1,0 +1,72 @@
+"""The balancing units the rebalance planner and ``check_plan`` share.
+
+The Spark job carries a verbatim copy of the rules block (it is submitted as one file); these
+tests fail when the copy drifts, and pin each unit's meaning: racks never fewer, a target as a
+count or a percentage of the mean, the moves' lower bound, unknown disk room is no room.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks import balance_rules as rules
+
+ROOT = Path(__file__).resolve().parents[3]
+JOB = ROOT / "spark_jobs" / "failed_broker_plan.py"
+
+
+def test_the_planner_carries_the_rules_verbatim_and_the_block_imports_nothing():
+    source = Path(rules.__file__).read_text()
+    block = rules.block(source)
+    assert block.startswith(rules.BEGIN) and block.endswith(rules.END)
+    assert not [n for n in ast.walk(ast.parse(block)) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert rules.block(JOB.read_text()) == block, (
+        "spark_jobs/failed_broker_plan.py's balance rules differ from include/kafka_runbooks/balance_rules.py: "
+        "change them there and copy the block between the marker lines into the job"
+    )
+
+
+def test_racks_never_fewer_and_a_broker_without_a_rack_is_a_rack_of_its_own():
+    racks = {1: "a", 2: "b", 3: "c", 4: "a"}
+    assert rules.racks_kept(racks, [1, 2, 3], [4, 2, 3])  # a for a
+    assert not rules.racks_kept(racks, [1, 2, 3], [1, 2, 4])  # c for a second a
+    assert rules.racks_kept(racks, [1, 4], [1, 2])  # a duplicate may be mended
+    assert rules.distinct_racks(racks, [1, 7, 8]) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "mean", "limit"),
+    [("2", 100, 2), ("0", 5, 0), ("10%", 30, 3), ("10%", 5, 1), (" 50 % ", 10, 5), ("0%", 40, 1)],
+)
+def test_a_target_is_a_count_or_a_share_of_the_mean(text, mean, limit):
+    assert rules.spread_limit(text, mean) == limit
+
+
+@pytest.mark.parametrize("text", ["", "ten", "-1", "1.5", "-5%", "nan"])
+def test_a_target_that_is_neither_is_refused(text):
+    with pytest.raises(ValueError):
+        rules.spread_limit(text, 10)
+
+
+@pytest.mark.parametrize(
+    ("values", "limit", "bound"),
+    [
+        ([12, 12, 12, 0], 1, 9),  # one new broker: 9 replicas onto it
+        ([12, 12, 12, 0], 0, 9),
+        ([5, 5], 0, 0),
+        ([10, 0, 0], 0, None),  # 10 over 3 cannot be even: no window, no number of moves reaches it
+        ([10, 0, 0], 1, 6),  # 4, 3, 3
+        ([], 2, 0),
+    ],
+)
+def test_the_lower_bound_is_the_fewest_unit_moves_into_a_window(values, limit, bound):
+    assert rules.moves_lower_bound(values, limit) == bound
+
+
+def test_unknown_disk_room_is_no_room():
+    assert rules.fits(None, 4, 10**12)  # no disk rule asked for
+    assert rules.fits({4: 100}, 4, 100) and not rules.fits({4: 100}, 4, 101)
+    assert not rules.fits({4: 100}, 5, 1) and rules.fits({4: 100}, 5, -10)  # giving bytes away is fine
