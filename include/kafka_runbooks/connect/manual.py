@@ -273,10 +273,7 @@ def settle_restart(
         status = client.connector_status(connector)
         now = time.monotonic()
         states = _states(status, watched)
-        for item, identity in _identities(status, watched).items():
-            shown[item] = shown[item] or _shows_restart(identity, was[item])
-            if not seen[item] or seen[item][-1] != identity[0]:
-                seen[item].append(identity[0])
+        _note_read(status, watched, was, shown, seen)
         all_running = all(state == RUNNING for state in states.values())
         held_since = (held_since or now) if all_running else None
         if all_running and _unseen_restart_held(shown, was, held_since, now, stable_s):
@@ -287,16 +284,47 @@ def settle_restart(
                 return _settled(True, status, seen, started, None)
         else:
             running_since = None
-            failed_again = [i for i, st in states.items() if st == "FAILED" and shown[i] and i in restarted]
-            if failed_again:
-                problem = _describe(failed_again, states, status, " again after the restart")
+            problem = _failed_again(states, shown, restarted, status)
+            if problem is not None:
                 return _settled(False, status, seen, started, problem)
         if now >= deadline:
             return _settled(
                 False, status, seen, started, _timed_out(states, shown, status, timeout_s, stable_s)
             )
-        fast = not all(shown.values()) and now - started < FAST_POLL_FOR_S
-        time.sleep(max(0.0, min(FAST_POLL_S if fast else poll_s, deadline - now)))
+        time.sleep(_pause_s(shown, now - started, poll_s, deadline - now))
+
+
+def _note_read(
+    status: ConnectorStatus,
+    watched: list[str],
+    was: dict[str, tuple],
+    shown: dict[str, bool],
+    seen: dict[str, list[str]],
+) -> None:
+    """Fold one status read in: whether each item has shown its restart yet (a read before that
+    may be the state from before it), and each state change, for the person reading a failure."""
+    for item, identity in _identities(status, watched).items():
+        shown[item] = shown[item] or _shows_restart(identity, was[item])
+        if not seen[item] or seen[item][-1] != identity[0]:
+            seen[item].append(identity[0])
+
+
+def _pause_s(shown: dict[str, bool], elapsed_s: float, poll_s: float, left_s: float) -> float:
+    """Poll fast at first while a restart has not shown yet (a RUNNING read may still be the
+    state from before it), else every ``poll_s``; never past the deadline."""
+    fast = not all(shown.values()) and elapsed_s < FAST_POLL_FOR_S
+    return max(0.0, min(FAST_POLL_S if fast else poll_s, left_s))
+
+
+def _failed_again(
+    states: dict[str, str], shown: dict[str, bool], restarted: set[str], status: ConnectorStatus
+) -> str | None:
+    """Why to give up early (None: not yet): a restarted item FAILED after its restart showed. A
+    FAILED read before that may be the state from before the restart, so it proves nothing."""
+    failed_again = [i for i, st in states.items() if st == "FAILED" and shown[i] and i in restarted]
+    if failed_again:
+        return _describe(failed_again, states, status, " again after the restart")
+    return None
 
 
 def _unseen_restart_held(
