@@ -193,37 +193,49 @@ def decide(policy: RestartPolicy, state: RestartState | None, failed: bool, now:
     """Decide for one connector; pure: the caller makes the call and persists the state."""
     state = state or RestartState()
     if failed:
-        state = replace(
-            state,
-            healthy_since=None,
-            first_failure_at=now if state.first_failure_at is None else state.first_failure_at,
-        )
-        if state.count == 0:
-            if policy.exhausted(0):
-                return Verdict(GIVE_UP, "max_restarts is 0: auto-restart never restarts", state)
-            return Verdict(RESTART, "first failure seen: restart at once (minute 0)", state, due_at=now)
-        if policy.exhausted(state.count):
-            return Verdict(
-                GIVE_UP,
-                f"restarted {state.count} times since {iso(state.first_failure_at)}, the policy's maximum; "
-                "left FAILED for a person to look at",
-                state,
-            )
-        interval = policy.interval_seconds(state.count)
-        due = (now if state.last_restart_at is None else state.last_restart_at) + interval
-        if now >= due:
-            return Verdict(
-                RESTART,
-                f"still failed {policy.interval_minutes(state.count):g} policy minutes after restart #{state.count}",
-                state,
-                due_at=due,
-            )
+        return _decide_failed(policy, state, now)
+    return _decide_healthy(policy, state, now)
+
+
+def _decide_failed(policy: RestartPolicy, state: RestartState, now: float) -> Verdict:
+    """A failed connector: restart at once the first time, then after the policy's back-off, and
+    give up (left FAILED for a person) once the policy's maximum of restarts is spent."""
+    state = replace(
+        state,
+        healthy_since=None,
+        first_failure_at=now if state.first_failure_at is None else state.first_failure_at,
+    )
+    if state.count == 0:
+        if policy.exhausted(0):
+            return Verdict(GIVE_UP, "max_restarts is 0: auto-restart never restarts", state)
+        return Verdict(RESTART, "first failure seen: restart at once (minute 0)", state, due_at=now)
+    if policy.exhausted(state.count):
         return Verdict(
-            WAIT,
-            f"restart #{state.count + 1} due at {iso(due)} (back-off after restart #{state.count})",
+            GIVE_UP,
+            f"restarted {state.count} times since {iso(state.first_failure_at)}, the policy's maximum; "
+            "left FAILED for a person to look at",
             state,
-            due,
         )
+    interval = policy.interval_seconds(state.count)
+    due = (now if state.last_restart_at is None else state.last_restart_at) + interval
+    if now >= due:
+        return Verdict(
+            RESTART,
+            f"still failed {policy.interval_minutes(state.count):g} policy minutes after restart #{state.count}",
+            state,
+            due_at=due,
+        )
+    return Verdict(
+        WAIT,
+        f"restart #{state.count + 1} due at {iso(due)} (back-off after restart #{state.count})",
+        state,
+        due,
+    )
+
+
+def _decide_healthy(policy: RestartPolicy, state: RestartState, now: float) -> Verdict:
+    """A connector not failed: its restart count resets only after it stayed healthy longer than
+    the current interval, so one that flaps keeps its back-off."""
     state = replace(state, error_streak=0, last_error=None)  # no restart call needed: no error to carry
     if state.count == 0:
         return Verdict(HEALTHY, "not failed", replace(state, healthy_since=None, first_failure_at=None))
