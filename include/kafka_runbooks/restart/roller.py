@@ -554,24 +554,7 @@ class Roller:
         self._remember_counts(node, reading)
         verdict = assess(reading)
         if verdict.kind == WAIT_STARTING:
-            node.attempts += 1
-            node.last_reading = reading.as_dict()
-            self._record(
-                "broker-state",
-                node,
-                "do not restart: starting (log recovery possible)",
-                f"state {verdict.state_name}, {self._counts_text(node, reading)} "
-                f"(attempt {node.attempts} of {opts.max_attempts}); a restart would send it back to "
-                "the start of its log recovery",
-                observed=facts,
-            )
-            if node.attempts >= opts.max_attempts:
-                raise RollFailed(
-                    f"broker {node.node_id} {self._starting_headline(node, reading)} "
-                    f"(state {verdict.state_name}): {self._counts_text(node, reading)} "
-                    f"after {node.attempts} attempts of {opts.operation_timeout_s:.0f}s; not restarting it"
-                )
-            node.phase_since_ms = self.clock()
+            self._wait_while_starting(state, node, facts, reading, verdict)
             return
         since_starting_s = (self.clock() - node.last_starting_ms) / 1000
         if node.last_starting_ms and since_starting_s < opts.operation_timeout_s:
@@ -610,6 +593,30 @@ class Roller:
             observed=facts,
             level=logging.WARNING,
         )
+
+    def _wait_while_starting(self, state, node, facts, reading, verdict) -> None:
+        """A broker still starting (log recovery possible) is never restarted: a restart would send
+        it back to the start of its recovery. It gets ``max_attempts`` operation timeouts, then
+        the run fails with what the counts showed."""
+        opts = state.options
+        node.attempts += 1
+        node.last_reading = reading.as_dict()
+        self._record(
+            "broker-state",
+            node,
+            "do not restart: starting (log recovery possible)",
+            f"state {verdict.state_name}, {self._counts_text(node, reading)} "
+            f"(attempt {node.attempts} of {opts.max_attempts}); a restart would send it back to "
+            "the start of its log recovery",
+            observed=facts,
+        )
+        if node.attempts >= opts.max_attempts:
+            raise RollFailed(
+                f"broker {node.node_id} {self._starting_headline(node, reading)} "
+                f"(state {verdict.state_name}): {self._counts_text(node, reading)} "
+                f"after {node.attempts} attempts of {opts.operation_timeout_s:.0f}s; not restarting it"
+            )
+        node.phase_since_ms = self.clock()
 
     def _ask_backend(
         self,
