@@ -176,18 +176,22 @@ def checked_sweep_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_and_track(conn_id: str, thresholds, ti) -> SweepReading:
-    """One read of the cluster, with every live broker's DescribeLogDirs answer (an unanswered one is
-    unknown, never healthy), through both trackers; the heal's leftover throttles come off when no
+    """One read of the cluster, with every available broker's DescribeLogDirs answer (an unanswered one
+    is unknown, never healthy), through both trackers; the heal's leftover throttles come off when no
     heal runs."""
     from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker
-    from kafka_runbooks.failed_broker.offline_dirs import OfflineDirStore, OfflineDirTracker
+    from kafka_runbooks.failed_broker.offline_dirs import (
+        OfflineDirStore,
+        OfflineDirTracker,
+        read_with_log_dirs,
+    )
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     tracker = FailureTracker(FailureStore(conn_id), thresholds, logger=log)
     dir_tracker = OfflineDirTracker(OfflineDirStore(conn_id), thresholds, logger=log)
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
     try:
-        state = admin.read_state(include_log_dirs=True)
+        state = read_with_log_dirs(admin)
         assessment = tracker.observe(state)
         dirs = dir_tracker.observe(state)
         active = reassignment_active_on(ti, conn_id, (REASSIGN_DAG_ID,))

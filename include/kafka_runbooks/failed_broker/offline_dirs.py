@@ -44,6 +44,16 @@ LOG_DIR_FAILURE_DAG_ID = "kafka_log_dir_failure"
 MAX_LISTED = 20
 
 
+def read_with_log_dirs(admin) -> ClusterState:
+    """The sweep's read of a cluster (``admin``: a ClusterAdmin): the metadata, then the DescribeLogDirs
+    answer of every available broker. A dead or fenced broker is not asked: it is the failed-broker
+    heal's case, and waiting out its timeout would delay the heal's decision; a live broker that does
+    not answer is an error entry (unknown)."""
+    state = admin.read_state(include_log_dirs=False)
+    state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states(state.alive_broker_ids())
+    return state
+
+
 @dataclass
 class OfflineDir:
     """One offline log dir of one broker, as the sweeps have seen it (times on the worker's clock,

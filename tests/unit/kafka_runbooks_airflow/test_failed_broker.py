@@ -120,10 +120,15 @@ class _Sweep:
         monkeypatch.setattr(Variable, "get", staticmethod(lambda key, default=None: values.get(key, default)))
         sweep = self
 
-        class Admin:
+        class Admin:  # the ClusterAdmin calls the sweep makes, answered from the built state
             def read_state(self, include_log_dirs=True):
-                sweep.asked.append(include_log_dirs)
-                return sweep.states.pop(0)
+                assert not include_log_dirs, "every registered broker would be asked, the dead too"
+                sweep.state = sweep.states.pop(0)
+                return sweep.state
+
+            def describe_log_dir_states(self, broker_ids):
+                sweep.asked.append(broker_ids)
+                return sweep.state.log_dir_states, sweep.state.log_dir_errors
 
             def close(self):
                 pass
@@ -151,7 +156,7 @@ def test_the_sweep_reads_log_dirs_and_alerts_only_unless_start_log_dir_failure_i
     assert SWEEP_DEFAULTS["start_log_dir_failure"] is False
     sweep = _Sweep(monkeypatch, tmp_path, {"failure_threshold_minutes": 0, "alert_after_minutes": 0})
     out = sweep.run(cluster({1: (D2,)}))
-    assert sweep.asked == [True]  # DescribeLogDirs is read
+    assert sweep.asked == [[1, 2, 3]]  # every available broker's DescribeLogDirs is read
     assert out["log_dirs"]["due"] == [1] and out["log_dirs"]["alerts"] == [f"1:{D2}"]
     assert out["log_dir_trigger"] is False and out["trigger"] is False
     out = sweep.run(cluster({1: (D2,)}), start_log_dir_failure=True)
@@ -182,6 +187,7 @@ def test_a_dead_broker_and_a_failed_dir_elsewhere_the_heal_starts_first(monkeypa
     sweep = _Sweep(monkeypatch, tmp_path, {"failure_threshold_minutes": 0})
     out = sweep.run(cluster({1: (D2,)}, down=(3,)))
     assert out["trigger"] is True and out["conf"]["failed_brokers"] == [3]
+    assert sweep.asked == [[1, 2]]  # the fenced broker is the heal's: its timeout never delays it
     assert out["log_dirs"]["due"] == [1] and out["log_dir_trigger"] is False
     assert out["log_dir_conf"] == {}
     said = [r.getMessage() for r in caplog.records]
