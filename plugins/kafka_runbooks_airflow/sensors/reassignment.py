@@ -69,6 +69,11 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         return "this task was killed (on_kill ran)" if self._killed else None
 
     def poke(self, context) -> bool:
+        """Advance the run's chunks for at most ``max_poke_s``; True once every chunk is done.
+
+        Claims the state first, so an older attempt still running acts no more; a stop asked
+        for is honoured before every step.
+        """
         from airflow.sdk.exceptions import AirflowFailException
 
         from kafka_runbooks.failed_broker.execute import (
@@ -80,6 +85,40 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             fenced_checkpoint,
         )
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        path = self._checked_state_path(context)
+        ti = context["ti"]
+        state = claim(path, f"{context['run_id']} {self.task_id} try {ti.try_number}")
+        self._fence = state.fence
+        checkpoint = fenced_checkpoint(path, state.fence, self._halted)
+        if state.finished:
+            self.log.info("every chunk of %s is already done", path.name)
+            return True
+        stop_asked = self._stop_request(context)
+        admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        progress_file = self._progress_file(path)
+        executor = ChunkExecutor(  # chunks overlap: the next starts when a receiver has room
+            admin,
+            logger=self.log,
+            checkpoint=checkpoint,
+            progress_file=progress_file,
+            receiver_slots=RECEIVER_SLOTS,
+        )
+        try:
+            done = self._steps(executor, state, stop_asked, admin, checkpoint, path, progress_file, context)
+        except Superseded as exc:
+            self._superseded(path, exc)
+        except ReassignError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        finally:
+            admin.close()
+        return done
+
+    def _checked_state_path(self, context):
+        """The run's state file, checked every poke before anything moves: it exists, the chunks
+        are still the approved ones, and this run still holds the cluster's lease."""
+        from airflow.sdk.exceptions import AirflowFailException
+
         from kafka_runbooks_airflow.run_state import run_dir
 
         path = run_dir(self.dag_id, context["run_id"]) / self.state_file
@@ -93,39 +132,26 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.lease import renew_lease
 
         renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
-        ti = context["ti"]
-        state = claim(path, f"{context['run_id']} {self.task_id} try {ti.try_number}")
-        self._fence = state.fence
-        checkpoint = fenced_checkpoint(path, state.fence, self._halted)
-        if state.finished:
-            self.log.info("every chunk of %s is already done", path.name)
-            return True
-        stop_asked = self._stop_request(context)
-        admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        return path
+
+    def _progress_file(self, path):
+        """Where the progress goes: ``progress.json`` for the plan's state (what the Kafka page of
+        the UI reads), a name of its own beside any other state file."""
         progress_file = path.with_name(path.name.replace("state.json", "progress.json"))
         if self.state_file == "exec-state.json":
             progress_file = path.with_name("progress.json")  # what the Kafka page of the UI reads
-        executor = ChunkExecutor(  # chunks overlap: the next starts when a receiver has room
-            admin,
-            logger=self.log,
-            checkpoint=checkpoint,
-            progress_file=progress_file,
-            receiver_slots=RECEIVER_SLOTS,
-        )
+        return progress_file
+
+    def _steps(self, executor, state, stop_asked, admin, checkpoint, path, progress_file, context) -> bool:
+        """Step the executor until done or the poke's time is up (reschedule mode: no worker slot
+        held between pokes), reading the stop request before every step."""
         started = time.monotonic()
-        try:
+        self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
+        done = executor.step(state)
+        while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
+            time.sleep(self.step_interval_s)
             self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
             done = executor.step(state)
-            while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
-                time.sleep(self.step_interval_s)
-                self._stop_if_asked(stop_asked(), admin, state, checkpoint, path, progress_file, context)
-                done = executor.step(state)
-        except Superseded as exc:
-            self._superseded(path, exc)
-        except ReassignError as exc:
-            raise AirflowFailException(str(exc)) from exc
-        finally:
-            admin.close()
         return done
 
     def _superseded(self, path, exc) -> None:
