@@ -68,6 +68,8 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         self._killed = True
 
     def poke(self, context) -> bool:
+        """Advance the roll for at most ``max_poke_s``; True once every node is done. Claims the
+        roll's state first, so an older attempt still running restarts nothing more."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from kafka_runbooks.fence import Superseded, claim, write_fenced
@@ -76,17 +78,7 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
         run_id = context["run_id"]
-        text = read_roll_state(self.dag_id, run_id)
-        if text is None:
-            where = roll_state_file(self.dag_id, run_id)
-            raise AirflowFailException(f"no roll planned for this run ({where} is missing)")
-        if self.approval_gate_task_id:  # every poke: the plan must still be the approved one
-            from kafka_runbooks_airflow.gate import require_approval
-
-            require_approval(context, "restart", self.approval_gate_task_id, self.log)
-        from kafka_runbooks_airflow.lease import renew_lease
-
-        renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
+        self._check_before_acting(context, run_id)
         store, key = storage.store(), roll_state_key(self.dag_id, run_id)
         text, fence = claim(store, key, f"{run_id} {self.task_id} try {context['ti'].try_number}")
         state = RollState.from_json(text)
@@ -101,13 +93,8 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         probe = BrokerProbeHook(self.probe_conn_id).get_probe() if self.probe_conn_id else None
         backend = RestartBackendHook(self.restart_conn_id).get_backend()
         roller = Roller(admin, backend, probe, logger=self.log, checkpoint=save)
-        started = time.monotonic()
         try:
-            done = roller.step(state)
-            while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
-                save(state)
-                time.sleep(self.step_interval_s)
-                done = roller.step(state)
+            done = self._steps(roller, state, save)
         except Superseded as exc:
             import logging
 
@@ -121,4 +108,31 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         finally:
             admin.close()
         save(state)
+        return done
+
+    def _check_before_acting(self, context, run_id: str) -> None:
+        """Every poke, before anything is restarted: a roll was planned for this run, the plan is
+        still the approved one, and this run still holds the cluster's lease."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        if read_roll_state(self.dag_id, run_id) is None:
+            where = roll_state_file(self.dag_id, run_id)
+            raise AirflowFailException(f"no roll planned for this run ({where} is missing)")
+        if self.approval_gate_task_id:  # every poke: the plan must still be the approved one
+            from kafka_runbooks_airflow.gate import require_approval
+
+            require_approval(context, "restart", self.approval_gate_task_id, self.log)
+        from kafka_runbooks_airflow.lease import renew_lease
+
+        renew_lease(context, self.kafka_config_id)  # every poke: this run still holds the cluster
+
+    def _steps(self, roller, state, save) -> bool:
+        """Step the roller until done or the poke's time is up (reschedule mode: no worker slot held
+        between pokes), saving the state before each pause."""
+        started = time.monotonic()
+        done = roller.step(state)
+        while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
+            save(state)
+            time.sleep(self.step_interval_s)
+            done = roller.step(state)
         return done
