@@ -77,31 +77,34 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
             .order_by(HITLDetail.created_at.desc())
             .limit(50)
         ).all()
-    return (
-        [
-            {
-                "dag_id": r.dag_id,
-                "run_id": r.run_id,
-                "state": str(getattr(r.state, "value", r.state)),
-                "start_date": r.start_date.isoformat(timespec="seconds") if r.start_date else None,
-                "url": _ui_path("dags", r.dag_id, "runs", r.run_id),
-                **_stop_link(r.dag_id, r.run_id, r.conf),
-            }
-            for r in runs
-        ],
-        [
-            {
-                "dag_id": g.dag_id,
-                "run_id": g.run_id,
-                "task_id": g.task_id,
-                "subject": g.subject,
-                "created_at": g.created_at.isoformat(timespec="seconds") if g.created_at else None,
-                "assignees": list(g.assignees or []),
-                "url": _ui_path("dags", g.dag_id, "runs", g.run_id, "tasks", g.task_id, "required_actions"),
-            }
-            for g in gates
-        ],
-    )
+    return [_run_row(r) for r in runs], [_gate_row(g) for g in gates]
+
+
+def _run_row(r) -> dict[str, Any]:
+    """One run as the page shows it: plain JSON, a link into Airflow's UI, and a Stop link where
+    the run moves replicas."""
+    return {
+        "dag_id": r.dag_id,
+        "run_id": r.run_id,
+        "state": str(getattr(r.state, "value", r.state)),
+        "start_date": r.start_date.isoformat(timespec="seconds") if r.start_date else None,
+        "url": _ui_path("dags", r.dag_id, "runs", r.run_id),
+        **_stop_link(r.dag_id, r.run_id, r.conf),
+    }
+
+
+def _gate_row(g) -> dict[str, Any]:
+    """One gate waiting for an answer, linked to the task's required-actions page where it is
+    answered (the page itself only reads)."""
+    return {
+        "dag_id": g.dag_id,
+        "run_id": g.run_id,
+        "task_id": g.task_id,
+        "subject": g.subject,
+        "created_at": g.created_at.isoformat(timespec="seconds") if g.created_at else None,
+        "assignees": list(g.assignees or []),
+        "url": _ui_path("dags", g.dag_id, "runs", g.run_id, "tasks", g.task_id, "required_actions"),
+    }
 
 
 def _stop_link(dag_id: str, run_id: str, conf: Any) -> dict[str, Any]:
