@@ -221,6 +221,27 @@ def _leaders(group: list[Choice]) -> str:
     return ", ".join(f"{c.name}: Leader {c.chosen}" for c in group)
 
 
+def _elect_and_verify(
+    group: str, choices: list[Choice], bootstrap: str, elect_file: Path, topics: list[str]
+) -> list[dict]:
+    """The UNCLEAN election of a group and the read-back of its leaders, twice: the same two steps
+    whether the chosen replica was first already or was put first, so they read the same."""
+    return [
+        {
+            "group": group,
+            "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
+            "command": _elect(bootstrap, elect_file),
+            "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
+        },
+        {
+            "group": group,
+            "step": "verify the leaders, then again after a settle period (30 s or more)",
+            "command": _describe(bootstrap, topics),
+            "verify": _leaders(choices) + ", both times. Any other leader is data loss: report it",
+        },
+    ]
+
+
 def _direct_steps(direct: list[Choice], bootstrap: str, folder: Path) -> list[dict]:
     """Check, elect, verify twice: the chosen broker is the first live replica, so Kafka's own
     UNCLEAN election takes it, unless something changed since the plan (the check)."""
@@ -236,18 +257,7 @@ def _direct_steps(direct: list[Choice], bootstrap: str, folder: Path) -> list[di
             "command": _describe(bootstrap, topics),
             "verify": live_first + ". Otherwise STOP: the UNCLEAN election would elect another replica",
         },
-        {
-            "group": "elect.json",
-            "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
-            "command": _elect(bootstrap, folder / "elect.json"),
-            "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
-        },
-        {
-            "group": "elect.json",
-            "step": "verify the leaders, then again after a settle period (30 s or more)",
-            "command": _describe(bootstrap, topics),
-            "verify": _leaders(direct) + ", both times. Any other leader is data loss: report it",
-        },
+        *_elect_and_verify("elect.json", direct, bootstrap, folder / "elect.json", topics),
     ]
 
 
@@ -271,18 +281,7 @@ def _reorder_steps(reorder: list[Choice], bootstrap: str, folder: Path) -> list[
             "command": _describe(bootstrap, topics),
             "verify": first + ". The chosen broker must be up and unfenced, else STOP",
         },
-        {
-            "group": "reorder.json",
-            "step": "UNCLEAN election (Kafka elects the first live replica: the chosen one)",
-            "command": _elect(bootstrap, folder / "elect-after-reorder.json"),
-            "verify": "'Successfully completed leader election (UNCLEAN)' for each partition",
-        },
-        {
-            "group": "reorder.json",
-            "step": "verify the leaders, then again after a settle period (30 s or more)",
-            "command": _describe(bootstrap, topics),
-            "verify": _leaders(reorder) + ", both times. Any other leader is data loss: report it",
-        },
+        *_elect_and_verify("reorder.json", reorder, bootstrap, folder / "elect-after-reorder.json", topics),
         {
             "group": "reorder.json",
             "step": "put the original replica order back (the leader stays)",
