@@ -9,7 +9,7 @@ lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a rebalance's re
    drains brokers with its own checks). The targets are a count (`2`) or a percentage of the
    mean per broker (`10%`).
 2. **validate**: every broker holding replicas is live (a dead one is the heal's case); the new
-   brokers are registered and live, not controllers, and the racks allow some replica onto them.
+   brokers are registered and live, not controllers.
    Within the target already: nothing to do. Each receiver's room under `max_disk_usage_percent`
    is read (DescribeLogDirs; unknown room is no room).
 3. **snapshot** and **plan** with `spark_jobs/failed_broker_plan.py --rebalance`: replicas move

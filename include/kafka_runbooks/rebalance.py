@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_runbooks.balance_rules import racks_kept, spread, spread_limit
+from kafka_runbooks.balance_rules import spread, spread_limit
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import (
     ReassignRequest,
@@ -89,7 +89,9 @@ def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
 def resolve_rebalance(request: ReassignRequest, state: ClusterState) -> tuple[list[int], list[int]]:
     """(sources, receivers): the brokers replicas may leave and the ones they may go to, or a
     RequestError: a broker holding replicas that is not live, new brokers that are unknown, not
-    live or controllers, or new brokers the racks forbid any replica to go to."""
+    live or controllers. (Racks never forbid every move onto a live new broker: the replica in its
+    rack, or any one when its rack is new to the partition, may go; what the racks forbid is how
+    far the plan gets, which it says.)"""
     live = state.alive_broker_ids()
     holding = sorted({b for p in state.partitions for b in p.replicas})
     down = [b for b in holding if b not in live]
@@ -115,28 +117,7 @@ def resolve_rebalance(request: ReassignRequest, state: ClusterState) -> tuple[li
     sources = [b for b in live if b not in new]
     if not sources:
         raise RequestError(f"every live broker is named new ({new}): there is nothing to take replicas from")
-    refuse_what_the_racks_forbid(state, sources, new)
     return sources, new
-
-
-def refuse_what_the_racks_forbid(state: ClusterState, sources: list[int], new: list[int]) -> None:
-    """RequestError when no replica of any partition may go to any new broker without the partition
-    spanning fewer racks (``racks_kept``): the target is out of reach before any plan."""
-    racks = {b: info.rack for b, info in state.brokers.items()}
-    for p in state.partitions:
-        for s in set(p.replicas) & set(sources):
-            for d in new:
-                if d not in p.replicas and racks_kept(
-                    racks, p.replicas, [d if b == s else b for b in p.replicas]
-                ):
-                    return
-    if not any(set(p.replicas) & set(sources) for p in state.partitions):
-        return  # nothing to move at all: the plan says so
-    raise RequestError(
-        f"the racks forbid every move onto new broker(s) {new} "
-        f"(racks {sorted({str(racks.get(b)) for b in new})}): each partition would span fewer racks; "
-        "give the new brokers racks the partitions do not cover, or run a full rebalance"
-    )
 
 
 @dataclass(frozen=True)
@@ -212,3 +193,79 @@ def room(
             min(int(d.total_bytes * max_percent / 100) - (d.total_bytes - d.usable_bytes) for d in dirs),
         )
     return out
+
+
+@dataclass(frozen=True)
+class LeaderMoves:
+    """What the leader-only moves did: reordered, left alone (replicas changed since the plan), refused."""
+
+    submitted: list[str]
+    skipped: dict[str, str]
+    errors: dict[str, str]
+
+
+def apply_leader_moves(
+    admin, moves: list[Mapping[str, Any]], timeout_s: float = 60.0, sleep=None
+) -> LeaderMoves:
+    """The approved leader-only moves: reorder each partition's replicas (no replica is added, so no
+    data moves) where its replicas are still the planned ones, then wait until the controller lists
+    none of them in flight. A partition whose replicas changed since the plan is left alone."""
+    import time
+
+    from kafka_runbooks.errors import RunbookFailed
+
+    current = {
+        (p.topic, p.partition): p.replicas for p in admin.read_state(include_log_dirs=False).partitions
+    }
+    submit: dict[tuple[str, int], list[int]] = {}
+    skipped: dict[str, str] = {}
+    for m in moves:
+        key, target = (str(m["topic"]), int(m["partition"])), [int(b) for b in m["to"]]
+        now = current.get(key)
+        if now is None or sorted(now) != sorted(target):
+            skipped[f"{key[0]}:{key[1]}"] = f"replicas now {None if now is None else list(now)}, not {target}"
+        elif list(now) != target:
+            submit[key] = target
+    errors = (
+        {f"{k[0]}:{k[1]}": e for k, e in admin.alter_partition_reassignments(submit).items() if e}
+        if submit
+        else {}
+    )
+    deadline = time.monotonic() + timeout_s
+    while set(submit) & set(admin.list_reassignments()):
+        if time.monotonic() >= deadline:
+            raise RunbookFailed(f"leader-only moves still in flight after {timeout_s:g} s")
+        (sleep or time.sleep)(1.0)
+    return LeaderMoves([f"{t}:{p}" for t, p in submit], skipped, errors)
+
+
+@dataclass(frozen=True)
+class SpreadJudged:
+    """The spreads read back against what the plan promised (the target, or its own "as close as
+    it gets" when the target is out of reach)."""
+
+    now: Spread
+    promised: tuple[int, int]
+    done: bool
+
+    def observed(self, summary: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **self.now.observed(),
+            "promised": {"replicas": self.promised[0], "leaders": self.promised[1]},
+            "target_reached_in_plan": bool(summary.get("reached")),
+            "why_not": summary.get("why_not"),
+        }
+
+
+def judge_spread(state: ClusterState, summary: Mapping[str, Any], elected: bool) -> SpreadJudged:
+    """Replicas and preferred leaders (and the actual leaders, when they were elected) per live
+    broker within the plan's promise: the target's limit, or the plan's own figure if larger."""
+    s = summary["spread"]
+    promised = (
+        max(s["replicas"]["limit"], s["replicas"]["after"]),
+        max(s["leaders"]["limit"], s["leaders"]["after"]),
+    )
+    now = spread_now(state, (s["replicas"]["target"], s["leaders"]["target"]))
+    f = now.figures
+    leaders = max(f["preferred_leaders"], f["leaders"]) if elected else f["preferred_leaders"]
+    return SpreadJudged(now, promised, f["replicas"] <= promised[0] and leaders <= promised[1])

@@ -196,96 +196,56 @@ class _Moved:
 
 
 def _leader_only_moves(conn_id: str, moves: list[dict]) -> dict[str, Any]:
-    """The approved leader-only moves: reorder each partition's replicas (no data moves) where its
-    replicas are still the planned ones, and wait until the controller has applied them."""
+    """The approved leader-only moves (``kafka_runbooks.rebalance.apply_leader_moves``), recorded."""
     from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks.rebalance import apply_leader_moves
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     if not moves:
         return {"submitted": 0, "skipped": {}}
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
     try:
-        current = {
-            (p.topic, p.partition): p.replicas for p in admin.read_state(include_log_dirs=False).partitions
-        }
-        submit, skipped = {}, {}
-        for m in moves:
-            key, target = (m["topic"], int(m["partition"])), [int(b) for b in m["to"]]
-            now = current.get(key)
-            if now is None or sorted(now) != sorted(target):
-                skipped[f"{key[0]}:{key[1]}"] = (
-                    f"replicas now {None if now is None else list(now)}, not {target}"
-                )
-            elif list(now) != target:
-                submit[key] = target
-        errors = {f"{k[0]}:{k[1]}": e for k, e in admin.alter_partition_reassignments(submit).items() if e}
-        _wait_applied(admin, set(submit))
+        done = apply_leader_moves(admin, moves)
     finally:
         admin.close()
     decisions.record(
         "leader-only moves",
-        "reordered" if not errors else "reordered partly",
+        "reordered" if not done.errors else "reordered partly",
         "the approved preferred-leader changes: each partition's replica list reordered, no data moves; "
         "partitions whose replicas changed since the plan are left alone",
-        observed={"submitted": len(submit), "errors": errors, "skipped": skipped},
+        observed={"submitted": len(done.submitted), "errors": done.errors, "skipped": done.skipped},
         logger=log,
-        level=logging.INFO if not errors else logging.ERROR,
+        level=logging.INFO if not done.errors else logging.ERROR,
     )
-    if errors:
-        raise RunbookFailed(f"leader-only moves refused by the controller: {errors}")
-    return {"submitted": len(submit), "skipped": skipped}
-
-
-def _wait_applied(admin, keys: set[tuple[str, int]], timeout_s: float = 60.0) -> None:
-    """A reorder completes at once (no replica is added); wait until none is listed in flight."""
-    import time
-
-    from kafka_runbooks.errors import RunbookFailed
-
-    deadline = time.monotonic() + timeout_s
-    while keys & set(admin.list_reassignments()):
-        if time.monotonic() >= deadline:
-            raise RunbookFailed(f"leader-only moves still in flight after {timeout_s:g} s")
-        time.sleep(1.0)
+    if done.errors:
+        raise RunbookFailed(f"leader-only moves refused by the controller: {done.errors}")
+    return {"submitted": len(done.submitted), "skipped": done.skipped}
 
 
 def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[str, Any]:
     """The spreads read back until they hold for the settle period: within the target, or, when the
-    plan said it cannot reach it, no worse than the plan's own figures ("as close as it gets").
-    Leaders are judged on the preferred leaders, and on the actual leaders when they were elected."""
+    plan said it cannot reach it, no worse than the plan's own figures ("as close as it gets")."""
     from kafka_runbooks.log_dir_failure import await_holding
-    from kafka_runbooks.rebalance import spread_now
+    from kafka_runbooks.rebalance import judge_spread
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    s = summary["spread"]
-    want = (
-        max(s["replicas"]["limit"], s["replicas"]["after"]),
-        max(s["leaders"]["limit"], s["leaders"]["after"]),
-    )
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
-
-    def judge(state):
-        now = spread_now(state, (s["replicas"]["target"], s["leaders"]["target"]))
-        f = now.figures
-        leaders = max(f["preferred_leaders"], f["leaders"]) if elected else f["preferred_leaders"]
-        return _Judged(now, f["replicas"] <= want[0] and leaders <= want[1])
-
     try:
-        judged = await_holding(lambda: admin.read_state(include_log_dirs=False), judge, **_timeouts())
+        judged = await_holding(
+            lambda: admin.read_state(include_log_dirs=False),
+            lambda state: judge_spread(state, summary, elected),
+            **_timeouts(),
+        )
     finally:
         admin.close()
-    observed = {
-        **judged.now.observed(),
-        "promised": {"replicas": want[0], "leaders": want[1]},
-        "target_reached_in_plan": bool(summary.get("reached")),
-        "why_not": summary.get("why_not"),
-    }
+    observed = judged.observed(summary)
     decisions.record(
         "verify spread",
         ("within the target" if summary.get("reached") else "as close as the plan gets")
         if judged.done
         else "NOT within",
-        f"replicas per broker spread at most {want[0]}, leaders at most {want[1]}, held for the settle period"
+        f"replicas per broker spread at most {judged.promised[0]}, leaders at most {judged.promised[1]}, "
+        "held for the settle period"
         if judged.done
         else "see observed",
         observed=observed,
@@ -293,8 +253,3 @@ def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[
         level=logging.INFO if judged.done else logging.ERROR,
     )
     return {"done": judged.done, **observed}
-
-
-class _Judged:
-    def __init__(self, now, done: bool) -> None:
-        self.now, self.done = now, done

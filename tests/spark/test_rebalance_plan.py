@@ -19,6 +19,7 @@ import pytest
 
 from kafka_runbooks.balance_rules import distinct_racks
 from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+from kafka_runbooks.failed_broker.report import plan_markdown
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "failed_broker_plan.py"
 
@@ -85,6 +86,10 @@ def test_add_brokers_moves_replicas_only_onto_the_new_broker_within_the_spread(
     # as few moves as the target allows: the lower bound (72 replicas over 4 brokers: 18 onto broker 4)
     assert s["replica_moves"] == s["spread"]["replicas"]["lower_bound_moves"] == 18
     assert s["leader_changes"] == s["spread"]["leaders"]["lower_bound_moves"] == 6
+    gate = plan_markdown(s, 10 << 20, "plan", True)  # the proposal as the operator reads it at the gate
+    assert "**18** replica move(s), **6** leader move(s)" in gate and "The plan reaches the target." in gate
+    assert "| replicas | 24 | 0 | 1 (`1`) | 18 | 18 |" in gate  # spread before, after, target, moves, bound
+    assert "| **4** (new) | - | 0 → 18 | 0 → 6 |" in gate
 
 
 def test_full_rebalance_evens_a_skewed_cluster_keeping_racks_and_moving_small_partitions(

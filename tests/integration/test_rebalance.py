@@ -1,0 +1,137 @@
+"""kafka_rebalance's steps on the session's real stack (4 brokers, racks a/b/a/b): a topic placed
+only on brokers 1-3 is rebalanced onto broker 4 (add-brokers) under an acks=all producer, with
+the library calls the DAG's tasks make: the request and broker choice, broker 4's room from its
+own DescribeLogDirs answer, the planner's ``--rebalance`` in-process, the independent plan check,
+the chunk executor under a throttle, the leader-only moves, the preferred-leader election, and
+the spreads read back until they hold.
+
+The session stack carries other tests' topics; the plan here sees the test topic only (the
+cluster state filtered to it before the snapshot), so the run moves nothing of theirs and the
+spreads judged are the topic's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.failed_broker import runbook
+from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, chunks_from_plan_dir, save_state
+from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
+from kafka_runbooks.failed_broker.plan import load_plan, read_snapshot_rows
+from kafka_runbooks.failed_broker.report import plan_markdown
+from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from kafka_runbooks.log_dir_failure import await_holding
+from kafka_runbooks.rebalance import (
+    apply_leader_moves,
+    build_rebalance_request,
+    judge_spread,
+    resolve_rebalance,
+    room,
+)
+from kafka_runbooks.snapshot import write_snapshot
+from tests.e2e.test_broker_restart_dag import Producer
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.unclean_scenario import count_messages
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIRS = ([1, 2], [2, 3], [3, 1])  # racks (a, b), (b, a), (a, a): 8 replicas and 4 leaderships each
+ASSIGNMENT = {p: PAIRS[p % 3] for p in range(12)}
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _planner():
+    path = ROOT / "spark_jobs" / "failed_broker_plan.py"
+    spec = importlib.util.spec_from_file_location("spark_jobs_failed_broker_plan_rebalance_it", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _only(state, topic: str):
+    """The cluster as the plan sees it: the test's topic only."""
+    return dataclasses.replace(
+        state,
+        partitions=[p for p in state.partitions if p.topic == topic],
+        log_dirs=[r for r in state.log_dirs if r.topic == topic],
+    )
+
+
+def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore_stack, admin, tmp_path):
+    bs = restore_stack.bootstrap_servers
+    topic = unique_topic("rebal")
+    create_topic(bs, topic, assignment=ASSIGNMENT)
+    assert produce(bs, topic, 2000, size=200) == 2000
+    producer = Producer(bs, topic)
+    producer.start()
+    try:
+        request = build_rebalance_request(
+            {"mode": "add-brokers", "new_brokers": "4", "max_replica_spread": "1", "max_leader_spread": "1"}
+        )
+        state = _only(admin.read_state(), topic)
+        assert resolve_rebalance(request, state) == ([1, 2, 3], [4])
+        dirs, _ = admin.describe_log_dir_states([4])
+        room_bytes = room(dirs, [4], float(request.max_disk_usage_percent))
+        assert room_bytes.get(4, 0) > 0  # broker 4 reports its dir's total and usable bytes
+        snapshot = write_snapshot(state, tmp_path / "snapshot")
+        out = tmp_path / "plan"
+        job = _planner()
+        flags = [
+            "--rebalance=add-brokers",
+            "--new-brokers=4",
+            "--max-replica-spread=1",
+            "--max-leader-spread=1",
+        ]
+        argv = ["--snapshot", str(snapshot), "--out", str(out), "--failed", "1,2,3", "--receivers", "4"]
+        assert job.run(job.get_spark(), [*argv, *flags, f"--room=4={room_bytes[4]}"]) == 0
+        plan = load_plan(out)
+        runbook.review(plan, *read_snapshot_rows(snapshot), plan.summary)  # the independent check agrees
+        summary = plan.summary
+        assert (
+            summary["reached"]
+            and summary["replica_moves"] == summary["spread"]["replicas"]["lower_bound_moves"]
+        )
+        assert "lower bound of moves" in plan_markdown(summary, 10 << 20, str(out), True)
+        for t in plan.partitions:  # replicas only onto the new broker
+            assert set(t.replicas) - set(ASSIGNMENT[t.partition]) == {4}
+
+        state = ExecState("rebal", [1, 2, 3], 10 << 20, chunks_from_plan_dir(out), drain=True)
+        executor = ChunkExecutor(
+            admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
+        )
+        wait_until(lambda: executor.step(state), 120, 1, "the executor to finish every chunk")
+        moves = apply_leader_moves(admin, summary["leader_moves"])
+        assert moves.errors == {} and moves.skipped == {}
+        keys = {f"{t.topic}:{t.partition}" for t in plan.partitions} | set(moves.submitted)
+        elected = elect_preferred_leaders(
+            read=lambda: admin.describe_topic_partitions([topic]), elect=admin.elect_preferred, keys=keys
+        )
+        assert elected.ok, elected
+
+        def judged(read):
+            in_sync = all(len(set(p.isr)) == len(p.replicas) for p in read.partitions)
+            seen = judge_spread(read, summary, elected=True)
+            return dataclasses.replace(seen, done=seen.done and in_sync)
+
+        seen = await_holding(
+            lambda: _only(admin.read_state(include_log_dirs=False), topic),
+            judged,
+            timeout_s=60,
+            settle_s=5,
+            poll_s=1,
+        )
+        assert seen.done and seen.now.figures["replicas"] <= 1 and seen.now.figures["leaders"] <= 1, seen
+        assert seen.now.replicas[4] == 6 and seen.now.leaders[4] == 3, seen
+        assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+    finally:
+        producer.stop_event.set()
+        producer.join(300)
+    assert producer.failed == [] and producer.acked > 0
+    total = sum(count_messages(bs, topic, p) for p in ASSIGNMENT)
+    assert total >= 2000 + producer.acked  # no acknowledged message lost

@@ -1,0 +1,112 @@
+"""kafka_rebalance's request, broker choice, disk room and read-back judgement (Airflow-free).
+
+Every refusal happens before the gate with a reason that says what to do: remove-brokers names
+the decommission's DAG, add-brokers needs live new brokers, a broker holding replicas that is down
+stops the plan; unknown disk room
+is no room; the read-back holds the cluster to the target, or to the plan's own figure when the
+plan said the target is out of reach.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_runbooks.failed_broker.request import RequestError
+from kafka_runbooks.model import Broker, ClusterState, LogDir, PartitionState
+from kafka_runbooks.rebalance import build_rebalance_request, judge_spread, resolve_rebalance, room
+
+RACKS = {1: "a", 2: "b", 3: "a", 4: "b"}
+
+
+def cluster(assignment: dict[int, list[int]], racks=RACKS, down=()) -> ClusterState:
+    brokers = {b: Broker(b, rack=r, fenced=b in down) for b, r in racks.items()}
+    partitions = [
+        PartitionState("t", p, leader=r[0], leader_epoch=0, replicas=tuple(r), isr=tuple(r))
+        for p, r in assignment.items()
+    ]
+    return ClusterState(cluster_id="c", brokers=brokers, quorum=None, partitions=partitions)
+
+
+ON_THREE = {p: [[1, 2], [2, 3], [3, 1]][p % 3] for p in range(12)}
+
+
+def test_remove_brokers_is_refused_naming_the_decommission():
+    with pytest.raises(RequestError, match="run kafka_broker_decommission with broker_ids = 4"):
+        build_rebalance_request({"mode": "remove-brokers", "new_brokers": "4"})
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"mode": "add-brokers"}, "needs new_brokers"),
+        ({"mode": "full", "new_brokers": "4"}, "goes with mode add-brokers"),
+        ({"mode": "shuffle"}, "mode must be one of"),
+        ({"mode": "full", "max_replica_spread": "a lot"}, "max_replica_spread"),
+        ({"mode": "full", "max_leader_spread": "-1"}, "max_leader_spread"),
+        ({"mode": "add-brokers", "new_brokers": "4,4"}, "more than once"),
+    ],
+)
+def test_bad_params_are_refused_before_any_cluster_call(params, message):
+    with pytest.raises(RequestError, match=message):
+        build_rebalance_request(params)
+
+
+def test_a_request_carries_the_mode_the_new_brokers_and_the_targets():
+    request = build_rebalance_request({"mode": "add-brokers", "new_brokers": "4", "max_replica_spread": "2"})
+    assert (request.rebalance, request.new_brokers, request.max_replica_spread) == ("add-brokers", (4,), "2")
+    assert request.max_leader_spread == "10%" and request.drain and request.max_disk_usage_percent == 85
+
+
+def test_the_brokers_of_each_mode():
+    add = build_rebalance_request({"mode": "add-brokers", "new_brokers": "4"})
+    assert resolve_rebalance(add, cluster(ON_THREE)) == ([1, 2, 3], [4])
+    full = build_rebalance_request({"mode": "full"})
+    assert resolve_rebalance(full, cluster(ON_THREE)) == ([1, 2, 3, 4], [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize(
+    ("new", "down", "message"),
+    [
+        ("99", (), r"new broker\(s\) \[99\] are not registered"),
+        ("4", (4,), r"new broker\(s\) \[4\] are not live"),
+        ("4", (2,), r"broker\(s\) \[2\] hold replicas but are not live"),
+    ],
+)
+def test_unknown_dead_new_brokers_and_a_down_holder_are_refused(new, down, message):
+    request = build_rebalance_request({"mode": "add-brokers", "new_brokers": new})
+    with pytest.raises(RequestError, match=message):
+        resolve_rebalance(request, cluster(ON_THREE, down=down))
+
+
+def test_room_is_the_fullest_dirs_headroom_and_unknown_is_none():
+    gib = 1 << 30
+    dirs = {
+        4: (LogDir(4, "/d1", 0, total_bytes=100 * gib, usable_bytes=60 * gib),  # 40 used: 45 to 85 %
+            LogDir(4, "/d2", 0, total_bytes=100 * gib, usable_bytes=20 * gib)),  # 80 used: 5 to 85 %
+        5: (LogDir(5, "/d1", 0, total_bytes=None, usable_bytes=None),),
+        6: (LogDir(6, "/d1", 0, total_bytes=100 * gib, usable_bytes=5 * gib),),  # past the ceiling already
+    }  # fmt: skip
+    assert room(dirs, [4, 5, 6, 7], 85.0) == {4: 5 * gib, 6: 0}
+
+
+def _summary(reached: bool, after: int) -> dict:
+    return {
+        "reached": reached,
+        "why_not": None if reached else "rack rule",
+        "spread": {
+            "replicas": {"target": "1", "limit": 1, "after": after},
+            "leaders": {"target": "1", "limit": 1, "after": 1},
+        },
+    }
+
+
+def test_the_read_back_holds_the_cluster_to_the_target_or_to_the_plans_own_figure():
+    even = cluster({0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]})
+    skewed = cluster(ON_THREE)  # 8, 8, 8, 0
+    assert judge_spread(even, _summary(True, 0), elected=True).done
+    assert not judge_spread(skewed, _summary(True, 1), elected=True).done
+    # the plan said it gets to 8 only (out of reach): the cluster is held to that, not to 1
+    assert judge_spread(skewed, _summary(False, 8), elected=False).done is False  # leaders 4,4,4,0
+    leaders_ok = _summary(False, 8)
+    leaders_ok["spread"]["leaders"]["after"] = 4
+    assert judge_spread(skewed, leaders_ok, elected=True).done
