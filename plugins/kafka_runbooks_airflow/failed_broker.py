@@ -32,6 +32,8 @@ from kafka_runbooks_airflow.run_state import (
 
 if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
+    from kafka_runbooks.failed_broker.failures import Assessment, FailureTracker, Thresholds
+    from kafka_runbooks.failed_broker.offline_dirs import DirAssessment, OfflineDirTracker
 
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
@@ -126,10 +128,10 @@ def sweep_settings(params: dict[str, Any], variable: str | None) -> dict[str, An
 class SweepReading:
     """One read of a cluster as both trackers saw it (one answer, one clock), and the heal's runs."""
 
-    assessment: Any  # failures.Assessment: failed brokers
-    dirs: Any  # offline_dirs.DirAssessment: offline log dirs of live brokers
-    dir_tracker: Any  # offline_dirs.OfflineDirTracker, to mark a started run
-    heal_tracker: Any  # failures.FailureTracker, to mark a started run
+    assessment: Assessment  # failed brokers
+    dirs: DirAssessment  # offline log dirs of live brokers
+    dir_tracker: OfflineDirTracker  # to mark a started run
+    heal_tracker: FailureTracker  # to mark a started run
     heal_active: list[str]  # runs of the heal active on the cluster
 
 
@@ -175,7 +177,7 @@ def checked_sweep_settings(params: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def read_and_track(conn_id: str, thresholds, ti) -> SweepReading:
+def read_and_track(conn_id: str, thresholds: Thresholds, ti) -> SweepReading:
     """One read of the cluster, with every available broker's DescribeLogDirs answer (an unanswered one
     is unknown, never healthy), through both trackers; the heal's leftover throttles come off when no
     heal runs."""
@@ -203,7 +205,7 @@ def read_and_track(conn_id: str, thresholds, ti) -> SweepReading:
 
 
 def decide_heal(
-    reading: SweepReading, passed_on: dict[str, Any], thresholds, conn_id: str, started_id: str
+    reading: SweepReading, passed_on: dict[str, Any], thresholds: Thresholds, conn_id: str, started_id: str
 ) -> dict[str, Any]:
     """Start ``kafka_failed_broker_reassignment`` for the brokers past the threshold, unless a heal
     already runs on the cluster (one at a time): its ``trigger``, ``run_id`` and ``conf``."""
@@ -246,7 +248,7 @@ def decide_log_dir_run(
     reading: SweepReading,
     settings: dict[str, Any],
     passed_on: dict[str, Any],
-    thresholds,
+    thresholds: Thresholds,
     conn_id: str,
     started_id: str,
     ti,
