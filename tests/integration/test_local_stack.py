@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import requests
 
 from kafka_runbooks_dev.localstack.stack import read_gauge
@@ -52,6 +54,19 @@ def test_every_node_exports_the_stable_metric_names(local_stack):
         == 1
     ]
     assert len(active) == 1
+
+
+def test_every_kafka_node_maps_the_class_data_sharing_archive(local_stack):
+    """The archive ensure_jars builds is really used: each JVM has it mapped (its /proc maps),
+    not merely named on its command line (a JVM that rejects an archive starts without it)."""
+    from kafka_runbooks_dev.localstack import cds
+    from kafka_runbooks_dev.localstack.stack import kafka_classpath
+
+    archive = cds.archive_path(local_stack.lib_dir, kafka_classpath(local_stack.lib_dir))
+    assert archive.exists(), archive
+    for status in local_stack.status():
+        maps = Path(f"/proc/{status.pid}/maps").read_text()
+        assert str(archive) in maps, f"{status.name} (pid {status.pid}) started without {archive.name}"
 
 
 def test_connect_worker_has_the_file_connectors(local_stack):
