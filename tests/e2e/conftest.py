@@ -49,9 +49,11 @@ def _connections(request: pytest.FixtureRequest) -> dict[str, dict]:
     return conns
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
-    """A fresh Airflow (new metadata DB) on 127.0.0.1, stopped at the end of the session."""
+    """A fresh Airflow (new metadata DB) on 127.0.0.1, stopped after the last e2e test (the
+    Celery tests, next in this lane, start an Airflow of their own: this one idling beside it
+    took CPU from them)."""
     port = int(os.environ.get("KR_AIRFLOW_TEST_PORT", DEFAULT_PORT))
     stack_base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
     if stack_base <= port <= stack_base + 402:  # Airflow takes port, +1, +2; the stack base..base+400
