@@ -66,10 +66,12 @@ class ReassignStopped(ReassignError):
 
 
 def key(topic: str, partition: int) -> str:
+    """``topic:partition``: one string per partition, so the state file's JSON can key by it."""
     return f"{topic}:{partition}"
 
 
 def split(k: str) -> tuple[str, int]:
+    """The inverse of :func:`key`: (topic, partition) again, for the admin calls that take pairs."""
     topic, _, partition = k.rpartition(":")
     return topic, int(partition)
 
@@ -152,6 +154,7 @@ def _located(where: StateAt) -> tuple[Store, str]:
 
 
 def load_state(where: StateAt) -> ExecState:
+    """The run's state as last written; a missing one fails the run (there is nothing to resume)."""
     store, key = _located(where)
     text = store.read_text(key)
     if text is None:
@@ -160,6 +163,7 @@ def load_state(where: StateAt) -> ExecState:
 
 
 def state_exists(where: StateAt) -> bool:
+    """Whether a run has written its state yet: a run that never started has nothing to clean up."""
     store, key = _located(where)
     return store.exists(key)
 
@@ -340,6 +344,8 @@ class ChunkExecutor:
 
     # -- the state machine -----------------------------------------------------------
     def step(self, state: ExecState) -> bool:
+        """Advance the run a little; True once every chunk is done. Small steps, each checkpointed,
+        so whoever picks the run up after a kill resumes exactly there and nothing moves twice."""
         if state.finished:
             return True
         if state.stop_request:  # stopped by an operator: final, a new run plans afresh
@@ -553,6 +559,8 @@ class ChunkExecutor:
         throttle.apply(self.admin, addition, logger=self.log)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
+        """Take the run's throttle off; what could not be removed stays in the state (for the next
+        cleanup and the read-back) and is returned."""
         if state.throttle is None:
             return {}
         self.checkpoint(state)  # still ours? a superseded process takes nothing off: the claimant does

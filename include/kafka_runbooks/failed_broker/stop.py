@@ -73,10 +73,13 @@ def request_path(state_root: StorePath | Path, kafka_conn_id: str) -> StorePath:
 
 
 def write_request(path: StorePath | Path, request: StopRequest) -> None:
+    """Write the request whole, in the data store, where every worker's executing task reads it."""
     storage.locate(path).write_text(json.dumps(asdict(request), indent=1, sort_keys=True))
 
 
 def read_request(path: StorePath | Path) -> StopRequest | None:
+    """The stop request, or None when there is none or the file is not one (not JSON, or fields a
+    :class:`StopRequest` does not have)."""
     try:
         raw = json.loads(storage.locate(path).read_text())
     except (OSError, ValueError):
