@@ -513,16 +513,17 @@ def racks_kept(racks, old, new):
 
 def spread_limit(text, mean):
     """The largest allowed spread: ``"2"`` is a count, ``"10%"`` a share of the mean per broker
-    (rounded down, at least 1). ValueError on anything else."""
+    (rounded down, at least 1); None for anything else (the caller refuses it in its own words:
+    this block imports nothing, not even the library's errors)."""
     value = str(text).strip()
     percent = value.endswith("%")
     number = value[:-1].strip() if percent else value
     try:
         amount = float(number)
     except ValueError:
-        raise ValueError(f"a spread is a count ('2') or a percentage ('10%'), not {text!r}") from None
+        return None
     if amount != amount or amount < 0 or (not percent and amount != int(amount)):
-        raise ValueError(f"a spread is a count >= 0 or a percentage >= 0, not {text!r}")
+        return None
     if not percent:
         return int(amount)
     return max(1, int(amount * mean / 100.0))
@@ -1126,10 +1127,10 @@ def rebalance(
 
 
 def _spread(text: str, what: str, counts: dict[int, int]) -> int:
-    try:
-        return spread_limit(text, sum(counts.values()) / max(len(counts), 1))
-    except ValueError as exc:
-        raise PlanImpossible(f"{what}: {exc}") from None
+    limit = spread_limit(text, sum(counts.values()) / max(len(counts), 1))
+    if limit is None:
+        raise PlanImpossible(f"{what}: a spread is a count ('2') or a percentage ('10%'), not {text!r}")
+    return limit
 
 
 def _rebalance_figures(bal, mode, spreads, limits, before, why) -> dict[str, Any]:

@@ -44,16 +44,17 @@ def racks_kept(racks, old, new):
 
 def spread_limit(text, mean):
     """The largest allowed spread: ``"2"`` is a count, ``"10%"`` a share of the mean per broker
-    (rounded down, at least 1). ValueError on anything else."""
+    (rounded down, at least 1); None for anything else (the caller refuses it in its own words:
+    this block imports nothing, not even the library's errors)."""
     value = str(text).strip()
     percent = value.endswith("%")
     number = value[:-1].strip() if percent else value
     try:
         amount = float(number)
     except ValueError:
-        raise ValueError(f"a spread is a count ('2') or a percentage ('10%'), not {text!r}") from None
+        return None
     if amount != amount or amount < 0 or (not percent and amount != int(amount)):
-        raise ValueError(f"a spread is a count >= 0 or a percentage >= 0, not {text!r}")
+        return None
     if not percent:
         return int(amount)
     return max(1, int(amount * mean / 100.0))

@@ -43,10 +43,8 @@ DEFAULT_SPREAD = "10%"
 def _spread_param(params: Mapping[str, Any], name: str) -> str:
     value = params.get(name)
     text = DEFAULT_SPREAD if value is None or not str(value).strip() else str(value).strip()
-    try:
-        spread_limit(text, 100)
-    except ValueError as exc:
-        raise RequestError(f"{name}: {exc}") from None
+    if spread_limit(text, 100) is None:
+        raise RequestError(f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {value!r}")
     return text
 
 
@@ -139,8 +137,11 @@ class Spread:
         }
 
     def within(self, replicas_max: int, leaders_max: int) -> bool:
+        """Replicas and preferred leaders per broker within the limits. The leaders themselves follow
+        the preferred ones after an election or the controller's auto leader rebalance: they are
+        shown (``observed``), and the runbook elects and reads back the partitions it changed."""
         f = self.figures
-        return f["replicas"] <= replicas_max and max(f["preferred_leaders"], f["leaders"]) <= leaders_max
+        return f["replicas"] <= replicas_max and f["preferred_leaders"] <= leaders_max
 
     def observed(self) -> dict[str, Any]:
         return {
@@ -169,6 +170,8 @@ def spread_now(state: ClusterState, request_or_texts: ReassignRequest | tuple[st
         spread_limit(texts[0], sum(replicas[b] for b in scope) / mean),
         spread_limit(texts[1], sum(preferred[b] for b in scope) / mean),
     )
+    if limits[0] is None or limits[1] is None:
+        raise RequestError(f"the targets {list(texts)} are not counts or percentages")
     return Spread(
         {b: replicas[b] for b in scope},
         {b: preferred[b] for b in scope},
@@ -257,15 +260,13 @@ class SpreadJudged:
         }
 
 
-def judge_spread(state: ClusterState, summary: Mapping[str, Any], elected: bool) -> SpreadJudged:
-    """Replicas and preferred leaders (and the actual leaders, when they were elected) per live
-    broker within the plan's promise: the target's limit, or the plan's own figure if larger."""
+def judge_spread(state: ClusterState, summary: Mapping[str, Any]) -> SpreadJudged:
+    """Replicas and preferred leaders per live broker within the plan's promise: the target's
+    limit, or the plan's own figure if larger (``Spread.within``)."""
     s = summary["spread"]
     promised = (
         max(s["replicas"]["limit"], s["replicas"]["after"]),
         max(s["leaders"]["limit"], s["leaders"]["after"]),
     )
     now = spread_now(state, (s["replicas"]["target"], s["leaders"]["target"]))
-    f = now.figures
-    leaders = max(f["preferred_leaders"], f["leaders"]) if elected else f["preferred_leaders"]
-    return SpreadJudged(now, promised, f["replicas"] <= promised[0] and leaders <= promised[1])
+    return SpreadJudged(now, promised, now.within(*promised))

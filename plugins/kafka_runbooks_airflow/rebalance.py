@@ -128,9 +128,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         from kafka_runbooks_airflow.failed_broker import elect_moved_partitions
 
         out["election"] = elect_moved_partitions(params, keys)
-    spread = _await_spread(
-        params["kafka_conn_id"], summary, bool(checked.get("elect_preferred_leaders", True))
-    )
+    spread = _await_spread(params["kafka_conn_id"], summary)
     out["spread"] = spread
     if not spread["done"]:
         raise RunbookFailed(f"the spread read back is not what the plan promised: {spread}")
@@ -222,7 +220,7 @@ def _leader_only_moves(conn_id: str, moves: list[dict]) -> dict[str, Any]:
     return {"submitted": len(done.submitted), "skipped": done.skipped}
 
 
-def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[str, Any]:
+def _await_spread(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     """The spreads read back until they hold for the settle period: within the target, or, when the
     plan said it cannot reach it, no worse than the plan's own figures ("as close as it gets")."""
     from kafka_runbooks.log_dir_failure import await_holding
@@ -233,7 +231,7 @@ def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[
     try:
         judged = await_holding(
             lambda: admin.read_state(include_log_dirs=False),
-            lambda state: judge_spread(state, summary, elected),
+            lambda state: judge_spread(state, summary),
             **_timeouts(),
         )
     finally:
@@ -244,7 +242,7 @@ def _await_spread(conn_id: str, summary: dict[str, Any], elected: bool) -> dict[
         ("within the target" if summary.get("reached") else "as close as the plan gets")
         if judged.done
         else "NOT within",
-        f"replicas per broker spread at most {judged.promised[0]}, leaders at most {judged.promised[1]}, "
+        f"replicas per broker spread at most {judged.promised[0]}, preferred leaders at most {judged.promised[1]}, "
         "held for the settle period"
         if judged.done
         else "see observed",

@@ -116,7 +116,7 @@ def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore
 
         def judged(read):
             in_sync = all(len(set(p.isr)) == len(p.replicas) for p in read.partitions)
-            seen = judge_spread(read, summary, elected=True)
+            seen = judge_spread(read, summary)
             return dataclasses.replace(seen, done=seen.done and in_sync)
 
         seen = await_holding(

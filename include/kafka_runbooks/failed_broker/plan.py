@@ -880,12 +880,13 @@ class RebalanceSpread(RuleFamily):
         within = True
         for what, (before, after) in counts.items():
             said = figures.get(what) or {}
-            try:
-                limit = spread_limit(
-                    said.get("target"), sum(before.get(b, 0) for b in scope) / max(len(scope), 1)
+            limit = spread_limit(
+                said.get("target"), sum(before.get(b, 0) for b in scope) / max(len(scope), 1)
+            )
+            if limit is None:
+                out.append(
+                    self.broken(f"{what}: target {said.get('target')!r} is neither a count nor a percentage")
                 )
-            except ValueError as exc:
-                out.append(self.broken(f"{what}: target {said.get('target')!r}: {exc}"))
                 continue
             want = {
                 "limit": limit,
