@@ -1451,6 +1451,20 @@ def same_brokers(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             )
 
 
+def _rebalance_line(out: str, mode: str, summary: dict[str, Any], seconds: float) -> str:
+    """The run's one line: moves beside their lower bounds, the spreads against the targets."""
+    s = summary["spread"]
+    return (
+        f"{out}: rebalance {mode}: {summary['replica_moves']} replica move(s) (lower bound "
+        f"{s['replicas']['lower_bound_moves']}), {len(summary['leader_moves'])} leader-only move(s) (lower bound "
+        f"{s['leaders']['lower_bound_moves']} leader changes, {summary['leader_changes']} planned), "
+        f"{summary['bytes_copied']} bytes; replica spread {s['replicas']['before']} -> {s['replicas']['after']} "
+        f"(target {s['replicas']['limit']}), leader spread {s['leaders']['before']} -> {s['leaders']['after']} "
+        f"(target {s['leaders']['limit']}); {'reached' if summary['reached'] else 'NOT reached: ' + summary['why_not']}; "
+        f"{seconds:.1f}s"
+    )
+
+
 def run_rebalance(spark, args: argparse.Namespace, out: str, started: float) -> int:
     """``--rebalance``: plan, write the plan files (leader-only moves in the summary), or error.json."""
     try:
@@ -1491,16 +1505,7 @@ def run_rebalance(spark, args: argparse.Namespace, out: str, started: float) -> 
         _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})
         print(f"plan impossible: {exc}", file=sys.stderr)
         return EXIT_IMPOSSIBLE
-    s = summary["spread"]
-    print(
-        f"{out}: rebalance {args.rebalance}: {summary['replica_moves']} replica move(s) (lower bound "
-        f"{s['replicas']['lower_bound_moves']}), {len(summary['leader_moves'])} leader-only move(s) (lower bound "
-        f"{s['leaders']['lower_bound_moves']} leader changes, {summary['leader_changes']} planned), "
-        f"{summary['bytes_copied']} bytes; replica spread {s['replicas']['before']} -> {s['replicas']['after']} "
-        f"(target {s['replicas']['limit']}), leader spread {s['leaders']['before']} -> {s['leaders']['after']} "
-        f"(target {s['leaders']['limit']}); {'reached' if summary['reached'] else 'NOT reached: ' + summary['why_not']}; "
-        f"{time.monotonic() - started:.1f}s"
-    )
+    print(_rebalance_line(out, args.rebalance, summary, time.monotonic() - started))
     return 0
 
 

@@ -169,6 +169,32 @@ def rebalance_markdown(
         _spread_row("preferred leaders", s["leaders"], summary.get("leader_changes", 0)),
         f"| bytes | {format_size(s['bytes']['before'])} | {format_size(s['bytes']['after'])} | - | - | - |",
         "",
+        *_rebalance_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
+        "",
+        "**Per broker** (before → after)",
+        "",
+        "| broker | rack | replicas | preferred leaders | bytes |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
+        label = f"**{broker}** (new)" if int(broker) in new else broker
+        lines.append(
+            f"| {label} | {v.get('rack') or '-'} | {_arrow(v['replicas_before'], v['replicas_after'])} "
+            f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
+            f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
+        )
+    return "\n".join(lines + _chunk_rows(summary["chunks"]))
+
+
+def _rebalance_table(
+    summary: dict[str, Any],
+    throttle_bytes_per_sec: int,
+    seconds: float,
+    plan_dir: str,
+    elect_preferred_leaders: bool,
+) -> list[str]:
+    """The rebalance's figures: moves, data, chunks, throttle, duration, what follows the moves."""
+    return [
         "| | |",
         "|---|---|",
         f"| Replica moves | {summary['replica_moves']} of {summary['partitions']} partition(s) |",
@@ -186,20 +212,7 @@ def rebalance_markdown(
             else "the leader-only moves; no election (`elect_preferred_leaders` is off) |"
         ),
         f"| Plan files | `{plan_dir}` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |",
-        "",
-        "**Per broker** (before → after)",
-        "",
-        "| broker | rack | replicas | preferred leaders | bytes |",
-        "|---:|---|---:|---:|---:|",
     ]
-    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
-        label = f"**{broker}** (new)" if int(broker) in new else broker
-        lines.append(
-            f"| {label} | {v.get('rack') or '-'} | {_arrow(v['replicas_before'], v['replicas_after'])} "
-            f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
-            f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
-        )
-    return "\n".join(lines + _chunk_rows(summary["chunks"]))
 
 
 def _chunk_rows(chunks: list[dict[str, Any]]) -> list[str]:
