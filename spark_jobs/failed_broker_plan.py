@@ -1036,18 +1036,21 @@ def balance_leaders_within(bal: Balance, limit: int) -> str | None:
     replica of the same partition with at least two fewer, only reordering (no data moves),
     partitions already moving first; None when within ``limit``, else why it stops."""
     allowed = set(bal.receivers)
+    led: dict[int, set[tuple[str, int]]] = {}  # partitions each broker is the first replica of
+    for k, t in bal.target.items():
+        led.setdefault(t[0], set()).add(k)
     while spread(bal.leaders(), bal.scope) > limit:
         done = False
         counts = bal.leaders()
         for s in sorted(bal.scope, key=lambda b: (-counts[b], b)):
-            led = [k for k, t in bal.target.items() if t[0] == s]
-            led.sort(key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k))
-            for k in led:
+            for k in sorted(led.get(s, ()), key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k)):
                 t = bal.target[k]
                 others = [b for b in t[1:] if b in allowed and counts.get(b, 0) <= counts[s] - 2]
                 if others:
                     b = min(others, key=lambda x: (counts[x], x))
                     t[:] = [b] + [x for x in t if x != b]
+                    led[s].discard(k)
+                    led.setdefault(b, set()).add(k)
                     bal.brokers[s].leaders -= 1
                     bal.brokers[b].leaders += 1
                     done = True
