@@ -818,7 +818,7 @@ class RebalanceBrokers(RuleFamily):
 
 class RebalanceTargets(RuleFamily):
     """Per partition: RF kept, no broker twice, replicas leave sources only and arrive at receivers
-    only, racks kept (``racks_kept``); a leader-only move keeps the replicas and leads from a receiver."""
+    only, racks kept (``racks_kept``); a leader-only move keeps the replicas and leads from a live broker."""
 
     name = "each partition's target"
 
@@ -833,8 +833,10 @@ class RebalanceTargets(RuleFamily):
                 out.append(
                     self.broken(f"{name}: leader-only move {old} -> {list(new)} changes replicas", key)
                 )
-            elif new[0] not in model.receivers:
-                out.append(self.broken(f"{name}: preferred leadership goes to {new[0]}, not a receiver", key))
+            elif not model.alive.get(new[0], False):
+                out.append(
+                    self.broken(f"{name}: preferred leadership goes to {new[0]}, not a live broker", key)
+                )
             if key in model.planned:
                 out.append(self.broken(f"{name}: both a replica move and a leader-only move", key))
         return out
