@@ -241,9 +241,10 @@ def _forget_recovery_points(log_dir: Path, topic: str) -> None:
     """Drop ``topic``'s lines from a stopped broker's recovery-point checkpoint (format: version,
     count, then ``topic partition offset`` lines), written aside then renamed, as Kafka does."""
     path = log_dir / RECOVERY_POINT_CHECKPOINT
-    if not path.exists():
+    lines = path.read_text().splitlines() if path.exists() else []
+    if len(lines) < 2:  # none yet (Kafka creates it empty at start-up): every log recovers from 0
         return
-    version, _count, *entries = path.read_text().splitlines()
+    version, _count, *entries = lines
     kept = [line for line in entries if line.split(" ")[0] != topic]
     aside = path.with_name(path.name + ".tmp")
     aside.write_text("\n".join([version, str(len(kept)), *kept]) + "\n")

@@ -43,3 +43,11 @@ def test_a_dir_without_a_checkpoint_is_left_without_one(tmp_path):
     """A broker that never wrote one recovers every log from offset 0 anyway."""
     _forget_recovery_points(tmp_path, TOPIC)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_empty_checkpoint_a_broker_starts_with_is_left_empty(tmp_path):
+    """Seen on Kafka 4.3.1: a broker creates the file empty at start-up and writes it only at
+    its first checkpoint (60 s later by default)."""
+    (tmp_path / RECOVERY_POINT_CHECKPOINT).write_text("")
+    _forget_recovery_points(tmp_path, TOPIC)
+    assert (tmp_path / RECOVERY_POINT_CHECKPOINT).read_text() == ""
