@@ -113,6 +113,12 @@ def test_the_restart_form_triggers_from_its_defaults_and_the_run_refuses_before_
         ("kafka_broker_decommission", "check_input", "refuse the run: nothing was done"),
         ("kafka_log_dir_failure", "check_input", "refuse the run: nothing was done"),
         ("kafka_controller_replace", "check_input", "name the voter(s) to remove"),
+        # no safe default selection: every offline partition must be asked for, never assumed
+        (
+            "kafka_unclean_recovery",
+            "check_input",
+            "give exactly one of partitions, partitions_json or all_offline_partitions=true (neither was given)",
+        ),
     ],
 )
 def test_a_manual_dag_triggered_from_its_defaults_refuses_before_acting(

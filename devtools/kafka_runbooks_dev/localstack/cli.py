@@ -89,6 +89,7 @@ def _log_recovery(args, stack: LocalStack, incidents) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's connection chatter
     args = build_parser().parse_args(argv)
     stack = LocalStack(home=args.home)
     try:

@@ -171,9 +171,11 @@ def hold_in_log_recovery(stack: LocalStack, ref: str | int, segments: int = RECO
     have = _fill_segments(stack, node, topic, segments)
     records = _records(stack.bootstrap_servers, topic, 1)
     stack.kill(node.name)
-    for log_dir in stack.log_dirs(node):
-        _forget_recovery_points(log_dir, topic)
-    stack.start_node(node.name)
+    try:
+        for log_dir in stack.log_dirs(node):
+            _forget_recovery_points(log_dir, topic)
+    finally:  # never leave the broker down
+        stack.start_node(node.name)
     return LogRecovery(node.node_id, topic, have, records, stack.pid(node.name))
 
 
@@ -268,10 +270,17 @@ def watch_recovery(stack: LocalStack, ref: str | int, timeout: float = 900.0, in
     raise StackError(f"{node.name} is not RUNNING after {timeout:.0f} s")
 
 
-def delete_recovery_topic(stack: LocalStack, broker: int) -> None:
+def delete_recovery_topic(stack: LocalStack, broker: int, timeout: float = 60.0) -> None:
+    """Deleted, and gone from the metadata the brokers answer: a next incident started while a
+    broker still lists it would take the dying topic for its own."""
     from confluent_kafka.admin import AdminClient
 
     topic = recovery_topic(broker)
     admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
     if topic in admin.list_topics(timeout=30).topics:
         admin.delete_topics([topic], request_timeout=60)[topic].result(60)
+    deadline = time.monotonic() + timeout
+    while topic in admin.list_topics(timeout=30).topics:
+        if time.monotonic() > deadline:
+            raise StackError(f"{topic} is still listed {timeout:.0f} s after its deletion")
+        time.sleep(0.5)
