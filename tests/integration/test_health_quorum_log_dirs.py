@@ -114,3 +114,87 @@ def test_a_failed_log_dir_is_reported_with_the_replicas_that_sat_in_it(jbod_stac
     assert [r.decision for r in records] == [
         f"broker 1: 1 log dir(s) offline, {len(in_it)} replica(s) in them"
     ]
+
+
+class _Clock:
+    """The trackers' clock, moved on by the test instead of waiting out the thresholds."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.t = time.time()
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_sweep_reads_the_failed_dir_alerts_then_starts_the_runbook_with_its_conf(jbod_stack, tmp_path):
+    """The failed-broker sweep's log-dir logic on the real DescribeLogDirs answer (issue #28): the live
+    broker is no failed broker, its offline dir is counted down, alerted, then due; by default the
+    sweep alerts only; with the setting on it starts kafka_log_dir_failure for broker 1 with a conf
+    that the runbook's own parser and selection read as exactly the replicas the sweep saw."""
+    from kafka_runbooks.failed_broker.failures import FailureStore, FailureTracker, Thresholds
+    from kafka_runbooks.failed_broker.offline_dirs import (
+        OfflineDirStore,
+        OfflineDirTracker,
+        choose_log_dir_start,
+        read_with_log_dirs,
+    )
+    from kafka_runbooks.log_dir_failure import build_log_dir_request, failed_dir_replicas
+
+    stack, bs = jbod_stack, jbod_stack.bootstrap_servers
+    failing = str(stack.log_dirs(stack.node(1))[1])
+    if Path(failing).is_dir():  # alone; after the test above, broker 1's dir 2 is failed already
+        create_topic(bs, "jbod", 4, 2)
+        assert produce(bs, "jbod", 40, size=100) == 40
+        stack.fail_log_dir(1, 2)
+    clock, th = _Clock(), Thresholds(alert_after_s=60, failure_threshold_s=300)
+    # a folder each: given a folder, a state file is <cluster>.json in it (the data store adds state/<kind>/)
+    heal = FailureTracker(FailureStore("jbod", tmp_path / "failed"), th, clock=clock)
+    dirs = OfflineDirTracker(OfflineDirStore("jbod", tmp_path / "dirs"), th, clock=clock)
+    with ClusterAdmin({"bootstrap.servers": bs}, timeout_s=15) as admin:
+
+        def offline():
+            state = read_with_log_dirs(admin)  # the sweep's read: every live broker's DescribeLogDirs
+            broker = {b["broker_id"]: b for b in log_dirs_report(state)["brokers"]}[1]
+            return state if broker.get("offline_dirs") and broker.get("metadata_offline") else None
+
+        state = wait_until(
+            offline, 60, 0.5, "broker 1's failed log dir in DescribeLogDirs and in the metadata"
+        )
+        failed, seen = heal.observe(state), dirs.observe(state)
+        assert failed.failed == {} and seen.unknown == {}  # a live broker: no failed broker, both answered
+        assert (
+            list(seen.offline) == [f"1:{failing}"]
+            and seen.offline[f"1:{failing}"].error == "KAFKA_STORAGE_ERROR"
+        )
+        in_it = {b["broker_id"]: b for b in log_dirs_report(state)["brokers"]}[1]["partitions"]
+        assert seen.replicas == {1: in_it} and in_it
+        assert seen.alerts == [] and seen.due == []
+        clock.t += 61
+        seen = dirs.observe(read_with_log_dirs(admin))
+        assert seen.alerts == [f"1:{failing}"] and seen.due == []
+        clock.t += 240
+        state = read_with_log_dirs(admin)
+        failed, seen = heal.observe(state), dirs.observe(state)
+    assert seen.due == [1]
+    assert choose_log_dir_start(seen, sorted(failed.failed), lambda: [], enabled=False) is None
+    assert seen.records[-1].decision == "alert only"
+    start = choose_log_dir_start(seen, sorted(failed.failed), lambda: [], enabled=True)
+    conf = start.conf("jbod", {"max_partitions_per_chunk": 50, "require_approval": True})
+    assert conf == {
+        "broker_id": 1,
+        "log_dir": failing,
+        "mode": "move",
+        "receivers": "all",
+        "max_partitions_per_chunk": 50,
+        "require_approval": True,
+        "dry_run": False,
+        "kafka_conn_id": "jbod",
+    }
+    request = build_log_dir_request(conf)  # what the started run parses, then selects on the cluster
+    selected = failed_dir_replicas(state, request.broker_id, request.log_dir)
+    assert [f"{t}-{p}" for t, p in selected.replicas] == in_it
+    assert start.record("sweep__jbod__x", conf, th.failure_threshold_s).action.startswith(
+        "trigger kafka_log_dir_failure run sweep__jbod__x"
+    )
