@@ -1047,39 +1047,65 @@ def _why_stuck(bal: Balance, candidates: Candidates) -> str:
 
 
 def balance_leaders_within(bal: Balance, limit: int) -> str | None:
-    """Hand preferred leaderships (the first replica) from the broker leading the most to another
-    replica of the same partition with at least two fewer, only reordering (no data moves),
-    partitions already moving first; None when within ``limit``, else why it stops. Any live
-    broker may take a leadership, in add-brokers too: a reorder moves no replica, and the old
-    brokers' leaderships are often uneven among themselves."""
-    allowed = set(bal.scope)
+    """Hand preferred leaderships (the first replica) from the broker leading the most towards one
+    with at least two fewer, only reordering (no data moves); None when within ``limit``, else why
+    it stops. A handover goes straight to another replica of one of its partitions when one has
+    two fewer, else along a chain (broker 1 hands a partition to 2, 2 one of its own to 3...) that
+    ends at such a broker: with two replicas per partition the direct handover is often not there.
+    Partitions already moving go first. Any live broker may take a leadership, in add-brokers too:
+    a reorder moves no replica, and the old brokers' leaderships are often uneven among themselves."""
     led: dict[int, set[tuple[str, int]]] = {}  # partitions each broker is the first replica of
     for k, t in bal.target.items():
         led.setdefault(t[0], set()).add(k)
     while spread(bal.leaders(), bal.scope) > limit:
-        done = False
         counts = bal.leaders()
-        for s in sorted(bal.scope, key=lambda b: (-counts[b], b)):
-            for k in sorted(led.get(s, ()), key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k)):
-                t = bal.target[k]
-                others = [b for b in t[1:] if b in allowed and counts.get(b, 0) <= counts[s] - 2]
-                if others:
-                    b = min(others, key=lambda x: (counts[x], x))
-                    t[:] = [b] + [x for x in t if x != b]
-                    led[s].discard(k)
-                    led.setdefault(b, set()).add(k)
-                    bal.brokers[s].leaders -= 1
-                    bal.brokers[b].leaders += 1
-                    done = True
-                    break
-            if done:
-                break
-        if not done:
+        path = next(
+            (
+                p
+                for s in sorted(bal.scope, key=lambda b: (-counts[b], b))
+                if (p := _leader_path(bal, led, counts, s))
+            ),
+            None,
+        )
+        if path is None:
             top = max(bal.scope, key=lambda b: (counts[b], -b))
             return (
-                f"broker {top} is the preferred leader of {counts[top]} partitions and none of them has "
-                "another replica with at least two fewer preferred leaderships"
+                f"broker {top} is the preferred leader of {counts[top]} partitions and no chain of their "
+                "replicas reaches a broker with at least two fewer preferred leaderships"
             )
+        for k, u, v in path:
+            t = bal.target[k]
+            t[:] = [v] + [x for x in t if x != v]
+            led[u].discard(k)
+            led.setdefault(v, set()).add(k)
+            bal.brokers[u].leaders -= 1
+            bal.brokers[v].leaders += 1
+    return None
+
+
+def _leader_path(bal: Balance, led, counts, s: int) -> list[tuple[tuple[str, int], int, int]] | None:
+    """The shortest chain of handovers (partition, from, to) from ``s`` to a live broker leading at
+    least two fewer (breadth first: a direct handover when there is one), or None."""
+    from collections import deque
+
+    scope = set(bal.scope)
+    prev: dict[int, tuple[int, tuple[str, int]] | None] = {s: None}
+    queue = deque([s])
+    while queue:
+        u = queue.popleft()
+        for k in sorted(led.get(u, ()), key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k)):
+            for b in bal.target[k][1:]:
+                if b in prev or b not in scope:
+                    continue
+                prev[b] = (u, k)
+                if counts.get(b, 0) <= counts[s] - 2:
+                    path, v = [], b
+                    while prev[v] is not None:
+                        w, key = prev[v]
+                        path.append((key, w, v))
+                        v = w
+                    return path[::-1]
+                queue.append(b)
     return None
 
 

@@ -163,3 +163,22 @@ def test_check_plan_catches_a_rebalance_that_breaks_a_shared_rule(spark, make_sn
     (out / "summary.json").write_text(json.dumps(summary))
     violations = check_plan(load_plan(out), *read_snapshot_rows(snapshot))
     assert any("spans fewer racks" in v for v in violations), violations
+
+
+def test_leaderships_reach_the_target_along_a_chain_with_two_replicas_per_partition(
+    spark, make_snapshot, tmp_path
+):
+    # seen on the real stack: racks a/b/a/b, RF 2 on brokers 1-3; broker 1's leader replicas cannot
+    # go to broker 4 (rack b twice) and its partitions' other replica leads 3: a direct handover
+    # stalls at spread 2; 1 hands one to 2 and 2 one of its own to 3 (a chain) reaches 1
+    rack = {1: "a", 2: "b", 3: "a", 4: "b"}
+    parts = [part("rf2", p, [[1, 2], [2, 3], [3, 1]][p % 3]) for p in range(12)]
+    snapshot = make_snapshot([{"id": b, "rack": rack[b]} for b in rack], parts)
+    plan = plan_of(
+        spark, snapshot, tmp_path / "plan", "--rebalance", "add-brokers", "--new-brokers", "4",
+        "--max-replica-spread", "1", "--max-leader-spread", "1",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    assert plan.summary["reached"], plan.summary["why_not"]
+    leaders = Counter(r[0] for r in after(parts, plan).values())
+    assert max(leaders.values()) - min(leaders.values()) <= 1 and set(leaders) == {1, 2, 3, 4}
