@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kafka_runbooks import storage
-from kafka_runbooks.failed_broker.plan import PlanImpossible, check_plan, load_plan, read_snapshot_rows
+from kafka_runbooks.failed_broker.plan import check_plan, load_plan, read_snapshot_rows
 from kafka_runbooks_dev.local_spark import ensure_s3a_jars, spark_submit_command
 from kafka_runbooks_dev.localstack.s3proxy import CREDENTIAL
 from tests.spark.test_cluster_health import job as health_job
@@ -208,13 +208,3 @@ def test_failed_broker_plan_reads_and_writes_the_store(on_the_store, spark, make
     assert plan.summary["snapshot"] == snapshot and plan.summary["cluster_id"] == make_snapshot.cluster_id
     assert plan.chunk_count > 1 and check_plan(plan, *read_snapshot_rows(local_snapshot)) == []
     assert plan.partitions == load_plan(local_out).partitions
-
-    # A second run that cannot plan replaces the first run's files in the store with error.json.
-    proc, _, home = on_the_store.run(
-        "failed_broker_plan.py", ["--snapshot", snapshot, "--out", out, "--failed", "42"], "s3a-again"
-    )
-    assert proc.returncode == 2, proc.stderr[-4000:]
-    assert files_under(home) == []
-    assert on_the_store.store.list("plan/out") == ["plan/out/error.json"]
-    with pytest.raises(PlanImpossible, match=r"failed broker\(s\) \[42\] unknown"):
-        load_plan(on_the_store.store.download_dir("plan/out", on_the_store.tmp / "downloaded-again"))

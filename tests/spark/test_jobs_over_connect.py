@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from kafka_runbooks.failed_broker.plan import PlanImpossible, load_plan
 from kafka_runbooks_airflow.spark import (
     SparkConnectUnavailable,
     run_over_connect,
@@ -171,7 +172,8 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
 ):
     """On an s3:// store (a real S3Proxy) the server reads and writes the parquet files over s3a://
     with the store's settings and keys, the client the small files through the store: the report
-    and every plan file equal the classic run's on a local folder."""
+    and every plan file equal the classic run's on a local folder; a second plan that cannot be
+    made replaces them in the store with error.json (exit code 2)."""
     import os
 
     from kafka_runbooks import storage
@@ -208,15 +210,21 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
             )
             == 0
         )
+        written, classic = on_store.json_files("connect/plan"), local_json_files(tmp_path / "p")
+        # a second run that cannot plan replaces the first run's files in the store with error.json
+        impossible = ["--snapshot", snapshot, *out, "--failed", "42"]
+        assert run_over_connect(PLAN, impossible, server.url, session_id("s3", "p2")) == 2
     finally:
         server.stop()
 
     assert on_store.json_files("connect/health") == {
         "report.json": json.loads((tmp_path / "h" / "report.json").read_text())
     }
-    written, classic = on_store.json_files("connect/plan"), local_json_files(tmp_path / "p")
     assert written.pop("summary.json") | {"snapshot": None} == classic.pop("summary.json") | {
         "snapshot": None
     }
     assert written == classic and len(written) > 2
     assert [k for k in on_store.store.list("connect/health/partitions.parquet") if k.endswith(".parquet")]
+    assert on_store.store.list("connect/plan") == ["connect/plan/error.json"]
+    with pytest.raises(PlanImpossible, match=r"failed broker\(s\) \[42\] unknown"):
+        load_plan(on_store.store.download_dir("connect/plan", tmp_path / "downloaded-again"))
