@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import journal, storage
+from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
 from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.units import format_size
@@ -63,11 +64,7 @@ def health_reports(root: Path | None = None) -> list[dict[str, Any]]:
 def run_progress(dag_id: str, run_id: str, root: Path | None = None) -> dict[str, Any] | None:
     """What a running runbook has done so far, from its own state files (None if it wrote none)."""
     store = _store(root)
-    if dag_id in (  # the chunked executor's
-        "kafka_failed_broker_reassignment",
-        "kafka_broker_decommission",
-        "kafka_log_dir_failure",
-    ):
+    if dag_id in REASSIGNING_DAG_IDS:  # the chunked executor's
         folder = f"reassign/{safe_name(dag_id)}/{safe_name(run_id)}"
         progress = _read_json(store, f"{folder}/progress.json") or _read_json(
             store, f"{folder}/adopt-progress.json"

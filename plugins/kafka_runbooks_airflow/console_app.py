@@ -19,11 +19,13 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
+
 URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
 REASSIGN_DAG_ID = "kafka_failed_broker_reassignment"
 # the runs the Stop button applies to: every DAG that moves replicas with the chunked executor
-STOPPABLE_DAG_IDS = (REASSIGN_DAG_ID, "kafka_broker_decommission", "kafka_log_dir_failure")
+STOPPABLE_DAG_IDS = REASSIGNING_DAG_IDS  # every DAG that moves replicas with the chunked executor
 STOP_DAG_ID = "kafka_reassignment_stop"
 
 app = FastAPI(title="Kafka runbooks console", docs_url=None, redoc_url=None, openapi_url=None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, storage
+from kafka_runbooks import failed_broker as failed_broker_dags
 from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
@@ -39,7 +40,7 @@ SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
 LOG_DIR_FAILURE_DAG_ID = "kafka_log_dir_failure"
 # every DAG that moves replicas with the chunked executor: one stop request reaches them all
-REASSIGNING_DAG_IDS = (REASSIGN_DAG_ID, DECOMMISSION_DAG_ID, LOG_DIR_FAILURE_DAG_ID)
+REASSIGNING_DAG_IDS = failed_broker_dags.REASSIGNING_DAG_IDS
 
 log = logging.getLogger("kafka_runbooks.failed_broker")
 

@@ -154,7 +154,7 @@ def reassign_action(context) -> dict[str, Any]:
     checked = run_xcom(context, "validate") or {}
     path = run_dir(dag_id, run_id) / EXEC_STATE
     state = json.loads(path.read_text()) if path.exists() else {}
-    return {
+    action = {
         "runbook": dag_id,
         "run_id": run_id,
         "kafka_conn_id": context["params"].get("kafka_conn_id"),
@@ -165,6 +165,22 @@ def reassign_action(context) -> dict[str, Any]:
         "dry_run": bool(checked.get("dry_run", reviewed.get("dry_run"))),
         "require_approval": bool(checked.get("require_approval", reviewed.get("require_approval", True))),
     }
+    leader_moves = planned_leader_moves(checked)
+    if leader_moves:  # the rebalance's reorders, applied after the chunks: approved with them
+        action["leader_moves"] = leader_moves
+    return action
+
+
+def planned_leader_moves(checked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's leader-only moves (a rebalance's replica reorders, in its summary.json; none for
+    a heal or a drain): what the verify step applies, so the approval must name them too."""
+    from kafka_runbooks import storage
+    from kafka_runbooks.snapshot_contract import SUMMARY_FILE
+
+    if not checked.get("plan_dir"):
+        return []
+    summary = storage.locate(checked["plan_dir"]) / SUMMARY_FILE
+    return (json.loads(summary.read_text()).get("leader_moves") or []) if summary.exists() else []
 
 
 def controller_action(context) -> dict[str, Any]:

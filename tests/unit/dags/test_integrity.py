@@ -123,3 +123,14 @@ def test_manual_runbooks_ship_unpaused_and_sweeps_paused(dagbags):
         "kafka_metadata_error_sweep",
     }
     assert not (set(dags) - paused) & scheduled
+
+
+def test_every_dag_that_moves_replicas_in_chunks_is_reachable_by_the_stop_and_the_sweeps(dagbags):
+    """A DAG with the chunked executor's task must be in the one list the stop request, the
+    Kafka page's Stop link and progress, and the sweeps' one-reassignment-per-cluster rule
+    read: kafka_rebalance was missing from it, so a sweep could start a heal beside a rebalance
+    and Stop never reached one."""
+    from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
+
+    chunked = {d.dag_id for d in _dags(dagbags) if "execute_chunks" in d.task_ids}
+    assert chunked and chunked == set(REASSIGNING_DAG_IDS)

@@ -235,6 +235,25 @@ def test_reassign_digest_ignores_the_progress_of_approved_chunks():
     assert _digest("reassign", _reassign(state, REASSIGN_PARAMS)) == before
 
 
+def test_reassign_digest_binds_a_rebalances_leader_only_moves(tmp_path):
+    """The rebalance's reorders (in its plan's summary.json, applied by verify after the chunks)
+    are part of what is approved: another reorder is another plan, and a heal's summary without
+    any leaves the digest as it was."""
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    checked = {**CHECKED, "plan_dir": str(plan)}
+    (plan / "summary.json").write_text(json.dumps({"moves": []}))
+    without = _digest("reassign", _reassign(EXEC, REASSIGN_PARAMS, checked))
+    assert without == _digest("reassign", _reassign(EXEC, REASSIGN_PARAMS))
+    moves = [{"topic": "t", "partition": 1, "replicas": [2, 1, 3]}]
+    (plan / "summary.json").write_text(json.dumps({"leader_moves": moves}))
+    approved = _digest("reassign", _reassign(EXEC, REASSIGN_PARAMS, checked))
+    assert approved != without
+    moves[0]["replicas"] = [3, 1, 2]
+    (plan / "summary.json").write_text(json.dumps({"leader_moves": moves}))
+    assert _digest("reassign", _reassign(EXEC, REASSIGN_PARAMS, checked)) != approved
+
+
 # ------------------------------------------------------------------ controller escalation
 
 
