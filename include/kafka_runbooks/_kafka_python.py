@@ -248,15 +248,27 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
 
     async def controller_id_not_suspect(timeout_ms=30000):
         node = await refresh_controller_id(timeout_ms)
-        if node in client.suspects:
-            others = sorted(b.node_id for b in manager.cluster.brokers() if b.node_id not in client.suspects)
-            if others:
-                log.info("controller requests go to broker %s, not to suspect broker %s", others[0], node)
-                node = others[0]
-        return node
+        avoid = set(client.suspects) | set(manager._backoff)  # kafka-python's: last connect failed
+        chosen = controller_choice(node, [b.node_id for b in manager.cluster.brokers()], avoid)
+        if chosen != node:
+            log.info(
+                "controller requests go to broker %s, not to broker %s (suspect or refused)", chosen, node
+            )
+        return chosen
 
     manager.send = watched_send
     client._client._refresh_controller_id = controller_id_not_suspect
+
+
+def controller_choice(node: int | None, brokers: list[int], avoid: set[int]) -> int | None:
+    """The broker controller-bound requests go to: the one kafka-python named, unless it is a
+    suspect or its last connection failed (a broker killed a moment ago stays in the metadata,
+    unfenced, for its session timeout: a retry that picked it again failed again, and the
+    restore of an unclean recovery ran out of attempts under load); then the lowest other one."""
+    if node not in avoid:
+        return node
+    others = sorted(b for b in brokers if b not in avoid)
+    return others[0] if others else node
 
 
 def _on_send_failure(

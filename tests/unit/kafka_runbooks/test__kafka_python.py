@@ -17,6 +17,7 @@ from kafka_runbooks._kafka_python import (
     _merge_log_ends,
     _plan_log_end_requests,
     _send_all,
+    controller_choice,
 )
 
 
@@ -148,3 +149,13 @@ def test_a_broker_back_since_the_last_metadata_refresh_is_refreshed_first():
     manager = Manager({1})
     answers = _send_all(manager, {1: [], 2: []}, [(2, LATEST_TIMESTAMP, "r")], 500)
     assert manager.refreshed == 1 and answers == [(2, LATEST_TIMESTAMP, (2, 500))]
+
+
+def test_controller_requests_leave_a_broker_whose_connection_failed_or_that_is_suspect():
+    """A broker killed a moment ago is still named by the metadata (unfenced for its session
+    timeout): controller-bound retries go to another broker, the lowest live one, not back to it."""
+    assert controller_choice(2, [1, 2, 3, 4], avoid=set()) == 2
+    assert controller_choice(2, [1, 2, 3, 4], avoid={2}) == 1
+    assert controller_choice(1, [1, 2, 3, 4], avoid={1, 3}) == 2
+    assert controller_choice(2, [2], avoid={2}) == 2  # nothing else to go to: try it again
+    assert controller_choice(None, [1, 2], avoid={1}) is None  # none named: kafka-python decides
