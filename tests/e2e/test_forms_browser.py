@@ -113,6 +113,7 @@ def test_the_restart_form_triggers_from_its_defaults_and_the_run_refuses_before_
         ("kafka_broker_decommission", "check_input", "refuse the run: nothing was done"),
         ("kafka_log_dir_failure", "check_input", "refuse the run: nothing was done"),
         ("kafka_controller_replace", "check_input", "name the voter(s) to remove"),
+        ("kafka_rebalance", "check_input", "mode add-brokers needs new_brokers"),
         # no safe default selection: every offline partition must be asked for, never assumed
         (
             "kafka_unclean_recovery",
