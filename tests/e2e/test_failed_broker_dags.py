@@ -131,6 +131,21 @@ def test_bad_input_ends_in_a_refuse_record_and_the_review_skips_cleanly(airflow_
         assert airflow_local.task_instance(REASSIGN, run, task)["state"] in ("skipped", "upstream_failed")
 
 
+def test_triggered_from_its_defaults_on_a_healthy_cluster_it_moves_nothing(
+    airflow_local: AirflowLocal, restore_stack
+):
+    """The form's defaults ('detect') are safe: on a cluster with no failed broker the run ends
+    at validate with a DECISION "nothing to do", and no gate, chunk or throttle follows."""
+    airflow_local.wait_for_dag(REASSIGN, timeout=120)
+    airflow_local.unpause(REASSIGN)
+    run = airflow_local.trigger(REASSIGN, {})
+    assert airflow_local.wait_for_run(REASSIGN, run, timeout=300) == "success"
+    log = airflow_local.task_log_text(REASSIGN, run, "validate")
+    assert "DECISION validate: nothing to do because no broker hosting replicas is failed" in log, log[-3000:]
+    for task in ("approval_gate", "execute_chunks"):
+        assert airflow_local.task_instance(REASSIGN, run, task)["state"] == "skipped", task
+
+
 def test_a_bounce_within_the_threshold_starts_nothing(airflow_local: AirflowLocal, restore_stack, admin):
     stack = restore_stack
     airflow_local.wait_for_dag(SWEEP, timeout=120)
