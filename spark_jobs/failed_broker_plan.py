@@ -7,6 +7,8 @@ Usage::
         [--drain-replicas topic:partition@broker,...]
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL --rebalance add-brokers|full
         [--new-brokers 4[,5...]] [--max-replica-spread 10%|N] [--max-leader-spread 10%|N] [--room 1=BYTES,...]
+    spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL
+        --rebalance replication-factor --replication-factor 3 --topics a,b [--room 1=BYTES,...]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
@@ -73,6 +75,12 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   The summary adds the spreads before/after against the targets, the moves' lower bounds, whether
   the target is reached and, if not, why; leader-only moves are listed in it (``leader_moves``), not
   in the chunks: they copy no data. A plan that brings nothing closer is impossible (error.json).
+* ``--rebalance replication-factor --replication-factor N --topics a,b``: every partition of the named
+  topics below N gains its missing replicas (shared units ``new_replicas`` in ``raise_order``): on a
+  rack it lacks first, then the live broker with the fewest replicas, then the fewest bytes, within
+  its ``--room``; the existing replicas keep their places (the preferred leader stays). A partition
+  that no broker fits, or that cannot span ``racks_wanted`` racks within the room, a target above the
+  live brokers, a named topic gone or above N (lowering is refused before the gate) is impossible.
 * Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
   offline), then smallest first (more partitions healed per byte), then topic and partition. A
   chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
@@ -565,6 +573,66 @@ def fits(room, broker, gained):
     if broker not in room:
         return gained <= 0
     return gained <= room[broker]
+
+
+def racks_wanted(racks, current, pool, rf):
+    """How many racks a partition raised to ``rf`` replicas spans at best: its own, plus one per
+    added replica while ``pool`` (the brokers that may take one) offers a rack it lacks."""
+    have = {rack_of(racks, b) for b in current}
+    lacking = {rack_of(racks, b) for b in pool if b not in current} - have
+    return len(have) + min(max(0, rf - len(current)), len(lacking))
+
+
+def raise_order(size, topic, partition):
+    """The order partitions get their new replicas in: largest first (bytes even out best when
+    the big ones are placed while the choice is widest), then by name."""
+    return (-size, topic, partition)
+
+
+def new_replicas(racks, current, pool, rf, load, room, gained, size):
+    """The brokers a partition of ``size`` bytes gains to reach ``rf`` replicas, one by one: a
+    broker of ``pool`` that is not a replica yet and fits its disk room, on a rack the partition
+    lacks first, then the fewest replicas, then the fewest bytes (``load``: broker -> [replicas,
+    bytes]; it and ``gained`` are updated with each pick), then the lowest id. None when no broker
+    fits a replica still missing (too few brokers, or no room)."""
+    chosen = []
+    target = list(current)
+    while len(target) < rf:
+        have = {rack_of(racks, b) for b in target}
+        fit = [b for b in pool if b not in target and fits(room, b, gained.get(b, 0) + size)]
+        if not fit:
+            return None
+        best = min(fit, key=lambda b: (rack_of(racks, b) in have, load[b][0], load[b][1], b))
+        chosen.append(best)
+        target.append(best)
+        load[best][0] += 1
+        load[best][1] += size
+        gained[best] = gained.get(best, 0) + size
+    return chosen
+
+
+def replicas_kept(racks, current, leader, rf):
+    """The replicas a partition lowered to ``rf`` keeps, in assignment order: its leader always,
+    then one replica per rack not kept yet, then the others, each time the earliest in the list;
+    None when the leader is not one of them (unknown, or none) or ``rf`` is below 1: no replica
+    can then be dropped safely."""
+    if rf < 1 or leader not in current:
+        return None
+    keep = [leader]
+    for b in current:
+        kept_racks = {rack_of(racks, k) for k in keep}
+        if len(keep) < rf and b not in keep and rack_of(racks, b) not in kept_racks:
+            keep.append(b)
+    for b in current:
+        if len(keep) < rf and b not in keep:
+            keep.append(b)
+    return [b for b in current if b in keep]
+
+
+def lowering_allowed(rf, min_insync):
+    """A topic's replication factor may come down to ``rf`` only when its ``min.insync.replicas``
+    is known and at most ``rf`` (below it every acks=all write would fail)."""
+    return min_insync is not None and 1 <= min_insync <= rf
 
 
 # --- balance rules: end ---
@@ -1218,6 +1286,106 @@ def _rebalance_figures(bal, mode, spreads, limits, before, why) -> dict[str, Any
 
 
 # ---------------------------------------------------------------------------------------------
+# Replication factor (``--rebalance replication-factor``, kafka_rebalance): raise the named topics'
+# partitions to ``--replication-factor`` with the shared units (``new_replicas`` in ``raise_order``,
+# ``racks_wanted``), which ``check_plan`` replays on the snapshot. Lowering is not planned here: the
+# runbook refuses it before the gate.
+
+RF_MODE = "replication-factor"
+
+
+def _rf_scope(brokers: dict[int, BrokerInfo], rf: int) -> list[int]:
+    """The live registered brokers new replicas may go to, or PlanImpossible: a broker holding
+    replicas is down, or the target is above the live brokers."""
+    down = sorted(b for b, info in brokers.items() if info.replicas and not info.alive)
+    if down:
+        raise PlanImpossible(
+            f"broker(s) {down} hold replicas but are not live: heal them first (kafka_failed_broker_reassignment)"
+        )
+    scope = sorted(b for b, info in brokers.items() if info.alive and info.known)
+    if rf > len(scope):
+        raise PlanImpossible(
+            f"replication factor {rf} is above the {len(scope)} live broker(s) {scope}: "
+            "no partition can have more replicas than there are brokers"
+        )
+    return scope
+
+
+def _rf_partitions(inputs: Inputs, topics: list[str], rf: int) -> list[Affected]:
+    """The partitions of ``topics`` below ``rf``, or PlanImpossible: a topic is gone, or one of
+    them is above ``rf`` (lowering is refused before the gate; the cluster changed since)."""
+    named = set(topics)
+    parts = [p for p in inputs.affected if p.topic in named]
+    missing = sorted(named - {p.topic for p in parts})
+    if missing:
+        raise PlanImpossible(f"topic(s) {missing[:20]} are not in the snapshot: they changed since validate")
+    above = sorted({p.topic for p in parts if len(p.replicas) > rf})
+    if above:
+        raise PlanImpossible(
+            f"topic(s) {above[:20]} are above replication factor {rf}: lowering is not planned"
+        )
+    return [p for p in parts if len(p.replicas) < rf]
+
+
+def raise_replication(
+    inputs: Inputs, rf: int, topics: list[str], room: dict[int, int] | None
+) -> tuple[list[Move], dict[str, Any]]:
+    """Give every partition of ``topics`` below ``rf`` its missing replicas (``new_replicas``);
+    (moves, the summary's figures). The existing replicas keep their places, so the preferred
+    leader stays; a partition no broker fits, or short of the racks it could span, is impossible."""
+    brokers = inputs.brokers
+    scope = _rf_scope(brokers, rf)
+    racks = {b: info.rack for b, info in brokers.items()}
+    load = {b: [brokers[b].replicas, brokers[b].bytes] for b in scope}
+    gained: dict[int, int] = {}
+    moves, stuck = [], []
+    for p in sorted(
+        _rf_partitions(inputs, topics, rf), key=lambda p: raise_order(p.size, p.topic, p.partition)
+    ):
+        chosen = new_replicas(racks, p.replicas, scope, rf, load, room, gained, p.size)
+        target = None if chosen is None else [*p.replicas, *chosen]
+        if target is None or distinct_racks(racks, target) < racks_wanted(racks, p.replicas, scope, rf):
+            stuck.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
+            continue
+        for b in chosen:
+            brokers[b].replicas += 1
+            brokers[b].bytes += p.size
+        live_isr = sum(1 for b, isr in zip(p.replicas, p.in_isr) if isr and brokers[b].alive)
+        moves.append(Move(p.topic, p.partition, p.replicas, target, p.size, live_isr))
+    if stuck:
+        raise PlanImpossible(
+            f"{len(stuck)} partition(s) cannot reach replication factor {rf} on racks they lack within the "
+            f"disk room {room}: e.g. {', '.join(stuck[:5])}"
+        )
+    return moves, _rf_figures(moves, rf, topics, scope, room)
+
+
+def _rf_figures(moves: list[Move], rf: int, topics: list[str], scope: list[int], room) -> dict[str, Any]:
+    """The summary's replication-factor figures: what is raised, replicas added, data to copy."""
+    added = sum(len(m.target) - len(m.current) for m in moves)
+    raised: dict[str, int] = {}
+    for m in moves:
+        raised[m.topic] = raised.get(m.topic, 0) + 1
+    return {
+        "rebalance": RF_MODE,
+        "replication_factor": rf,
+        "topics": sorted(topics),
+        "raised": dict(sorted(raised.items())),
+        "new_brokers": [],
+        "scope": scope,
+        "sources": scope,
+        "room": None if room is None else {str(b): n for b, n in sorted(room.items())},
+        "replica_moves": added,
+        "replicas_added": added,
+        "bytes_copied": sum(m.size * (len(m.target) - len(m.current)) for m in moves),
+        "leader_moves": [],
+        "leader_changes": 0,
+        "reached": True,
+        "why_not": None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Output.
 
 
@@ -1381,9 +1549,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rebalance",
         default=None,
-        help="add-brokers|full: even out replicas and preferred leaders per broker (kafka_rebalance)",
+        help="add-brokers|full: even out replicas and preferred leaders per broker; replication-factor: "
+        "raise --topics to --replication-factor (kafka_rebalance)",
     )
     parser.add_argument("--new-brokers", default=None, help="add-brokers: the new brokers, comma-separated")
+    parser.add_argument(
+        "--replication-factor", default=None, help="replication-factor: the target replication factor"
+    )
+    parser.add_argument(
+        "--topics", default=None, help="replication-factor: the topics to raise, comma-separated"
+    )
     parser.add_argument(
         "--max-replica-spread", default="10%", help="count ('2') or percent of the mean ('10%%')"
     )
@@ -1523,8 +1698,7 @@ def run_rebalance(spark, args: argparse.Namespace, out: str, started: float) -> 
             raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
         inputs = load_inputs(spark, args.snapshot, None)
         before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
-        spreads = (args.max_replica_spread, args.max_leader_spread)
-        moves, _, figures = rebalance(inputs, args.rebalance, new, spreads, room)
+        moves, figures = _plan_mode(inputs, args, new, room)
         same_brokers(args, figures)
         chunks = make_chunks(moves, *limits)
         receivers = sorted(figures["new_brokers"] or figures["scope"])
@@ -1550,8 +1724,37 @@ def run_rebalance(spark, args: argparse.Namespace, out: str, started: float) -> 
         _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})
         print(f"plan impossible: {exc}", file=sys.stderr)
         return EXIT_IMPOSSIBLE
-    print(_rebalance_line(out, args.rebalance, summary, time.monotonic() - started))
+    seconds = time.monotonic() - started
+    print(
+        _rf_line(out, summary, seconds)
+        if args.rebalance == RF_MODE
+        else _rebalance_line(out, args.rebalance, summary, seconds)
+    )
     return 0
+
+
+def _plan_mode(
+    inputs: Inputs, args: argparse.Namespace, new: list[int] | None, room
+) -> tuple[list[Move], dict]:
+    """(replica moves, the summary's figures) of the mode asked for."""
+    if args.rebalance == RF_MODE:
+        rf = _positive(args.replication_factor or "", "--replication-factor")
+        topics = [t.strip() for t in (args.topics or "").split(",") if t.strip()]
+        if not topics:
+            raise PlanImpossible("--rebalance replication-factor needs --topics: the topics to raise")
+        return raise_replication(inputs, rf, topics, room)
+    spreads = (args.max_replica_spread, args.max_leader_spread)
+    moves, _, figures = rebalance(inputs, args.rebalance, new, spreads, room)
+    return moves, figures
+
+
+def _rf_line(out: str, summary: dict[str, Any], seconds: float) -> str:
+    """The replication-factor run's one line: what is raised, replicas added, data to copy."""
+    return (
+        f"{out}: replication factor {summary['replication_factor']}: {summary['partitions']} partition(s) of "
+        f"{len(summary['raised'])} topic(s) raised, {summary['replicas_added']} replica(s) added, "
+        f"{summary['bytes_copied']} bytes to copy, {len(summary['chunks'])} chunk(s); {seconds:.1f}s"
+    )
 
 
 def run(spark, argv: list[str] | None = None) -> int:

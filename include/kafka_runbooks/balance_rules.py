@@ -18,7 +18,12 @@ The rules:
 * a lower bound for the moves a target needs: the fewest unit moves that bring every count into
   some window ``[lo, lo + limit]`` with the total kept, whatever the racks and disks allow;
 * disk room: what a broker may gain before a log dir passes the ceiling; a broker whose room is
-  unknown gains nothing (unknown is not room).
+  unknown gains nothing (unknown is not room);
+* replication factor (mode ``replication-factor``): a partition raised to a target gains its
+  replicas on racks it lacks first, then on the least loaded brokers by replicas and bytes,
+  within disk room (``new_replicas``, partitions in ``raise_order``), and spans ``racks_wanted``
+  racks; one lowered keeps its leader, then one replica per rack (``replicas_kept``), never
+  below the topic's ``min.insync.replicas`` (``lowering_allowed``: unknown is no).
 """
 
 from __future__ import annotations
@@ -96,6 +101,66 @@ def fits(room, broker, gained):
     if broker not in room:
         return gained <= 0
     return gained <= room[broker]
+
+
+def racks_wanted(racks, current, pool, rf):
+    """How many racks a partition raised to ``rf`` replicas spans at best: its own, plus one per
+    added replica while ``pool`` (the brokers that may take one) offers a rack it lacks."""
+    have = {rack_of(racks, b) for b in current}
+    lacking = {rack_of(racks, b) for b in pool if b not in current} - have
+    return len(have) + min(max(0, rf - len(current)), len(lacking))
+
+
+def raise_order(size, topic, partition):
+    """The order partitions get their new replicas in: largest first (bytes even out best when
+    the big ones are placed while the choice is widest), then by name."""
+    return (-size, topic, partition)
+
+
+def new_replicas(racks, current, pool, rf, load, room, gained, size):
+    """The brokers a partition of ``size`` bytes gains to reach ``rf`` replicas, one by one: a
+    broker of ``pool`` that is not a replica yet and fits its disk room, on a rack the partition
+    lacks first, then the fewest replicas, then the fewest bytes (``load``: broker -> [replicas,
+    bytes]; it and ``gained`` are updated with each pick), then the lowest id. None when no broker
+    fits a replica still missing (too few brokers, or no room)."""
+    chosen = []
+    target = list(current)
+    while len(target) < rf:
+        have = {rack_of(racks, b) for b in target}
+        fit = [b for b in pool if b not in target and fits(room, b, gained.get(b, 0) + size)]
+        if not fit:
+            return None
+        best = min(fit, key=lambda b: (rack_of(racks, b) in have, load[b][0], load[b][1], b))
+        chosen.append(best)
+        target.append(best)
+        load[best][0] += 1
+        load[best][1] += size
+        gained[best] = gained.get(best, 0) + size
+    return chosen
+
+
+def replicas_kept(racks, current, leader, rf):
+    """The replicas a partition lowered to ``rf`` keeps, in assignment order: its leader always,
+    then one replica per rack not kept yet, then the others, each time the earliest in the list;
+    None when the leader is not one of them (unknown, or none) or ``rf`` is below 1: no replica
+    can then be dropped safely."""
+    if rf < 1 or leader not in current:
+        return None
+    keep = [leader]
+    for b in current:
+        kept_racks = {rack_of(racks, k) for k in keep}
+        if len(keep) < rf and b not in keep and rack_of(racks, b) not in kept_racks:
+            keep.append(b)
+    for b in current:
+        if len(keep) < rf and b not in keep:
+            keep.append(b)
+    return [b for b in current if b in keep]
+
+
+def lowering_allowed(rf, min_insync):
+    """A topic's replication factor may come down to ``rf`` only when its ``min.insync.replicas``
+    is known and at most ``rf`` (below it every acks=all write would fail)."""
+    return min_insync is not None and 1 <= min_insync <= rf
 
 
 # --- balance rules: end ---

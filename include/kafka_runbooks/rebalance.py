@@ -6,6 +6,7 @@ executor, stop, lease, cleanup) with its own request:
 - ``mode``: ``add-brokers`` moves replicas only onto the named ``new_brokers`` (registered and
   live); ``full`` evens out every live broker; ``remove-brokers`` is the decommission and is
   refused here naming ``kafka_broker_decommission`` (its own DAG with its own checks);
+  ``replication-factor`` raises topics to a target (``kafka_runbooks.replication_factor``);
 - every broker holding replicas must be live (a dead one is the heal's case: moving the rest
   around it would plan from a cluster that is about to change);
 - the target spreads (``max_replica_spread``, ``max_leader_spread``: a count or a percentage of
@@ -34,8 +35,9 @@ from kafka_runbooks.failed_broker.request import (
     build_request,
 )
 from kafka_runbooks.model import ClusterState, LogDir
+from kafka_runbooks.replication_factor import build_rf_request
 
-MODES = ("add-brokers", "full", "remove-brokers")
+MODES = ("add-brokers", "full", "remove-brokers", "replication-factor")
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
 DEFAULT_SPREAD = "10%"
 
@@ -64,10 +66,12 @@ def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
         )
     if mode == "add-brokers" and new is None:
         raise RequestError("mode add-brokers needs new_brokers: the ids of the brokers just added, e.g. '4'")
-    if mode == "full" and new is not None:
+    if mode in ("full", "replication-factor") and new is not None:
         raise RequestError(
-            f"new_brokers ({list(new)}) goes with mode add-brokers; a full rebalance uses every live broker"
+            f"new_brokers ({list(new)}) goes with mode add-brokers; mode {mode} uses every live broker"
         )
+    if mode == "replication-factor":
+        build_rf_request(params)  # its own params, refused here before the lease like the others
     heal = {k: v for k, v in params.items() if k not in ("mode", "new_brokers", "receivers")}
     request = build_request({**heal, "failed_brokers": [], "receivers": "all"})
     return ReassignRequest(
@@ -98,6 +102,8 @@ def resolve_rebalance(request: ReassignRequest, state: ClusterState) -> tuple[li
             f"broker(s) {down} hold replicas but are not live (down or fenced): heal them first "
             "(kafka_failed_broker_reassignment); a rebalance plans only on a cluster whose brokers are all up"
         )
+    if request.rebalance == "replication-factor":
+        return live, live  # new replicas may go to any live broker; the target is judged by select_topics
     if request.rebalance == "full":
         if len(live) < 2:
             raise RequestError(f"a full rebalance needs at least two live brokers, the cluster has {live}")

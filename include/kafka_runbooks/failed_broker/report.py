@@ -67,6 +67,10 @@ def plan_markdown(
     elect_preferred_leaders: bool,
 ) -> str:
     """The gate's body: what will be done, in tables the Airflow UI renders."""
+    if summary.get("rebalance") == "replication-factor":
+        from kafka_runbooks.replication_factor import rf_markdown  # it builds on this module
+
+        return rf_markdown(summary, throttle_bytes_per_sec, plan_dir)
     if summary.get("rebalance"):
         return rebalance_markdown(summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders)
     failed = {int(b) for b in summary["failed_brokers"]}
