@@ -501,6 +501,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     from kafka_runbooks.failed_broker.execute import load_state
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.verify_settings import verify_timeouts
 
     state_path = run_dir(dag_id, run_id) / EXEC_STATE
     planned: dict[str, list[int]] = {}
@@ -524,8 +525,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
             read,
             set(checked["failed"]),
             planned,
-            timeout_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
-            settle_s=float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
+            **verify_timeouts(),
             logger=log,
             drain=drain,
         )
@@ -570,6 +570,7 @@ def _elect_preferred(admin: ClusterAdmin, keys: set[str]):
     """The preferred-leader election of the moved partitions ``keys`` (``topic:partition``),
     read back until settled: the one election both a verified and a stopped run make."""
     from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
+    from kafka_runbooks_airflow.verify_settings import election_settle_s
 
     topics = sorted({k.rsplit(":", 1)[0] for k in keys})
     return elect_preferred_leaders(
@@ -577,6 +578,7 @@ def _elect_preferred(admin: ClusterAdmin, keys: set[str]):
         elect=admin.elect_preferred,
         keys=keys,
         logger=log,
+        settle_s=election_settle_s(),
     )
 
 

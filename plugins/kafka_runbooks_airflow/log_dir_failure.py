@@ -12,7 +12,6 @@ ends there.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -21,10 +20,9 @@ log = logging.getLogger("kafka_runbooks.log_dir_failure")
 
 
 def _timeouts() -> dict[str, float]:
-    return {
-        "timeout_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_TIMEOUT_S", "600")),
-        "settle_s": float(os.environ.get("KAFKA_RUNBOOKS_VERIFY_SETTLE_S", "15")),
-    }
+    from kafka_runbooks_airflow.verify_settings import verify_timeouts
+
+    return verify_timeouts()
 
 
 def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:

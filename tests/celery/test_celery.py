@@ -132,6 +132,8 @@ def celery_airflow(
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
+            "KAFKA_RUNBOOKS_VERIFY_SETTLE_S": "5",  # 15 s by default (tests/e2e/conftest.py)
+            "KAFKA_RUNBOOKS_ELECTION_SETTLE_S": "3",
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",

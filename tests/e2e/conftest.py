@@ -76,6 +76,10 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             # reschedule sensors poke every 15 s in tests (30 s by default); shorter
             # intervals meet Airflow 3.3.2's late-report race (see sensors/rolling_restart.py)
             "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
+            # a verify reads the cluster back until its end state has held this long (15 s and
+            # 10 s for the election by default): shorter here, the rule is the same
+            "KAFKA_RUNBOOKS_VERIFY_SETTLE_S": "5",
+            "KAFKA_RUNBOOKS_ELECTION_SETTLE_S": "3",
             # the metadata-error sweep runs only when a test triggers it (its runs build on each other)
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
