@@ -56,10 +56,11 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, size_schema
-from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
+from kafka_runbooks_airflow.inputs import broker_list_schema
+from kafka_runbooks_airflow.lease import lease_tasks
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
+from kafka_runbooks_airflow.reassign_dag import chunk_params
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
 
@@ -86,65 +87,7 @@ with DAG(
             "down or fenced; or broker ids separated by commas, e.g. '4' or '4,5'. "
             "A named broker that is alive is refused (nothing moves).",
         ),
-        "receivers": Param(
-            "all",
-            **broker_list_schema("all"),
-            description="Brokers that may receive the moved replicas: 'all' live brokers, or broker "
-            "ids separated by commas, e.g. '1,2,3'. A receiver that is down or among the failed "
-            "brokers is refused.",
-        ),
-        "max_partitions_per_chunk": Param(
-            50,
-            type="integer",
-            minimum=1,
-            description="At most this many partitions are reassigned at once (one chunk); the next chunk starts "
-            "when the previous one is fully in sync. Smaller chunks: less load, longer run.",
-        ),
-        "max_bytes_per_chunk": Param(
-            "1 GiB",
-            **size_schema(),
-            description="At most this much data per chunk, with a unit: e.g. '512 MiB', "
-            "'1 GiB' (or a number of bytes). A partition bigger than this goes in a chunk of its own.",
-        ),
-        "throttle_bytes_per_sec": Param(
-            "50 MiB",
-            **size_schema(),
-            description="Replication throttle per broker and second, with a unit: e.g. '50 MiB' (or "
-            "bytes). Applies to leaders and followers of the moving partitions only; lower = gentler, slower.",
-        ),
-        "require_approval": Param(
-            True,
-            type="boolean",
-            description="On: the run stops at an approval gate showing the plan before the first chunk moves. "
-            "Off: the plan is executed at once, only where the deployment allows ungated runs "
-            "(Variable kafka_runbooks_allow_ungated).",
-        ),
-        "dry_run": Param(
-            False,
-            type="boolean",
-            description="On: validate and plan only (the plan is in the review_plan log and the run's artifacts); "
-            "nothing moves.",
-        ),
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
-        ),
-        "on_lease_held": on_lease_held_param(),
-        "elect_preferred_leaders": Param(
-            True,
-            type="boolean",
-            description="On: after healing, elect the preferred leaders of the moved partitions (approved "
-            "with the plan; the gate says so) and read the leaders back, so leadership is balanced again at "
-            "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
-        ),
-        "approval_timeout_s": Param(
-            "12h",
-            **duration_schema(minimum=1),
-            description="How long the approval gate waits for an answer, e.g. '12h', '30m' (or a number of "
-            "seconds); no answer by then fails the run.",
-        ),
+        **chunk_params("failed", elect_after="healing"),
     },
 ) as dag:
 

@@ -99,7 +99,7 @@ with DAG(
             "of the mean ('10%', at least 1). Leadership moves by reordering replicas only (no data).",
         ),
         "max_disk_usage_percent": disk_ceiling_param(),
-        **{k: v for k, v in chunk_params("moved").items() if k != "receivers"},
+        **chunk_params(None),  # no receivers param: the mode picks the receivers
     },
 ) as dag:
     reassignment_tasks(

@@ -71,6 +71,17 @@ def format_size(n: float) -> str:
     return f"{value:.1f} PiB"
 
 
+def exact_size(n: int) -> str:
+    """Bytes in the largest binary unit that holds them whole: 1 << 30 -> '1 GiB', 50 << 20 ->
+    '50 MiB'. A default kept in bytes is shown in a trigger form the way a person writes it, and
+    :func:`parse_size` reads it back to the same bytes (``format_size`` rounds, for reading only)."""
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        factor = UNITS[unit.lower()]
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return str(n)
+
+
 def format_duration(seconds: float) -> str:
     """95 -> '1 min 35 s': a rough figure for a person (estimates, time left), not a deadline."""
     s = int(round(seconds))

@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING, Any
 from kafka_runbooks import decisions, storage
 from kafka_runbooks import failed_broker as failed_broker_dags
 from kafka_runbooks.errors import BadInput, RunbookFailed
+from kafka_runbooks.failed_broker.request import (
+    DEFAULT_MAX_BYTES_PER_CHUNK,
+    DEFAULT_MAX_PARTITIONS_PER_CHUNK,
+    DEFAULT_THROTTLE_BYTES_PER_SEC,
+)
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, parse_duration, parse_size
@@ -49,9 +54,9 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     "failure_threshold_minutes": 30,
     "max_failed_fraction": 1 / 3,
     "retrigger_after_minutes": None,
-    "max_partitions_per_chunk": 50,
-    "max_bytes_per_chunk": 1 << 30,
-    "throttle_bytes_per_sec": 50 << 20,
+    "max_partitions_per_chunk": DEFAULT_MAX_PARTITIONS_PER_CHUNK,
+    "max_bytes_per_chunk": DEFAULT_MAX_BYTES_PER_CHUNK,
+    "throttle_bytes_per_sec": DEFAULT_THROTTLE_BYTES_PER_SEC,
     "require_approval": True,
     "elect_preferred_leaders": True,
     # a live broker's offline log dir past the failure threshold starts kafka_log_dir_failure only

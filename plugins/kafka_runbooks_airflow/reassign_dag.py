@@ -22,6 +22,13 @@ from typing import Any
 
 from airflow.sdk import Param, task
 
+from kafka_runbooks.failed_broker.decommission import DEFAULT_MAX_DISK_USAGE_PERCENT
+from kafka_runbooks.failed_broker.request import (
+    DEFAULT_MAX_BYTES_PER_CHUNK,
+    DEFAULT_MAX_PARTITIONS_PER_CHUNK,
+    DEFAULT_THROTTLE_BYTES_PER_SEC,
+)
+from kafka_runbooks.units import exact_size
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, size_schema
@@ -67,9 +74,10 @@ def call(target: str, *args: Any) -> Any:
 
 
 def disk_ceiling_param() -> Param:
-    """The disk ceiling of a planned move (decommission, log-dir failure): one definition."""
+    """The disk ceiling of a planned move (decommission, log-dir failure, rebalance): one definition,
+    its default the request's (``DEFAULT_MAX_DISK_USAGE_PERCENT``), so form and parser never disagree."""
     return Param(
-        85,
+        DEFAULT_MAX_DISK_USAGE_PERCENT,
         type="number",
         exclusiveMinimum=0,
         maximum=100,
@@ -78,35 +86,54 @@ def disk_ceiling_param() -> Param:
     )
 
 
-def chunk_params(what_moves: str) -> dict[str, Param]:
-    """The params every reassigning runbook shares (receivers, chunks, throttle, gate, lease, election)."""
+def receivers_param(what_moves: str) -> Param:
+    """Which brokers may receive the moved replicas; ``what_moves`` names the brokers they leave
+    ('failed', 'drained'), which the request refuses as receivers."""
+    return Param(
+        "all",
+        **broker_list_schema("all"),
+        description="Brokers that may receive the moved replicas: 'all' live brokers, or broker "
+        f"ids separated by commas, e.g. '1,2,3'. A receiver that is down or among the {what_moves} "
+        "brokers is refused.",
+    )
+
+
+def chunk_params(what_moves: str | None, elect_after: str = "the moves") -> dict[str, Param]:
+    """The params every reassigning runbook shares (receivers, chunks, throttle, gate, lease, election),
+    in the forms' order. ``what_moves=None``: no receivers param (the rebalance picks its receivers by
+    its mode); ``elect_after`` words the election param ('healing' for the heal)."""
+    receivers = {"receivers": receivers_param(what_moves)} if what_moves else {}
+    return receivers | _chunk_limit_params() | _run_params() | _after_moves_params(elect_after)
+
+
+def _chunk_limit_params() -> dict[str, Param]:
+    """How much moves at once and how fast; the defaults are the request's, shown with units."""
     return {
-        "receivers": Param(
-            "all",
-            **broker_list_schema("all"),
-            description="Brokers that may receive the moved replicas: 'all' live brokers, or broker "
-            f"ids separated by commas, e.g. '1,2,3'. A receiver that is down or among the {what_moves} "
-            "brokers is refused.",
-        ),
         "max_partitions_per_chunk": Param(
-            50,
+            DEFAULT_MAX_PARTITIONS_PER_CHUNK,
             type="integer",
             minimum=1,
             description="At most this many partitions are reassigned at once (one chunk); the next chunk starts "
             "when the previous one is fully in sync. Smaller chunks: less load, longer run.",
         ),
         "max_bytes_per_chunk": Param(
-            "1 GiB",
+            exact_size(DEFAULT_MAX_BYTES_PER_CHUNK),
             **size_schema(),
             description="At most this much data per chunk, with a unit: e.g. '512 MiB', "
             "'1 GiB' (or a number of bytes). A partition bigger than this goes in a chunk of its own.",
         ),
         "throttle_bytes_per_sec": Param(
-            "50 MiB",
+            exact_size(DEFAULT_THROTTLE_BYTES_PER_SEC),
             **size_schema(),
             description="Replication throttle per broker and second, with a unit: e.g. '50 MiB' (or "
             "bytes). Applies to leaders and followers of the moving partitions only; lower = gentler, slower.",
         ),
+    }
+
+
+def _run_params() -> dict[str, Param]:
+    """Whether the run asks at the gate or only plans, which cluster, and what a held lease does."""
+    return {
         "require_approval": Param(
             True,
             type="boolean",
@@ -127,12 +154,18 @@ def chunk_params(what_moves: str) -> dict[str, Param]:
             description="Airflow connection id of the Kafka cluster (Admin > Connections).",
         ),
         "on_lease_held": on_lease_held_param(),
+    }
+
+
+def _after_moves_params(elect_after: str) -> dict[str, Param]:
+    """The preferred-leader election after the moves, and how long the gate waits for an answer."""
+    return {
         "elect_preferred_leaders": Param(
             True,
             type="boolean",
-            description="On: after the moves, elect the preferred leaders of the moved partitions (approved "
-            "with the plan; the gate says so) and read the leaders back, so leadership is balanced again at "
-            "once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
+            description=f"On: after {elect_after}, elect the preferred leaders of the moved partitions "
+            "(approved with the plan; the gate says so) and read the leaders back, so leadership is balanced "
+            "again at once. Off: leadership moves when the controller's auto leader rebalance gets to it.",
         ),
         "approval_timeout_s": Param(
             "12h",

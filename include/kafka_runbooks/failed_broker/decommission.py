@@ -31,7 +31,7 @@ from kafka_runbooks.failed_broker.request import (
 from kafka_runbooks.model import ClusterState, LogDir, PartitionState
 from kafka_runbooks.units import format_size
 
-DEFAULT_MAX_DISK_USAGE_PERCENT = 85.0
+DEFAULT_MAX_DISK_USAGE_PERCENT = 85  # the trigger forms' default too (reassign_dag.disk_ceiling_param)
 MAX_LISTED = 10
 
 
@@ -45,7 +45,7 @@ def _rack_param(value: Any) -> str | None:
 
 def _percent(value: Any) -> float:
     if value is None or (isinstance(value, str) and not value.strip()):
-        return DEFAULT_MAX_DISK_USAGE_PERCENT
+        return float(DEFAULT_MAX_DISK_USAGE_PERCENT)
     try:
         percent = float(value)
     except (TypeError, ValueError):

@@ -17,6 +17,14 @@ from kafka_runbooks.errors import BadInput
 from kafka_runbooks.failed_broker.failures import failed_brokers
 from kafka_runbooks.model import ClusterState
 
+# The chunk and throttle defaults of every reassigning runbook, in one place: the trigger forms
+# (kafka_runbooks_airflow.reassign_dag), the sweep's defaults and build_request import them;
+# spark_jobs/failed_broker_plan.py cannot import the package and repeats the chunk limits as
+# literals, which a unit test holds equal to these.
+DEFAULT_MAX_PARTITIONS_PER_CHUNK = 50
+DEFAULT_MAX_BYTES_PER_CHUNK = 1 << 30
+DEFAULT_THROTTLE_BYTES_PER_SEC = 50 << 20
+
 
 class RequestError(BadInput):
     """The run's parameters cannot be acted on; nothing was changed."""
@@ -109,9 +117,11 @@ def build_request(params: dict[str, Any]) -> ReassignRequest:
     return ReassignRequest(
         failed_brokers=_broker_list(params.get("failed_brokers", "detect"), "failed_brokers", ("detect",)),
         receivers=_broker_list(params.get("receivers", "all"), "receivers", ("all",)),
-        max_partitions_per_chunk=_positive(params, "max_partitions_per_chunk", 50),
-        max_bytes_per_chunk=_bytes(params, "max_bytes_per_chunk", 1 << 30),
-        throttle_bytes_per_sec=_bytes(params, "throttle_bytes_per_sec", 50 << 20),
+        max_partitions_per_chunk=_positive(
+            params, "max_partitions_per_chunk", DEFAULT_MAX_PARTITIONS_PER_CHUNK
+        ),
+        max_bytes_per_chunk=_bytes(params, "max_bytes_per_chunk", DEFAULT_MAX_BYTES_PER_CHUNK),
+        throttle_bytes_per_sec=_bytes(params, "throttle_bytes_per_sec", DEFAULT_THROTTLE_BYTES_PER_SEC),
         require_approval=bool(params.get("require_approval", True)),
         dry_run=bool(params.get("dry_run", False)),
         elect_preferred_leaders=bool(params.get("elect_preferred_leaders", True)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_runbooks.units import OFF, DurationError, SizeError, parse_duration, parse_size
+from kafka_runbooks.units import OFF, DurationError, SizeError, exact_size, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,13 @@ def test_a_size_is_read_in_bytes(value, size):
 def test_a_bad_size_is_refused(value):
     with pytest.raises(SizeError, match="s must be"):
         parse_size(value, "s")
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(1 << 30, "1 GiB"), (50 << 20, "50 MiB"), (1536 << 20, "1536 MiB"), (3 << 40, "3 TiB"), (1000, "1000")],
+)
+def test_exact_size_shows_bytes_whole_in_the_largest_binary_unit_and_reads_back(size, text):
+    """A default kept in bytes is shown in a form as a person writes it, and parses to the same bytes."""
+    assert exact_size(size) == text
+    assert parse_size(text) == size

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
+from kafka_runbooks.failed_broker import request
 from kafka_runbooks.failed_broker.execute import ChunkState, ExecState
 from kafka_runbooks.failed_broker.request import RequestError, build_request, foreign_reassignments, resolve
 from kafka_runbooks.failed_broker.throttle import throttle_plan
@@ -129,3 +133,29 @@ def test_a_broker_named_twice_is_refused_not_merged(params, message):
     with pytest.raises(RequestError) as err:
         build_request(params)
     assert message in str(err.value)
+
+
+def _planner_constants() -> dict[str, object]:
+    """The module-level constants of the Spark planner, read from its source (it imports pyspark)."""
+    path = Path(__file__).resolve().parents[4] / "spark_jobs" / "failed_broker_plan.py"
+    found: dict[str, object] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                code = compile(ast.Expression(node.value), str(path), "eval")
+                found[node.targets[0].id] = eval(code, {"__builtins__": {}})  # literals and << only
+            except (NameError, TypeError):
+                continue
+    return found
+
+
+def test_the_chunk_defaults_are_one_constant_each_and_the_spark_planner_repeats_them():
+    """The request, the forms and the sweep import the defaults; the planner cannot import the
+    package, so its literals are held equal here."""
+    parsed = build_request({})
+    assert parsed.max_partitions_per_chunk == request.DEFAULT_MAX_PARTITIONS_PER_CHUNK == 50
+    assert parsed.max_bytes_per_chunk == request.DEFAULT_MAX_BYTES_PER_CHUNK
+    assert parsed.throttle_bytes_per_sec == request.DEFAULT_THROTTLE_BYTES_PER_SEC
+    planner = _planner_constants()
+    assert planner["DEFAULT_MAX_PARTITIONS"] == request.DEFAULT_MAX_PARTITIONS_PER_CHUNK
+    assert planner["DEFAULT_MAX_BYTES"] == request.DEFAULT_MAX_BYTES_PER_CHUNK
