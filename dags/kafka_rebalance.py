@@ -28,9 +28,19 @@ lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a rebalance's re
    approved leader-only moves (a reorder, no data), the preferred-leader election; then the
    spreads read back within the target (or as close as the plan said), held for the settle period.
 
+Mode `replication-factor` raises topics to `replication_factor` through the same tasks: the
+topics are `topics` (a list), `topic_regex`, or every topic with a partition below the target;
+validate refuses a target above the live brokers (naming both numbers), unknown topics, a regex
+matching none and any topic above the target (lowering); each missing replica goes to a live
+broker on a rack the partition lacks first, then the fewest replicas, then the fewest bytes,
+within its room under `max_disk_usage_percent` (the plan check replays the same rule); the gate
+shows the topics, partitions, replicas added, data to copy and each broker before and after; the
+run ends with every partition of the topics at the target, in sync, no throttle left.
+
 It never moves a replica onto a broker that is not a new broker in add-brokers mode, never
 drains a broker, never plans while a broker holding replicas is down, never starts while
-another reassignment is in flight.
+another reassignment is in flight, never lowers a replication factor, never moves or drops an
+existing replica when it raises one.
 """
 
 from __future__ import annotations
@@ -75,9 +85,29 @@ with DAG(
         "mode": Param(
             "add-brokers",
             type="string",
-            enum=["add-brokers", "full", "remove-brokers"],
+            enum=["add-brokers", "full", "remove-brokers", "replication-factor"],
             description="'add-brokers': move replicas only onto new_brokers. 'full': even out every live "
-            "broker. 'remove-brokers' is kafka_broker_decommission: refused here, naming it.",
+            "broker. 'remove-brokers' is kafka_broker_decommission: refused here, naming it. "
+            "'replication-factor': raise topics to replication_factor.",
+        ),
+        "replication_factor": Param(
+            None,
+            anyOf=[{"type": "null"}, {"type": "integer", "minimum": 1}],
+            description="replication-factor: the target replication factor (at most the live brokers). "
+            "Topics above it are refused: this mode never lowers.",
+        ),
+        "topics": Param(
+            None,
+            anyOf=[{"type": "null"}, {"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            description="replication-factor: the topics to raise, names separated by commas. Leave empty "
+            "(and topic_regex empty) for every topic with a partition below the target (internal '__' "
+            "topics only when named).",
+        ),
+        "topic_regex": Param(
+            None,
+            anyOf=[{"type": "null"}, {"type": "string"}],
+            description="replication-factor: the topics to raise as a regular expression matching the whole "
+            "name, instead of topics.",
         ),
         "new_brokers": Param(
             None,
@@ -115,6 +145,8 @@ with DAG(
                 _flag("--max-replica-spread", "max_replica_spread"),
                 _flag("--max-leader-spread", "max_leader_spread"),
                 _flag("--room", "room_csv"),
+                _flag("--replication-factor", "replication_factor"),
+                _flag("--topics", "topics_csv"),
             ),
             verify=f"{GLUE}:verify",
         ),

@@ -6,7 +6,9 @@ allow), the planner's ``--rebalance`` with the target spreads and each receiver'
 disk ceiling, the decommission's disk check before the gate, and its own end state: the moved
 partitions on their targets and in sync, the approved leader-only moves made, the preferred
 leaders elected, the spreads read back within the target (or as close as the plan said it gets)
-for the settle period, no throttle left.
+for the settle period, no throttle left. Mode ``replication-factor`` (``kafka_runbooks.replication_factor``)
+picks its topics from the cluster in validate and ends with every partition of them read back at
+the target, in sync.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
     request = refuse_bad_input(build_rebalance_request, params, log.name)
+    if request.rebalance == "replication-factor":
+        return _validate_rf(params, dag_id, run_id, request)
     checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=resolve_rebalance)
     now, room, errors = _spread_and_room(params["kafka_conn_id"], request, checked["receivers"])
     within = now.within(*now.limits)
@@ -71,6 +75,51 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         "new_brokers_csv": ",".join(str(b) for b in request.new_brokers or ()),
         "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
         "spread_before": now.observed()["spread"],
+        "replication_factor": "",
+        "topics_csv": "",
+    }
+
+
+def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> dict[str, Any]:
+    """Mode replication-factor: the heal's validate with the topics chosen from the cluster it read
+    (a target above the live brokers, unknown topics, lowering: the run's ``refuse`` DECISION);
+    nothing below the target: nothing to do; each live broker's room under the disk ceiling."""
+    from kafka_runbooks.rebalance import resolve_rebalance
+    from kafka_runbooks.replication_factor import build_rf_request, select_topics
+    from kafka_runbooks_airflow.failed_broker import validate as shared
+
+    rf_request, chosen = build_rf_request(params), []
+
+    def choose(req, state):
+        chosen.append(select_topics(rf_request, state))  # the refusals come first
+        return resolve_rebalance(req, state)
+
+    checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=choose)
+    selection = chosen[0]
+    _, room, errors = _spread_and_room(params["kafka_conn_id"], request, checked["receivers"])
+    nothing = checked["nothing_to_do"] or (not selection.below and not checked["adopted"])
+    decisions.record(
+        "replication factor",
+        "nothing to do" if nothing else "plan the raise",
+        f"every partition of the topics has {selection.replication_factor} replicas or more"
+        if not selection.below
+        else f"{sum(selection.below.values())} partition(s) of {len(selection.below)} topic(s) are below "
+        f"{selection.replication_factor} replicas",
+        observed={
+            **selection.observed(),
+            "room_bytes": {str(b): n for b, n in room.items()},
+            "log_dir_errors": errors,
+        },
+        logger=log,
+    )
+    return {
+        **checked,
+        "nothing_to_do": nothing,
+        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "new_brokers_csv": "",
+        "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
+        "replication_factor": str(selection.replication_factor),
+        "topics_csv": ",".join(sorted(selection.below)),
     }
 
 
@@ -119,6 +168,8 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     summary = _summary(checked)
     planned = {f"{m['topic']}:{m['partition']}": m["to"] for m in summary.get("moves", [])}
     moved = _await_moved(params["kafka_conn_id"], planned)
+    if summary.get("rebalance") == "replication-factor":
+        return {"moved": moved, "replication_factor": _await_rf(params["kafka_conn_id"], summary)}
     reordered = _leader_only_moves(params["kafka_conn_id"], summary.get("leader_moves") or [])
     out: dict[str, Any] = {"moved": moved, "leader_only_moves": reordered}
     keys = set(planned) | {f"{m['topic']}:{m['partition']}" for m in summary.get("leader_moves") or []}
@@ -189,6 +240,39 @@ class _Moved:
             "isr_short": self.isr_short[:50],
             "throttles_left": self.left,
         }
+
+
+def _await_rf(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """Every partition of the raised topics read back at the target, all in the ISR, until that
+    holds for the settle period; otherwise the run fails naming the partitions off."""
+    from kafka_runbooks.errors import RunbookFailed
+    from kafka_runbooks.log_dir_failure import await_holding
+    from kafka_runbooks.replication_factor import judge_rf
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    topics, rf = sorted(summary.get("raised") or {}), int(summary["replication_factor"])
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        seen = await_holding(
+            lambda: admin.read_state(topics, include_log_dirs=False),
+            lambda state: judge_rf(state, topics, rf),
+            **_timeouts(),
+        )
+    finally:
+        admin.close()
+    decisions.record(
+        "verify replication factor",
+        "raised" if seen.done else "NOT raised",
+        f"every partition of {len(topics)} topic(s) has {rf} replicas, all in the ISR, held for the settle period"
+        if seen.done
+        else "see observed",
+        observed={**seen.observed(), "topics": topics[:100]},
+        logger=log,
+        level=logging.INFO if seen.done else logging.ERROR,
+    )
+    if not seen.done:
+        raise RunbookFailed(f"the replication factor read back is not the target: {seen.observed()}")
+    return {"done": True, **seen.observed()}
 
 
 def _leader_only_moves(conn_id: str, moves: list[dict]) -> dict[str, Any]:
