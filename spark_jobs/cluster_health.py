@@ -3,6 +3,7 @@
 Usage::
 
     spark-submit spark_jobs/cluster_health.py --snapshot DIR|URL --output DIR|URL [--max-listed N]
+                 [--min-replication-factor N]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster (``spark-submit`` takes it as the application file; nothing else needs installing).
@@ -26,7 +27,10 @@ Output:
 * ``<output>/partitions.parquet``: a one-file parquet directory, one row per partition with its
   replicas, ISR and health flags (see ``partition_health``).
 * ``<output>/report.json``: counts, capped lists of unhealthy partitions, the broker table and
-  the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``).
+  the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``), and
+  the topics below the minimum replication factor (``replication``). Whether replicas and preferred
+  leaders per broker are within the rebalance's target spread is judged from the broker table by
+  ``kafka_runbooks.health`` (the rebalance's own rule units), not here.
   Written last, by the driver, whole (never half a file under its name), so its presence means
   the run finished.
 
@@ -92,8 +96,13 @@ BROKER_FIELDS = (
     "fenced",
     "replica_count",
     "leader_count",
+    "preferred_leader_count",
     "size_bytes",
 )
+
+# The minimum replication factor a topic should have when the run does not set one: this many, or
+# the live brokers when there are fewer (a topic cannot have more replicas than live brokers).
+DEFAULT_MIN_REPLICATION_FACTOR = 3
 
 
 # --- snapshot contract: begin (copied verbatim from include/kafka_runbooks/snapshot_contract.py) ---
@@ -415,7 +424,8 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
 
 
 def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
-    """One row per broker of brokers.parquet with its replica count, leader count and bytes on disk.
+    """One row per broker of brokers.parquet with its replica count, leader count, preferred leader
+    count (first in the replica list: what leadership converges to, the rebalance's unit) and bytes on disk.
 
     Left join from brokers, so idle brokers show up with zero counts. size_bytes is the sum of the
     sizes the broker reported: 0 with no replicas, null when it has replicas but reported none
@@ -424,6 +434,7 @@ def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
     per_broker = replicas.groupBy(F.col("replica").alias("_replica_broker")).agg(
         F.count(F.lit(1)).alias("_replicas"),
         F.sum(F.col("is_leader").cast("int")).alias("_leaders"),
+        F.sum((F.col("replica_index") == 0).cast("int")).alias("_preferred"),
         F.sum("size_bytes").alias("_size_bytes"),
     )
     joined = brokers.join(per_broker, brokers["broker_id"] == per_broker["_replica_broker"], "left")
@@ -437,6 +448,7 @@ def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
         "fenced",
         replica_count.alias("replica_count"),
         F.coalesce(F.col("_leaders"), F.lit(0)).cast("long").alias("leader_count"),
+        F.coalesce(F.col("_preferred"), F.lit(0)).cast("long").alias("preferred_leader_count"),
         F.when(replica_count == 0, F.lit(0).cast("long")).otherwise(F.col("_size_bytes")).alias("size_bytes"),
     )
 
@@ -448,6 +460,7 @@ def build_report(
     max_listed: int = DEFAULT_MAX_LISTED,
     meta: dict[str, Any] | None = None,
     imbalance_threshold_pct: float = DEFAULT_IMBALANCE_THRESHOLD_PCT,
+    min_replication_factor: int | None = None,
 ) -> dict[str, Any]:
     """The report.json content from ``partition_health`` and ``broker_load`` results.
 
@@ -490,7 +503,38 @@ def build_report(
         what: imbalance(report["brokers"], field, imbalance_threshold_pct)
         for what, field in (("leaders", "leader_count"), ("replicas", "replica_count"))
     }
+    report["replication"] = replication(partitions, report["brokers"], min_replication_factor, max_listed)
     return report
+
+
+def replication(
+    partitions: DataFrame, brokers: list[dict[str, Any]], minimum: int | None, max_listed: int
+) -> dict[str, Any]:
+    """Topics whose replication factor is below the minimum, lowest first (capped at ``max_listed``).
+
+    A topic's factor is its smallest partition's (a partition being reassigned lists more replicas
+    for a while, never fewer). ``minimum`` None: ``DEFAULT_MIN_REPLICATION_FACTOR``, or the live
+    brokers (alive, not fenced) when there are fewer: more replicas than live brokers cannot be placed.
+    """
+    live = sum(1 for b in brokers if b.get("alive") and not b.get("fenced"))
+    rule = "setting"
+    if minimum is None:
+        minimum = min(DEFAULT_MIN_REPLICATION_FACTOR, live)
+        rule = f"min({DEFAULT_MIN_REPLICATION_FACTOR}, live brokers)"
+    topics = partitions.groupBy("topic").agg(
+        F.min("replication_factor").alias("replication_factor"), F.count(F.lit(1)).alias("partitions")
+    )
+    below = topics.where(F.col("replication_factor") < F.lit(minimum))
+    rows = below.orderBy("replication_factor", "topic").limit(max_listed + 1).collect()
+    return {
+        "minimum": minimum,
+        "minimum_from": rule,
+        "live_brokers": live,
+        "topics": topics.count(),
+        "below_minimum": below.count(),
+        "listed": [row.asDict() for row in rows[:max_listed]],
+        "truncated": len(rows) > max_listed,
+    }
 
 
 def imbalance(brokers: list[dict[str, Any]], field: str, threshold_pct: float) -> dict[str, Any]:
@@ -564,7 +608,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="flag a broker whose leader or replica count is this many percent away from the mean "
         f"(default {DEFAULT_IMBALANCE_THRESHOLD_PCT:g})",
     )
+    parser.add_argument(
+        "--min-replication-factor",
+        type=int,
+        default=None,
+        help="list topics whose replication factor is below this (default: "
+        f"{DEFAULT_MIN_REPLICATION_FACTOR}, or the live brokers when fewer)",
+    )
     args = parser.parse_args(argv)
+    if args.min_replication_factor is not None and args.min_replication_factor < 1:
+        parser.error("--min-replication-factor must be >= 1")
     if args.max_listed < 0:
         parser.error("--max-listed must be >= 0")
     if not 0 < args.imbalance_threshold_pct <= 1000:
@@ -610,6 +663,7 @@ def run(spark: SparkSession, argv: list[str] | None = None) -> int:
         max_listed=args.max_listed,
         meta=meta,
         imbalance_threshold_pct=args.imbalance_threshold_pct,
+        min_replication_factor=args.min_replication_factor,
     )
     # One file is plenty (one small row per partition); repartition rather than coalesce keeps
     # the aggregation itself parallel.

@@ -104,13 +104,50 @@ def test_healthy_cluster(spark, make_snapshot):
             "fenced": False,
             "replica_count": 6 + 1,  # every orders partition has all 3 brokers, plus 1 audit partition
             "leader_count": 2 + 1,  # 6 orders leaders round-robin, plus its audit partition
+            "preferred_leader_count": 2 + 1,  # first in the replica list: the same partitions here
             "size_bytes": sizes[b],
         }
         for b in (1, 2, 3)
     }
     expected[4] = {**expected[1], "broker_id": 4, "host": "broker-4.test", "rack": "rack-4"}
-    expected[4].update(replica_count=0, leader_count=0, size_bytes=0)  # idle: zero, not null
+    expected[4].update(replica_count=0, leader_count=0, preferred_leader_count=0, size_bytes=0)  # idle: 0
     assert report["brokers"] == [expected[b] for b in (1, 2, 3, 4)]
+    # the minimum is min(3, 4 live brokers); audit's factor is 1
+    assert report["replication"] == {
+        "minimum": 3,
+        "minimum_from": "min(3, live brokers)",
+        "live_brokers": 4,
+        "topics": 2,
+        "below_minimum": 1,
+        "listed": [{"topic": "audit", "replication_factor": 1, "partitions": 3}],
+        "truncated": False,
+    }
+
+
+def test_preferred_leaders_apart_from_leaders_and_topics_below_the_minimum(spark, make_snapshot):
+    """Preferred leaders are the first replicas (what leadership converges to), counted apart from
+    where leadership is now; the minimum replication factor is the live brokers when fewer than 3,
+    or the run's setting, and a topic's factor is its smallest partition's (lowest listed first)."""
+    brokers = [1, 2, {"id": 3, "alive": False}]
+    parts = [part("a", p, [1, 2], [1, 2], 2) for p in range(3)]  # preferred 1, leading 2
+    parts += [part("b", 0, [2], [2], 2, min_isr=1), part("c", 0, [1], [1], 1, min_isr=1)]
+    parts += [part("c", 1, [1, 2], [1, 2], 1)]
+    replicas, broker_df, meta = job.load_snapshot(spark, str(make_snapshot(brokers, parts)))
+    partitions = job.partition_health(replicas, broker_df)
+    load = job.broker_load(replicas, broker_df)
+    report = job.build_report(partitions, load, meta=meta, max_listed=1)
+    by_id = brokers_by_id(report)
+    assert {b: (by_id[b]["leader_count"], by_id[b]["preferred_leader_count"]) for b in (1, 2)} == {
+        1: (2, 5),
+        2: (4, 1),
+    }
+    rf = report["replication"]
+    assert (rf["minimum"], rf["minimum_from"], rf["live_brokers"]) == (2, "min(3, live brokers)", 2)
+    assert (rf["below_minimum"], rf["truncated"]) == (2, True)
+    assert rf["listed"] == [{"topic": "b", "replication_factor": 1, "partitions": 1}]
+    set_to_3 = job.build_report(partitions, load, meta=meta, min_replication_factor=3)["replication"]
+    assert (set_to_3["minimum"], set_to_3["minimum_from"], set_to_3["below_minimum"]) == (3, "setting", 3)
+    assert [t["topic"] for t in set_to_3["listed"]] == ["b", "c", "a"]
 
 
 def test_leader_imbalance_is_flagged_with_its_threshold(spark, make_snapshot):
