@@ -8,6 +8,7 @@ where the plan files are. Pure functions over the planner's ``summary.json``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks.units import format_duration, format_size
@@ -74,26 +75,43 @@ def plan_markdown(
     if summary.get("rebalance"):
         return rebalance_markdown(summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders)
     failed = {int(b) for b in summary["failed_brokers"]}
-    per_broker = summary["per_broker"]
-    racks = {b: per_broker.get(str(b), {}).get("rack") for b in sorted(failed)}
-    failed_text = ", ".join(
-        f"{b} (rack {racks[b]})" if racks[b] is not None else f"{b} (rack unknown)" for b in sorted(failed)
-    )
-    moved = sum(summary.get("moved_per_receiver", {}).values())
     seconds = estimated_seconds(summary, throttle_bytes_per_sec)
     drain = bool(summary.get("drain"))
     lines = [
-        headline(summary, failed_text, seconds),
+        headline(summary, _failed_text(failed, summary["per_broker"]), seconds),
         "",
+        *_heal_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
+        *per_broker_rows(summary["per_broker"], lambda broker, v: _broker_label(broker, v, failed, drain)),
+    ]
+    return "\n".join(lines + chunk_rows(summary["chunks"]))
+
+
+def _failed_text(failed: set[int], per_broker: dict[str, Any]) -> str:
+    """The moved-off brokers with their racks, for the headline (a rack not known is said so)."""
+    racks = {b: per_broker.get(str(b), {}).get("rack") for b in sorted(failed)}
+    return ", ".join(
+        f"{b} (rack {racks[b]})" if racks[b] is not None else f"{b} (rack unknown)" for b in sorted(failed)
+    )
+
+
+def _heal_table(
+    summary: dict[str, Any],
+    throttle_bytes_per_sec: int,
+    seconds: float,
+    plan_dir: str,
+    elect_preferred_leaders: bool,
+) -> list[str]:
+    """The heal's and the drain's figures: what moves, how much, how fast, what follows the moves."""
+    moved = sum(summary.get("moved_per_receiver", {}).values())
+    drained = "drained" if summary.get("drain") else "failed"
+    return [
         "| | |",
         "|---|---|",
         f"| Partitions to move | {summary['partitions']} |",
-        f"| Replicas to copy | {moved} (only the {'drained' if drain else 'failed'} brokers' replicas: the floor) |",
-        f"| Data to copy | {format_size(summary['bytes'])} ({summary['bytes']:,} bytes) |",
+        f"| Replicas to copy | {moved} (only the {drained} brokers' replicas: the floor) |",
+        _data_row(summary["bytes"]),
         f"| Chunks | {len(summary['chunks'])} |",
-        f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
-        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
-        "share at the throttle) |",
+        *_throttle_rows(throttle_bytes_per_sec, seconds),
         f"| Receivers | {', '.join(str(b) for b in summary['receivers'])} |",
         f"| Preferred leaders changed | {summary.get('leaders_changed', 0)} partition(s) whose failed "
         "replica led get a new first replica (no extra data moves) |",
@@ -105,7 +123,31 @@ def plan_markdown(
         ),
         f"| Not movable | {summary.get('not_moved_count', 0)} partition(s) with no live replica to copy "
         "from |",
-        f"| Plan files | `{plan_dir}` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |",
+        _plan_files_row(plan_dir),
+    ]
+
+
+def _data_row(n: int) -> str:
+    return f"| Data to copy | {format_size(n)} ({n:,} bytes) |"
+
+
+def _throttle_rows(throttle_bytes_per_sec: int, seconds: float) -> list[str]:
+    """The throttle and the time it gives: the same two rows in every reassigning runbook's gate."""
+    return [
+        f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
+        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
+        "share at the throttle) |",
+    ]
+
+
+def _plan_files_row(plan_dir: str) -> str:
+    return f"| Plan files | `{plan_dir}` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |"
+
+
+def per_broker_rows(per_broker: dict[str, Any], label: Callable[[str, dict[str, Any]], str]) -> list[str]:
+    """Per broker before → after (replicas, preferred leaders, bytes); ``label`` marks the brokers
+    the runbook singles out (failed, drained, new)."""
+    lines = [
         "",
         "**Per broker** (before → after)",
         "",
@@ -114,30 +156,12 @@ def plan_markdown(
     ]
     for broker, v in sorted(per_broker.items(), key=lambda kv: int(kv[0])):
         lines.append(
-            f"| {_broker_label(broker, v, failed, drain)} | {v.get('rack') or '-'} "
+            f"| {label(broker, v)} | {v.get('rack') or '-'} "
             f"| {_arrow(v['replicas_before'], v['replicas_after'])} "
             f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
             f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
         )
-    chunks = summary["chunks"]
-    lines += [
-        "",
-        f"**Chunks** (in order; {len(chunks)} in all)",
-        "",
-        "| chunk | partitions | bytes |",
-        "|---|---:|---:|",
-    ]
-    for entry in chunks[:MAX_CHUNK_ROWS]:
-        lines.append(
-            f"| {entry['index']} of {len(chunks)} | {entry['partitions']} | {format_size(entry['bytes'])} |"
-        )
-    if len(chunks) > MAX_CHUNK_ROWS:
-        rest = chunks[MAX_CHUNK_ROWS:]
-        lines.append(
-            f"| … {len(rest)} more | {sum(e['partitions'] for e in rest)} "
-            f"| {format_size(sum(e['bytes'] for e in rest))} |"
-        )
-    return "\n".join(lines)
+    return lines
 
 
 def _spread_row(what: str, figures: dict[str, Any], moves: Any) -> str:
@@ -174,20 +198,9 @@ def rebalance_markdown(
         f"| bytes | {format_size(s['bytes']['before'])} | {format_size(s['bytes']['after'])} | - | - | - |",
         "",
         *_rebalance_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
-        "",
-        "**Per broker** (before → after)",
-        "",
-        "| broker | rack | replicas | preferred leaders | bytes |",
-        "|---:|---|---:|---:|---:|",
+        *per_broker_rows(summary["per_broker"], lambda b, _: f"**{b}** (new)" if int(b) in new else b),
     ]
-    for broker, v in sorted(summary["per_broker"].items(), key=lambda kv: int(kv[0])):
-        label = f"**{broker}** (new)" if int(broker) in new else broker
-        lines.append(
-            f"| {label} | {v.get('rack') or '-'} | {_arrow(v['replicas_before'], v['replicas_after'])} "
-            f"| {_arrow(v.get('leaders_before', '?'), v.get('leaders_after', '?'))} "
-            f"| {_arrow(format_size(v['bytes_before']), format_size(v['bytes_after']))} |"
-        )
-    return "\n".join(lines + _chunk_rows(summary["chunks"]))
+    return "\n".join(lines + chunk_rows(summary["chunks"]))
 
 
 def _rebalance_table(
@@ -204,22 +217,21 @@ def _rebalance_table(
         f"| Replica moves | {summary['replica_moves']} of {summary['partitions']} partition(s) |",
         f"| Leader moves | {summary.get('leader_changes', 0)} ({len(summary.get('leader_moves') or [])} by "
         "reordering replicas only, after the chunks: no data) |",
-        f"| Data to copy | {format_size(summary['bytes_copied'])} ({summary['bytes_copied']:,} bytes) |",
+        _data_row(summary["bytes_copied"]),
         f"| Chunks | {len(summary['chunks'])} |",
-        f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
-        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
-        "share at the throttle) |",
+        *_throttle_rows(throttle_bytes_per_sec, seconds),
         "| After the moves | "
         + (
             "the leader-only moves, a preferred-leader election on every changed partition, the spreads read back |"
             if elect_preferred_leaders
             else "the leader-only moves; no election (`elect_preferred_leaders` is off) |"
         ),
-        f"| Plan files | `{plan_dir}` (`plan.json`, `chunks/NNNN.json`, `summary.json`) |",
+        _plan_files_row(plan_dir),
     ]
 
 
-def _chunk_rows(chunks: list[dict[str, Any]]) -> list[str]:
+def chunk_rows(chunks: list[dict[str, Any]]) -> list[str]:
+    """The chunks in order, the first ``MAX_CHUNK_ROWS`` one a row and the rest summed up (not cut)."""
     lines = [
         "",
         f"**Chunks** (in order; {len(chunks)} in all)",

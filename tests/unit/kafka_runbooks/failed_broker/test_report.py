@@ -7,7 +7,7 @@ import logging
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException  # first: Airflow sets up logging when imported
 
-from kafka_runbooks.failed_broker.report import plan_markdown
+from kafka_runbooks.failed_broker.report import chunk_rows, per_broker_rows, plan_markdown
 from kafka_runbooks.units import format_duration, format_size
 
 SUMMARY = {
@@ -142,3 +142,17 @@ def test_bad_params_end_in_a_refuse_decision_before_any_cluster_call(caplog, par
     refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
     assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR
     assert message in refusals[0].getMessage()
+
+
+def test_every_gate_shares_one_per_broker_table_and_one_chunk_list():
+    """The heal's, the drain's and the rebalance's gates build these two tables with one function
+    each: brokers in id order (10 after 9), the runbook's own label, and chunks past the listed
+    ones summed up."""
+    figures = {"replicas_before": 2, "replicas_after": 3, "bytes_before": 0, "bytes_after": 1024, "rack": "a"}
+    rows = per_broker_rows({"10": figures, "9": {**figures, "rack": None}}, lambda b, _: f"**{b}** (new)")
+    assert rows[-2:] == [
+        "| **9** (new) | - | 2 → 3 | ? | 0 B → 1.0 KiB |",
+        "| **10** (new) | a | 2 → 3 | ? | 0 B → 1.0 KiB |",
+    ]
+    chunks = [{"index": i, "partitions": 1, "bytes": 1024} for i in range(1, 43)]
+    assert chunk_rows(chunks)[-1] == "| … 2 more | 2 | 2.0 KiB |"
