@@ -69,3 +69,49 @@ def test_unknown_disk_room_is_no_room():
     assert rules.fits(None, 4, 10**12)  # no disk rule asked for
     assert rules.fits({4: 100}, 4, 100) and not rules.fits({4: 100}, 4, 101)
     assert not rules.fits({4: 100}, 5, 1) and rules.fits({4: 100}, 5, -10)  # giving bytes away is fine
+
+
+RF_RACKS = {1: "a", 2: "b", 3: "a", 4: "b", 5: "c"}
+
+
+def test_a_raised_partition_wants_one_new_rack_per_added_replica_while_the_pool_has_one():
+    assert rules.racks_wanted(RF_RACKS, [1], [1, 2, 3, 4, 5], 3) == 3  # a, then b and c
+    assert rules.racks_wanted(RF_RACKS, [1], [1, 2, 3, 4, 5], 2) == 2
+    assert rules.racks_wanted(RF_RACKS, [1], [1, 3], 2) == 1  # only rack a can take it
+    assert rules.racks_wanted({1: "a", 6: None}, [1], [1, 6], 2) == 2  # no rack is a rack of its own
+    assert rules.racks_wanted(RF_RACKS, [1, 2, 3], [1, 2, 3, 4, 5], 3) == 2  # nothing to add
+
+
+def test_new_replicas_go_to_a_rack_the_partition_lacks_before_a_less_loaded_broker():
+    load = {1: [5, 0], 2: [9, 0], 3: [0, 0], 4: [8, 0]}
+    gained: dict[int, int] = {}
+    chosen = rules.new_replicas(RF_RACKS, [1], [1, 2, 3, 4], 3, load, None, gained, 100)
+    # 4 (rack b, 8 replicas) before 3 (rack a, 0 replicas); then every rack is there: the least loaded
+    assert chosen == [4, 3]
+    assert load[4] == [9, 100] and load[3] == [1, 100] and gained == {4: 100, 3: 100}
+
+
+def test_new_replicas_go_to_the_fewest_replicas_then_the_fewest_bytes_then_the_lowest_id():
+    racks = {1: "a", 2: "a", 3: "a", 4: "a"}
+    assert rules.new_replicas(
+        racks, [1], [1, 2, 3, 4], 2, {1: [0, 0], 2: [3, 0], 3: [2, 9], 4: [2, 5]}, None, {}, 1
+    ) == [4]
+    assert rules.new_replicas(
+        racks, [1], [1, 2, 3, 4], 2, {1: [0, 0], 2: [2, 5], 3: [2, 5], 4: [2, 5]}, None, {}, 1
+    ) == [2]
+
+
+def test_new_replicas_stay_within_the_disk_room_and_unknown_room_takes_nothing():
+    load = {b: [0, 0] for b in (1, 2, 3, 4)}
+    # 2 has room for 50 only, 4 is missing from the room map (unknown): 3 takes it though rack a is there
+    assert rules.new_replicas(RF_RACKS, [1], [1, 2, 3, 4], 2, load, {2: 50, 3: 1000}, {}, 100) == [3]
+    # what a broker already gained in this plan counts against its room
+    load = {b: [0, 0] for b in (1, 2, 3, 4)}
+    assert rules.new_replicas(RF_RACKS, [1], [1, 2, 3, 4], 2, load, {2: 150, 3: 1000}, {2: 100}, 100) == [3]
+    assert rules.new_replicas(RF_RACKS, [1], [1, 2, 3, 4], 2, load, {}, {}, 100) is None  # nobody fits
+    assert rules.new_replicas(RF_RACKS, [1, 2], [1, 2], 3, {1: [0, 0], 2: [0, 0]}, None, {}, 1) is None
+
+
+def test_partitions_are_raised_largest_first_then_by_name():
+    keys = [(10, "b", 0), (30, "a", 1), (10, "a", 2)]
+    assert sorted(keys, key=lambda k: rules.raise_order(*k)) == [(30, "a", 1), (10, "a", 2), (10, "b", 0)]

@@ -1,0 +1,323 @@
+"""kafka_rebalance mode ``replication-factor`` (Airflow-free): its params, the topics it picks from
+the cluster and its refusals before the gate, the planner's placement, and the plan check that
+replays the same rule units on the snapshot (one rule, two callers).
+
+The planner's driver part is pure Python: it is run here on the job's own dataclasses, without
+Spark; the snapshot rows the check reads are the same cluster written the way the snapshot is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.failed_broker.plan import (
+    PartitionTarget,
+    Plan,
+    check_plan,
+    plan_model,
+)
+from kafka_runbooks.failed_broker.request import RequestError
+from kafka_runbooks.model import Broker, ClusterState, PartitionState
+from kafka_runbooks.rebalance import build_rebalance_request, resolve_rebalance
+from kafka_runbooks.replication_factor import (
+    RF_RULES,
+    RfBrokers,
+    RfSummary,
+    RfTargets,
+    build_rf_request,
+    judge_rf,
+    rf_markdown,
+    select_topics,
+)
+
+JOB_PATH = Path(__file__).resolve().parents[3] / "spark_jobs" / "failed_broker_plan.py"
+RACKS = {1: "a", 2: "b", 3: "a", 4: "b"}
+
+
+def _job():
+    spec = importlib.util.spec_from_file_location("spark_jobs_failed_broker_plan_rf_unit", JOB_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+job = _job()
+
+
+def cluster(assignment: dict[tuple[str, int], list[int]], racks=RACKS, down=()) -> ClusterState:
+    brokers = {b: Broker(b, rack=r, fenced=b in down) for b, r in racks.items()}
+    partitions = [
+        PartitionState(t, p, leader=r[0], leader_epoch=0, replicas=tuple(r), isr=tuple(r))
+        for (t, p), r in assignment.items()
+    ]
+    return ClusterState(cluster_id="c", brokers=brokers, quorum=None, partitions=partitions)
+
+
+MIXED = {
+    ("one", 0): [1],
+    ("one", 1): [2],
+    ("two", 0): [1, 2],
+    ("three", 0): [1, 2, 3],
+    ("__consumer_offsets", 0): [1],
+}
+
+
+# --- params and the selection: refusals before the gate ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "needs replication_factor"),
+        ({"replication_factor": 0}, "at least 1"),
+        ({"replication_factor": "three"}, "must be an integer"),
+        ({"replication_factor": 3, "topics": "a,b", "topic_regex": "a.*"}, "not both"),
+        ({"replication_factor": 3, "topic_regex": "("}, "is not a regular expression"),
+        ({"replication_factor": 3, "topics": "a b"}, "Kafka topic names"),
+    ],
+)
+def test_bad_params_are_refused_before_any_cluster_call(params, message):
+    with pytest.raises(RequestError, match=message):
+        build_rf_request(params)
+    with pytest.raises(RequestError, match=message):  # the rebalance's check_input refuses them too
+        build_rebalance_request({"mode": "replication-factor", **params})
+
+
+def test_the_mode_uses_every_live_broker_and_takes_no_new_brokers():
+    with pytest.raises(RequestError, match="goes with mode add-brokers"):
+        build_rebalance_request({"mode": "replication-factor", "replication_factor": 2, "new_brokers": "4"})
+    request = build_rebalance_request({"mode": "replication-factor", "replication_factor": 2})
+    assert request.rebalance == "replication-factor"
+    assert resolve_rebalance(request, cluster(MIXED)) == ([1, 2, 3, 4], [1, 2, 3, 4])
+    with pytest.raises(RequestError, match=r"broker\(s\) \[3\] hold replicas but are not live"):
+        resolve_rebalance(request, cluster(MIXED, down=(3,)))
+
+
+def test_a_target_above_the_live_brokers_is_refused_naming_both_numbers():
+    request = build_rf_request({"replication_factor": 4})
+    with pytest.raises(
+        RequestError, match=r"replication factor 4 is above the 3 live broker\(s\) \[1, 2, 4\]"
+    ):
+        select_topics(request, cluster(MIXED, down=(3,)))
+
+
+def test_by_default_every_topic_with_a_partition_below_the_target_and_no_internal_one():
+    selection = select_topics(build_rf_request({"replication_factor": 2}), cluster(MIXED))
+    assert selection.topics == ["one"] and selection.below == {"one": 2}
+    selection = select_topics(build_rf_request({"replication_factor": 3}), cluster(MIXED))
+    assert selection.topics == ["one", "two"] and selection.below == {"one": 2, "two": 1}
+
+
+def test_named_topics_and_a_regex_pick_exactly_those_and_internal_ones_when_named():
+    named = select_topics(
+        build_rf_request({"replication_factor": 3, "topics": "two,__consumer_offsets"}), cluster(MIXED)
+    )
+    assert named.topics == ["__consumer_offsets", "two"] and named.below == {
+        "__consumer_offsets": 1,
+        "two": 1,
+    }
+    matched = select_topics(build_rf_request({"replication_factor": 3, "topic_regex": "t.*"}), cluster(MIXED))
+    assert matched.topics == ["three", "two"] and matched.below == {"two": 1}  # "three" is at the target
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"topics": "one,nope"}, r"topic\(s\) \['nope'\] do not exist"),
+        ({"topic_regex": "nope.*"}, "matches no topic"),
+        ({"topic_regex": "o.*"}, None),  # 'one' only: fine
+        ({"topics": "three,one"}, r"lowering the replication factor is refused: topic\(s\) \{'three': 3\}"),
+        ({"topic_regex": "t.*"}, r"lowering the replication factor is refused: topic\(s\) \{'three': 3\}"),
+    ],
+)
+def test_unknown_topics_a_regex_matching_none_and_lowering_are_refused(params, message):
+    request = build_rf_request({"replication_factor": 2, **params})
+    if message is None:
+        assert select_topics(request, cluster(MIXED)).topics == ["one"]
+        return
+    with pytest.raises(RequestError, match=message):
+        select_topics(request, cluster(MIXED))
+
+
+# --- the planner's placement and the check replaying it -------------------------------------------
+
+
+def _inputs(assignment, sizes, racks=RACKS):
+    brokers = {b: job.BrokerInfo(b, r, True, True) for b, r in racks.items()}
+    affected = []
+    for (t, p), replicas in sorted(assignment.items()):
+        for i, b in enumerate(replicas):
+            brokers[b].replicas += 1
+            brokers[b].bytes += sizes[(t, p)]
+            brokers[b].leaders += i == 0
+        n = len(replicas)
+        affected.append(
+            job.Affected(t, p, tuple(replicas), (sizes[(t, p)],) * n, (True,) * n, (True,) * n, sizes[(t, p)])
+        )
+    return job.Inputs(brokers=brokers, affected=affected)
+
+
+def _rows(assignment, sizes, racks=RACKS):
+    rows = [
+        {
+            "topic": t,
+            "partition": p,
+            "replica": b,
+            "replica_index": i,
+            "in_isr": True,
+            "broker_alive": True,
+            "broker_rack": racks[b],
+            "size_bytes": sizes[(t, p)],
+        }
+        for (t, p), replicas in sorted(assignment.items())
+        for i, b in enumerate(replicas)
+    ]
+    brokers = [{"broker_id": b, "rack": r, "alive": True, "fenced": False} for b, r in racks.items()]
+    return rows, brokers
+
+
+def _plan(moves, figures, scope, summary_extra=None) -> Plan:
+    """The plan as load_plan reads the job's files: targets, one chunk, the summary's figures."""
+    targets = tuple(PartitionTarget(m.topic, m.partition, tuple(m.target)) for m in moves)
+    summary = {
+        **figures,
+        "failed_brokers": scope,
+        "receivers": scope,
+        "partitions": len(moves),
+        "bytes": sum(m.size for m in moves),
+        "replication_factor_kept": all(len(m.target) == len(m.current) for m in moves),
+        "chunks": [
+            {
+                "index": 1,
+                "file": "chunks/0001.json",
+                "partitions": len(moves),
+                "bytes": sum(m.size for m in moves),
+            }
+        ],
+        "moves": [
+            {
+                "topic": m.topic,
+                "partition": m.partition,
+                "from": list(m.current),
+                "to": list(m.target),
+                "bytes": m.size,
+                "chunk": 1,
+            }
+            for m in moves
+        ],
+        **(summary_extra or {}),
+    }
+    return Plan(Path("."), tuple(scope), tuple(scope), targets, (targets,), summary)
+
+
+SKEWED = {("t", p): [1 + p % 2] for p in range(4)} | {("big", 0): [1], ("other", 0): [2, 4]}
+SIZES = {k: 100 for k in SKEWED} | {("big", 0): 1000}
+
+
+def test_the_planner_raises_every_partition_on_racks_it_lacks_and_the_least_loaded_brokers():
+    moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["big", "t"], None)
+    targets = {(m.topic, m.partition): m.target for m in moves}
+    assert set(targets) == {("t", 0), ("t", 1), ("t", 2), ("t", 3), ("big", 0)}
+    assert all(len(set(t)) == 3 and len({RACKS[b] for b in t}) == 2 for t in targets.values())
+    assert all(
+        targets[k][: len(SKEWED[k])] == SKEWED[k] for k in targets
+    )  # existing replicas keep their places
+    # the big partition goes first: onto rack b's least loaded broker (4 holds 1, 2 holds 3), then the emptiest
+    assert targets[("big", 0)] == [1, 4, 3]
+    per_broker = Counter(b for k, r in SKEWED.items() for b in r) + Counter(
+        b for m in moves for b in m.target[len(m.current) :]
+    )
+    assert max(per_broker.values()) - min(per_broker.values()) <= 1  # 4+11 replicas over four brokers
+    assert figures["replicas_added"] == 10 and figures["bytes_copied"] == 4 * 2 * 100 + 2 * 1000
+    assert figures["raised"] == {"big": 1, "t": 4} and figures["topics"] == ["big", "t"]
+
+
+def test_the_planner_refuses_what_no_broker_fits_a_target_above_the_brokers_and_lowering():
+    with pytest.raises(job.PlanImpossible, match=r"cannot reach replication factor 3 on racks they lack"):
+        job.raise_replication(_inputs(SKEWED, SIZES), 3, ["t"], {1: 10**6, 3: 10**6})  # rack b has no room
+    with pytest.raises(job.PlanImpossible, match=r"replication factor 5 is above the 4 live broker\(s\)"):
+        job.raise_replication(_inputs(SKEWED, SIZES), 5, ["t"], None)
+    with pytest.raises(job.PlanImpossible, match=r"\['other'\] are above replication factor 1"):
+        job.raise_replication(_inputs(SKEWED, SIZES), 1, ["other"], None)
+
+
+def test_the_check_replays_the_planners_rule_on_the_snapshot_and_agrees():
+    moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["big", "t"], {b: 10**6 for b in RACKS})
+    plan = _plan(moves, figures, [1, 2, 3, 4])
+    model = plan_model(plan, *_rows(SKEWED, SIZES))
+    for rule in (RfBrokers(), RfTargets(), RfSummary()):
+        assert rule.check(plan, model) == [], rule.name
+
+
+def test_the_check_refuses_a_target_the_rule_does_not_give_a_forgotten_partition_and_wrong_figures():
+    moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["big", "t"], None)
+    rows = _rows(SKEWED, SIZES)
+    big = next(m for m in moves if m.topic == "big")
+    big.target[1:] = [2, 3]  # racks b and a still, but not the least loaded of rack b
+    swapped = _plan(moves, figures, [1, 2, 3, 4])
+    assert [v.message for v in RfTargets().check(swapped, plan_model(swapped, *rows))] == [
+        "big-0: planned [1, 2, 3], the rule gives [1, 4, 3]"
+    ]
+    forgotten = _plan([m for m in moves if m.topic != "big"], figures, [1, 2, 3, 4])
+    found = RfTargets().check(forgotten, plan_model(forgotten, *rows))
+    assert [v.message for v in found] == ["big-0 is below the target but not planned"]
+    wrong = _plan(moves, figures, [1, 2, 3, 4], {"replicas_added": 9})
+    assert "replicas_added" in RfSummary().check(wrong, plan_model(wrong, *rows))[0].message
+    low = _plan(moves, figures, [1, 2, 3, 4], {"replication_factor": 5})
+    assert (
+        "is not between 1 and the 4 live brokers" in RfBrokers().check(low, plan_model(low, *rows))[0].message
+    )
+
+
+def test_check_plan_holds_a_replication_factor_plan_to_its_own_rules():
+    moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["t"], None)
+    plan = _plan(moves, figures, [1, 2, 3, 4])
+    rules = {v.rule for v in check_plan(plan, *_rows(SKEWED, SIZES))}
+    # no per-broker figures in this hand-made summary: only that family speaks, none of the rebalance's
+    assert rules == {"per-broker figures"} and len(RF_RULES) == 6
+
+
+def test_the_gate_names_the_topics_partitions_replicas_added_data_and_each_broker():
+    moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["big"], None)
+    summary = _plan(moves, figures, [1, 2, 3, 4]).summary | {
+        "per_broker": {
+            "1": {
+                "rack": "a",
+                "replicas_before": 3,
+                "replicas_after": 3,
+                "bytes_before": 1200,
+                "bytes_after": 1200,
+            }
+        }
+        | {
+            "4": {
+                "rack": "b",
+                "replicas_before": 1,
+                "replicas_after": 2,
+                "bytes_before": 100,
+                "bytes_after": 1100,
+            }
+        },
+    }
+    text = rf_markdown(summary, 10 << 20, "/plans/x")
+    assert (
+        "Replication factor **3** for **1** topic(s): **1** partition(s) raised, **2** replica(s) added"
+        in text
+    )
+    assert "| `big`-0 | [1] → [1, 4, 3] |" in text and "| 4 | b | 1 → 2 |" in text
+
+
+def test_the_read_back_wants_every_partition_of_the_topics_at_the_target_and_in_sync():
+    state = cluster({("t", 0): [1, 2, 3], ("t", 1): [1, 2], ("u", 0): [1]})
+    seen = judge_rf(state, ["t"], 3)
+    assert not seen.done and seen.off_target == ["t-1 [1, 2]"]
+    assert judge_rf(state, ["u"], 1).done
+    lagging = cluster({("t", 0): [1, 2, 3]})
+    lagging.partitions[0] = PartitionState("t", 0, leader=1, leader_epoch=0, replicas=(1, 2, 3), isr=(1, 2))
+    assert judge_rf(lagging, ["t"], 3).isr_short == ["t-0"]
