@@ -15,18 +15,32 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka_runbooks import storage
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.paths import safe_name
 
 STATE_VERSION = 1
+E = TypeVar("E", bound="StateEntry")
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace the local file ``path`` with ``text`` so a reader never sees half a file, even after a crash."""
     storage._write_local_atomic(Path(path), text.encode("utf-8"))
+
+
+class StateEntry:
+    """A dataclass kept in a state file, read back by field name.
+
+    The fields this version knows are taken (a missing one is None) and an unknown one is
+    dropped, so a file written by an older or a newer version still loads: a sweep that cannot
+    read its own memory would start every countdown again.
+    """
+
+    @classmethod
+    def from_dict(cls: type[E], raw: dict[str, Any]) -> E:
+        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
 
 
 class ClusterStateFile:

@@ -27,12 +27,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.model import ClusterState
-from kafka_runbooks.state_file import ClusterStateFile
+from kafka_runbooks.state_file import ClusterStateFile, StateEntry
 
 OFF = -1.0
 
@@ -79,7 +79,7 @@ RUNNING_NOW_MS = 3_000
 
 
 @dataclass
-class FailedBroker:
+class FailedBroker(StateEntry):
     broker_id: int
     first_seen_ms: int
     alerted_ms: int | None = None
@@ -89,10 +89,6 @@ class FailedBroker:
     # last sweep; quorum_epoch None: nothing read yet (no baseline to compare with)
     quorum_epoch: int | None = None
     last_fetch_ms: int | None = None
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> FailedBroker:
-        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -184,12 +180,35 @@ class FailureStore(ClusterStateFile):
         self.write_entries({str(b): asdict(f) for b, f in sorted(failed.items())})
 
 
-class FailureTracker:
-    """Update the persisted failures from one read of the cluster and decide what is due."""
+class Triggered(Protocol):
+    """An entry a sweep may start a run for (a failed broker, an offline dir)."""
+
+    triggered_ms: int | None
+    triggered_run_id: str | None
+
+
+K = TypeVar("K")
+T = TypeVar("T", bound=Triggered)
+
+
+class EntryStore(Protocol[K, T]):
+    """A sweep's state file of such entries (``FailureStore``, ``OfflineDirStore``)."""
+
+    def locked(self) -> Any: ...
+
+    def load(self) -> dict[K, T]: ...
+
+    def save(self, entries: dict[K, T]) -> None: ...
+
+
+class SweepTracker(Generic[K, T]):
+    """What the failed-broker and the offline-dir trackers share: their state file, thresholds,
+    clock (the worker's: its times are compared only with each other) and decision log, and the
+    mark that a run was started, written under the file's lock like every sweep's update."""
 
     def __init__(
         self,
-        store: FailureStore,
+        store: EntryStore[K, T],
         thresholds: Thresholds,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
@@ -199,6 +218,26 @@ class FailureTracker:
         self.clock = clock
         self.log = logger
 
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _mark_triggered_where(self, started_for: Callable[[K, T], bool], run_id: str) -> None:
+        """Remember ``run_id`` (and now) on every remembered entry the run was started for."""
+        now_ms = self._now_ms()
+        with self.store.locked():
+            known = self.store.load()
+            for key, entry in known.items():
+                if started_for(key, entry):
+                    entry.triggered_ms, entry.triggered_run_id = now_ms, run_id
+            self.store.save(known)
+
+    def _record(self, step, decision, reason, level=logging.INFO, **kwargs) -> decisions.DecisionRecord:
+        return decisions.record(step, decision, reason, logger=self.log, level=level, **kwargs)
+
+
+class FailureTracker(SweepTracker[int, FailedBroker]):
+    """Update the persisted failures from one read of the cluster and decide what is due."""
+
     def observe(self, state: ClusterState) -> Assessment:
         """Compare the cluster with the remembered failures; persist; return the decisions.
 
@@ -206,7 +245,7 @@ class FailureTracker:
         ``retrigger_after``, and the cluster is not in an outage. The caller starts the
         reassignment and then calls :meth:`mark_triggered`.
         """
-        now_ms = int(self.clock() * 1000)
+        now_ms = self._now_ms()
         with self.store.locked():
             known = self.store.load()
             now_failed = failed_brokers(state)
@@ -392,14 +431,4 @@ class FailureTracker:
 
     def mark_triggered(self, broker_ids: list[int], run_id: str) -> None:
         """Remember that a reassignment run was started for these brokers."""
-        now_ms = int(self.clock() * 1000)
-        with self.store.locked():
-            known = self.store.load()
-            for broker_id in broker_ids:
-                if broker_id in known:
-                    known[broker_id].triggered_ms = now_ms
-                    known[broker_id].triggered_run_id = run_id
-            self.store.save(known)
-
-    def _record(self, step, decision, reason, level=logging.INFO, **kwargs) -> decisions.DecisionRecord:
-        return decisions.record(step, decision, reason, logger=self.log, level=level, **kwargs)
+        self._mark_triggered_where(lambda broker_id, _: broker_id in broker_ids, run_id)

@@ -29,16 +29,15 @@ cluster, and one broker per cluster at a time.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.failed_broker.failures import Thresholds
+from kafka_runbooks.failed_broker.failures import SweepTracker
 from kafka_runbooks.log_dirs import OFFLINE, UNKNOWN, broker_log_dirs
 from kafka_runbooks.model import ClusterState
-from kafka_runbooks.state_file import ClusterStateFile
+from kafka_runbooks.state_file import ClusterStateFile, StateEntry
 
 LOG_DIR_FAILURE_DAG_ID = "kafka_log_dir_failure"
 MAX_LISTED = 20
@@ -55,7 +54,7 @@ def read_with_log_dirs(admin) -> ClusterState:
 
 
 @dataclass
-class OfflineDir:
+class OfflineDir(StateEntry):
     """One offline log dir of one broker, as the sweeps have seen it (times on the worker's clock,
     compared only with each other)."""
 
@@ -70,10 +69,6 @@ class OfflineDir:
     @property
     def key(self) -> str:
         return f"{self.broker_id}:{self.log_dir}"
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> OfflineDir:
-        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
 
 
 class OfflineDirStore(ClusterStateFile):
@@ -120,28 +115,16 @@ class DirAssessment:
         }
 
 
-class OfflineDirTracker:
+class OfflineDirTracker(SweepTracker[str, OfflineDir]):
     """Update the persisted offline dirs from one read of the cluster (with its DescribeLogDirs
     answers) and decide which brokers are due."""
-
-    def __init__(
-        self,
-        store: OfflineDirStore,
-        thresholds: Thresholds,
-        clock: Callable[[], float] = time.time,
-        logger: logging.Logger | None = None,
-    ) -> None:
-        self.store = store
-        self.thresholds = thresholds
-        self.clock = clock
-        self.log = logger
 
     def observe(self, state: ClusterState) -> DirAssessment:
         """Compare the brokers' answers with the remembered dirs; persist; return the decisions.
 
         The caller starts a run for one due broker (:func:`choose_log_dir_start`) and then calls
         :meth:`mark_triggered`."""
-        now_ms = int(self.clock() * 1000)
+        now_ms = self._now_ms()
         seen = {b: broker_log_dirs(state, b) for b in state.brokers}
         with self.store.locked():
             known = self.store.load()
@@ -308,16 +291,7 @@ class OfflineDirTracker:
 
     def mark_triggered(self, broker_id: int, run_id: str) -> None:
         """Remember that a run was started for every offline dir of this broker."""
-        now_ms = int(self.clock() * 1000)
-        with self.store.locked():
-            known = self.store.load()
-            for entry in known.values():
-                if entry.broker_id == broker_id:
-                    entry.triggered_ms, entry.triggered_run_id = now_ms, run_id
-            self.store.save(known)
-
-    def _record(self, step, decision, reason, level=logging.INFO, **kwargs) -> decisions.DecisionRecord:
-        return decisions.record(step, decision, reason, logger=self.log, level=level, **kwargs)
+        self._mark_triggered_where(lambda _, entry: entry.broker_id == broker_id, run_id)
 
 
 # ------------------------------------------------------------------ whether a run starts now
