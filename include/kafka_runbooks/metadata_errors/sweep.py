@@ -280,11 +280,10 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Sweep every node; return the report (restart requests and an escalation included).
 
-    Discover the nodes, read their metrics, then under the state lock: assess each node,
-    find the active controller, decide the broker restarts and the controller escalation,
-    and persist. ``is_run_active(dag_id, run_id)`` says whether an Airflow run is queued or
-    running (None: nothing is known to be active).
-    """
+    Discover the nodes, read their metrics, then under the state lock (one sweep's view, saved
+    whole): assess each node, find the active controller, decide the broker restarts and the
+    controller escalation. ``is_run_active(dag_id, run_id)``: is an Airflow run queued or running
+    (None: nothing is known to be active)."""
     logger = logger or log
     active = is_run_active or (lambda _dag, _run: False)
     started = time.monotonic()
@@ -295,10 +294,7 @@ def run_sweep(
     alerts: list[dict[str, Any]] = [{"node_id": None, "alert": e} for e in found.errors]
     with store.locked():
         states = store.load()
-        rows = []
-        for node_id, ref in found.nodes.items():
-            row, states[node_id] = assess(ref, readings[node_id], states.get(node_id), now_ms)
-            rows.append(row)
+        rows = [_assess_into(ref, readings[node_id], states, now_ms) for node_id, ref in found.nodes.items()]
         active_controller, active_by_metrics = _active_controller(found.quorum_leader, rows)
         for row in rows:
             _record_node(row, logger)
@@ -307,21 +303,8 @@ def run_sweep(
             rows, states, active_controller, options, run_id, active, alerts, logger
         )
         store.save(states)
-
-    for row in rows:
-        if row["status"] == UNKNOWN:
-            alerts.append({"node_id": row["node_id"], "alert": f"metrics unknown: {row['error']}"})
-        row.setdefault("action", None)
-    if found.quorum_leader is not None and active_by_metrics and active_by_metrics != [found.quorum_leader]:
-        logger.warning(
-            "active controller: DescribeQuorum says %s, ActiveControllerCount says %s",
-            found.quorum_leader,
-            active_by_metrics,
-        )
-    summary = {
-        status: sorted(r["node_id"] for r in rows if r["status"] == status)
-        for status in (HEALTHY, FLAGGED, UNKNOWN, NOT_RUNNING)
-    }
+    _alert_unknown(rows, alerts)
+    _warn_on_two_answers(found.quorum_leader, active_by_metrics, logger)
     return {
         "run_id": run_id,
         "taken_at_ms": now_ms,
@@ -330,11 +313,45 @@ def run_sweep(
         "active_controller_by_metrics": active_by_metrics,
         "discovery_errors": found.errors,
         "nodes": rows,
-        "summary": summary,
+        "summary": _summary(rows),
         "restart_requests": restart_requests,
         "controller_escalation": escalation,
         "alerts": alerts,
         "wall_s": round(time.monotonic() - started, 3),
+    }
+
+
+def _assess_into(
+    ref: NodeRef, reading: NodeReading, states: dict[int, NodeState], now_ms: int
+) -> dict[str, Any]:
+    """One node's row; its new state goes into ``states`` (saved with the others under the lock)."""
+    row, states[ref.node_id] = assess(ref, reading, states.get(ref.node_id), now_ms)
+    return row
+
+
+def _alert_unknown(rows: list[dict[str, Any]], alerts: list[dict[str, Any]]) -> None:
+    """A node whose metrics are unknown is an alert (never healthy); every row gets an action key."""
+    for row in rows:
+        if row["status"] == UNKNOWN:
+            alerts.append({"node_id": row["node_id"], "alert": f"metrics unknown: {row['error']}"})
+        row.setdefault("action", None)
+
+
+def _warn_on_two_answers(quorum_leader: int | None, by_metrics: list[int], logger: logging.Logger) -> None:
+    """DescribeQuorum and the nodes' own ActiveControllerCount disagree: worth a line in the log
+    (the quorum's answer is the one used)."""
+    if quorum_leader is not None and by_metrics and by_metrics != [quorum_leader]:
+        logger.warning(
+            "active controller: DescribeQuorum says %s, ActiveControllerCount says %s",
+            quorum_leader,
+            by_metrics,
+        )
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
+    return {
+        status: sorted(r["node_id"] for r in rows if r["status"] == status)
+        for status in (HEALTHY, FLAGGED, UNKNOWN, NOT_RUNNING)
     }
 
 
@@ -394,19 +411,10 @@ def _broker_restarts(
         elif state.restart_run_id and active(options.restart_dag_id, state.restart_run_id):
             row["action"] = f"none: restart run {state.restart_run_id} for it is still active"
         else:
-            restart_run = options.restart_run_id("broker", node_id, run_id)
-            reason = (
-                f"KIP-859 metadata errors increasing on broker {node_id} of {options.kafka_conn_id}: "
-                f"{counters} (kafka_metadata_error_sweep run {run_id})"
+            requests.append(_restart_request(node_id, state, counters, options, run_id))
+            row["action"] = (
+                f"start {options.restart_dag_id} run {state.restart_run_id} (its approval gate applies)"
             )
-            requests.append(
-                {
-                    "trigger_run_id": restart_run,
-                    "conf": options.restart_conf(node_id, reason),
-                }
-            )
-            state.restart_run_id = restart_run
-            row["action"] = f"start {options.restart_dag_id} run {restart_run} (its approval gate applies)"
         decisions.record(
             "broker-restart",
             row["action"],
@@ -417,16 +425,33 @@ def _broker_restarts(
             level=logging.WARNING,
         )
     if too_many:
-        alerts.append(
-            {
-                "node_id": None,
-                "alert": f"{len(flagged)} brokers flagged at once (more than max_flagged_brokers="
-                f"{options.max_flagged_brokers}): a bad record in the metadata log would do this, and "
-                "restarting brokers would not fix it; no restart started",
-                "nodes": [r["node_id"] for r in flagged],
-            }
-        )
+        alerts.append(_too_many_flagged(flagged, options))
     return requests
+
+
+def _restart_request(
+    node_id: int, state: NodeState, counters: str, options: SweepOptions, run_id: str
+) -> dict[str, Any]:
+    """The gated kafka_broker_restart run for one flagged broker; its run id is remembered in the
+    node's state, so the next sweep starts no second one while it is active."""
+    restart_run = options.restart_run_id("broker", node_id, run_id)
+    reason = (
+        f"KIP-859 metadata errors increasing on broker {node_id} of {options.kafka_conn_id}: "
+        f"{counters} (kafka_metadata_error_sweep run {run_id})"
+    )
+    state.restart_run_id = restart_run
+    return {"trigger_run_id": restart_run, "conf": options.restart_conf(node_id, reason)}
+
+
+def _too_many_flagged(flagged: list[dict[str, Any]], options: SweepOptions) -> dict[str, Any]:
+    """The alert instead of restarts: many brokers failing on the same metadata points at the log."""
+    return {
+        "node_id": None,
+        "alert": f"{len(flagged)} brokers flagged at once (more than max_flagged_brokers="
+        f"{options.max_flagged_brokers}): a bad record in the metadata log would do this, and "
+        "restarting brokers would not fix it; no restart started",
+        "nodes": [r["node_id"] for r in flagged],
+    }
 
 
 def _controller_escalation(
@@ -459,23 +484,7 @@ def _controller_escalation(
         elif state.decision_run_id and active(options.sweep_dag_id, state.decision_run_id):
             action = f"none: sweep run {state.decision_run_id} is still waiting for a decision about it"
         else:
-            reason = (
-                f"KIP-859 metadata errors increasing on the active controller {node_id} of "
-                f"{options.kafka_conn_id} in {state.increase_streak} consecutive sweeps: {counters} "
-                f"(kafka_metadata_error_sweep run {run_id})"
-            )
-            escalation = {
-                "node_id": node_id,
-                "counters": row["counters"],
-                "increased": row["increased"],
-                "streak": state.increase_streak,
-                "reason": reason,
-                "kafka_conn_id": options.kafka_conn_id,
-                "trigger_run_id": options.restart_run_id("controller", node_id, run_id),
-                "conf": options.restart_conf(node_id, reason),
-            }
-            state.decision_run_id = run_id
-            state.increase_streak = 0  # ask again only after another run of increases
+            escalation = _escalation(row, state, counters, options, run_id)
             action = "ask a person: restart it (last) or leave it"
         row["action"] = action
         alerts.append({"node_id": node_id, "alert": f"controller metadata errors increasing: {counters}"})
@@ -488,6 +497,33 @@ def _controller_escalation(
             logger=logger,
             level=logging.WARNING,
         )
+    return escalation
+
+
+def _escalation(
+    row: dict[str, Any], state: NodeState, counters: str, options: SweepOptions, run_id: str
+) -> dict[str, Any]:
+    """The question to a person about the active controller; this sweep run is remembered as the
+    open question and the streak starts again, so it is asked again only after another run of
+    increases."""
+    node_id = row["node_id"]
+    reason = (
+        f"KIP-859 metadata errors increasing on the active controller {node_id} of "
+        f"{options.kafka_conn_id} in {state.increase_streak} consecutive sweeps: {counters} "
+        f"(kafka_metadata_error_sweep run {run_id})"
+    )
+    escalation = {
+        "node_id": node_id,
+        "counters": row["counters"],
+        "increased": row["increased"],
+        "streak": state.increase_streak,
+        "reason": reason,
+        "kafka_conn_id": options.kafka_conn_id,
+        "trigger_run_id": options.restart_run_id("controller", node_id, run_id),
+        "conf": options.restart_conf(node_id, reason),
+    }
+    state.decision_run_id = run_id
+    state.increase_streak = 0
     return escalation
 
 
