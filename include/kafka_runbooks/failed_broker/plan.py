@@ -323,40 +323,15 @@ def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         (str(m["topic"]), int(m["partition"])): tuple(int(b) for b in m["to"])
         for m in plan.summary.get("leader_moves") or ()
     }
-    alive: dict[int, bool] = {}
-    racks: dict[int, str | None] = {}
-    for row in broker_rows:
-        b = int(row["broker_id"])
-        alive[b] = bool(row["alive"]) and not bool(row.get("fenced"))
-        racks[b] = row.get("rack")
-
-    count: Counter = Counter()
-    leaders: Counter = Counter()
-    reported: Counter = Counter()
-    interesting: set[Key] = set(planned) | set(reordered)
-    for row in replica_rows:
-        b = int(row["replica"])
-        count[b] += 1
-        if int(row["replica_index"]) == 0:
-            leaders[b] += 1
-        reported[b] += row["size_bytes"] or 0
-        if b not in alive:  # named in assignments only
-            alive[b] = bool(row.get("broker_alive"))
-            racks.setdefault(b, row.get("broker_rack"))
-        if b in failed or row["size_bytes"] is None:
-            interesting.add((row["topic"], int(row["partition"])))
+    alive, racks = _broker_facts(broker_rows)
+    count, leaders, reported, flagged = _replica_tally(replica_rows, failed, alive, racks)
+    interesting = set(planned) | set(reordered) | flagged
     rows_of: dict[Key, list[Mapping]] = defaultdict(list)
     for row in replica_rows:
         key = (row["topic"], int(row["partition"]))
         if key in interesting:
             rows_of[key].append(row)
-
-    current: dict[Key, tuple[int, ...]] = {}
-    size: dict[Key, int] = {}
-    for key, rows in rows_of.items():
-        rows.sort(key=lambda r: int(r["replica_index"]))
-        current[key] = tuple(int(r["replica"]) for r in rows)
-        size[key] = max((r["size_bytes"] for r in rows if r["size_bytes"] is not None), default=0)
+    current, size = _current_and_size(rows_of)
     return PlanModel(
         failed=failed,
         receivers=set(plan.receivers),
@@ -371,6 +346,53 @@ def plan_model(plan: Plan, replica_rows: Iterable[Mapping], broker_rows: Iterabl
         size=size,
         reordered=reordered,
     )
+
+
+def _broker_facts(broker_rows: Iterable[Mapping]) -> tuple[dict[int, bool], dict[int, str | None]]:
+    """Each registered broker's liveness (alive and not fenced) and rack, from the brokers file."""
+    alive: dict[int, bool] = {}
+    racks: dict[int, str | None] = {}
+    for row in broker_rows:
+        b = int(row["broker_id"])
+        alive[b] = bool(row["alive"]) and not bool(row.get("fenced"))
+        racks[b] = row.get("rack")
+    return alive, racks
+
+
+def _replica_tally(
+    replica_rows: Iterable[Mapping], failed: set[int], alive: dict[int, bool], racks: dict[int, str | None]
+) -> tuple[Counter, Counter, Counter, set[Key]]:
+    """Replicas, preferred leaderships and reported bytes per broker, and the partitions a check
+    must read whole (a replica on a failed broker, or a size not reported). A broker named only by
+    the assignments gets its liveness and rack from the replica rows (added to ``alive``, ``racks``)."""
+    count: Counter = Counter()
+    leaders: Counter = Counter()
+    reported: Counter = Counter()
+    flagged: set[Key] = set()
+    for row in replica_rows:
+        b = int(row["replica"])
+        count[b] += 1
+        if int(row["replica_index"]) == 0:
+            leaders[b] += 1
+        reported[b] += row["size_bytes"] or 0
+        if b not in alive:  # named in assignments only
+            alive[b] = bool(row.get("broker_alive"))
+            racks.setdefault(b, row.get("broker_rack"))
+        if b in failed or row["size_bytes"] is None:
+            flagged.add((row["topic"], int(row["partition"])))
+    return count, leaders, reported, flagged
+
+
+def _current_and_size(rows_of: dict[Key, list[Mapping]]) -> tuple[dict[Key, tuple[int, ...]], dict[Key, int]]:
+    """Each read partition's replicas in order (sorts its rows) and its size: the largest size a
+    replica reported (none reported: 0)."""
+    current: dict[Key, tuple[int, ...]] = {}
+    size: dict[Key, int] = {}
+    for key, rows in rows_of.items():
+        rows.sort(key=lambda r: int(r["replica_index"]))
+        current[key] = tuple(int(r["replica"]) for r in rows)
+        size[key] = max((r["size_bytes"] for r in rows if r["size_bytes"] is not None), default=0)
+    return current, size
 
 
 class PlanRule(Protocol):
