@@ -324,22 +324,10 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
 
     def _decide(self, a: Assessment, broker_id: int, entry: FailedBroker) -> None:
         """One failed broker: alert when due, then wait, hold back, or add it to ``a.due``."""
-        th, now_ms = self.thresholds, a.now_ms
-        failed_s = (now_ms - entry.first_seen_ms) / 1000
+        th = self.thresholds
+        failed_s = (a.now_ms - entry.first_seen_ms) / 1000
         if th.alert_after_s >= 0 and failed_s >= th.alert_after_s:
-            a.alerts.append(broker_id)
-            if entry.alerted_ms is None:
-                entry.alerted_ms = now_ms
-            a.records.append(
-                self._record(
-                    "failure tracking",
-                    "alert",
-                    f"broker {broker_id} failed {failed_s:.0f}s ago (alert after {th.alert_after_s:.0f}s)",
-                    subject=f"broker {broker_id}",
-                    observed={"first_seen_ms": entry.first_seen_ms},
-                    level=logging.WARNING,
-                )
-            )
+            self._alert(a, broker_id, entry, failed_s)
         if not th.automation_on:
             a.records.append(
                 self._record(
@@ -361,21 +349,42 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
                 )
             )
             return
-        if a.outage:
-            return
-        if entry.triggered_ms is not None and now_ms - entry.triggered_ms < th.retrigger_s * 1000:
-            a.records.append(
-                self._record(
-                    "failure tracking",
-                    "do not start another reassignment",
-                    f"one was started for broker {broker_id} "
-                    f"{(now_ms - entry.triggered_ms) / 1000:.0f}s ago (run {entry.triggered_run_id}); "
-                    f"the next may start {th.retrigger_s:.0f}s after it",
-                    subject=f"broker {broker_id}",
-                )
-            )
+        if a.outage or self._started_recently(a, broker_id, entry):
             return
         a.due.append(broker_id)
+
+    def _alert(self, a: Assessment, broker_id: int, entry: FailedBroker, failed_s: float) -> None:
+        """Failed past the alert threshold: alerted in every sweep (the first time remembered)."""
+        a.alerts.append(broker_id)
+        if entry.alerted_ms is None:
+            entry.alerted_ms = a.now_ms
+        a.records.append(
+            self._record(
+                "failure tracking",
+                "alert",
+                f"broker {broker_id} failed {failed_s:.0f}s ago (alert after {self.thresholds.alert_after_s:.0f}s)",
+                subject=f"broker {broker_id}",
+                observed={"first_seen_ms": entry.first_seen_ms},
+                level=logging.WARNING,
+            )
+        )
+
+    def _started_recently(self, a: Assessment, broker_id: int, entry: FailedBroker) -> bool:
+        """A run was started for it within ``retrigger_after``: no second one yet (recorded)."""
+        retrigger_s = self.thresholds.retrigger_s
+        if entry.triggered_ms is None or a.now_ms - entry.triggered_ms >= retrigger_s * 1000:
+            return False
+        a.records.append(
+            self._record(
+                "failure tracking",
+                "do not start another reassignment",
+                f"one was started for broker {broker_id} "
+                f"{(a.now_ms - entry.triggered_ms) / 1000:.0f}s ago (run {entry.triggered_run_id}); "
+                f"the next may start {retrigger_s:.0f}s after it",
+                subject=f"broker {broker_id}",
+            )
+        )
+        return True
 
     def _countdown(self, state: ClusterState, broker_id: int, now_ms: int) -> decisions.DecisionRecord:
         broker = state.brokers.get(broker_id)
