@@ -540,11 +540,57 @@ def _health(report: dict[str, Any]) -> str:
         f"<span class='muted'>cluster {_e(report.get('cluster_id'))}, {_e(report.get('partitions'))} partitions, "
         f"report of {_e(when)}{_age(report.get('age_s'))}</span></h3>"
         f"<div class='tiles'>{''.join(tiles)}{''.join(flags)}</div>"
+        + _health_balance(report.get("balance"), report.get("rebalance_proposal"))
+        + _health_replication(report.get("replication"))
         + _health_quorum(report.get("quorum"))
         + _health_log_dirs(report.get("log_dirs"))
         + _broker_chart(brokers)
         + _broker_table(brokers)
         + "</section>"
+    )
+
+
+def _health_balance(balance: dict[str, Any] | None, proposal: dict[str, Any] | None) -> str:
+    """Replicas and preferred leaders per live broker against kafka_rebalance's target spread: what is
+    out and by how much, "unknown" with the brokers that make it so; then the sweep's proposal."""
+    if not balance:
+        return ""
+    tiles = []
+    for kind in ("replicas", "preferred_leaders"):
+        k = balance.get(kind) or {}
+        state = k.get("state", "unknown")
+        cls = {"balanced": "ok", "out of spread": "warn"}.get(state, "warn")
+        text = f"{kind.replace('_', ' ')} per live broker: target {k.get('target')}"
+        if state != "unknown":
+            text += f" (at most {k.get('limit')}), spread {k.get('spread')}"
+        if state == "out of spread":
+            text += f", over by {k.get('over_by')}: at least {k.get('moves_at_least')} move(s)"
+        tiles.append(f"<div class='tile {cls}' data-balance='{_e(kind)}'><b>{_e(state)}</b>{_e(text)}</div>")
+    unknown = balance.get("unknown_brokers") or {}
+    if unknown:
+        tiles.append(f"<div class='tile warn' data-balance-unknown><b>unknown</b>{_e(unknown)}</div>")
+    if proposal and proposal.get("decision") != "nothing to propose":
+        run = f" (run <code>{_e(proposal['run_id'])}</code>)" if proposal.get("start") else ""
+        tiles.append(
+            f"<div class='tile {'warn' if proposal.get('start') else 'muted'}' data-proposal>"
+            f"<b>{_e(proposal.get('decision'))}</b>{_e(proposal.get('why'))}{run}</div>"
+        )
+    return f"<div class='tiles balance'>{''.join(tiles)}</div>"
+
+
+def _health_replication(rf: dict[str, Any] | None) -> str:
+    """The topics below the minimum replication factor (and where the minimum comes from)."""
+    if not rf:
+        return ""
+    n = int(rf.get("below_minimum") or 0)
+    where = f"minimum {_e(rf.get('minimum'))} ({_e(rf.get('minimum_from'))})"
+    if not n:
+        return f"<p class='muted' data-below-min-rf='0'>No topic below replication factor: {where}.</p>"
+    listed = ", ".join(f"{t['topic']} (RF {t['replication_factor']})" for t in rf.get("listed", [])[:50])
+    more = " ..." if rf.get("truncated") or len(rf.get("listed", [])) > 50 else ""
+    return (
+        f"<div class='tile warn' data-below-min-rf='{n}'><b>{n}</b>topic(s) below replication factor, "
+        f"{where}: {_e(listed)}{more}</div>"
     )
 
 

@@ -1,11 +1,21 @@
 """Turning the cluster-health report (written by ``spark_jobs/cluster_health.py``) into findings:
-unhealthy partitions by category, and leader or replica imbalance beyond the report's threshold."""
+unhealthy partitions by category, leader or replica imbalance beyond the report's threshold, the
+quorum and log dirs; replicas and preferred leaders per live broker against ``kafka_rebalance``'s
+target spread (judged with its own rule units, ``kafka_runbooks.balance_rules``), topics below the
+minimum replication factor; and the proposal: whether the sweep starts one gated ``kafka_rebalance``
+run (only where the setting ``start_rebalance`` allows it; off by default: the sweep proposes,
+an operator decides at the gate)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.balance_rules import moves_lower_bound, spread, spread_limit
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.log_dirs import OFFLINE
 from kafka_runbooks.log_dirs import UNKNOWN as DIRS_UNKNOWN
 
@@ -39,6 +49,8 @@ def log_findings(report: dict, logger: logging.Logger | None = None) -> list[dec
             )
         )
     records.extend(_imbalance_findings(report, logger))
+    records.extend(balance_findings(report.get("balance"), logger))
+    records.extend(replication_findings(report.get("replication"), logger))
     records.extend(quorum_findings(report.get("quorum"), logger))
     records.extend(log_dir_findings(report.get("log_dirs"), logger))
     if not records:
@@ -160,3 +172,340 @@ def log_dir_findings(log_dirs: dict | None, logger: logging.Logger | None) -> li
             )
         )
     return out
+
+
+# ------------------------------------------------------------------ balance: the rebalance's rules
+
+BALANCED, OUT_OF_SPREAD, UNKNOWN = "balanced", "out of spread", "unknown"
+# (kind, the report's per-broker count, the kafka_rebalance param that sets its target)
+SPREAD_KINDS = (
+    ("replicas", "replica_count", "max_replica_spread"),
+    ("preferred_leaders", "preferred_leader_count", "max_leader_spread"),
+)
+REBALANCE_DAG_ID = "kafka_rebalance"
+
+
+@dataclass(frozen=True)
+class KindJudged:
+    """One kind (replicas or preferred leaders) per live broker against its target spread."""
+
+    kind: str
+    target: str
+    per_broker: dict[int, int]
+    limit: int | None  # None: unknown (a live broker's count is unknown)
+    spread: int | None
+    moves_at_least: int | None  # the rule's lower bound for the moves the target needs
+
+    @property
+    def state(self) -> str:
+        if self.limit is None or self.spread is None:
+            return UNKNOWN
+        return OUT_OF_SPREAD if self.spread > self.limit else BALANCED
+
+    @property
+    def over_by(self) -> int | None:
+        return None if self.state != OUT_OF_SPREAD else self.spread - self.limit
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "target": self.target,
+            "limit": self.limit,
+            "spread": self.spread,
+            "over_by": self.over_by,
+            "moves_at_least": self.moves_at_least,
+            "per_broker": {str(b): n for b, n in sorted(self.per_broker.items())},
+        }
+
+
+@dataclass(frozen=True)
+class BalanceJudged:
+    """Replicas and preferred leaders per live broker judged as ``kafka_rebalance`` judges them.
+
+    ``unknown``: live brokers whose count cannot be trusted, with why; any one makes every kind
+    unknown (the mean, and so a percentage target's limit, depends on every live broker)."""
+
+    kinds: tuple[KindJudged, ...]
+    unknown: dict[int, str]
+    live: list[int]
+
+    @property
+    def state(self) -> str:
+        states = {k.state for k in self.kinds}
+        if UNKNOWN in states or not self.kinds:
+            return UNKNOWN
+        return OUT_OF_SPREAD if OUT_OF_SPREAD in states else BALANCED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "live_brokers": self.live,
+            "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
+            **{k.kind: k.as_dict() for k in self.kinds},
+        }
+
+
+def live_brokers(report: Mapping[str, Any]) -> list[int]:
+    """The report's live brokers: registered, alive and not fenced (the rebalance's scope)."""
+    return sorted(
+        int(b["broker_id"]) for b in report.get("brokers", []) if b.get("alive") and not b.get("fenced")
+    )
+
+
+def unknown_counts(report: Mapping[str, Any], live: list[int]) -> dict[int, str]:
+    """Live brokers whose replica or preferred-leader count is unknown: no count in the report, or
+    no DescribeLogDirs answer (what such a broker holds on disk, and its room, cannot be told)."""
+    out: dict[int, str] = {}
+    for b in report.get("brokers", []):
+        broker = int(b["broker_id"])
+        missing = [name for _, name, _ in SPREAD_KINDS if b.get(name) is None]
+        if broker in live and missing:
+            out[broker] = f"no {' or '.join(missing)} in the report"
+    for d in (report.get("log_dirs") or {}).get("brokers", []):
+        if int(d["broker_id"]) in live and d.get("state") == DIRS_UNKNOWN:
+            out.setdefault(
+                int(d["broker_id"]), f"log dirs unknown: {d.get('reason') or 'no DescribeLogDirs answer'}"
+            )
+    return out
+
+
+def judge_balance(report: Mapping[str, Any], targets: Mapping[str, str]) -> BalanceJudged:
+    """Replicas and preferred leaders per live broker against ``targets`` (``max_replica_spread``,
+    ``max_leader_spread``: a count or a percentage of the mean), with ``kafka_rebalance``'s own rule
+    units (``balance_rules.spread``, ``spread_limit``, ``moves_lower_bound``) over the same scope (the
+    live brokers), so the sweep proposes exactly what the rebalance would find to do."""
+    live = live_brokers(report)
+    unknown = unknown_counts(report, live)
+    rows = {int(b["broker_id"]): b for b in report.get("brokers", [])}
+    kinds = []
+    for kind, count_field, param in SPREAD_KINDS:
+        target = str(targets[param]).strip()
+        if unknown or not live:
+            kinds.append(KindJudged(kind, target, {}, None, None, None))
+            continue
+        counts = {b: int(rows[b][count_field]) for b in live}
+        limit = spread_limit(target, sum(counts.values()) / len(live))
+        if limit is None:
+            raise BadInput(f"{param}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {target!r}")
+        need = moves_lower_bound([counts[b] for b in live], limit)
+        kinds.append(KindJudged(kind, target, counts, limit, spread(counts, live), need))
+    return BalanceJudged(tuple(kinds), unknown, live)
+
+
+def balance_findings(
+    balance: Mapping[str, Any] | None, logger: logging.Logger | None
+) -> list[decisions.DecisionRecord]:
+    """A WARNING naming what is out of the target spread and by how much, or that the balance is
+    unknown (never "balanced"); nothing when it is within the target or was not judged."""
+    if not balance or balance.get("state") == BALANCED:
+        return []
+    if balance["state"] == UNKNOWN:
+        unknown = balance.get("unknown_brokers") or {}
+        why = (
+            f"live broker(s) {sorted(int(b) for b in unknown)} have no trustworthy count: {unknown}"
+            if unknown
+            else "no live broker to judge"
+        )
+        return [
+            decisions.record(
+                "health",
+                "balance unknown",
+                why + "; an unknown count is never read as balanced, and no rebalance is proposed on it",
+                observed={"unknown_brokers": unknown},
+                action="reported only",
+                logger=logger,
+                level=logging.WARNING,
+            )
+        ]
+    out_of = {k: balance[k] for k, _, _ in SPREAD_KINDS if balance.get(k, {}).get("state") == OUT_OF_SPREAD}
+    summary = "; ".join(
+        f"{k.replace('_', ' ')} spread {v['spread']} > {v['limit']} (target {v['target']}), over by {v['over_by']}"
+        for k, v in out_of.items()
+    )
+    return [
+        decisions.record(
+            "health",
+            f"out of the target spread: {summary}",
+            "the most loaded minus the least loaded live broker is above what kafka_rebalance's target allows "
+            "(the same rule units); at least "
+            + ", ".join(f"{v['moves_at_least']} {k.replace('_', ' ')} move(s)" for k, v in out_of.items())
+            + " bring it within",
+            observed={k: v for k, v in out_of.items()},
+            action="reported; a kafka_rebalance run (mode full, gated) is proposed only where the setting allows",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    ]
+
+
+def replication_findings(
+    replication: Mapping[str, Any] | None, logger: logging.Logger | None
+) -> list[decisions.DecisionRecord]:
+    """A WARNING naming the topics below the minimum replication factor (and the minimum's origin)."""
+    if not replication or not replication.get("below_minimum"):
+        return []
+    listed = [f"{t['topic']} (RF {t['replication_factor']})" for t in replication.get("listed", [])]
+    return [
+        decisions.record(
+            "health",
+            f"{replication['below_minimum']} topic(s) below replication factor {replication['minimum']}",
+            f"the minimum is {replication['minimum']} ({replication['minimum_from']}); one lost broker leaves "
+            "these topics with fewer copies than the deployment asks for",
+            observed={
+                "topics": listed[:50],
+                "truncated": bool(replication.get("truncated")) or len(listed) > 50,
+            },
+            action="reported only (a full rebalance never changes a replication factor)",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    ]
+
+
+# ------------------------------------------------------------------ the proposal: one gated rebalance
+
+
+@dataclass(frozen=True)
+class LastProposal:
+    """The kafka_rebalance run this sweep last started on a cluster, and when (the worker's clock,
+    compared only with the worker's clock)."""
+
+    run_id: str
+    started_ms: int
+
+
+@dataclass(frozen=True)
+class RebalanceProposal:
+    """Whether the sweep starts a kafka_rebalance run now, what it decided and why (on the Kafka page)."""
+
+    start: bool
+    decision: str
+    why: str
+    run_id: str | None = None
+    conf: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "decision": self.decision, "why": self.why, "run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class ProposalInputs:
+    """What the proposal is decided from: the judged balance, the report it came from, the settings."""
+
+    balance: BalanceJudged
+    report: Mapping[str, Any]
+    enabled: bool  # the setting start_rebalance (off by default: report only)
+    targets: Mapping[str, str]
+    conn_id: str
+    run_id: str  # the id the started run gets (it names the cluster)
+    last: LastProposal | None
+    now_ms: int
+    retrigger_after_s: float
+
+
+def propose_rebalance(
+    inputs: ProposalInputs, active: Callable[[], list[str]], logger: logging.Logger | None = None
+) -> RebalanceProposal:
+    """Start ONE kafka_rebalance run (mode full, its approval gate on) when replicas or preferred
+    leaders are out of the target spread and nothing holds it back; the decision is recorded either
+    way. ``active``: the reassigning runs on the cluster, read only when it matters."""
+    if inputs.balance.state == BALANCED:
+        return RebalanceProposal(False, "nothing to propose", "within the target spread")
+    held = _proposal_held_back(inputs, active)
+    if held is not None:
+        decision, why, level = held
+        decisions.record("health", decision, why, subject=inputs.conn_id, logger=logger, level=level)
+        return RebalanceProposal(False, decision, why)
+    conf = {
+        "mode": "full",
+        **{param: str(inputs.targets[param]) for _, _, param in SPREAD_KINDS},
+        "require_approval": True,  # it waits at its gate: the sweep proposes, an operator decides
+        "dry_run": False,
+        "kafka_conn_id": inputs.conn_id,
+    }
+    why = (
+        f"{_out_of_spread(inputs.balance)}; start_rebalance is on and no reassignment runs on the cluster: "
+        "one kafka_rebalance run, which plans and then waits at its approval gate"
+    )
+    decisions.record(
+        "health",
+        "propose a rebalance",
+        why,
+        subject=inputs.conn_id,
+        observed=inputs.balance.as_dict(),
+        action=f"trigger {REBALANCE_DAG_ID} run {inputs.run_id} with {conf}",
+        logger=logger,
+        level=logging.WARNING,
+    )
+    return RebalanceProposal(True, "propose a rebalance", why, inputs.run_id, conf)
+
+
+def _out_of_spread(balance: BalanceJudged) -> str:
+    return ", ".join(
+        f"{k.kind.replace('_', ' ')} spread {k.spread} above {k.limit} (target {k.target})"
+        for k in balance.kinds
+        if k.state == OUT_OF_SPREAD
+    )
+
+
+def _proposal_held_back(
+    inputs: ProposalInputs, active: Callable[[], list[str]]
+) -> tuple[str, str, int] | None:
+    """(decision, reason, level) when no rebalance starts now, in this order: the balance is unknown;
+    a broker holding replicas is down (the heal's case; the rebalance refuses such a cluster); a live
+    broker has offline log dirs (kafka_log_dir_failure's case); the setting is off (report only); the
+    last proposal is recent; a reassignment runs on the cluster (one per cluster at a time)."""
+    report, balance = inputs.report, inputs.balance
+    if balance.state == UNKNOWN:
+        return (
+            "no proposal: balance unknown",
+            f"live broker(s) {sorted(balance.unknown)} have no trustworthy "
+            "count (or no broker is live): an unknown balance is never a proposal",
+            logging.WARNING,
+        )
+    down = sorted(
+        int(b["broker_id"])
+        for b in report.get("brokers", [])
+        if not (b.get("alive") and not b.get("fenced")) and (b.get("replica_count") or 0) > 0
+    )
+    if down:
+        return (
+            "no proposal: the heal goes first",
+            f"broker(s) {down} hold replicas but are not live: "
+            "kafka_failed_broker_reassignment's case; kafka_rebalance plans only when every broker holding "
+            "replicas is up",
+            logging.INFO,
+        )
+    offline = (report.get("log_dirs") or {}).get("brokers_with_offline_dirs") or []
+    if offline:
+        return (
+            "no proposal: the log-dir failure goes first",
+            f"live broker(s) {offline} have offline log dirs "
+            "(kafka_log_dir_failure's case): their replicas there are out, whatever the counts say",
+            logging.INFO,
+        )
+    if not inputs.enabled:
+        return (
+            "report only",
+            f"{_out_of_spread(balance)}; start_rebalance is off (the default): the sweep "
+            f"reports only. Trigger {REBALANCE_DAG_ID} with mode full by hand, or turn the setting on",
+            logging.WARNING,
+        )
+    last = inputs.last
+    if last is not None and inputs.now_ms - last.started_ms < inputs.retrigger_after_s * 1000:
+        return (
+            "wait",
+            f"this sweep proposed run {last.run_id} less than {inputs.retrigger_after_s / 60:g} "
+            "minute(s) ago (retrigger_after_minutes): an answered or rejected gate is not asked again at "
+            "once",
+            logging.INFO,
+        )
+    running = active()
+    if running:
+        return (
+            "do not start another reassignment",
+            f"run(s) {running} are active on cluster {inputs.conn_id}: "
+            "one reassignment per cluster at a time",
+            logging.INFO,
+        )
+    return None

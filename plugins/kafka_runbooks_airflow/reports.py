@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.health import log_findings
@@ -16,16 +18,34 @@ HEALTH_DIR = "health"  # the health job's output folder, inside the snapshot's (
 log = logging.getLogger(__name__)
 
 
-def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | None = None) -> dict:
+@dataclass(frozen=True)
+class ProposalContext:
+    """What the proposal needs from the run: the sweep's settings, its run id, its task instance."""
+
+    settings: dict[str, Any]
+    run_id: str
+    ti: Any
+
+
+def publish_health_report(
+    snapshot_path: str, outlet_event=None, conn_id: str | None = None, proposal: ProposalContext | None = None
+) -> dict:
     """The health job's report (``<snapshot>/health/report.json``, in the data store: the job may
-    have run on another worker or a Spark cluster) published where the Kafka page reads it."""
+    have run on another worker or a Spark cluster) published where the Kafka page reads it; with a
+    ``proposal`` context, the balance judged against the rebalance's targets and the sweep's decision
+    on a kafka_rebalance run go in the report (the page shows them) and in the result."""
     report_file = storage.locate(snapshot_path) / HEALTH_DIR / REPORT_FILE
     if not report_file.exists():
         raise FileNotFoundError(f"the health job wrote no report at {report_file}")
     report = json.loads(report_file.read_text())
     report.update(snapshot_sections(snapshot_path))
+    if proposal is not None:
+        from kafka_runbooks.health import judge_balance
+
+        report["balance"] = judge_balance(report, proposal.settings).as_dict()
     text = json.dumps(report)
     log_findings(report, logger=log)
+    started = propose_from_report(report, conn_id, proposal)
     if conn_id:
         report["pending_restores"] = report_pending_restores(conn_id)
     store = storage.store()
@@ -49,6 +69,23 @@ def publish_health_report(snapshot_path: str, outlet_event=None, conn_id: str | 
         **summary,
         "offline": report.get("offline", []),
         "under_replicated": report.get("under_replicated", []),
+        **started,
+    }
+
+
+def propose_from_report(report: dict, conn_id: str | None, proposal: ProposalContext | None) -> dict:
+    """The sweep's decision on a kafka_rebalance run (recorded either way, and put in the report for
+    the Kafka page): the trigger task's ``rebalance_trigger``, ``rebalance_run_id``, ``rebalance_conf``."""
+    if proposal is None or not conn_id:
+        return {"rebalance_trigger": False, "rebalance_run_id": None, "rebalance_conf": {}}
+    from kafka_runbooks_airflow.health import propose
+
+    decided = propose(report, conn_id, proposal.run_id, proposal.settings, proposal.ti)
+    report["rebalance_proposal"] = decided.as_dict()
+    return {
+        "rebalance_trigger": decided.start,
+        "rebalance_run_id": decided.run_id,
+        "rebalance_conf": decided.conf,
     }
 
 

@@ -90,11 +90,13 @@ def test_every_param_is_typed_and_its_default_validates(dagbags):
 def test_kafka_cluster_health_never_acts(dagbags):
     dag = next(d for d in _dags(dagbags) if d.dag_id == "kafka_cluster_health")
     assert [t.task_id for t in dag.topological_sort()] == [
+        "health_settings",
         "clusters",
         "cluster.snapshot_cluster",
         "cluster.spark_args",
         "cluster.analyse_health",
         "cluster.publish_report",
+        "cluster.start_rebalance",  # the proposal: skipped unless start_rebalance is on (off by default)
     ]
     assert "read-only" in dag.tags
     assert dag.max_active_runs == 1

@@ -1,0 +1,148 @@
+"""The health sweep's settings and its proposal: glue between ``kafka_cluster_health`` and the library.
+
+What to judge and whether to start a run is decided in ``kafka_runbooks.health`` (Airflow-free);
+here the settings are read (run params > Variable ``kafka_cluster_health`` > environment
+``KAFKA_RUNBOOKS_HEALTH_<KEY>`` > defaults, like the failed-broker sweep's), the run the sweep last
+started on a cluster is remembered in the data store (``state/health_rebalance/<conn>.json``: it
+survives a scheduler restart, and a queued run that holds no lease yet still counts as active), and
+the reassigning runs on the cluster are asked of Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from kafka_runbooks import storage
+from kafka_runbooks.balance_rules import spread_limit
+from kafka_runbooks.errors import BadInput
+from kafka_runbooks.health import (
+    LastProposal,
+    ProposalInputs,
+    RebalanceProposal,
+    judge_balance,
+    propose_rebalance,
+)
+from kafka_runbooks.paths import safe_name
+from kafka_runbooks.rebalance import DEFAULT_SPREAD
+from kafka_runbooks.units import parse_duration
+
+HEALTH_VARIABLE = "kafka_cluster_health"
+REBALANCE_DAG_ID = "kafka_rebalance"
+HEALTH_DEFAULTS: dict[str, Any] = {
+    # like the failed-broker sweep's start_log_dir_failure: off, the sweep reports only
+    "start_rebalance": False,
+    # kafka_rebalance's own default targets (imported): the sweep proposes what the rebalance would do
+    "max_replica_spread": DEFAULT_SPREAD,
+    "max_leader_spread": DEFAULT_SPREAD,
+    # null: 3, or the live brokers when fewer (spark_jobs/cluster_health.py)
+    "min_replication_factor": None,
+    # a proposal rejected at its gate is not asked again before this
+    "retrigger_after_minutes": 1440,
+}
+
+log = logging.getLogger("kafka_runbooks.health")
+
+
+def health_settings(params: dict[str, Any], variable: str | None) -> dict[str, Any]:
+    """Run params (when not null) > Variable ``kafka_cluster_health`` (JSON) > env
+    ``KAFKA_RUNBOOKS_HEALTH_<KEY>`` (JSON values) > defaults; each checked before any cluster is read."""
+    from_var = json.loads(variable) if variable else {}
+    if not isinstance(from_var, dict):
+        raise BadInput(f"Variable {HEALTH_VARIABLE} must be a JSON object, not {variable!r}")
+    unknown = set(from_var) - set(HEALTH_DEFAULTS)
+    if unknown:
+        raise BadInput(
+            f"Variable {HEALTH_VARIABLE} has unknown keys {sorted(unknown)}; known: {sorted(HEALTH_DEFAULTS)}"
+        )
+    out = {}
+    for name, default in HEALTH_DEFAULTS.items():
+        env = os.environ.get(f"KAFKA_RUNBOOKS_HEALTH_{name.upper()}")
+        value = from_var.get(name, default if env is None else json.loads(env))
+        out[name] = params[name] if params.get(name) is not None else value
+    return checked_settings(out)
+
+
+def checked_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings in the forms the job and the proposal take; a bad one is BadInput, named."""
+    if not isinstance(settings["start_rebalance"], bool):
+        raise BadInput(f"start_rebalance must be true or false, not {settings['start_rebalance']!r}")
+    for name in ("max_replica_spread", "max_leader_spread"):
+        if spread_limit(settings[name], 100) is None:
+            raise BadInput(
+                f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {settings[name]!r}"
+            )
+        settings[name] = str(settings[name]).strip()
+    rf = settings["min_replication_factor"]
+    if rf is not None and (isinstance(rf, bool) or not isinstance(rf, int) or rf < 1):
+        raise BadInput(
+            f"min_replication_factor must be an integer >= 1 or null (3, or the live brokers), not {rf!r}"
+        )
+    parse_duration(settings["retrigger_after_minutes"], "retrigger_after_minutes", "minutes")
+    return settings
+
+
+def _last_key(conn_id: str) -> str:
+    return f"state/health_rebalance/{safe_name(conn_id)}.json"
+
+
+def last_proposal(conn_id: str) -> LastProposal | None:
+    """The kafka_rebalance run this sweep last started on the cluster (None: never)."""
+    text = storage.store().read_text(_last_key(conn_id))
+    if not text:
+        return None
+    raw = json.loads(text)
+    return LastProposal(str(raw["run_id"]), int(raw["started_ms"]))
+
+
+def propose(
+    report: dict[str, Any], conn_id: str, run_id: str, settings: dict[str, Any], ti
+) -> RebalanceProposal:
+    """Judge the report's balance against the targets and decide the proposal (recorded either way);
+    a started run is remembered before the trigger task starts it."""
+    from kafka_runbooks_airflow.failed_broker import reassignment_active_on
+    from kafka_runbooks_airflow.lease import ACTIVE_RUN_STATES
+
+    last = last_proposal(conn_id)
+    if last is not None and _run_state(ti, last.run_id) is None:
+        last = None  # never created (its trigger failed, e.g. the DAG paused): nothing to wait for
+    inputs = ProposalInputs(
+        balance=judge_balance(report, settings),
+        report=report,
+        enabled=settings["start_rebalance"],
+        targets=settings,
+        conn_id=conn_id,
+        run_id=f"health__{safe_name(conn_id)}__{safe_name(run_id)}",
+        last=last,
+        now_ms=int(time.time() * 1000),
+        retrigger_after_s=parse_duration(
+            settings["retrigger_after_minutes"], "retrigger_after_minutes", "minutes"
+        ),
+    )
+
+    def active() -> list[str]:
+        running = reassignment_active_on(ti, conn_id)
+        own = f"{REBALANCE_DAG_ID}/{last.run_id}" if last is not None else None
+        if own and _run_state(ti, last.run_id) in ACTIVE_RUN_STATES and own not in running:
+            running.append(own)
+        return running
+
+    proposal = propose_rebalance(inputs, active, logger=log)
+    if proposal.start:
+        storage.store().write_text(
+            _last_key(conn_id), json.dumps({"run_id": proposal.run_id, "started_ms": inputs.now_ms})
+        )
+    return proposal
+
+
+def _run_state(ti, run_id: str) -> str | None:
+    """The state of the sweep's last kafka_rebalance run; None when Airflow has no such run."""
+    try:
+        raw = ti.get_dagrun_state(REBALANCE_DAG_ID, run_id)
+    except Exception as exc:  # never created, or deleted
+        log.info("run %s/%s not found (%s)", REBALANCE_DAG_ID, run_id, exc)
+        return None
+    return str(getattr(raw, "value", raw))

@@ -1,0 +1,82 @@
+"""The health sweep proposes, never acts (issue #27): its shape (one trigger of kafka_rebalance, from the
+report's own decision), its settings (off by default; kafka_rebalance's own default targets), and the
+conf it sends passes kafka_rebalance's params (Airflow checks a triggered run's conf against them)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.errors import BadInput
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _dag(name: str):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / f"{name}.py"), safe_mode=False)
+    assert not bag.import_errors
+    return bag.dags[name]
+
+
+def test_the_sweep_starts_kafka_rebalance_only_from_the_reports_decision():
+    dag = _dag("kafka_cluster_health")
+    start = dag.task_dict["cluster.start_rebalance"]
+    assert start.trigger_dag_id == "kafka_rebalance"
+    assert start.upstream_task_ids == {"cluster.publish_report"}
+    assert (start.due.key, start.trigger_run_id.key, start.conf.key) == (
+        "rebalance_trigger",
+        "rebalance_run_id",
+        "rebalance_conf",
+    )
+    for name in ("start_rebalance", "max_replica_spread", "max_leader_spread", "min_replication_factor"):
+        assert dag.params[name] is None  # unset: the Variable, env or default decide
+
+
+def test_settings_are_off_by_default_with_the_rebalances_own_targets(monkeypatch):
+    """The defaults: report only, kafka_rebalance's default targets (the DAG's params and the library's
+    constant are one value), the minimum RF left to the job (3, or the live brokers when fewer)."""
+    from kafka_runbooks_airflow.health import health_settings
+
+    for key in ("START_REBALANCE", "MAX_REPLICA_SPREAD", "MAX_LEADER_SPREAD", "MIN_REPLICATION_FACTOR"):
+        monkeypatch.delenv(f"KAFKA_RUNBOOKS_HEALTH_{key}", raising=False)
+    settings = health_settings({}, None)
+    rebalance = _dag("kafka_rebalance")
+    assert settings["start_rebalance"] is False and settings["min_replication_factor"] is None
+    assert settings["max_replica_spread"] == rebalance.params["max_replica_spread"]
+    assert settings["max_leader_spread"] == rebalance.params["max_leader_spread"]
+    on = health_settings({"max_leader_spread": "2"}, json.dumps({"start_rebalance": True}))
+    assert on["start_rebalance"] is True and on["max_leader_spread"] == "2"
+    with pytest.raises(BadInput, match="max_replica_spread"):
+        health_settings({"max_replica_spread": "ten"}, None)
+    with pytest.raises(BadInput, match="unknown keys"):
+        health_settings({}, json.dumps({"start_rebalnce": True}))
+
+
+def test_the_conf_the_sweep_sends_passes_kafka_rebalances_params():
+    from kafka_runbooks.health import ProposalInputs, judge_balance, propose_rebalance
+    from kafka_runbooks_airflow.health import health_settings
+
+    brokers = [
+        {"broker_id": b, "alive": True, "fenced": False, "replica_count": n, "preferred_leader_count": 3}
+        for b, n in ((1, 3), (2, 3), (3, 9))
+    ]
+    report = {"brokers": brokers, "log_dirs": {"brokers": [], "brokers_with_offline_dirs": []}}
+    settings = health_settings({"start_rebalance": True}, None)
+    proposal = propose_rebalance(
+        ProposalInputs(
+            judge_balance(report, settings), report, True, settings, "kafka_a", "health__a", None, 0, 60
+        ),
+        lambda: [],
+    )
+    assert proposal.start
+    params = copy.deepcopy(_dag("kafka_rebalance").params)
+    assert set(proposal.conf) <= set(params), "the conf names a param the runbook does not have"
+    for key, value in proposal.conf.items():
+        params[key] = value
+    params.validate()
+    assert params["mode"] == "full" and params["require_approval"] is True
