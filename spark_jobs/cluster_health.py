@@ -499,9 +499,9 @@ def build_report(
     report["brokers"] = [
         row.asDict(recursive=True) for row in brokers.orderBy("broker_id").select(*BROKER_FIELDS).collect()
     ]
+    kinds = (("leaders", "leader_count"), ("replicas", "replica_count"))
     report["imbalance"] = {
-        what: imbalance(report["brokers"], field, imbalance_threshold_pct)
-        for what, field in (("leaders", "leader_count"), ("replicas", "replica_count"))
+        what: imbalance(report["brokers"], f, imbalance_threshold_pct) for what, f in kinds
     }
     report["replication"] = replication(partitions, report["brokers"], min_replication_factor, max_listed)
     return report

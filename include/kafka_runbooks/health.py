@@ -484,6 +484,13 @@ def _proposal_held_back(
             "(kafka_log_dir_failure's case): their replicas there are out, whatever the counts say",
             logging.INFO,
         )
+    return _not_now(inputs, active)
+
+
+def _not_now(inputs: ProposalInputs, active: Callable[[], list[str]]) -> tuple[str, str, int] | None:
+    """The rest of the order, once a rebalance could plan on the cluster: the setting, a recent
+    proposal, another reassigning run (asked of Airflow last: only when everything else allows)."""
+    balance, last = inputs.balance, inputs.last
     if not inputs.enabled:
         return (
             "report only",
@@ -491,7 +498,6 @@ def _proposal_held_back(
             f"reports only. Trigger {REBALANCE_DAG_ID} with mode full by hand, or turn the setting on",
             logging.WARNING,
         )
-    last = inputs.last
     if last is not None and inputs.now_ms - last.started_ms < inputs.retrigger_after_s * 1000:
         return (
             "wait",
