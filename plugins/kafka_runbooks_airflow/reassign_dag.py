@@ -178,6 +178,25 @@ def _after_moves_params(elect_after: str) -> dict[str, Param]:
 
 def reassignment_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> None:
     """Build the pipeline's tasks in the DAG being defined (call it inside ``with DAG(...)``)."""
+    deciding = _deciding_tasks(runbook)
+    ending = _ending_tasks(runbook)
+    acquire_lease, release_lease = lease_tasks(poke_interval_s)
+    checked = deciding["validate"]()
+    deciding["check_input"]() >> acquire_lease >> checked
+    moving = _moving_tasks(runbook, poke_interval_s)
+    reviewed = deciding["review_plan"](checked, moving["snapshot"].output)
+    anything_to_move = deciding["anything_to_move"](checked)
+    anything_to_move >> moving["finish_earlier"] >> moving["snapshot"] >> moving["plan"] >> reviewed
+    deciding["gate_or_go"](reviewed) >> moving["approval"] >> moving["execute"]
+    cleanup = ending["remove_throttles"]()
+    verified = ending["verify_result"](checked)
+    moving["execute"] >> cleanup >> verified  # verified after the cleanup: no throttle may be left
+    moving["execute"] >> verified  # and only when the execution itself succeeded
+    [cleanup, verified] >> release_lease.as_teardown(setups=acquire_lease)
+
+
+def _deciding_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
+    """The Python tasks up to the gate, each calling the runbook's own function for its step."""
 
     @task
     def check_input(params=None, run_id=None, dag_run=None) -> dict:
@@ -208,6 +227,18 @@ def reassignment_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> 
         records why no answer is needed: an ungated run the deployment allows)."""
         return [] if reviewed["dry_run"] else ["approval_gate"]
 
+    return {
+        "check_input": check_input,
+        "validate": validate,
+        "anything_to_move": anything_to_move,
+        "review_plan": review_plan,
+        "gate_or_go": gate_or_go,
+    }
+
+
+def _ending_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
+    """The Python tasks after the chunks: the throttles always come off, then the read-back."""
+
     @task(trigger_rule="all_done")
     def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
         """Whatever happened (done, failed, stopped), this run's throttles come off."""
@@ -220,18 +251,7 @@ def reassignment_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> 
         """Read the cluster back until the runbook's end state has held for the settle period."""
         return call(runbook.verify, dict(params), checked, dag_run.dag_id, run_id)
 
-    acquire_lease, release_lease = lease_tasks(poke_interval_s)
-    checked = validate()
-    check_input() >> acquire_lease >> checked
-    moving = _moving_tasks(runbook, poke_interval_s)
-    reviewed = review_plan(checked, moving["snapshot"].output)
-    anything_to_move(checked) >> moving["finish_earlier"] >> moving["snapshot"] >> moving["plan"] >> reviewed
-    gate_or_go(reviewed) >> moving["approval"] >> moving["execute"]
-    cleanup = remove_throttles()
-    verified = verify_result(checked)
-    moving["execute"] >> cleanup >> verified  # verified after the cleanup: no throttle may be left
-    moving["execute"] >> verified  # and only when the execution itself succeeded
-    [cleanup, verified] >> release_lease.as_teardown(setups=acquire_lease)
+    return {"remove_throttles": remove_throttles, "verify_result": verify_result}
 
 
 def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[str, Any]:
@@ -247,27 +267,7 @@ def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[
         "snapshot": KafkaClusterSnapshotOperator(
             task_id="snapshot_cluster", kafka_config_id="{{ params.kafka_conn_id }}"
         ),
-        "plan": SparkJobOperator(
-            task_id="plan_reassignment",
-            application=spark_job_path("failed_broker_plan.py"),
-            conn_id="spark_default",
-            name="kafka-failed-broker-plan",
-            application_args=[
-                "--snapshot",
-                "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
-                "--failed",
-                "{{ " + CHECKED + "['failed_csv'] }}",
-                "--receivers",
-                "{{ " + CHECKED + "['receivers_csv'] }}",
-                "--max-partitions-per-chunk",
-                "{{ params.max_partitions_per_chunk }}",
-                "--max-bytes-per-chunk",
-                "{{ " + CHECKED + "['max_bytes_per_chunk'] }}",
-                "--out",
-                "{{ " + CHECKED + "['plan_dir'] }}",
-                *runbook.plan_flags,
-            ],
-        ),
+        "plan": _plan_operator(runbook),
         "approval": PlanApprovalOperator(
             task_id="approval_gate",
             action_kind="reassign",
@@ -286,3 +286,28 @@ def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[
             timeout=timedelta(hours=72).total_seconds(),
         ),
     }
+
+
+def _plan_operator(runbook: ReassignmentRunbook) -> SparkJobOperator:
+    """The Spark planner over the snapshot, with validate's brokers and the runbook's own flags."""
+    return SparkJobOperator(
+        task_id="plan_reassignment",
+        application=spark_job_path("failed_broker_plan.py"),
+        conn_id="spark_default",
+        name="kafka-failed-broker-plan",
+        application_args=[
+            "--snapshot",
+            "{{ ti.xcom_pull(task_ids='snapshot_cluster')['path'] }}",
+            "--failed",
+            "{{ " + CHECKED + "['failed_csv'] }}",
+            "--receivers",
+            "{{ " + CHECKED + "['receivers_csv'] }}",
+            "--max-partitions-per-chunk",
+            "{{ params.max_partitions_per_chunk }}",
+            "--max-bytes-per-chunk",
+            "{{ " + CHECKED + "['max_bytes_per_chunk'] }}",
+            "--out",
+            "{{ " + CHECKED + "['plan_dir'] }}",
+            *runbook.plan_flags,
+        ],
+    )
