@@ -150,6 +150,7 @@ def test_the_approval_settings_and_outcomes_are_documented():
 def _names_the_code_reads() -> tuple[str, dict[str, set[str]]]:
     """The code's text, and the families of settings it reads as f"PREFIX{key.upper()}"."""
     from kafka_runbooks_airflow.failed_broker import SWEEP_DEFAULTS
+    from kafka_runbooks_airflow.health import HEALTH_DEFAULTS
 
     code = "\n".join(
         path.read_text()
@@ -157,7 +158,10 @@ def _names_the_code_reads() -> tuple[str, dict[str, set[str]]]:
         for path in (ROOT / folder).rglob("*.py")
         if "localstack" not in path.parts
     )
-    families = {"KAFKA_RUNBOOKS_FAILED_BROKER_": set(SWEEP_DEFAULTS)}
+    families = {
+        "KAFKA_RUNBOOKS_FAILED_BROKER_": set(SWEEP_DEFAULTS),
+        "KAFKA_RUNBOOKS_HEALTH_": set(HEALTH_DEFAULTS),
+    }
     found = set(re.findall(r'f"(KAFKA_RUNBOOKS_[A-Z_]+_)\{', code))
     assert found == set(families), (
         f"settings read by prefix: {sorted(found)}; the test knows {sorted(families)}"
