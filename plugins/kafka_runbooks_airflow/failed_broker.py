@@ -399,22 +399,11 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
     from kafka_runbooks.failed_broker.request import build_request, resolve
-    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
     parse, choose = parse or build_request, choose or resolve
     request = refuse_bad_input(parse, params, log.name)  # before any cluster call
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
-    try:
-        state = admin.read_state(include_log_dirs=False)
-        failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
-        if not request.dry_run:
-            # this run holds the cluster's lease: no other run executes here, recorded throttles are
-            # leftovers (a dry run holds no lease: another run may be moving data right now)
-            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_conn_id"])
-        inflight = runbook.in_flight(admin)
-    finally:
-        admin.close()
+    state, failed, receivers, inflight = _read_for_validate(params, dag_id, request, choose)
     owned = owned_in_flight(dag_id, params["kafka_conn_id"])
     with refused_as_decision():
         checked = runbook.validate(request, state, failed, receivers, inflight, owned)
@@ -443,6 +432,26 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
     }
 
 
+def _read_for_validate(params: dict[str, Any], dag_id: str, request, choose) -> tuple[Any, list, list, Any]:
+    """One connection for validate's reads: the cluster, the brokers to empty and the receivers
+    (``choose``'s refusal is the run's), leftover throttles removed, the reassignments in flight."""
+    from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    try:
+        state = admin.read_state(include_log_dirs=False)
+        failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
+        if not request.dry_run:
+            # this run holds the cluster's lease: no other run executes here, recorded throttles are
+            # leftovers (a dry run holds no lease: another run may be moving data right now)
+            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_conn_id"])
+        return state, failed, receivers, runbook.in_flight(admin)
+    finally:
+        admin.close()
+
+
 def review_plan(
     checked: dict[str, Any] | None,
     snapshot_info: dict[str, Any] | None,
@@ -452,22 +461,14 @@ def review_plan(
     """Load the Spark plan, check it independently, log the summary, write the execution state."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ExecState, chunks_from_plan_dir, save_state
-    from kafka_runbooks.failed_broker.plan import PlanImpossible, load_plan, read_snapshot_rows
+    from kafka_runbooks.failed_broker.plan import read_snapshot_rows
     from kafka_runbooks.failed_broker.report import plan_markdown
     from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
     snapshot_path = upstream_result_or_skip(snapshot_info, "snapshot_cluster", "the snapshot")["path"]
     plan_dir = storage.locate(checked["plan_dir"])
-    try:
-        plan = load_plan(plan_dir)
-    except PlanImpossible as exc:
-        decisions.record("plan", "refuse", f"no plan can do this: {exc}", logger=log, level=logging.ERROR)
-        raise
-    except FileNotFoundError as exc:
-        raise RunbookFailed(
-            f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
-        ) from exc
+    plan = _load_plan(plan_dir)
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
     markdown = plan_markdown(
         summary,
@@ -498,6 +499,22 @@ def review_plan(
         "dry_run": checked["dry_run"],
         "require_approval": checked["require_approval"],
     }
+
+
+def _load_plan(plan_dir: StorePath) -> Any:
+    """The planner's plan; an impossible one is the run's ``refuse`` DECISION, a missing one points
+    at the planning job's log (a traceback about a file would hide where the error is)."""
+    from kafka_runbooks.failed_broker.plan import PlanImpossible, load_plan
+
+    try:
+        return load_plan(plan_dir)
+    except PlanImpossible as exc:
+        decisions.record("plan", "refuse", f"no plan can do this: {exc}", logger=log, level=logging.ERROR)
+        raise
+    except FileNotFoundError as exc:
+        raise RunbookFailed(
+            f"the planning job wrote no plan in {plan_dir} (see the plan_reassignment log): {exc}"
+        ) from exc
 
 
 def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
@@ -773,16 +790,11 @@ def wait_for_executing_task(
     what the state files record."""
     import time
 
-    from kafka_runbooks.failed_broker.stop import needs_stopping, read_request
-
     sleep = sleep or time.sleep
     conn_id = requested["request"]["kafka_conn_id"]
     deadline = time.monotonic() + wait_s
     while True:
-        acknowledged = {}
-        for each in requested.get("paths", [requested["path"]]):  # one per reassigning DAG
-            request = read_request(storage.locate(each))
-            acknowledged.update(request.acknowledged if request and request.acknowledged else {})
+        acknowledged = _acknowledged(requested)
         if acknowledged:  # first: the task may have stopped before this task began
             decisions.record(
                 "stop",
@@ -793,14 +805,7 @@ def wait_for_executing_task(
                 logger=log,
             )
             return {"acknowledged": acknowledged}
-        # still to stop: not stopped yet, or being stopped by the task for this request (its
-        # acknowledgement comes after its read-back)
-        mine = requested["request"]["request_id"]
-        moving = [
-            n
-            for n, (_, s) in _states(conn_id).items()
-            if needs_stopping(s) and (not s.stop_request or s.stop_request.get("request_id") == mine)
-        ]
+        moving = _still_to_stop(conn_id, requested["request"]["request_id"])
         if not moving or not active_runs() or time.monotonic() >= deadline:
             break
         sleep(poll_s)
@@ -816,6 +821,29 @@ def wait_for_executing_task(
         logger=log,
     )
     return {"acknowledged": {}, "recorded_in_flight": moving}
+
+
+def _acknowledged(requested: dict[str, Any]) -> dict[str, Any]:
+    """What the executing tasks wrote back on the stop request (one request per reassigning DAG)."""
+    from kafka_runbooks.failed_broker.stop import read_request
+
+    acknowledged: dict[str, Any] = {}
+    for each in requested.get("paths", [requested["path"]]):
+        request = read_request(storage.locate(each))
+        acknowledged.update(request.acknowledged if request and request.acknowledged else {})
+    return acknowledged
+
+
+def _still_to_stop(conn_id: str, request_id: str) -> list[str]:
+    """The runs' state files with something on the cluster: not stopped yet, or being stopped by
+    the task for this request (its acknowledgement comes after its read-back)."""
+    from kafka_runbooks.failed_broker.stop import needs_stopping
+
+    return [
+        n
+        for n, (_, s) in _states(conn_id).items()
+        if needs_stopping(s) and (not s.stop_request or s.stop_request.get("request_id") == request_id)
+    ]
 
 
 def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
