@@ -10,6 +10,7 @@ see :mod:`kafka_runbooks_airflow.operators.trigger`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks import decisions
@@ -108,6 +109,30 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
     except Exception as exc:  # a missing or broken connection: this cluster's alert, not a crash
         return _unreachable_report(options, run_id, exc)
 
+    try:
+        report = run_sweep(
+            admin,
+            endpoints,
+            MetadataErrorStateStore(kafka_conn_id),
+            options,
+            run_id,
+            is_run_active=_run_state_reader(ti),
+            logger=log,
+        )
+    finally:
+        admin.close()
+    report["kafka_conn_id"] = kafka_conn_id
+    if report["restart_requests"] or report["controller_escalation"]:
+        _warn_if_paused(ti, options.restart_dag_id)
+    report["report_path"] = write_report(report)
+    _log_nodes(report)
+    return report
+
+
+def _run_state_reader(ti) -> Callable[[str, str], bool]:
+    """Whether a run the sweep started earlier is still queued or running: a restart run is not
+    started twice, a question to a person not asked twice. A run Airflow does not know is not active."""
+
     def is_run_active(target_dag: str, target_run: str) -> bool:
         try:
             raw = ti.get_dagrun_state(target_dag, target_run)
@@ -118,22 +143,11 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
         log.info("run %s/%s is %s", target_dag, target_run, state)
         return state in ACTIVE_RUN_STATES
 
-    try:
-        report = run_sweep(
-            admin,
-            endpoints,
-            MetadataErrorStateStore(kafka_conn_id),
-            options,
-            run_id,
-            is_run_active=is_run_active,
-            logger=log,
-        )
-    finally:
-        admin.close()
-    report["kafka_conn_id"] = kafka_conn_id
-    if report["restart_requests"] or report["controller_escalation"]:
-        _warn_if_paused(ti, options.restart_dag_id)
-    report["report_path"] = write_report(report)
+    return is_run_active
+
+
+def _log_nodes(report: dict[str, Any]) -> None:
+    """One line per node in the task log, then the summary and where the report is."""
     for row in report["nodes"]:
         log.info(
             "node %s %s: %s (%s) counters=%s broker_state=%s active_controller=%s action=%s",
@@ -147,7 +161,6 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
             row["action"],
         )
     log.info("summary %s; report %s", report["summary"], report["report_path"])
-    return report
 
 
 def _unreachable_report(options: SweepOptions, run_id: str, exc: Exception) -> dict[str, Any]:
