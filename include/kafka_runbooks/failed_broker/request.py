@@ -156,44 +156,54 @@ def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], l
     broker must be known to the cluster (registered or in some assignment) and not
     available. Receivers default to every available broker.
     """
-    detected = failed_brokers(state)
-    if request.failed_brokers is None:
-        failed = detected
-    else:
-        _not_controllers(request.failed_brokers, "broker(s) named as failed", state)
-        unknown = [b for b in request.failed_brokers if b not in state.brokers]
-        if unknown:
-            raise RequestError(
-                f"broker(s) {unknown} named as failed are unknown to the cluster "
-                f"(known: {sorted(state.brokers)})"
-            )
-        live = [b for b in request.failed_brokers if state.is_available(b)]
-        if live:
-            raise RequestError(
-                f"broker(s) {live} named as failed are alive (registered and unfenced): "
-                "refusing to move replicas off a live broker"
-            )
-        failed = list(request.failed_brokers)
-    available = state.alive_broker_ids()
-    if request.receivers is None:
-        receivers = available
-    else:
-        _not_controllers(request.receivers, "receiver(s)", state)
-        unknown = [b for b in request.receivers if b not in state.brokers]
-        if unknown:
-            raise RequestError(
-                f"receiver(s) {unknown} are unknown to the cluster (known: {sorted(state.brokers)})"
-            )
-        overlap = [b for b in request.receivers if b in failed]
-        if overlap:
-            raise RequestError(f"receiver(s) {overlap} are among the failed brokers {failed}")
-        dead = [b for b in request.receivers if not state.is_available(b)]
-        if dead:
-            raise RequestError(f"receiver(s) {dead} are not available (down or fenced)")
-        receivers = list(request.receivers)
+    failed = (
+        failed_brokers(state)
+        if request.failed_brokers is None
+        else _named_failed(request.failed_brokers, state)
+    )
+    receivers = (
+        state.alive_broker_ids()
+        if request.receivers is None
+        else _named_receivers(request.receivers, failed, state)
+    )
     if failed and not receivers:
         raise RequestError("no available broker can receive replicas")
     return failed, receivers
+
+
+def _named_failed(named: tuple[int, ...], state: ClusterState) -> list[int]:
+    """Brokers named as failed must be brokers the cluster knows and not available: moving the
+    replicas off a live broker is the decommission's job, with its own checks."""
+    _not_controllers(named, "broker(s) named as failed", state)
+    unknown = [b for b in named if b not in state.brokers]
+    if unknown:
+        raise RequestError(
+            f"broker(s) {unknown} named as failed are unknown to the cluster (known: {sorted(state.brokers)})"
+        )
+    live = [b for b in named if state.is_available(b)]
+    if live:
+        raise RequestError(
+            f"broker(s) {live} named as failed are alive (registered and unfenced): "
+            "refusing to move replicas off a live broker"
+        )
+    return list(named)
+
+
+def _named_receivers(named: tuple[int, ...], failed: list[int], state: ClusterState) -> list[int]:
+    """Receivers named by hand must be known, available and not among the brokers emptied."""
+    _not_controllers(named, "receiver(s)", state)
+    unknown = [b for b in named if b not in state.brokers]
+    if unknown:
+        raise RequestError(
+            f"receiver(s) {unknown} are unknown to the cluster (known: {sorted(state.brokers)})"
+        )
+    overlap = [b for b in named if b in failed]
+    if overlap:
+        raise RequestError(f"receiver(s) {overlap} are among the failed brokers {failed}")
+    dead = [b for b in named if not state.is_available(b)]
+    if dead:
+        raise RequestError(f"receiver(s) {dead} are not available (down or fenced)")
+    return list(named)
 
 
 def foreign_reassignments(
