@@ -102,7 +102,7 @@ import json
 import os
 import sys
 import time
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1033,17 +1033,25 @@ class Candidates:
 
     def __init__(self, bal: Balance) -> None:
         self.lists: dict[tuple[int, bool], list[tuple[str, int]]] = {}
+        sources = set(bal.sources)  # a list's ``in`` read 1000 ids per replica: 3 million replicas
         for key, p in sorted(bal.parts.items(), key=lambda kv: (kv[1].size, kv[0])):
             for i, b in enumerate(p.replicas):
-                if b in bal.sources:
+                if b in sources:
                     self.lists.setdefault((b, i == 0), []).append(key)
         self.cursor: dict[tuple[int, int, bool], int] = {}
+        self.untaken: dict[tuple[int, bool], int] = {}  # per (source, kind): everything before is taken
         self.taken: set[tuple[tuple[str, int], int]] = set()
 
     def first(self, bal: Balance, s: int, d: int, leads: bool) -> tuple[str, int] | None:
-        """The smallest replica of ``s`` of this kind that may go to ``d`` now."""
+        """The smallest replica of ``s`` of this kind that may go to ``d`` now. Each receiver's
+        cursor starts past the source's taken prefix: the replicas that other receivers took are
+        read once per source, not once per receiver (1000 receivers re-read them otherwise)."""
         keys = self.lists.get((s, leads), [])
-        i = self.cursor.get((s, d, leads), 0)
+        j = self.untaken.get((s, leads), 0)
+        while j < len(keys) and (keys[j], s) in self.taken:
+            j += 1
+        self.untaken[(s, leads)] = j
+        i = max(self.cursor.get((s, d, leads), 0), j)
         while i < len(keys) and ((keys[i], s) in self.taken or _blocked(bal, keys[i], s, d) is not None):
             i += 1
         self.cursor[(s, d, leads)] = i
@@ -1064,27 +1072,66 @@ def _pick(bal: Balance, candidates: Candidates, s: int, d: int) -> tuple[str, in
     return candidates.first(bal, s, d, lead) or candidates.first(bal, s, d, not lead)
 
 
+class Ranking:
+    """Brokers in order of a count that changes by one at a time: a sorted list of (count, id)
+    (``most_first``: (-count, id)) kept in step with each change by bisection. Sorting every
+    broker for each move was most of a plan on 1000 brokers (a million partitions: ~300,000
+    moves, each sorting the sources and the receivers)."""
+
+    def __init__(self, counts: dict[int, int], most_first: bool = False) -> None:
+        self.sign = -1 if most_first else 1
+        self.counts = dict(counts)
+        self.items = sorted((self.sign * c, b) for b, c in counts.items())
+
+    def shift(self, b: int, delta: int) -> None:
+        """Broker ``b``'s count changed by ``delta`` (a broker not ranked here is left alone)."""
+        if b not in self.counts:
+            return
+        del self.items[bisect_left(self.items, (self.sign * self.counts[b], b))]
+        self.counts[b] += delta
+        insort(self.items, (self.sign * self.counts[b], b))
+
+    def spread(self) -> int:
+        """Most minus least (0 without brokers), as ``spread`` gives it."""
+        return self.items[-1][0] - self.items[0][0] if self.items else 0
+
+    def ids(self):
+        return (b for _, b in self.items)
+
+
 def balance_replicas(bal: Balance, limit: int) -> str | None:
     """Move replicas from the most loaded source to the least loaded receiver (smallest partition
     that keeps racks and disk room) until the spread is within ``limit``; None when reached, else
     why it stops."""
     candidates = Candidates(bal)
-    while spread({b: bal.count(b) for b in bal.scope}, bal.scope) > limit:
-        done = False
-        for s in sorted(bal.sources, key=lambda b: (-bal.count(b), b)):
-            for d in sorted(bal.receivers, key=lambda b: (bal.count(b), b)):
-                if bal.count(s) - bal.count(d) < 2:
-                    break
-                key = _pick(bal, candidates, s, d)
-                if key is not None:
-                    candidates.taken.add((key, s))
-                    _move_replica(bal, key, s, d)
-                    done = True
-                    break
-            if done:
-                break
-        if not done:
+    counts = {b: bal.count(b) for b in bal.scope}
+    rankings = (
+        Ranking(counts),
+        Ranking({b: bal.count(b) for b in bal.sources}, most_first=True),
+        Ranking({b: bal.count(b) for b in bal.receivers}),
+    )
+    while rankings[0].spread() > limit:
+        moved = _move_one(bal, candidates, rankings[1], rankings[2])
+        if moved is None:
             return _why_stuck(bal, candidates)
+        for ranking in rankings:
+            ranking.shift(moved[0], -1)
+            ranking.shift(moved[1], 1)
+    return None
+
+
+def _move_one(bal: Balance, candidates: Candidates, sources: Ranking, receivers: Ranking):
+    """One replica from the most loaded source that has one to give to the least loaded receiver
+    with at least two fewer that may take it; (source, receiver), or None when none may."""
+    for s in sources.ids():
+        for d in receivers.ids():
+            if bal.count(s) - bal.count(d) < 2:
+                break
+            key = _pick(bal, candidates, s, d)
+            if key is not None:
+                candidates.taken.add((key, s))
+                _move_replica(bal, key, s, d)
+                return s, d
     return None
 
 
@@ -1122,51 +1169,62 @@ def balance_leaders_within(bal: Balance, limit: int) -> str | None:
     ends at such a broker: with two replicas per partition the direct handover is often not there.
     Partitions already moving go first. Any live broker may take a leadership, in add-brokers too:
     a reorder moves no replica, and the old brokers' leaderships are often uneven among themselves."""
-    led: dict[int, set[tuple[str, int]]] = {}  # partitions each broker is the first replica of
-    for k, t in bal.target.items():
-        led.setdefault(t[0], set()).add(k)
-    while spread(bal.leaders(), bal.scope) > limit:
-        counts = bal.leaders()
-        path = next(
-            (
-                p
-                for s in sorted(bal.scope, key=lambda b: (-counts[b], b))
-                if (p := _leader_path(bal, led, counts, s))
-            ),
-            None,
-        )
+    led = _led(bal)
+    ranking = Ranking(bal.leaders(), most_first=True)
+    scope = set(bal.scope)
+    while ranking.spread() > limit:
+        path = next((p for s in ranking.ids() if (p := _leader_path(bal, led, scope, s))), None)
         if path is None:
-            top = max(bal.scope, key=lambda b: (counts[b], -b))
+            top = next(ranking.ids())
             return (
-                f"broker {top} is the preferred leader of {counts[top]} partitions and no chain of their "
-                "replicas reaches a broker with at least two fewer preferred leaderships"
+                f"broker {top} is the preferred leader of {ranking.counts[top]} partitions and no chain of "
+                "their replicas reaches a broker with at least two fewer preferred leaderships"
             )
         for k, u, v in path:
             t = bal.target[k]
+            del led[u][bisect_left(led[u], (_unmoved(bal, k), k))]
             t[:] = [v] + [x for x in t if x != v]
-            led[u].discard(k)
-            led.setdefault(v, set()).add(k)
+            insort(led.setdefault(v, []), (_unmoved(bal, k), k))
             bal.brokers[u].leaders -= 1
             bal.brokers[v].leaders += 1
+            ranking.shift(u, -1)
+            ranking.shift(v, 1)
     return None
 
 
-def _leader_path(bal: Balance, led, counts, s: int) -> list[tuple[tuple[str, int], int, int]] | None:
+def _unmoved(bal: Balance, k: tuple[str, int]) -> bool:
+    """The partition's target is still its current assignment (partitions already moving go first)."""
+    return list(bal.parts[k].replicas) == bal.target[k]
+
+
+def _led(bal: Balance) -> dict[int, list[tuple[bool, tuple[str, int]]]]:
+    """The partitions each broker is the first replica of, in the order a handover tries them
+    (already moving first, then by name), kept sorted as they change hands: sorting a broker's
+    thousand partitions for each handover was most of the leader pass on a million partitions."""
+    led: dict[int, list[tuple[bool, tuple[str, int]]]] = {}
+    for k, t in bal.target.items():
+        led.setdefault(t[0], []).append((_unmoved(bal, k), k))
+    for entries in led.values():
+        entries.sort()
+    return led
+
+
+def _leader_path(bal: Balance, led, scope: set[int], s: int) -> list[tuple[tuple[str, int], int, int]] | None:
     """The shortest chain of handovers (partition, from, to) from ``s`` to a live broker leading at
     least two fewer (breadth first: a direct handover when there is one), or None."""
     from collections import deque
 
-    scope = set(bal.scope)
+    most = bal.brokers[s].leaders
     prev: dict[int, tuple[int, tuple[str, int]] | None] = {s: None}
     queue = deque([s])
     while queue:
         u = queue.popleft()
-        for k in sorted(led.get(u, ()), key=lambda k: (list(bal.parts[k].replicas) == bal.target[k], k)):
+        for _, k in led.get(u, ()):
             for b in bal.target[k][1:]:
                 if b in prev or b not in scope:
                     continue
                 prev[b] = (u, k)
-                if counts.get(b, 0) <= counts[s] - 2:
+                if bal.brokers[b].leaders <= most - 2:
                     path, v = [], b
                     while prev[v] is not None:
                         w, key = prev[v]

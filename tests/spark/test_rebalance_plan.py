@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from collections import Counter
 from pathlib import Path
@@ -182,3 +183,40 @@ def test_leaderships_reach_the_target_along_a_chain_with_two_replicas_per_partit
     assert plan.summary["reached"], plan.summary["why_not"]
     leaders = Counter(r[0] for r in after(parts, plan).values())
     assert max(leaders.values()) - min(leaders.values()) <= 1 and set(leaders) == {1, 2, 3, 4}
+
+
+class CountingBrokers(dict):
+    """The planner's broker table, counting every lookup of a broker (work, not time)."""
+
+    lookups = 0
+
+    def __getitem__(self, broker_id):
+        self.lookups += 1
+        return super().__getitem__(broker_id)
+
+
+def test_the_planner_work_per_move_does_not_grow_with_the_brokers():
+    # issue #27's scale (a million partitions on 1000 brokers in under a minute) needs each move to
+    # cost the same on 1000 brokers as on 10: the planner sorted every broker for each replica move
+    # and each leadership handover (~2000 broker lookups per move here, ~300,000 moves there)
+    rng = random.Random(3)
+    brokers = CountingBrokers({b: job.BrokerInfo(b, f"r{(b - 1) % 20}", True, True) for b in range(1, 1001)})
+    affected = []
+    for p in range(3000):  # RF 3 in three racks, on the first 900 brokers only: a skewed cluster
+        replicas = tuple(r + 1 + 20 * rng.randrange(45) for r in rng.sample(range(20), 3))
+        affected.append(job.Affected("t", p, replicas, (p + 1,) * 3, (True,) * 3, (True,) * 3, p + 1))
+        for i, b in enumerate(replicas):
+            info = dict.__getitem__(brokers, b)
+            info.replicas, info.bytes, info.leaders = (
+                info.replicas + 1,
+                info.bytes + p + 1,
+                info.leaders + (i == 0),
+            )
+    moves, _, figures = job.rebalance(job.Inputs(brokers, affected), "full", None, ("2", "2"), None)
+    assert (
+        figures["reached"]
+        and figures["spread"]["replicas"]["after"] <= 2 >= figures["spread"]["leaders"]["after"]
+    )
+    work = figures["replica_moves"] + figures["leader_changes"]
+    assert work > 1000 and 0 < len(moves) <= figures["replica_moves"]
+    assert brokers.lookups < 50 * work, brokers.lookups / work
