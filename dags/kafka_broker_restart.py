@@ -48,7 +48,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import duration_schema, node_list_schema
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param, node_list_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
@@ -116,12 +116,7 @@ with DAG(
             description="On: a node that stays not ready and is NOT recovering its logs may be force-restarted. "
             "A node in log recovery is never restarted.",
         ),
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
-        ),
+        "kafka_conn_id": kafka_conn_param(),
         "probe_conn_id": Param(
             "kafka_broker_probe_default",
             type=["null", "string"],

@@ -39,7 +39,7 @@ from airflow.sdk import DAG, Param, task
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import duration_schema
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
@@ -58,12 +58,7 @@ with DAG(
     tags=["kafka", "remediation", "kraft", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster.",
-        ),
+        "kafka_conn_id": kafka_conn_param("Airflow connection id of the Kafka cluster."),
         "remove_voters": Param(
             [],
             type="array",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from kafka_runbooks_airflow.inputs import duration_schema
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param
 
 with DAG(
     dag_id="kafka_reassignment_stop",
@@ -49,11 +49,8 @@ with DAG(
     tags=["kafka", "runbook", "reassignment", "stop"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster whose reassignment is stopped.",
+        "kafka_conn_id": kafka_conn_param(
+            "Airflow connection id of the Kafka cluster whose reassignment is stopped."
         ),
         "reason": Param(
             None,

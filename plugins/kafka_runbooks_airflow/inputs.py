@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.fleet import DEFAULT_CLUSTER
 from kafka_runbooks.forms import (
     broker_list_schema,
     duration_schema,
@@ -31,6 +32,7 @@ __all__ = [
     "broker_list_schema",
     "duration_schema",
     "id_list_schema",
+    "kafka_conn_param",
     "node_list_schema",
     "parse_duration",
     "partition_items_schema",
@@ -39,6 +41,16 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def kafka_conn_param(
+    description: str = "Airflow connection id of the Kafka cluster (Admin > Connections).",
+) -> Any:
+    """The trigger form's Kafka cluster: one default for every runbook's form, the one the sweeps'
+    cluster list falls back to too (``kafka_runbooks.fleet.DEFAULT_CLUSTER``)."""
+    from airflow.sdk import Param
+
+    return Param(DEFAULT_CLUSTER, type="string", minLength=1, description=description)
 
 
 def refuse_bad_input(parse: Callable[[Any], T], params: Mapping[str, Any], logger: str) -> T:

@@ -31,7 +31,7 @@ from kafka_runbooks.failed_broker.request import (
 from kafka_runbooks.units import exact_size
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, size_schema
+from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, kafka_conn_param, size_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
@@ -147,12 +147,7 @@ def _run_params() -> dict[str, Param]:
             description="On: validate and plan only (the plan is in the review_plan log and the run's artifacts); "
             "nothing moves.",
         ),
-        "kafka_conn_id": Param(
-            "kafka_default",
-            type="string",
-            minLength=1,
-            description="Airflow connection id of the Kafka cluster (Admin > Connections).",
-        ),
+        "kafka_conn_id": kafka_conn_param(),
         "on_lease_held": on_lease_held_param(),
     }
 

@@ -117,3 +117,17 @@ def test_the_other_runbooks_refuse_bad_params_before_the_lease(conns, dag_id, pa
     }
     with pytest.raises(AirflowFailException, match="no connection kafka_conn_id='kafka_typo'"):
         check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_typo", **valid})
+
+
+def test_every_form_takes_its_kafka_cluster_default_from_the_fleet():
+    """One default for the forms' Kafka connection, the id the sweeps' cluster list falls back to."""
+    from kafka_runbooks.fleet import DEFAULT_CLUSTER
+    from kafka_runbooks_airflow.inputs import kafka_conn_param
+
+    param = kafka_conn_param("the cluster whose reassignment is stopped")
+    assert param.value == DEFAULT_CLUSTER == "kafka_default"
+    assert param.description == "the cluster whose reassignment is stopped"
+    assert (param.schema["type"], param.schema["minLength"]) == ("string", 1)
+    assert (
+        kafka_conn_param().description == "Airflow connection id of the Kafka cluster (Admin > Connections)."
+    )
