@@ -60,7 +60,11 @@ from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
-from kafka_runbooks_airflow.metadata_errors import ControllerDecisionOperator, ControllerRestartOperator
+from kafka_runbooks_airflow.metadata_errors import (
+    OPTION_DEFAULTS,
+    ControllerDecisionOperator,
+    ControllerRestartOperator,
+)
 from kafka_runbooks_airflow.operators.trigger import UnpausedTriggerDagRunOperator
 
 RESTART_DAG_ID = "kafka_broker_restart"
@@ -105,19 +109,19 @@ with DAG(
             "X: X_restart)",
         ),
         "restart_brokers": Param(
-            True,
+            OPTION_DEFAULTS.restart_brokers,
             type="boolean",
             description="Start kafka_broker_restart for flagged brokers (off: report only)",
         ),
         "max_flagged_brokers": Param(
-            2,
+            OPTION_DEFAULTS.max_flagged_brokers,
             type="integer",
             minimum=0,
             description="More brokers of one cluster flagged at once than this: no automatic restart, "
             "a person decides",
         ),
         "controller_escalate_after": Param(
-            2,
+            OPTION_DEFAULTS.controller_escalate_after,
             type="integer",
             minimum=1,
             description="Consecutive sweeps with an increase on the active controller before asking a person",

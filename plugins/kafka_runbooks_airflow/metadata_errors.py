@@ -83,16 +83,23 @@ def collect_restart_requests(ti, count: int) -> list[dict[str, Any]]:
     return requests
 
 
+# The sweep's defaults, in one place (kafka_runbooks.metadata_errors.sweep.SweepOptions): the DAG's
+# form shows them and a param left out of a run's conf takes them.
+OPTION_DEFAULTS = SweepOptions()
+
+
 def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptions:
+    """The sweep's options from a run's params; what a conf leaves out is the default."""
+    d = OPTION_DEFAULTS
     return SweepOptions(
-        max_flagged_brokers=int(params.get("max_flagged_brokers", 2)),
-        controller_escalate_after=int(params.get("controller_escalate_after", 2)),
-        restart_brokers=bool(params.get("restart_brokers", True)),
-        restart_dag_id=str(params.get("restart_dag_id") or "kafka_broker_restart"),
+        max_flagged_brokers=int(params.get("max_flagged_brokers", d.max_flagged_brokers)),
+        controller_escalate_after=int(params.get("controller_escalate_after", d.controller_escalate_after)),
+        restart_brokers=bool(params.get("restart_brokers", d.restart_brokers)),
+        restart_dag_id=str(params.get("restart_dag_id") or d.restart_dag_id),
         sweep_dag_id=sweep_dag_id,
-        kafka_conn_id=str(params.get("kafka_conn_id") or "kafka_default"),
-        metrics_conn_id=str(params.get("metrics_conn_id") or "kafka_broker_probe_default"),
-        restart_conn_id=str(params.get("restart_conn_id") or "kafka_restart_default"),
+        kafka_conn_id=str(params.get("kafka_conn_id") or d.kafka_conn_id),
+        metrics_conn_id=str(params.get("metrics_conn_id") or d.metrics_conn_id),
+        restart_conn_id=str(params.get("restart_conn_id") or d.restart_conn_id),
     )
 
 

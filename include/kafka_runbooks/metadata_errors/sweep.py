@@ -39,10 +39,12 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.fleet import DEFAULT_CLUSTER, DEFAULT_PROBE
 from kafka_runbooks.metadata_errors.discovery import BROKER, CONTROLLER, NodeRef, discover
 from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints, NodeReading
 from kafka_runbooks.metadata_errors.metrics import BROKER_COUNTERS, CONTROLLER_COUNTERS, NodeMetrics
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore, NodeState
+from kafka_runbooks.metadata_errors.targets import DEFAULT_RESTART
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.probes import RUNNING, STATE_NAMES
 
@@ -63,11 +65,11 @@ class SweepOptions:
     restart_dag_id: str = "kafka_broker_restart"
     sweep_dag_id: str = "kafka_metadata_error_sweep"
     # the swept cluster and its metrics connection: every restart run started is for them
-    kafka_conn_id: str = "kafka_default"
-    metrics_conn_id: str = "kafka_broker_probe_default"
+    kafka_conn_id: str = DEFAULT_CLUSTER
+    metrics_conn_id: str = DEFAULT_PROBE
     # how the started restart runs reach this cluster's nodes (another cluster's back end would
     # restart that cluster's node with the same id)
-    restart_conn_id: str = "kafka_restart_default"
+    restart_conn_id: str = DEFAULT_RESTART
 
     def __post_init__(self) -> None:
         if self.max_flagged_brokers < 0:
