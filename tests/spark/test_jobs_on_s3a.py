@@ -4,7 +4,8 @@ On a Celery or Kubernetes deployment the task after a Spark job runs on another 
 the job's outputs must be in the store, not on the driver's disk. Each test uploads one
 synthetic snapshot to a real S3Proxy, runs the job through ``spark-submit`` (Hadoop's S3A
 connector, the settings ``storage.spark_conf`` gives) with the driver's home and working
-folder an empty folder, reads what it wrote back through ``kafka_runbooks.storage.Store`` and
+folder an empty folder (the plan as a runbook's task submits it: the runbooks' Spark operator
+on a ``spark`` connection, through the Airflow provider's SparkSubmitHook), reads what it wrote back through ``kafka_runbooks.storage.Store`` and
 compares it with what the same job writes to a local folder for the same snapshot. A job
 that still wrote with ``open()`` would leave its files under ``./s3a:/…`` in that folder and
 none in the store: both are checked. The wall time of each run is printed (s3a vs local).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ import pytest
 
 from kafka_runbooks import storage
 from kafka_runbooks.failed_broker.plan import check_plan, load_plan, read_snapshot_rows
-from kafka_runbooks_dev.local_spark import ensure_s3a_jars, spark_submit_command
+from kafka_runbooks_dev.local_spark import LOOPBACK_CONF, ensure_s3a_jars, spark_submit_command
 from kafka_runbooks_dev.localstack.s3proxy import CREDENTIAL
 from tests.spark.test_cluster_health import job as health_job
 from tests.spark.test_failed_broker_plan import job as plan_job
@@ -94,6 +96,49 @@ class OnTheStore:
         started = time.monotonic()
         proc = subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=900)
         return proc, time.monotonic() - started, home
+
+    def submit_as_a_task(self, job: str, args: list[str], monkeypatch) -> tuple[list[list[str]], float, Path]:
+        """(the commands started, seconds, driver home) of ``job`` run as a runbook's task runs it:
+        :class:`SparkJobOperator` on a ``spark`` connection (local[2]), which turns the store's URLs
+        into ``s3a://``, adds its Spark settings, the jars of ``KAFKA_RUNBOOKS_SPARK_JARS`` and the
+        keys (into the driver's environment), and hands it to the provider's spark-submit."""
+        import sys
+
+        import pendulum
+        from airflow.sdk import DAG
+
+        from kafka_runbooks_airflow.operators.spark import JARS_ENV, SparkJobOperator
+
+        home = self.tmp / f"driver-task-{job.removesuffix('.py')}"
+        home.mkdir()
+        conn = {"conn_type": "spark", "host": "local[2]"}
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
+        monkeypatch.setenv(JARS_ENV, self.conf["spark.jars"])
+        monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+        for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+            monkeypatch.setenv(name, sys.executable)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.chdir(home)
+        started_commands: list[list[str]] = []
+        real_popen = subprocess.Popen
+
+        def popen(argv, *a, **kw):  # the real spark-submit, its command line recorded
+            started_commands.append([str(x) for x in argv])
+            return real_popen(argv, *a, **kw)
+
+        monkeypatch.setattr(subprocess, "Popen", popen)
+        with DAG("jobs_on_s3a", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+            task = SparkJobOperator(
+                task_id="plan",
+                application=str(JOBS / job),
+                conn_id="spark_default",
+                conf=dict(LOOPBACK_CONF),
+                # a task names the store's objects s3://… (the operator makes them s3a://)
+                application_args=[a.replace("s3a://", "s3://", 1) for a in args],
+            )
+        started = time.monotonic()
+        task.execute({})
+        return started_commands, time.monotonic() - started, home
 
     def json_files(self, prefix: str) -> dict[str, object]:
         """Every JSON file under ``prefix``, by its name relative to it, read through the Store."""
@@ -171,7 +216,9 @@ def test_cluster_health_reads_and_writes_the_store(on_the_store, spark, make_sna
     assert not [k for k in on_the_store.store.list("health") if ".tmp" in k]
 
 
-def test_failed_broker_plan_reads_and_writes_the_store(on_the_store, spark, make_snapshot, capsys):
+def test_failed_broker_plan_reads_and_writes_the_store(
+    on_the_store, spark, make_snapshot, capsys, monkeypatch
+):
     brokers, parts = cluster_with_a_dead_broker()
     local_snapshot = make_snapshot(brokers, parts)
     snapshot = on_the_store.upload_snapshot(local_snapshot, "snapshots/plan")
@@ -188,11 +235,13 @@ def test_failed_broker_plan_reads_and_writes_the_store(on_the_store, spark, make
     ]  # no temp, no .crc
     assert all(p.name.endswith(".json") and p.name[0] != "." for p in (local_out / "chunks").iterdir())
     out = on_the_store.url("plan/out")
-    proc, s3a_s, home = on_the_store.run(
-        "failed_broker_plan.py", ["--snapshot", snapshot, "--out", out, *flags], "s3a"
+    commands, s3a_s, home = on_the_store.submit_as_a_task(
+        "failed_broker_plan.py", ["--snapshot", snapshot, "--out", out, *flags], monkeypatch
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
     report_times(capsys, "failed_broker_plan", local_s, s3a_s)
+    [submit] = [c for c in commands if Path(c[0]).name == "spark-submit"]
+    assert snapshot in submit and out in submit, submit  # s3a:// URLs, from the task's s3:// ones
+    assert CREDENTIAL not in " ".join(submit), "the store's secret on the command line"
     assert files_under(home) == [], "the job wrote to the driver's disk"
 
     written = on_the_store.json_files("plan/out")

@@ -132,24 +132,17 @@ def test_the_local_stacks_spark_default_runs_the_job_on_its_connect_server(
     assert report["partitions"] == PARTITIONS + 1 and report["counts"]["offline"] == 1
 
 
-def test_a_server_killed_mid_job_fails_the_job_naming_it(make_snapshot, tmp_path):
-    """The server dies (SIGKILL) once it runs the job's first operation: the job fails with the
-    server's URL after the bounded retries, and no report appears."""
-    import os
+def kill_mid_job(server, log: Path, args: list[str], name: str) -> None:
+    """The server dies (SIGKILL) once it runs the job's first operation (its INFO log names the
+    session): the job fails with the server's URL after the bounded retries, never hangs."""
     import threading
 
-    from kafka_runbooks_dev import spark_connect as connect_server
     from tests.helpers import wait_until
 
-    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 1
-    log = tmp_path / "connect.log"  # at INFO it names each operation's session
-    server = connect_server.start(port, log, store_url=str(tmp_path), conf={"spark.log.level": "INFO"})
-    snapshot = make_snapshot(*cluster_with_a_dead_broker())
-    sid = session_id("tests", "killed", tmp_path.name)
+    sid = session_id("tests", "killed", name)
     outcome: dict = {}
 
     def job() -> None:
-        args = ["--snapshot", str(snapshot), "--output", str(tmp_path / "out")]
         try:
             outcome["code"] = run_over_connect(HEALTH, args, server.url, sid)
         except Exception as exc:  # noqa: BLE001 (the test looks at what it was)
@@ -164,7 +157,6 @@ def test_a_server_killed_mid_job_fails_the_job_naming_it(make_snapshot, tmp_path
     wait_until(lambda: not runner.is_alive(), 300, 0.5, "the job to give up on the dead server")
     assert isinstance(outcome.get("error"), SparkConnectUnavailable), outcome
     assert f"Spark Connect server {server.url} did not answer" in str(outcome["error"])
-    assert not (tmp_path / "out" / "report.json").exists()
 
 
 def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
@@ -173,7 +165,8 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
     """On an s3:// store (a real S3Proxy) the server reads and writes the parquet files over s3a://
     with the store's settings and keys, the client the small files through the store: the report
     and every plan file equal the classic run's on a local folder; a second plan that cannot be
-    made replaces them in the store with error.json (exit code 2)."""
+    made replaces them in the store with error.json (exit code 2). Then the server is killed in
+    the middle of a job: the job fails naming it, and writes no report."""
     import os
 
     from kafka_runbooks import storage
@@ -186,7 +179,8 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
     local = make_snapshot(*cluster_with_a_dead_broker())
     snapshot = on_store.upload_snapshot(local, "snapshots/connect")
     port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 2
-    server = connect_server.start(port, tmp_path / "connect.log", store_url=storage.data_url())
+    log = tmp_path / "connect.log"  # at INFO it names each operation's session
+    server = connect_server.start(port, log, store_url=storage.data_url(), conf={"spark.log.level": "INFO"})
     try:
         health_flags, plan_flags = (
             ["--max-listed", "5"],
@@ -214,8 +208,10 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
         # a second run that cannot plan replaces the first run's files in the store with error.json
         impossible = ["--snapshot", snapshot, *out, "--failed", "42"]
         assert run_over_connect(PLAN, impossible, server.url, session_id("s3", "p2")) == 2
+        kill_mid_job(server, log, ["--snapshot", snapshot, "--output", on_store.url("killed")], tmp_path.name)
     finally:
         server.stop()
+    assert not on_store.store.list("killed")  # no report of the killed job
 
     assert on_store.json_files("connect/health") == {
         "report.json": json.loads((tmp_path / "h" / "report.json").read_text())

@@ -2,7 +2,8 @@
 
 spark-submit itself (the provider's ``SparkSubmitOperator.execute``) is stood in for by a
 recorder of the operator's arguments at that moment; the real submissions, local and over
-``s3a://`` against S3Proxy, are in tests/celery/test_celery.py and tests/spark/. Checked:
+``s3a://`` against S3Proxy, are in tests/spark/ (test_jobs_on_s3a.py submits the plan through
+this operator). Checked:
 on a local store nothing changes; on an ``s3://`` store the store's URLs become ``s3a://``,
 its Spark settings and ``KAFKA_RUNBOOKS_SPARK_JARS`` are added (the task's own conf wins),
 and the store connection's keys reach a local driver's environment, never its command line,
