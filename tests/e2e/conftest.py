@@ -37,7 +37,8 @@ def pytest_collection_modifyitems(config, items):
 def _connections(request: pytest.FixtureRequest) -> dict[str, dict]:
     """The session's connections; on the local stack, ``spark_default`` names the session's
     running Spark Connect server, as ``make demo``'s does: every analysis of the e2e runs starts
-    in seconds instead of a spark-submit each (the Celery fleet keeps the spark-submit path)."""
+    in seconds instead of a spark-submit each (spark-submit through the runbooks' operator is
+    tests/spark/test_jobs_on_s3a.py)."""
     try:
         conns = dict(request.getfixturevalue("airflow_connections"))
     except pytest.FixtureLookupError:
@@ -85,6 +86,9 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
             # the tests trigger health runs; a scheduled one would run first and they would queue
             "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
+            # the Connect sweep too (every minute once a test's trigger unpaused it): a scheduled
+            # sweep made the test's own runs queue behind it (max_active_runs=1)
+            "KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE": "none",
             # a second user allowed to edit runs, and gates that only admin may answer
             # (test_gate_approvers.py); the other tests answer as admin
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,kafka-observer:user",
