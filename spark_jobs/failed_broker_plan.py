@@ -97,12 +97,14 @@ removes a previous run's files (summary.json first); each file appears whole or 
 from __future__ import annotations
 
 import argparse
+import gc
 import heapq
 import json
 import os
 import sys
 import time
 from bisect import bisect_left, insort
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -406,7 +408,8 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
     Three scans of replicas.parquet: per-broker aggregates; the keys of partitions that have a
     failed replica or an unreported size; those partitions' rows (a broadcast semi-join, no
     shuffle of the big side) grouped per partition. Only the affected partitions and the
-    per-broker rows are collected.
+    per-broker rows are collected. ``failed`` None (a rebalance): every partition, read flat by
+    ``every_partition`` after the per-broker aggregates.
     """
     from pyspark.sql import functions as F
 
@@ -433,11 +436,9 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
         info.bytes = int(row["reported"])
         info.leaders = int(row["leaders"] or 0)
 
-    # None: every partition is affected (a full rebalance may move any replica)
-    if failed is None:
-        is_failed = F.lit(True)
-    else:
-        is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
+    if failed is None:  # every partition (a rebalance may move any replica): no keys, no join
+        return Inputs(brokers=brokers, affected=every_partition(replicas, brokers), meta=meta)
+    is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
     cached_keys = (
         replicas.where(is_failed | F.col("size_bytes").isNull())
         .select("topic", "partition")
@@ -498,6 +499,36 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
             if size is None:
                 brokers[b].bytes += p.size
     return Inputs(brokers=brokers, affected=affected, meta=meta)
+
+
+def every_partition(replicas, brokers: dict[int, BrokerInfo]) -> list[Affected]:
+    """Every partition with its replicas in assignment order, from the flat replica rows (one scan,
+    no grouping in Spark): as Arrow when pyarrow is there, else collected rows. A million
+    partitions grouped per partition in Spark and collected as nested rows took ~3x as long as the
+    flat columns through Arrow. Unreported sizes count at the partition's size, as for the
+    affected partitions of a heal."""
+    columns = ("topic", "partition", "replica_index", "replica", "size_bytes", "in_isr", "broker_alive")
+    flat = replicas.select(*columns)
+    try:
+        table = flat.toArrow()
+        rows = zip(*(table.column(c).to_pylist() for c in columns))
+    except ImportError:  # no pyarrow on this driver
+        rows = (tuple(row) for row in flat.collect())
+    grouped: dict[tuple[str, int], list[tuple]] = {}
+    for topic, partition, index, replica, size, in_isr, alive in rows:
+        grouped.setdefault((topic, partition), []).append((index, replica, size, bool(in_isr), bool(alive)))
+    affected = []
+    for (topic, partition), entries in grouped.items():
+        entries.sort(key=lambda e: (e[0], e[1]))
+        sizes = tuple(e[2] for e in entries)
+        size = max((s for s in sizes if s is not None), default=0)
+        replica_ids = tuple(e[1] for e in entries)
+        for b, reported in zip(replica_ids, sizes):
+            if reported is None:
+                brokers[b].bytes += size
+        in_isr, alive = tuple(e[3] for e in entries), tuple(e[4] for e in entries)
+        affected.append(Affected(topic, int(partition), replica_ids, sizes, in_isr, alive, size))
+    return affected
 
 
 # --- balance rules: begin (copied verbatim from include/kafka_runbooks/balance_rules.py) ---
@@ -1070,6 +1101,20 @@ def _pick(bal: Balance, candidates: Candidates, s: int, d: int) -> tuple[str, in
     leader balance needs anyway), else a follower's first (no leadership changes for nothing)."""
     lead = bal.brokers[d].leaders <= bal.brokers[s].leaders - 2
     return candidates.first(bal, s, d, lead) or candidates.first(bal, s, d, not lead)
+
+
+@contextmanager
+def without_gc():
+    """Python's cycle collector off while a rebalance loads and plans: it walks every live object
+    each time enough new ones pile up, and a million partitions are millions of objects, none in a
+    cycle (a third of a 200,000-partition plan's time went to it). Back on afterwards, as it was."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Ranking:
@@ -1822,7 +1867,8 @@ def run(spark, argv: list[str] | None = None) -> int:
     clear_output(spark, out)
     started = time.monotonic()
     if args.rebalance is not None:
-        return run_rebalance(spark, args, out, started)
+        with without_gc():
+            return run_rebalance(spark, args, out, started)
     try:
         failed = _ids(args.failed or "", "--failed")
         if not failed:

@@ -9,6 +9,7 @@ a shared rule.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import random
@@ -220,3 +221,33 @@ def test_the_planner_work_per_move_does_not_grow_with_the_brokers():
     work = figures["replica_moves"] + figures["leader_changes"]
     assert work > 1000 and 0 < len(moves) <= figures["replica_moves"]
     assert brokers.lookups < 50 * work, brokers.lookups / work
+
+
+def test_the_cycle_collector_stays_off_while_a_rebalance_loads_and_plans(
+    spark, make_snapshot, tmp_path, monkeypatch
+):
+    # a million partitions are millions of objects, none in a cycle: each automatic collection
+    # walks them (a third of a 200,000-partition plan's time); collections are made frequent
+    # here, and none may run from loading the snapshot to the written plan
+    snapshot = make_snapshot([1, 2, 3, 4], on_three(60))
+    collections = []
+    planned = job.run_rebalance
+
+    def counted(*args):
+        gc.callbacks.append(
+            lambda phase, info: collections.append(info["generation"]) if phase == "start" else None
+        )
+        try:
+            return planned(*args)
+        finally:
+            gc.callbacks.pop()
+
+    monkeypatch.setattr(job, "run_rebalance", counted)
+    threshold = gc.get_threshold()
+    gc.set_threshold(50, 2, 2)
+    try:
+        plan = plan_of(spark, snapshot, tmp_path / "plan", "--rebalance", "add-brokers", "--new-brokers", "4")
+    finally:
+        gc.set_threshold(*threshold)
+    assert plan.summary["replica_moves"] > 0
+    assert collections == [] and gc.isenabled()
