@@ -1,8 +1,8 @@
-"""A KRaft controller lost for good, replaced on a dynamic quorum of its own (issue #28).
+"""A KRaft controller lost for good, replaced on the lane's dynamic quorum (issue #28).
 
-A small stack started here (3 controllers formatted with --initial-controllers, 1 broker, and
-a fourth controller formatted with --no-initial-controllers that joins as an observer; ports
-600 above the session's base): a follower controller is killed -9 for good, the replacement
+The lane's dynamic-quorum stack (tests/integration/conftest.py: 3 controllers formatted with
+--initial-controllers, 1 broker, and a fourth controller formatted with --no-initial-controllers
+that joins as an observer; ports 600 above the session's base): a follower controller is killed -9 for good, the replacement
 runs through the runbook's step class (AddRaftVoter and RemoveRaftVoter through Kafka's own
 kafka-metadata-quorum from the stack's jars), while a thread reads DescribeQuorum every 200 ms
 from outside and keeps every answer. No answer may show fewer live, caught-up voters (on the
@@ -12,40 +12,18 @@ the new quorum then loses another controller and still takes a metadata change.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
-
-import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.controller_replace.plan import ReplaceRequest, caught_up, voter_ids
 from kafka_runbooks.controller_replace.quorum_tool import QuorumTool
 from kafka_runbooks.controller_replace.runbook import ControllerReplacement
 from kafka_runbooks.quorum import majority
-from kafka_runbooks_dev.localstack.stack import LocalStack
-from kafka_runbooks_dev.localstack.topology import Topology
 from tests.helpers import create_topic, unique_topic, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
 MAX_LAG_MS = 10_000
-
-
-@pytest.fixture(scope="module")
-def dynamic_stack():
-    home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
-    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + 600
-    topology = Topology(
-        brokers=1, controllers=3, connect=False, port_base=base, dynamic_quorum=True, spare_controllers=1
-    )
-    stack = LocalStack(home=home.with_name(home.name + "-dynamic-quorum"), topology=topology)
-    stack.destroy()
-    try:
-        stack.start(timeout=START_TIMEOUT_S)
-        yield stack
-    finally:
-        stack.stop()
 
 
 class QuorumWatch(threading.Thread):

@@ -1,28 +1,23 @@
 """The health sweep's quorum and log-dir sections read from the real stack (issue #28): three
 voters with a spare, then a controller killed and the report says there is no spare and names
 the voter as not caught up (on the leader's clock); every broker's healthy log dir is read
-from its real DescribeLogDirs answer; and on a small JBOD stack of its own, a log dir failed
-under a live broker is reported with the replicas that sat in it."""
+from its real DescribeLogDirs answer; and on the lane's JBOD stack (tests/integration/conftest.py,
+shared with test_log_dir_failure.py), a log dir failed under a live broker is reported with the
+replicas that sat in it."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-
-import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.health import log_findings
 from kafka_runbooks.log_dirs import log_dirs_report
 from kafka_runbooks.snapshot import write_snapshot
 from kafka_runbooks.snapshot_contract import META_FILE
-from kafka_runbooks_dev.localstack.stack import LocalStack
-from kafka_runbooks_dev.localstack.topology import Topology
 from tests.helpers import create_topic, produce, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))  # as the session stack's
 
 
 def _sections(admin, folder) -> dict:
@@ -62,26 +57,8 @@ def test_the_report_loses_its_spare_voter_when_a_controller_dies(restore_stack, 
     )
 
 
-@pytest.fixture(scope="module")
-def jbod_stack():
-    """A small stack of its own (1 controller, 2 brokers with two log dirs each; ports 600 above
-    the session's base), since failing a disk is not undone by a restart: never the session's."""
-    home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
-    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + 600
-    topology = Topology(
-        brokers=2, controllers=1, racks=("rack-a",), connect=False, port_base=base, log_dirs=2
-    )
-    stack = LocalStack(home=home.with_name(home.name + "-log-dirs"), topology=topology)
-    stack.destroy()
-    try:
-        stack.start(timeout=START_TIMEOUT_S)
-        yield stack
-    finally:
-        stack.stop()
-
-
-def test_a_failed_log_dir_is_reported_with_the_replicas_that_sat_in_it(jbod_stack):
-    stack = jbod_stack
+def test_a_failed_log_dir_is_reported_with_the_replicas_that_sat_in_it(healthy_jbod_stack):
+    stack = healthy_jbod_stack
     create_topic(stack.bootstrap_servers, "jbod", 4, 2)
     assert produce(stack.bootstrap_servers, "jbod", 40, size=100) == 40
     with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}, timeout_s=15) as admin:

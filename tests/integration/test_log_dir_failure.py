@@ -1,4 +1,4 @@
-"""kafka_log_dir_failure's steps on a real JBOD stack of its own (issue #28): broker 1's second log
+"""kafka_log_dir_failure's steps on the lane's real JBOD stack (issue #28; tests/integration/conftest.py): broker 1's second log
 dir fails under an acks=all producer; the runbook's library calls (the ones its DAG tasks make)
 select the failed dir's replicas from the broker's own DescribeLogDirs answer, the planner plans
 with ``--drain-replicas`` in-process, the plan check agrees, the chunk executor moves them under a
@@ -9,7 +9,6 @@ message lost."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -22,35 +21,14 @@ from kafka_runbooks.failed_broker.plan import load_plan, read_snapshot_rows
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.log_dir_failure import await_holding, failed_dir_replicas, moved_off
 from kafka_runbooks.snapshot import write_snapshot
-from kafka_runbooks_dev.localstack.stack import LocalStack
-from kafka_runbooks_dev.localstack.topology import Topology
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, wait_until
 from tests.unclean_scenario import count_messages
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
 TOPIC = "ldf"
 ASSIGNMENT = {0: [1, 2], 1: [2, 1], 2: [1, 3], 3: [3, 1], 4: [1, 2], 5: [2, 3], 6: [1, 3], 7: [3, 1]}
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope="module")
-def jbod_stack():
-    """1 controller and 3 brokers with two log dirs each (ports 600 above the session's base): a
-    failed dir's replicas need a third broker to go to, and a failed disk is not undone by a restart."""
-    home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
-    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + 600
-    topology = Topology(
-        brokers=3, controllers=1, racks=("rack-a",), connect=False, port_base=base, log_dirs=2
-    )
-    stack = LocalStack(home=home.with_name(home.name + "-log-dir-failure"), topology=topology)
-    stack.destroy()
-    try:
-        stack.start(timeout=START_TIMEOUT_S)
-        yield stack
-    finally:
-        stack.stop()
 
 
 def _planner():
@@ -68,8 +46,8 @@ def _with_log_dirs(admin: ClusterAdmin, broker: int):
     return state
 
 
-def test_exactly_the_failed_dirs_replicas_move_under_acks_all(jbod_stack, tmp_path):
-    stack = jbod_stack
+def test_exactly_the_failed_dirs_replicas_move_under_acks_all(healthy_jbod_stack, tmp_path):
+    stack = healthy_jbod_stack
     bs = stack.bootstrap_servers
     create_topic(bs, TOPIC, assignment=ASSIGNMENT)
     assert produce(bs, TOPIC, 4000, size=200) == 4000

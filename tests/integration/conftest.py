@@ -1,0 +1,177 @@
+"""The integration lane's extra stacks: a JBOD stack and a dynamic quorum, each started once.
+
+A few tests need a topology the session stack does not have (two log dirs per broker; a
+controller quorum formatted as a dynamic one with a spare controller). Each such stack costs a
+start of its own (~20 s idle, more under load) and ~0.2 cores while it idles, so it is started
+once for the lane, on its first use, and stopped after the last test that uses it: the tests
+that share one are run one after another (``pytest_collection_modifyitems`` below), so it never
+idles through unrelated tests, and two extra stacks never run at once (they share the ports 600
+above the session stack's base, below the next lane's).
+
+A failed log dir is not undone by a restart, so a test that needs every dir healthy asks for
+``healthy_jbod_stack``: what an earlier test failed is put back (the broker stopped, its dir
+returned, the broker started again, everything in sync) instead of a new stack being started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks_dev.helpers import cluster_healthy
+from kafka_runbooks_dev.localstack.stack import LocalStack
+from kafka_runbooks_dev.localstack.topology import Topology
+from tests.helpers import wait_until
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))  # as the session stack's
+EXTRA_PORT_OFFSET = 600  # above the session stack's ports (base..base+400), below the next lane's
+
+
+def _home(suffix: str) -> Path:
+    home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
+    return home.with_name(home.name + suffix)
+
+
+def _base() -> int:
+    return int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + EXTRA_PORT_OFFSET
+
+
+def _jbod_topology() -> Topology:
+    """1 controller and 3 brokers with two log dirs each: a failed dir's replicas need a third
+    broker to go to (two live brokers keep RF 2)."""
+    return Topology(brokers=3, controllers=1, racks=("rack-a",), connect=False, port_base=_base(), log_dirs=2)
+
+
+def _dynamic_topology() -> Topology:
+    """3 controllers formatted with --initial-controllers, a spare formatted with
+    --no-initial-controllers (an observer once started), 1 broker."""
+    return Topology(
+        brokers=1, controllers=3, connect=False, port_base=_base(), dynamic_quorum=True, spare_controllers=1
+    )
+
+
+class LaneStack:
+    """One extra stack of the lane: started fresh on first use, stopped after its last user."""
+
+    def __init__(self, suffix: str, topology: Callable[[], Topology]) -> None:
+        self.suffix, self.topology = suffix, topology
+        self.stack: LocalStack | None = None
+
+    def get(self) -> LocalStack:
+        if self.stack is None:
+            stack = LocalStack(home=_home(self.suffix), topology=self.topology())
+            stack.destroy()  # a stack left by an interrupted session
+            try:
+                stack.start(timeout=START_TIMEOUT_S)
+            except BaseException:  # a start that times out must not leave its JVMs running
+                stack.stop()
+                raise
+            self.stack = stack
+        return self.stack
+
+    def stop(self) -> None:
+        if self.stack is not None:
+            stack, self.stack = self.stack, None
+            stack.stop()
+
+
+LANE_STACKS = {
+    "jbod_stack": LaneStack("-jbod", _jbod_topology),
+    "dynamic_stack": LaneStack("-dynamic-quorum", _dynamic_topology),
+}
+# a fixture that needs one of the stacks above counts as its user
+USES = {"jbod_stack": "jbod_stack", "healthy_jbod_stack": "jbod_stack", "dynamic_stack": "dynamic_stack"}
+
+
+def _stack_of(item: pytest.Item) -> str | None:
+    if HERE not in Path(str(item.path)).resolve().parents:  # another folder's fixture of that name
+        return None
+    names = getattr(item, "fixturenames", ())
+    return next((stack for fixture, stack in USES.items() if fixture in names), None)
+
+
+@pytest.fixture
+def jbod_stack() -> LocalStack:
+    """The lane's JBOD stack as the previous test left it (a failed dir may still be failed)."""
+    return LANE_STACKS["jbod_stack"].get()
+
+
+@pytest.fixture
+def healthy_jbod_stack(jbod_stack: LocalStack) -> LocalStack:
+    """The lane's JBOD stack with every log dir healthy and every partition in sync."""
+    restore_log_dirs(jbod_stack)
+    return jbod_stack
+
+
+@pytest.fixture
+def dynamic_stack() -> LocalStack:
+    """The lane's dynamic-quorum stack (one test changes its voters: it is used once)."""
+    return LANE_STACKS["dynamic_stack"].get()
+
+
+def restore_log_dirs(stack: LocalStack, timeout: float = 180) -> list[str]:
+    """Put back every log dir ``LocalStack.fail_log_dir`` failed, as a disk that came back: the
+    broker killed (a clean stop took ~2 s more and proves nothing here; its few segments are
+    recovered at start), the placeholder file removed and the dir returned with its data, the
+    broker started again (~10 s; a new stack took ~18 s and four JVMs); then wait until its
+    DescribeLogDirs answer lists every dir online and every partition is in sync. Returns the
+    brokers restarted."""
+    restarted = []
+    for node in stack.topology.broker_nodes:
+        failed = [d for d in stack.log_dirs(node) if d.is_file()]
+        if not failed:
+            continue
+        stack.kill(node.name)
+        for path in failed:
+            path.unlink()
+            path.with_name(path.name + ".failed").rename(path)
+        stack.start_node(node.name, wait=True, timeout=timeout)
+        restarted.append(node.name)
+    if restarted:
+        with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}, timeout_s=15) as admin:
+            wait_until(lambda: _dirs_online(admin, stack) and cluster_healthy(admin), timeout, 1, "dirs back")
+    return restarted
+
+
+def _dirs_online(admin: ClusterAdmin, stack: LocalStack) -> bool:
+    ids = [n.node_id for n in stack.topology.broker_nodes]
+    states, errors = admin.describe_log_dir_states(ids)
+    return not errors and all(
+        len(states.get(b, ())) == stack.topology.log_dirs and all(d.online for d in states[b]) for b in ids
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that share an extra stack run one after another, where the first of them was:
+    the stack starts once and does not idle through the tests between them."""
+    grouped: list[pytest.Item] = []
+    last_of: dict[str, int] = {}
+    for item in items:
+        stack = _stack_of(item)
+        if stack is None or stack not in last_of:
+            grouped.append(item)
+        else:
+            grouped.insert(last_of[stack] + 1, item)
+            last_of = {s: i + (i > last_of[stack]) for s, i in last_of.items()}
+        if stack is not None:
+            last_of[stack] = grouped.index(item)
+    items[:] = grouped
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test of a group, its stack stops (the next test would not use it)."""
+    stack = _stack_of(item)
+    if stack is not None and (nextitem is None or _stack_of(nextitem) != stack):
+        LANE_STACKS[stack].stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """An interrupted run still stops what it started."""
+    for lane in LANE_STACKS.values():
+        lane.stop()
