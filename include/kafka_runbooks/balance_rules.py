@@ -22,8 +22,7 @@ The rules:
 * replication factor (mode ``replication-factor``): a partition raised to a target gains its
   replicas on racks it lacks first, then on the least loaded brokers by replicas and bytes,
   within disk room (``new_replicas``, partitions in ``raise_order``), and spans ``racks_wanted``
-  racks; one lowered keeps its leader, then one replica per rack (``replicas_kept``), never
-  below the topic's ``min.insync.replicas`` (``lowering_allowed``: unknown is no).
+  racks (lowering is refused before the gate: no rule plans it).
 """
 
 from __future__ import annotations
@@ -137,30 +136,6 @@ def new_replicas(racks, current, pool, rf, load, room, gained, size):
         load[best][1] += size
         gained[best] = gained.get(best, 0) + size
     return chosen
-
-
-def replicas_kept(racks, current, leader, rf):
-    """The replicas a partition lowered to ``rf`` keeps, in assignment order: its leader always,
-    then one replica per rack not kept yet, then the others, each time the earliest in the list;
-    None when the leader is not one of them (unknown, or none) or ``rf`` is below 1: no replica
-    can then be dropped safely."""
-    if rf < 1 or leader not in current:
-        return None
-    keep = [leader]
-    for b in current:
-        kept_racks = {rack_of(racks, k) for k in keep}
-        if len(keep) < rf and b not in keep and rack_of(racks, b) not in kept_racks:
-            keep.append(b)
-    for b in current:
-        if len(keep) < rf and b not in keep:
-            keep.append(b)
-    return [b for b in current if b in keep]
-
-
-def lowering_allowed(rf, min_insync):
-    """A topic's replication factor may come down to ``rf`` only when its ``min.insync.replicas``
-    is known and at most ``rf`` (below it every acks=all write would fail)."""
-    return min_insync is not None and 1 <= min_insync <= rf
 
 
 # --- balance rules: end ---
