@@ -10,13 +10,14 @@ PostgreSQL (the metadata DB; Airflow refuses Celery on SQLite), a private redis-
 Celery broker), S3Proxy (``KAFKA_RUNBOOKS_DATA_URL=s3://...`` on every component and worker),
 Airflow's components, and workers ``a`` and ``b``, each with its own ``KAFKA_RUNBOOKS_DATA_DIR``,
 log folder and hostname. Ports: ``KR_CELERY_PORT_BASE`` (default 28200: PostgreSQL +0, Redis +1,
-S3Proxy +2, api-server +10, log servers +11..+14); folder: ``KR_CELERY_TEST_HOME`` (default
+S3Proxy +2, api-server +10, log servers +11..+14, Spark Connect +20); folder: ``KR_CELERY_TEST_HOME`` (default
 ``.stack/celery-test``). The Kafka stack is the session's (``kafka_stack``, tests/conftest.py).
 
 1. The Connect sweep: worker a restarts a failed task; worker b, which never saw a's disk,
    counts on from a's count: the count came from the object store.
 2. A failed broker healed by ``kafka_failed_broker_reassignment`` on worker a: snapshot, Spark
-   plan over ``s3a://``, approval, chunks under a throttle; worker a is SIGKILLed in the
+   plan on a Spark Connect server that reads and writes the bucket over ``s3a://`` (started
+   beside Airflow: a deployment's long-running Spark), approval, chunks under a throttle; worker a is SIGKILLed in the
    middle of a poke while a chunk copies; the task is failed by the scheduler (its heartbeat
    stopped), the cleanup takes the throttle off on worker b, the cleared task resumes on
    worker b from the state in the object store, submits nothing twice, and the run verifies.
@@ -28,6 +29,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -36,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks_dev.local_spark import ensure_s3a_jars
+from kafka_runbooks_dev import spark_connect as connect_server
 from kafka_runbooks_dev.localstack.celery import (
     API_OFFSET,
     PG_OFFSET,
@@ -60,7 +62,7 @@ AUTO = "kafka_connect_autorestart"
 REASSIGN = "kafka_failed_broker_reassignment"
 RESTART = "kafka_broker_restart"
 DEAD = 4
-HEARTBEAT_TIMEOUT_S = 45  # a task whose worker died is failed after this (Airflow's default: 300 s)
+HEARTBEAT_TIMEOUT_S = 30  # a task whose worker died is failed after this (Airflow's default: 300 s)
 PREFIX = "fleet"  # the runbooks' keys live under s3://<bucket>/fleet/
 STATE_KEY = "state/connect_autorestart/kafka_connect_default.json"
 REPORT_KEY = "reports/connect_autorestart/by_connection/kafka_default.json"
@@ -112,18 +114,53 @@ def celery_store(celery_home) -> Iterator[S3Proxy]:
         proxy.stop()
 
 
+CONNECT_OFFSET = 20  # from the Celery port base
+
+
+@pytest.fixture(scope="module")
+def celery_spark(celery_home, celery_store) -> Iterator[connect_server.ConnectServer]:
+    """A Spark Connect server with the bucket's S3A settings and keys, as a deployment runs one
+    beside Airflow. Started here and waited for only after Airflow has started, so the two
+    start-ups overlap. (spark-submit through the runbooks' operator, on the same store, is
+    tests/spark/test_jobs_on_s3a.py.)"""
+    saved = dict(os.environ)
+    os.environ.update(celery_store.env(PREFIX))  # the server's settings and keys come from the store's
+    try:
+        argv, env = connect_server.server_command(port_base() + CONNECT_OFFSET)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    log_path = celery_home / "spark-connect.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    server = connect_server.ConnectServer(port_base() + CONNECT_OFFSET, process, log_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def celery_airflow(
-    celery_home, postgres, redis, celery_store, airflow_connections
+    celery_home, postgres, redis, celery_store, celery_spark, airflow_connections
 ) -> Iterator[AirflowCelery]:
     airflow = AirflowCelery(
         celery_home / "airflow",
         port=port_base() + API_OFFSET,
         dags_folders=[ROOT / "dags"],
         plugins_folder=ROOT / "plugins",
-        # the fleet's analyses go through spark-submit (local[2], the store over s3a): the one
-        # Airflow path that submits, while the e2e runs use the session's Spark Connect server
-        connections={**airflow_connections, "spark_default": {"conn_type": "spark", "host": "local[2]"}},
+        # the fleet's analyses run on its Spark Connect server, which reaches the bucket over s3a
+        connections={
+            **airflow_connections,
+            "spark_default": {"conn_type": "spark_connect", "host": "127.0.0.1", "port": celery_spark.port},
+        },
         sql_alchemy_conn=postgres.url,
         broker_url=redis.url,
         workers=("a", "b"),
@@ -137,10 +174,9 @@ def celery_airflow(
             "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
             "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
+            "KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE": "none",  # the test's runs queued behind it
             # no test changes a DAG file: parse each once, not again and again beside the tests
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-            # the Spark plan job reads the snapshot and writes the plan over s3a://
-            "KAFKA_RUNBOOKS_SPARK_JARS": ",".join(str(j) for j in ensure_s3a_jars()),
             # a task whose worker was killed is failed soon (its heartbeat stops)
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
         },
@@ -148,7 +184,10 @@ def celery_airflow(
     started = time.monotonic()
     try:
         airflow.start(timeout=START_TIMEOUT_S)
-        print(f"\nCelery Airflow started in {time.monotonic() - started:.1f}s at {airflow.base_url}")
+        connect_server.wait_answering(celery_spark, START_TIMEOUT_S)
+        print(
+            f"\nCelery Airflow and Spark started in {time.monotonic() - started:.1f}s at {airflow.base_url}"
+        )
         yield airflow
     finally:
         airflow.stop()
@@ -315,12 +354,17 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     wait_until(lambda: not (b := admin.describe_brokers().get(DEAD)) or b.fenced, 60, 1, "broker 4 fenced")
     conf = {"failed_brokers": str(DEAD), "throttle_bytes_per_sec": 50_000, "max_partitions_per_chunk": 50}
     run = airflow.trigger(REASSIGN, conf)
-    airflow.wait_for_approval(REASSIGN, run, "approval_gate", timeout=600)
-    airflow.answer(REASSIGN, run, "approval_gate", ["Approve"])
     state_key = f"reassign/{REASSIGN}/{safe_name(run)}/exec-state.json"
 
-    # the reassignment holds its cluster's lease (an object in the bucket): a restart of the same
-    # cluster is refused, naming it (on_lease_held=fail; the two-cluster case is tests/e2e/test_fleet.py)
+    # the reassignment holds its cluster's lease (an object in the bucket) from acquire_lease on:
+    # a restart of the same cluster is refused, naming it (on_lease_held=fail; the two-cluster
+    # case is tests/e2e/test_fleet.py); checked while the Spark plan runs
+    wait_until(
+        lambda: airflow.task_instance(REASSIGN, run, "acquire_lease")["state"] == "success",
+        600,
+        1,
+        "the reassignment's lease",
+    )
     airflow.wait_for_dag(RESTART, timeout=180)
     airflow.unpause(RESTART)
     restart = airflow.trigger(
@@ -330,6 +374,9 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     assert airflow.task_instance(RESTART, restart, "acquire_lease")["state"] == "failed"
     lease = json.loads(store.read_text("state/leases/kafka_default.json"))
     assert (lease["dag_id"], lease["run_id"]) == (REASSIGN, run)
+
+    airflow.wait_for_approval(REASSIGN, run, "approval_gate", timeout=600)
+    airflow.answer(REASSIGN, run, "approval_gate", ["Approve"])
 
     # kill worker a in the middle of a poke of execute_chunks, while a chunk copies under its throttle
     first_seen: dict[int, float] = {}
