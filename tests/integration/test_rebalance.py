@@ -1,5 +1,6 @@
 """kafka_rebalance's steps on the session's real stack (4 brokers, racks a/b/a/b): a topic placed
-only on brokers 1-3 is rebalanced onto broker 4 (add-brokers) under an acks=all producer, with
+only on brokers 1-3 is rebalanced onto broker 4 (add-brokers), and a topic of replication factor 1
+is raised to 3 (mode replication-factor), each under an acks=all producer, with
 the library calls the DAG's tasks make: the request and broker choice, broker 4's room from its
 own DescribeLogDirs answer, the planner's ``--rebalance`` in-process, the independent plan check,
 the chunk executor under a throttle, the leader-only moves, the preferred-leader election, and
@@ -24,6 +25,7 @@ from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, chunk
 from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
 from kafka_runbooks.failed_broker.plan import load_plan, read_snapshot_rows
 from kafka_runbooks.failed_broker.report import plan_markdown
+from kafka_runbooks.failed_broker.request import RequestError
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.log_dir_failure import await_holding
 from kafka_runbooks.rebalance import (
@@ -33,6 +35,7 @@ from kafka_runbooks.rebalance import (
     resolve_rebalance,
     room,
 )
+from kafka_runbooks.replication_factor import build_rf_request, judge_rf, select_topics
 from kafka_runbooks.snapshot import write_snapshot
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, unique_topic, wait_until
@@ -138,4 +141,79 @@ def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore
         producer.join(300)
     assert producer.failed == [] and producer.acked > 0
     total = sum(count_messages(bs, topic, p) for p in ASSIGNMENT)
+    assert total >= 2000 + producer.acked  # no acknowledged message lost
+
+
+RF_ONE = {p: [p + 1] for p in range(4)}  # replication factor 1, one partition on each broker
+
+
+def _run_plan(snapshot: Path, out: Path, flags: list[str]) -> None:
+    job = _planner()
+    argv = ["--snapshot", str(snapshot), "--out", str(out), "--failed", "1,2,3,4", "--receivers", "1,2,3,4"]
+    assert job.run(job.get_spark(), [*argv, *flags]) == 0
+
+
+def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothing(
+    restore_stack, admin, tmp_path
+):
+    bs = restore_stack.bootstrap_servers
+    topic = unique_topic("rf")
+    # min ISR 1: the stack's cluster-wide 2 would refuse every acks=all write to one replica
+    create_topic(bs, topic, assignment=RF_ONE, config={"min.insync.replicas": "1"})
+    assert produce(bs, topic, 2000, size=200) == 2000
+    producer = Producer(bs, topic)
+    producer.start()
+    try:
+        params = {"mode": "replication-factor", "replication_factor": 3, "topics": topic}
+        request = build_rebalance_request(params)
+        state = _only(admin.read_state(), topic)
+        assert resolve_rebalance(request, state) == ([1, 2, 3, 4], [1, 2, 3, 4])
+        assert select_topics(build_rf_request(params), state).below == {topic: 4}
+        with pytest.raises(RequestError, match=r"replication factor 5 is above the 4 live broker\(s\)"):
+            select_topics(build_rf_request({**params, "replication_factor": 5}), state)
+        dirs, _ = admin.describe_log_dir_states([1, 2, 3, 4])
+        room_bytes = room(dirs, [1, 2, 3, 4], float(request.max_disk_usage_percent))
+        assert sorted(room_bytes) == [1, 2, 3, 4]  # every broker reports its dirs' total and usable bytes
+        snapshot, out = write_snapshot(state, tmp_path / "snapshot"), tmp_path / "plan"
+        room_flag = ",".join(f"{b}={n}" for b, n in sorted(room_bytes.items()))
+        _run_plan(
+            snapshot,
+            out,
+            [
+                "--rebalance=replication-factor",
+                "--replication-factor=3",
+                f"--topics={topic}",
+                f"--room={room_flag}",
+            ],
+        )
+        plan = load_plan(out)
+        runbook.review(plan, *read_snapshot_rows(snapshot), plan.summary)  # the check replays the rule
+        assert plan.summary["replicas_added"] == 8 and plan.summary["raised"] == {topic: 4}
+        assert "**8** replica(s) added" in plan_markdown(plan.summary, 10 << 20, str(out), True)
+
+        exec_state = ExecState("rf", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
+        executor = ChunkExecutor(
+            admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
+        )
+        wait_until(lambda: executor.step(exec_state), 120, 1, "the executor to finish every chunk")
+        seen = await_holding(
+            lambda: admin.read_state([topic], include_log_dirs=False),
+            lambda read: judge_rf(read, [topic], 3),
+            timeout_s=60,
+            settle_s=3,
+            poll_s=1,
+        )
+        assert seen.done, seen.observed()
+        after = admin.read_state([topic], include_log_dirs=False)
+        racks = {b: info.rack for b, info in after.brokers.items()}
+        for p in after.partitions:
+            assert p.replicas[0] == RF_ONE[p.partition][0]  # the existing replica keeps its place
+            assert len({racks[b] for b in p.replicas}) == 2, (p, racks)  # both racks of the stack
+            assert len(set(p.isr)) == 3, p
+        assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+    finally:
+        producer.stop_event.set()
+        producer.join(300)
+    assert producer.failed == [] and producer.acked > 0
+    total = sum(count_messages(bs, topic, p) for p in RF_ONE)
     assert total >= 2000 + producer.acked  # no acknowledged message lost
