@@ -1,12 +1,19 @@
 """Benchmark: a rolling restart of the whole local cluster with the roller.
 
-    .venv/bin/python bench/rolling_restart.py [--port-base 47000] [--topics 20]
+    .venv/bin/python bench/rolling_restart.py [--port-base 47000] [--topics 20] [--home DIR]
 
 Starts a fresh stack, creates ``--topics`` topics (6 partitions, RF 3) with some data,
 then rolls every broker and controller one at a time exactly as ``kafka_broker_restart``
 does (availability checks, wait for ready, wait for ISR). Prints the total roll time,
 the sum of the nodes' own start-to-ready times (the floor for a one-at-a-time roll) and
 their ratio: what the safety checks and ISR catch-up cost on top of the restarts.
+
+Then, per node, where its share of the roll went: ``pick`` (the previous node done, or
+the start, to this node's restart requested: its readiness and availability checks),
+``stop`` (SIGTERM to exit: a broker's controlled shutdown), ``start`` (the new process
+launched to ready by the roller's own test, polled every 100 ms from outside the roll:
+the floor), ``notice`` (ready to the roller taking it for back) and ``isr`` (back to back
+in every ISR it was in, a controller caught up with the quorum).
 """
 
 from __future__ import annotations
@@ -23,6 +30,50 @@ from kafka_runbooks.restart.roller import Roller, RollOptions
 from kafka_runbooks_dev.localstack import LocalStack, Topology
 from kafka_runbooks_dev.restart_backend import LocalStackBackend
 
+#: how often the benchmark steps the roller (the Airflow sensor steps it every step_interval_s)
+STEP_INTERVAL_S = 0.2
+
+
+class Timed:
+    """Wraps an object: the seconds each of its calls took, added up per call name."""
+
+    def __init__(self, inner, spent: dict[str, list[float]], prefix: str) -> None:
+        self._inner, self._spent, self._prefix = inner, spent, prefix
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def timed(*args, **kwargs):
+            started = time.monotonic()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                entry = self._spent.setdefault(f"{self._prefix}.{name}", [0.0, 0])
+                entry[0] += time.monotonic() - started
+                entry[1] += 1
+
+        return timed
+
+
+class TimedRoller(Roller):
+    """The roller, noting when each node enters each phase (monotonic seconds) and how long
+    its reads of Kafka, the probe and the back end took."""
+
+    def __init__(self, admin, backend, probe) -> None:
+        self.spent: dict[str, list[float]] = {}
+        super().__init__(
+            Timed(admin, self.spent, "admin"),
+            Timed(backend, self.spent, "backend"),
+            Timed(probe, self.spent, "probe"),
+        )
+        self.entered: dict[int, dict[str, float]] = {}
+
+    def _enter(self, node, phase: str) -> None:
+        self.entered.setdefault(node.node_id, {})[phase] = time.monotonic()
+        super()._enter(node, phase)
+
 
 class TimedBackend(LocalStackBackend):
     """Times each node from process start to ready, by the roller's own readiness test."""
@@ -30,6 +81,8 @@ class TimedBackend(LocalStackBackend):
     def __init__(self, home: str) -> None:
         super().__init__(home)
         self.start_to_ready: dict[int, float] = {}
+        # node id -> monotonic times of: stop sent, exited, started, ready (by the watcher)
+        self.marks: dict[int, dict[str, float]] = {}
         self.ready_check = None  # (node id, offset the new process must pass or None) -> ready
         self.leader_offset = None  # () -> the quorum leader's log end offset
         self.controllers: set[int] = set()
@@ -52,8 +105,10 @@ class TimedBackend(LocalStackBackend):
             return False
 
     def restart(self, node_id: int) -> str:
+        marks = self.marks.setdefault(node_id, {})
+        marks["stop"] = time.monotonic()
         self.stack.stop_node(node_id)
-        started = time.monotonic()
+        marks["exited"] = started = time.monotonic()
         self.stack.start_node(node_id)
 
         def watch() -> None:
@@ -63,6 +118,7 @@ class TimedBackend(LocalStackBackend):
             offset = self._leader_offset() if node_id in self.controllers else None
             while not self._ready(node_id, offset):
                 time.sleep(0.1)
+            self.marks[node_id]["ready"] = time.monotonic()
             self.start_to_ready[node_id] = time.monotonic() - started
 
         thread = threading.Thread(target=watch, daemon=True)
@@ -71,49 +127,87 @@ class TimedBackend(LocalStackBackend):
         return "timed restart"
 
 
+def _fill(stack: LocalStack, topics: int) -> None:
+    """``topics`` topics of 6 partitions, RF 3, with 20000 records of 512 bytes among them."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    client = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+    names = [f"bench-{i}" for i in range(topics)]
+    for f in client.create_topics([NewTopic(n, 6, 3) for n in names]).values():
+        f.result(60)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
+    for i in range(20000):
+        producer.produce(names[i % len(names)], b"x" * 512)
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def _roll(stack: LocalStack, backend: TimedBackend) -> tuple[TimedRoller, object, float]:
+    """Plan and roll every node as the sensor does, watched by a second roller's readiness test."""
+    probe = PrometheusProbe(endpoints={n.node_id: n.metrics_url for n in stack.topology.broker_nodes})
+    with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as admin:
+        roller = TimedRoller(admin, backend, probe)
+        state = roller.plan(None, "benchmark", RollOptions(operation_timeout_s=300))
+        with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as watcher:
+            observer = Roller(watcher, LocalStackBackend(str(stack.home)), probe)
+            backend.ready_check = lambda n, offset: observer.observe(n, state.nodes[n].role, offset)[0]
+            backend.leader_offset = lambda: (
+                (q := watcher.describe_quorum()).leader and q.leader.log_end_offset
+            )
+            backend.controllers = {n for n, p in state.nodes.items() if p.role == "controller"}
+            started = time.monotonic()
+            while not roller.step(state):
+                time.sleep(STEP_INTERVAL_S)
+            total = time.monotonic() - started
+            roller.entered.setdefault(-1, {})["roll_started"] = started
+            for thread in backend.watchers:
+                thread.join(120)
+    return roller, state, total
+
+
+def _breakdown(roller: TimedRoller, backend: TimedBackend, order: list[int]) -> None:
+    """Per node: pick, stop, start (the floor), notice, isr; the sum of each column."""
+    print("node   pick   stop  start notice    isr  (seconds)")
+    previous = roller.entered[-1]["roll_started"]
+    columns = [0.0] * 5
+    for node_id in order:
+        marks, phases = backend.marks.get(node_id, {}), roller.entered.get(node_id, {})
+        points = [
+            previous,
+            marks.get("stop"),
+            marks.get("exited"),
+            marks.get("ready"),
+            phases.get("wait_isr"),
+            phases.get("done"),
+        ]
+        if None in points:
+            print(f"{node_id:>4}  incomplete: {marks} {phases}")
+            continue
+        spans = [b - a for a, b in zip(points, points[1:], strict=False)]
+        columns = [c + x for c, x in zip(columns, spans, strict=True)]
+        print(f"{node_id:>4} " + " ".join(f"{x:6.1f}" for x in spans))
+        previous = points[-1]
+    print(" sum " + " ".join(f"{x:6.1f}" for x in columns))
+    print("the roller's reads (seconds, calls; the roller's own calls only):")
+    for name, (seconds, calls) in sorted(roller.spent.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {name}: {seconds:.1f} s in {calls} calls")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port-base", type=int, default=47000)
     parser.add_argument("--topics", type=int, default=20)
+    parser.add_argument("--home", help="the stack's home (default: a temporary directory)")
     args = parser.parse_args()
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    with tempfile.TemporaryDirectory(prefix="kr-bench-roll-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kr-bench-roll-", dir=args.home) as tmp:
         stack = LocalStack(home=Path(tmp), topology=Topology(port_base=args.port_base, connect=False))
         stack.start()
         try:
-            client = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
-            names = [f"bench-{i}" for i in range(args.topics)]
-            for f in client.create_topics([NewTopic(n, 6, 3) for n in names]).values():
-                f.result(60)
-            producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
-            for i in range(20000):
-                producer.produce(names[i % len(names)], b"x" * 512)
-                if i % 1000 == 0:
-                    producer.poll(0)
-            producer.flush(60)
-            del producer, client
+            _fill(stack, args.topics)
             backend = TimedBackend(str(stack.home))
-            probe = PrometheusProbe(endpoints={n.node_id: n.metrics_url for n in stack.topology.broker_nodes})
-            with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as admin:
-                roller = Roller(admin, backend, probe)
-                state = roller.plan(None, "benchmark", RollOptions(operation_timeout_s=300))
-                with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as watcher:
-                    observer = Roller(watcher, LocalStackBackend(str(stack.home)), probe)
-                    backend.ready_check = lambda n, offset: observer.observe(n, state.nodes[n].role, offset)[
-                        0
-                    ]
-                    backend.leader_offset = lambda: (
-                        (q := watcher.describe_quorum()).leader and q.leader.log_end_offset
-                    )
-                    backend.controllers = {n for n, p in state.nodes.items() if p.role == "controller"}
-                    started = time.monotonic()
-                    while not roller.step(state):
-                        time.sleep(0.2)
-                    total = time.monotonic() - started
-                    for thread in backend.watchers:
-                        thread.join(120)
+            roller, state, total = _roll(stack, backend)
             time.sleep(1)
         finally:
             stack.stop()
@@ -126,6 +220,7 @@ def main() -> None:
     missing = sorted(set(state.order) - set(backend.start_to_ready))
     if missing:  # the floor would be too low: say so rather than print a flattering ratio
         print(f"NO start-to-ready time for node(s) {missing}: the floor lacks them")
+    _breakdown(roller, backend, state.order)
     print(f"ratio total/floor: {total / floor:.2f} (target <= 1.1)")
 
 
