@@ -98,6 +98,10 @@ class ChunkState:
     # state written before they were recorded), and a chunk whose receivers are unknown never
     # overlaps another
     receivers: list[int] = field(default_factory=list)
+    # each partition's replicas when it was planned (the plan's "from"): what the approval was for.
+    # A drain refuses the chunk when the cluster holds something else (stale_moves); a partition
+    # missing here (a state written before they were recorded) cannot be told stale
+    planned_from: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def planned_bytes(self) -> int:
@@ -202,6 +206,7 @@ def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
     moves = summary.get("moves", [])
     sizes = {key(m["topic"], m["partition"]): int(m.get("bytes") or 0) for m in moves}
     adding = {key(m["topic"], m["partition"]): _added(m) for m in moves}
+    origins = {key(m["topic"], m["partition"]): [int(b) for b in m["from"]] for m in moves if "from" in m}
     out = []
     for entry in sorted(summary["chunks"], key=lambda c: c["index"]):
         body = json.loads((plan_dir / entry["file"]).read_text())
@@ -212,8 +217,30 @@ def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
                 targets=targets,
                 bytes={k: sizes.get(k, 0) for k in targets},
                 receivers=_receivers(targets, adding),
+                planned_from={k: origins[k] for k in targets if k in origins},
             )
         )
+    return out
+
+
+def stale_moves(chunk: ChunkState, partitions: dict[str, Any], inflight: dict[str, dict]) -> dict[str, str]:
+    """The chunk's partitions that someone else changed after the plan was made (and approved):
+    ``{key: what they hold now and what the plan moves them from}``.
+
+    A partition is as planned when it holds the plan's ``from``, is already on its target, is in
+    flight (the foreign check has passed: to exactly the plan's target), or holds its target plus
+    replicas of its ``from`` (a finished move whose old replica this broker's metadata still
+    lists). Anything else is not what the approval was for. Gone partitions are skipped as before;
+    one without a planned ``from`` cannot be told and is not refused."""
+    out = {}
+    for k, target in chunk.targets.items():
+        p, planned = partitions.get(k), chunk.planned_from.get(k)
+        if p is None or planned is None or k in inflight:
+            continue
+        now, to, was = set(p.replicas), set(target), set(planned)
+        if now in (was, to) or to < now <= to | was:
+            continue
+        out[k] = f"replicas now {list(p.replicas)}, the approved plan moves them from {planned} to {target}"
     return out
 
 
@@ -411,6 +438,8 @@ class ChunkExecutor:
         chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
         self._stop_if_failed_back(state, chunk, live)
         self._refuse_foreign(state, chunk, inflight)
+        if state.drain:
+            self._refuse_stale(chunk, partitions, inflight)
         submit = self._sort_partitions(state, chunk, live, partitions, inflight)
         if chunk.skipped:
             self._record(
@@ -476,6 +505,27 @@ class ChunkExecutor:
             level=logging.ERROR,
         )
         raise ReassignError(f"reassignments not started by this run are in flight: {shown}")
+
+    def _refuse_stale(self, chunk: ChunkState, partitions: dict, inflight: dict[str, dict]) -> None:
+        """A planned operation (a drain: decommission, rebalance) refuses a chunk whose partitions
+        someone else changed after the gate (``stale_moves``), before any throttle or submission:
+        its moves were approved from replicas the cluster no longer holds, and submitting the
+        target would undo the other change. The heal keeps its own rule (a partition without a
+        failed broker is skipped): there the target only replaces the dead broker."""
+        stale = stale_moves(chunk, partitions, inflight)
+        if not stale:
+            return
+        shown = dict(list(stale.items())[:20])
+        self._record(
+            "refuse: the plan is stale",
+            f"{len(stale)} partition(s) of chunk {chunk.index} changed since the plan was approved; nothing "
+            "of the chunk is submitted. Plan again (a new run plans from what the cluster holds now), or put "
+            "them back and clear the task",
+            subject=f"chunk {chunk.index}",
+            observed={"stale": shown},
+            level=logging.ERROR,
+        )
+        raise ReassignError(f"the plan is stale: {shown}")
 
     def _sort_partitions(
         self, state: ExecState, chunk: ChunkState, live: set[int], partitions: dict, inflight: dict[str, dict]

@@ -1,0 +1,79 @@
+"""A rebalance plan gone stale between its gate and its execution, on the real stack (issue #27's
+"Done means"): after the plan was approved, someone else changed the replicas of one of its
+partitions. The executor refuses the chunk before it submits anything or sets a throttle, with a
+decision record naming the partition, its replicas now and the ones the approved plan moves it
+from; the other partition of the chunk is not moved either (the approval was for the whole plan).
+Once the cluster holds what was approved again, the same run goes on and lands on the plan.
+
+The plan is written in the planner's own format (summary.json with each move's ``from`` and
+``to``, one kafka-reassign-partitions file per chunk) and executed as kafka_rebalance executes it:
+a drain over every live broker (mode full: every live broker is a source)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, ReassignError, chunks_from_plan_dir
+from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.integration.test_failed_broker_executor import clear_throttles, run, write_plan
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def no_throttle_left(admin):
+    yield
+    clear_throttles(admin)
+
+
+def _replicas(admin, topic: str) -> dict[int, list[int]]:
+    return {p.partition: list(p.replicas) for p in admin.read_state(topics=[topic]).partitions}
+
+
+def _move(admin, topic: str, partition: int, replicas: list[int]) -> None:
+    """Someone else's reassignment (kafka-reassign-partitions by hand), waited for to the end."""
+    admin.alter_partition_reassignments({(topic, partition): replicas})
+    wait_until(
+        lambda: _replicas(admin, topic)[partition] == replicas and not admin.list_reassignments(),
+        30,
+        0.5,
+        f"{topic}-{partition} on {replicas}",
+    )
+
+
+def test_a_plan_changed_under_it_after_approval_is_refused_before_any_submission(
+    restore_stack, admin, tmp_path, caplog, no_throttle_left
+):
+    bs = restore_stack.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kafka_runbooks")
+    topic = unique_topic("stale-plan")
+    create_topic(bs, topic, assignment={0: [1, 2], 1: [2, 3]})
+    assert produce(bs, topic, 200, size=100) == 200
+    plan = write_plan(
+        tmp_path / "plan",
+        [
+            [
+                {"topic": topic, "partition": 0, "from": [1, 2], "to": [3, 2], "bytes": 10_000},
+                {"topic": topic, "partition": 1, "from": [2, 3], "to": [2, 4], "bytes": 10_000},
+            ]
+        ],
+    )
+    state = ExecState("rebalance-stale", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(plan), drain=True)
+    executor = ChunkExecutor(admin, progress_every_s=0)
+
+    _move(admin, topic, 0, [1, 4])  # after the gate: not what the approved plan moves from
+    with pytest.raises(ReassignError, match="stale"):
+        executor.step(state)
+    refused = [r for r in caplog.records if "the plan is stale" in r.getMessage()]
+    assert refused and refused[-1].levelno == logging.ERROR
+    assert f"{topic}:0" in refused[-1].getMessage() and "[1, 4]" in refused[-1].getMessage()
+    assert not admin.list_reassignments()  # nothing submitted: neither partition moved
+    assert _replicas(admin, topic) == {0: [1, 4], 1: [2, 3]}
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}  # no throttle was set
+
+    _move(admin, topic, 0, [1, 2])  # the cluster holds what was approved again
+    run(executor, state, timeout=60)
+    assert {k: sorted(v) for k, v in _replicas(admin, topic).items()} == {0: [2, 3], 1: [2, 4]}
