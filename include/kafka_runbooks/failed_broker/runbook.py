@@ -354,7 +354,10 @@ def review(
     decisions.record(
         "plan",
         "plan checked",
-        "every rule holds (RF kept, no broker twice, racks never fewer, replicas only from sources onto "
+        "every rule holds (each partition of the topics below the target raised exactly as the shared rule "
+        "places it and nothing else, disk room, chunks, the summary's and per-broker figures)"
+        if summary.get("rebalance") == "replication-factor"
+        else "every rule holds (RF kept, no broker twice, racks never fewer, replicas only from sources onto "
         "receivers, disk room, the spreads, targets and lower bounds as the snapshot gives them)"
         if summary.get("rebalance")
         else "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "

@@ -283,6 +283,38 @@ def test_check_plan_holds_a_replication_factor_plan_to_its_own_rules():
     assert rules == {"per-broker figures"} and len(RF_RULES) == 6
 
 
+def _per_broker(assignment, sizes, inputs) -> dict[str, dict]:
+    """The summary's per-broker figures as write_plan gives them: before from the cluster, after
+    from the planner's brokers (raise_replication counts each new replica on its broker)."""
+    before = _inputs(assignment, sizes).brokers
+    return {
+        str(b): {
+            "replicas_before": before[b].replicas,
+            "replicas_after": info.replicas,
+            "bytes_before": before[b].bytes,
+            "bytes_after": info.bytes,
+            "leaders_before": before[b].leaders,
+            "leaders_after": info.leaders,
+            "rack": info.rack,
+        }
+        for b, info in inputs.brokers.items()
+    }
+
+
+def test_the_review_passes_a_whole_plan_and_records_what_it_checked():
+    from kafka_runbooks import decisions
+    from kafka_runbooks.failed_broker import runbook
+
+    inputs = _inputs(SKEWED, SIZES)
+    moves, figures = job.raise_replication(inputs, 3, ["big", "t"], {b: 10**6 for b in RACKS})
+    plan = _plan(moves, figures, [1, 2, 3, 4], {"per_broker": _per_broker(SKEWED, SIZES, inputs)})
+    assert check_plan(plan, *_rows(SKEWED, SIZES)) == []
+    decisions.forget()
+    runbook.review(plan, *_rows(SKEWED, SIZES), plan.summary)
+    reason = decisions.made()[-1].reason
+    assert reason.startswith("every rule holds (each partition of the topics below the target raised exactly")
+
+
 def test_the_gate_names_the_topics_partitions_replicas_added_data_and_each_broker():
     moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["big"], None)
     summary = _plan(moves, figures, [1, 2, 3, 4]).summary | {
