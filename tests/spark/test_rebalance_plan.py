@@ -251,3 +251,32 @@ def test_the_cycle_collector_stays_off_while_a_rebalance_loads_and_plans(
         gc.set_threshold(*threshold)
     assert plan.summary["replica_moves"] > 0
     assert collections == [] and gc.isenabled()
+
+
+def test_a_plan_into_a_local_folder_is_written_by_the_driver_not_through_hadoops_local_file_system(
+    spark, make_snapshot, tmp_path, monkeypatch
+):
+    # Hadoop's local file system forks chmod for every file it creates (~6 ms each here): a
+    # million-partition rebalance writes ~6000 chunk files. A local folder is the driver's own
+    # disk, so the driver writes there itself, each file whole or not at all
+    through_hadoop = []
+    hadoop_write = job._HADOOP_FILES["write_text"]
+    monkeypatch.setitem(
+        job._HADOOP_FILES, "write_text", lambda *args: through_hadoop.append(args[1]) or hadoop_write(*args)
+    )
+    snapshot = make_snapshot([1, 2, 3, 4], on_three(24))
+    out = tmp_path / "plan"
+    plan = plan_of(
+        spark,
+        snapshot,
+        out,
+        "--rebalance",
+        "add-brokers",
+        "--new-brokers",
+        "4",
+        "--max-partitions-per-chunk",
+        "1",
+    )
+    assert len(plan.summary["chunks"]) == plan.summary["partitions"] >= 6 and len(plan.chunks) >= 6
+    assert through_hadoop == []
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temporary file left
