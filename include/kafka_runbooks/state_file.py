@@ -40,6 +40,7 @@ class StateEntry:
 
     @classmethod
     def from_dict(cls: type[E], raw: dict[str, Any]) -> E:
+        """The entry from its JSON object, by field name (see the class)."""
         return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
 
 
@@ -72,6 +73,8 @@ class ClusterStateFile:
         self.directory = self.store.local_path(prefix) if self.store.is_local else self.store.url_of(prefix)
 
     def read_entries(self) -> dict[str, Any]:
+        """The section's entries; no file yet is none, a broken file is a clear error to fix or
+        delete (never read as empty: that would forget every countdown silently)."""
         text = self.store.read_text(self.key)
         if text is None:
             return {}
@@ -82,6 +85,7 @@ class ClusterStateFile:
         return dict(raw.get(self.section) or {})
 
     def write_entries(self, entries: dict[str, Any]) -> None:
+        """Replace the whole object at once, so a reader never sees half of one."""
         body = {"version": STATE_VERSION, "cluster": self.cluster, self.section: entries}
         self.store.write_text(self.key, json.dumps(body, indent=1, sort_keys=True))
 

@@ -236,6 +236,8 @@ def record_left_alone(
 
 
 def raise_on_alerts(report: dict[str, Any], fail_on_alert: bool) -> dict[str, Any]:
+    """Log every alert; with ``fail_on_alert`` a failed task says a person is needed (an alert in a
+    log nobody reads is no alert)."""
     alerts = report.get("alerts") or []
     cluster = report.get("kafka_conn_id")
     summary = {"kafka_conn_id": cluster, "alerts": len(alerts), "summary": report.get("summary")}

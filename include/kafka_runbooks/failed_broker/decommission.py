@@ -182,11 +182,13 @@ class DiskUse:
 
     @property
     def percent_after(self) -> float | None:
+        """The dir's fill after the plan; None when its size is unknown (refused, never "room")."""
         if not self.total_bytes or self.used_bytes is None:
             return None
         return 100.0 * (self.used_bytes + self.gains) / self.total_bytes
 
     def line(self) -> str:
+        """The dir in one line of the refusal or the gate's summary."""
         where = f"broker {self.broker_id} log dir {self.path or '?'}"
         if self.percent_after is None:
             return f"{where}: size unknown (DescribeLogDirs gave no total/usable bytes), gains {format_size(self.gains)}"

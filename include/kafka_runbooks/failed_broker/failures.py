@@ -63,10 +63,13 @@ class Thresholds:
 
     @property
     def automation_on(self) -> bool:
+        """Off (-1), the sweep still tracks and alerts but never starts a reassignment."""
         return self.failure_threshold_s >= 0
 
     @property
     def retrigger_s(self) -> float:
+        """How long after a started run another may start for the same broker (a rejected
+        approval must not be asked again at once); unset, the failure threshold."""
         return (
             self.retrigger_after_s if self.retrigger_after_s is not None else max(self.failure_threshold_s, 0)
         )
@@ -80,6 +83,9 @@ RUNNING_NOW_MS = 3_000
 
 @dataclass
 class FailedBroker(StateEntry):
+    """One failed broker as the sweeps remember it (times on the worker's clock, compared only with
+    each other; the quorum epoch and last fetch on the controller's, compared only with each other)."""
+
     broker_id: int
     first_seen_ms: int
     alerted_ms: int | None = None
@@ -113,6 +119,8 @@ class MetadataFetch:
 
     @property
     def running_now(self) -> bool:
+        """A fenced broker that fetched within ``RUNNING_NOW_MS`` (both times on the controller's
+        clock) is starting or stuck, not dead: its countdown must not run on."""
         return (
             self.last_fetch_ms is not None
             and self.controller_now_ms is not None
@@ -174,9 +182,11 @@ class FailureStore(ClusterStateFile):
     section = "brokers"
 
     def load(self) -> dict[int, FailedBroker]:
+        """The remembered failures by broker id (JSON keys are strings)."""
         return {int(b): FailedBroker.from_dict(e) for b, e in self.read_entries().items()}
 
     def save(self, failed: dict[int, FailedBroker]) -> None:
+        """Replace the whole file: a broker no longer listed is forgotten."""
         self.write_entries({str(b): asdict(f) for b, f in sorted(failed.items())})
 
 
@@ -194,11 +204,17 @@ T = TypeVar("T", bound=Triggered)
 class EntryStore(Protocol[K, T]):
     """A sweep's state file of such entries (``FailureStore``, ``OfflineDirStore``)."""
 
-    def locked(self) -> Any: ...
+    def locked(self) -> Any:
+        """Hold the cluster's lock for a whole load, decide, save."""
+        ...
 
-    def load(self) -> dict[K, T]: ...
+    def load(self) -> dict[K, T]:
+        """Every remembered entry."""
+        ...
 
-    def save(self, entries: dict[K, T]) -> None: ...
+    def save(self, entries: dict[K, T]) -> None:
+        """Replace the file with ``entries``."""
+        ...
 
 
 class SweepTracker(Generic[K, T]):

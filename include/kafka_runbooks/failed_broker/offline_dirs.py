@@ -68,6 +68,7 @@ class OfflineDir(StateEntry):
 
     @property
     def key(self) -> str:
+        """One entry per (broker, dir): two brokers may use the same path."""
         return f"{self.broker_id}:{self.log_dir}"
 
 
@@ -78,10 +79,12 @@ class OfflineDirStore(ClusterStateFile):
     section = "log_dirs"
 
     def load(self) -> dict[str, OfflineDir]:
+        """The remembered offline dirs by ``broker:dir``."""
         entries = (OfflineDir.from_dict(e) for e in self.read_entries().values())
         return {e.key: e for e in entries}
 
     def save(self, dirs: dict[str, OfflineDir]) -> None:
+        """Replace the whole file: a dir no longer listed is forgotten."""
         self.write_entries({k: asdict(d) for k, d in sorted(dirs.items())})
 
 
@@ -100,6 +103,7 @@ class DirAssessment:
     records: list[decisions.DecisionRecord] = field(default_factory=list)
 
     def dirs_of(self, broker_id: int) -> list[OfflineDir]:
+        """A broker's offline dirs: the runbook moves the replicas of all of them at once."""
         return [d for _, d in sorted(self.offline.items()) if d.broker_id == broker_id]
 
     def as_dict(self) -> dict[str, Any]:

@@ -32,6 +32,9 @@ class RequestError(BadInput):
 
 @dataclass(frozen=True)
 class ReassignRequest:
+    """A reassigning run's params, parsed and checked once (no cluster call): what crosses from the
+    plugin into the library, for the heal, the decommission, the log-dir failure and the rebalance."""
+
     failed_brokers: tuple[int, ...] | None  # None: detect
     receivers: tuple[int, ...] | None  # None: every live broker
     max_partitions_per_chunk: int

@@ -59,6 +59,9 @@ ACTIVE_RUN_STATES = frozenset({"queued", "running"})
 
 @dataclass(frozen=True)
 class SweepOptions:
+    """One sweep's settings; its field defaults are the DAG form's and an empty conf's too
+    (``kafka_runbooks_airflow.metadata_errors.OPTION_DEFAULTS``)."""
+
     max_flagged_brokers: int = 2
     controller_escalate_after: int = 2
     restart_brokers: bool = True
