@@ -65,15 +65,9 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     state, found = refuse_bad_input(
         lambda _: read_failed_dirs(params["kafka_conn_id"], request.broker_id, request.log_dir), {}, log.name
     )
-    if found.nothing_to_do:
-        decisions.record(
-            "validate",
-            "nothing to do",
-            f"broker {request.broker_id} has no offline log dir (its DescribeLogDirs answer): nothing moves",
-            observed=found.observed(),
-            logger=log,
-        )
-        return {"nothing_to_do": True, "failed": [request.broker_id], "selection": found.observed()}
+    nothing = _nothing_to_move(request.broker_id, found)
+    if nothing is not None:
+        return nothing
     decisions.record(
         "select replicas",
         f"move the {len(found.replicas)} replica(s) of broker {request.broker_id}'s failed log dir(s)",
@@ -91,12 +85,30 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     )
     return {
         **checked,
-        "nothing_to_do": checked["nothing_to_do"] or not found.replicas,
+        "nothing_to_do": checked["nothing_to_do"],
         "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
         "drain_replicas_csv": found.selection_csv,
         "moved": [f"{t}:{p}" for t, p in found.replicas],
         "kept": [f"{t}:{p}" for t, p in found.in_healthy_dirs],
     }
+
+
+def _nothing_to_move(broker: int, found) -> dict[str, Any] | None:
+    """The run's "nothing to do" (a record and validate's result), or None when replicas sat in a
+    failed dir. A dir still offline whose replicas were all moved (an earlier run, or this run
+    cleared after its success) is nothing to do too: handed to the heal's validate, the broker's
+    healthy replicas made it record "go on to the plan" for a run that then ended at once."""
+    if found.nothing_to_do:
+        why = f"broker {broker} has no offline log dir (its DescribeLogDirs answer): nothing moves"
+    elif not found.replicas:
+        why = (
+            f"broker {broker}'s offline log dir(s) hold none of its replicas any more (the metadata's "
+            "replicas of the broker are all in healthy dirs): nothing moves"
+        )
+    else:
+        return None
+    decisions.record("validate", "nothing to do", why, observed=found.observed(), logger=log)
+    return {"nothing_to_do": True, "failed": [broker], "selection": found.observed()}
 
 
 def _receivers(request, state, broker: int) -> tuple[list[int], list[int]]:

@@ -170,6 +170,13 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
         _clear(airflow_local, approved)
         again = wait_until(lambda: _ended_or_asking(airflow_local, approved), 600, 1, "the cleared run")
         assert again == "success", _states(airflow_local, approved)
+        cleared = airflow_local.task_log_text(DAG_ID, approved, "validate", try_number=2)
+        # its record says so (it said "go on to the plan" for the broker's healthy replicas)
+        assert (
+            f"DECISION validate: nothing to do because broker {BROKER}'s offline log dir(s) hold none"
+            in cleared
+        )
+        assert "go on to the plan" not in cleared, cleared[-3000:]
         states = _states(airflow_local, approved)
         assert states[GATE] == "skipped" and states["execute_chunks"] == "skipped", states
         assert _assignment(admin) == healed  # nothing moved again
