@@ -45,7 +45,7 @@ def _roll(roller, state, timeout_s=300.0, interval_s=0.3):
         time.sleep(interval_s)
 
 
-def _fill_and_crash(stack, admin, broker: int, seconds: float = 15.0) -> str:
+def _fill_and_crash(stack, admin, broker: int, seconds: float = 3.0) -> str:
     """Unflushed data on many small segments, then kill -9: its logs need real recovery
     at its next start (which the caller makes, see :func:`_frozen_quorum`).
 
