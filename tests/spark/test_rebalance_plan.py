@@ -280,3 +280,21 @@ def test_a_plan_into_a_local_folder_is_written_by_the_driver_not_through_hadoops
     assert len(plan.summary["chunks"]) == plan.summary["partitions"] >= 6 and len(plan.chunks) >= 6
     assert through_hadoop == []
     assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_large_plan_is_written_compact_and_a_small_one_indented(spark, make_snapshot, tmp_path):
+    # Python's indenting JSON encoder is its pure-Python one: ~3 s of a million-partition
+    # rebalance's summary and plan; past LARGE_JSON_ITEMS partitions nobody reads them by eye
+    large = plan_of(
+        spark, make_snapshot([1, 2, 3, 4], on_three(1400)), tmp_path / "large",
+        "--rebalance", "add-brokers", "--new-brokers", "4", "--max-partitions-per-chunk", "2000",
+        "--max-replica-spread", "1",
+    )  # fmt: skip
+    assert large.summary["partitions"] > job.LARGE_JSON_ITEMS
+    for name in ("summary.json", "plan.json", large.summary["chunks"][0]["file"]):
+        assert (tmp_path / "large" / name).read_text().count("\n") == 1, name
+    small = plan_of(
+        spark, make_snapshot([1, 2, 3, 4], on_three(24)), tmp_path / "small", "--rebalance", "full"
+    )
+    assert (tmp_path / "small" / "summary.json").read_text().startswith('{\n "failed_brokers"')
+    assert len(small.partitions) > 0
