@@ -470,12 +470,15 @@ def review_plan(
     plan_dir = storage.locate(checked["plan_dir"])
     plan = _load_plan(plan_dir)
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
-    markdown = plan_markdown(
-        summary,
-        int(checked["throttle_bytes_per_sec"]),
-        str(plan_dir),
-        bool(checked.get("elect_preferred_leaders", True)),
-    )
+    throttle = int(checked["throttle_bytes_per_sec"])
+    if summary.get("rebalance") == "replication-factor":
+        from kafka_runbooks.replication_factor import rf_markdown
+
+        markdown = rf_markdown(summary, throttle, str(plan_dir))
+    else:
+        markdown = plan_markdown(
+            summary, throttle, str(plan_dir), bool(checked.get("elect_preferred_leaders", True))
+        )
     runbook.review(plan, *read_snapshot_rows(snapshot_path), summary, log)
     log.info("reassignment plan:\n%s", markdown)
     path = run_dir(dag_id, run_id) / EXEC_STATE

@@ -35,7 +35,7 @@ from kafka_runbooks.rebalance import (
     resolve_rebalance,
     room,
 )
-from kafka_runbooks.replication_factor import build_rf_request, judge_rf, select_topics
+from kafka_runbooks.replication_factor import build_rf_request, judge_rf, rf_markdown, select_topics
 from kafka_runbooks.snapshot import write_snapshot
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, unique_topic, wait_until
@@ -189,7 +189,7 @@ def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothin
         plan = load_plan(out)
         runbook.review(plan, *read_snapshot_rows(snapshot), plan.summary)  # the check replays the rule
         assert plan.summary["replicas_added"] == 8 and plan.summary["raised"] == {topic: 4}
-        assert "**8** replica(s) added" in plan_markdown(plan.summary, 10 << 20, str(out), True)
+        assert "**8** replica(s) added" in rf_markdown(plan.summary, 10 << 20, str(out))
 
         exec_state = ExecState("rf", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
         executor = ChunkExecutor(

@@ -971,16 +971,18 @@ def check_plan(
     """Every rule the plan must keep, re-derived from the snapshot; returns the violations.
 
     A rebalance's plan (``summary["rebalance"]``) is held to the rebalance's rules
-    (``REBALANCE_RULES``: judged with the shared balancing units), a replication-factor plan to
-    ``kafka_runbooks.replication_factor.RF_RULES`` (the same units replayed), the rest to ``RULES``.
+    (``REBALANCE_RULES``: judged with the shared balancing units), the rest to ``RULES``. A
+    replication-factor plan needs ``rules=kafka_runbooks.replication_factor.RF_RULES`` (that module
+    builds on this one's families, so the caller names them: ``runbook.review`` does); without
+    them it is refused here rather than judged by rules that are not its own.
 
     ``replica_rows`` is read twice (re-iterable; a one-shot iterator is materialised).
     """
     if plan.summary.get("rebalance") == "replication-factor" and rules is RULES:
-        from kafka_runbooks.replication_factor import RF_RULES  # it builds on this module's families
-
-        rules = RF_RULES
-    elif plan.summary.get("rebalance") and rules is RULES:
+        raise ValueError(
+            "a replication-factor plan is checked with kafka_runbooks.replication_factor.RF_RULES"
+        )
+    if plan.summary.get("rebalance") and rules is RULES:
         rules = REBALANCE_RULES
     model = plan_model(plan, replica_rows, broker_rows)
     violations = [v for rule in rules for v in rule.check(plan, model)]

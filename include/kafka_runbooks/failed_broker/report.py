@@ -67,11 +67,14 @@ def plan_markdown(
     plan_dir: str,
     elect_preferred_leaders: bool,
 ) -> str:
-    """The gate's body: what will be done, in tables the Airflow UI renders."""
-    if summary.get("rebalance") == "replication-factor":
-        from kafka_runbooks.replication_factor import rf_markdown  # it builds on this module
+    """The gate's body: what will be done, in tables the Airflow UI renders.
 
-        return rf_markdown(summary, throttle_bytes_per_sec, plan_dir)
+    A replication-factor plan's body is ``kafka_runbooks.replication_factor.rf_markdown`` (that
+    module builds on this one, so the caller picks it: the reassignment glue's review does)."""
+    if summary.get("rebalance") == "replication-factor":
+        raise ValueError(
+            "a replication-factor plan's gate body is kafka_runbooks.replication_factor.rf_markdown"
+        )
     if summary.get("rebalance"):
         return rebalance_markdown(summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders)
     failed = {int(b) for b in summary["failed_brokers"]}

@@ -340,8 +340,12 @@ def review(
 
     The plan comes from a Spark job: the runbook trusts it only after its own check.
     """
+    from kafka_runbooks.failed_broker.plan import RULES
+    from kafka_runbooks.replication_factor import RF_RULES
+
     logger = logger or log
-    violations = check_plan(plan, replica_rows, broker_rows)
+    rules = RF_RULES if plan.summary.get("rebalance") == "replication-factor" else RULES
+    violations = check_plan(plan, replica_rows, broker_rows, rules)
     if violations:
         decisions.record(
             "plan",

@@ -278,9 +278,13 @@ def test_the_check_refuses_a_target_the_rule_does_not_give_a_forgotten_partition
 def test_check_plan_holds_a_replication_factor_plan_to_its_own_rules():
     moves, figures = job.raise_replication(_inputs(SKEWED, SIZES), 3, ["t"], None)
     plan = _plan(moves, figures, [1, 2, 3, 4])
-    rules = {v.rule for v in check_plan(plan, *_rows(SKEWED, SIZES))}
+    rules = {v.rule for v in check_plan(plan, *_rows(SKEWED, SIZES), RF_RULES)}
     # no per-broker figures in this hand-made summary: only that family speaks, none of the rebalance's
     assert rules == {"per-broker figures"} and len(RF_RULES) == 6
+    # the plan module does not know the replication-factor rules (they build on it): without them
+    # such a plan is refused outright, never judged by the heal's or the rebalance's rules
+    with pytest.raises(ValueError, match="RF_RULES"):
+        check_plan(plan, *_rows(SKEWED, SIZES))
 
 
 def _per_broker(assignment, sizes, inputs) -> dict[str, dict]:
@@ -308,7 +312,7 @@ def test_the_review_passes_a_whole_plan_and_records_what_it_checked():
     inputs = _inputs(SKEWED, SIZES)
     moves, figures = job.raise_replication(inputs, 3, ["big", "t"], {b: 10**6 for b in RACKS})
     plan = _plan(moves, figures, [1, 2, 3, 4], {"per_broker": _per_broker(SKEWED, SIZES, inputs)})
-    assert check_plan(plan, *_rows(SKEWED, SIZES)) == []
+    assert check_plan(plan, *_rows(SKEWED, SIZES), RF_RULES) == []
     decisions.forget()
     runbook.review(plan, *_rows(SKEWED, SIZES), plan.summary)
     reason = decisions.made()[-1].reason
