@@ -37,6 +37,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, Param, task
 
+import kafka_runbooks_airflow.controller_replace  # noqa: F401 -- registers the gate's "controller_replace" action
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param

@@ -23,6 +23,7 @@ from kafka_runbooks.controller_replace.quorum_tool import (
 )
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.units import parse_duration
+from kafka_runbooks_airflow.gate import gate_action, run_xcom
 
 log = logging.getLogger("kafka_runbooks.controller_replace")
 
@@ -132,3 +133,22 @@ def plan_markdown(document: dict[str, Any]) -> str:
         )
     rows += ["", f"Final voters: {document['expected_voters']}"]
     return "\n".join(rows)
+
+
+@gate_action("controller_replace")
+def controller_replace_action(context) -> dict[str, Any]:
+    """kafka_controller_replace: the voter changes replace will make (the plan document's steps,
+    with the directory ids read from DescribeQuorum), the voter set it verifies, and its options."""
+    params = context["params"]
+    document = run_xcom(context, "plan_replacement") or {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "kafka_conn_id": params.get("kafka_conn_id"),
+        "steps": document.get("steps"),
+        "expected_voters": document.get("expected_voters"),
+        "request": document.get("request"),
+        "settle_period_s": params.get("settle_period_s"),
+        "dry_run": False,
+        "require_approval": True,
+    }

@@ -26,6 +26,7 @@ from kafka_runbooks.failed_broker.request import (
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, parse_duration, parse_size
+from kafka_runbooks_airflow.gate import gate_action, run_xcom
 from kafka_runbooks_airflow.run_state import (
     ADOPT_STATE,
     EXEC_STATE,
@@ -937,3 +938,40 @@ def _stop_state_now(admin: ClusterAdmin, path: StorePath, request, run_id: str) 
     _record_stopped(f"run {run_id}", request, done, left, log)
     result = ending(state)
     return {**asdict(result), "line": result.line(), "left": left}
+
+
+@gate_action("reassign")
+def reassign_action(context) -> dict[str, Any]:
+    """The reassigning runbooks (heal, decommission, log-dir failure, rebalance): the chunks the
+    reassignment sensor will submit (the run's execution state file), and the leader moves after."""
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    reviewed = run_xcom(context, "review_plan") or {}
+    checked = run_xcom(context, "validate") or {}
+    path = run_dir(dag_id, run_id) / EXEC_STATE
+    state = json.loads(path.read_text()) if path.exists() else {}
+    action = {
+        "runbook": dag_id,
+        "run_id": run_id,
+        "kafka_conn_id": context["params"].get("kafka_conn_id"),
+        "failed_brokers": state.get("failed_brokers"),
+        "throttle_bytes_per_sec": state.get("throttle_bytes_per_sec"),
+        "chunks": [c.get("targets") for c in state.get("chunks", [])],
+        "elect_preferred_leaders": checked.get("elect_preferred_leaders"),  # done after healing
+        "dry_run": bool(checked.get("dry_run", reviewed.get("dry_run"))),
+        "require_approval": bool(checked.get("require_approval", reviewed.get("require_approval", True))),
+    }
+    leader_moves = planned_leader_moves(checked)
+    if leader_moves:  # the rebalance's reorders, applied after the chunks: approved with them
+        action["leader_moves"] = leader_moves
+    return action
+
+
+def planned_leader_moves(checked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's leader-only moves (a rebalance's replica reorders, in its summary.json; none for
+    a heal or a drain): what the verify step applies, so the approval must name them too."""
+    from kafka_runbooks.snapshot_contract import SUMMARY_FILE
+
+    if not checked.get("plan_dir"):
+        return []
+    summary = storage.locate(checked["plan_dir"]) / SUMMARY_FILE
+    return (json.loads(summary.read_text()).get("leader_moves") or []) if summary.exists() else []

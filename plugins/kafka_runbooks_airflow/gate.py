@@ -26,7 +26,6 @@ Runs with ``require_approval=false`` and dry runs pass the gate without asking, 
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -39,7 +38,6 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from kafka_runbooks import approval as rules
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks_airflow.run_state import EXEC_STATE, read_roll_state, run_dir
 
 log = logging.getLogger("kafka_runbooks.approval")
 
@@ -89,145 +87,44 @@ def run_xcom(context, task_id: str, key: str = "return_value") -> Any:
     return ti.xcom_pull(task_ids=task_id, key=key)
 
 
-def restart_action(context) -> dict[str, Any]:
-    """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads).
+ActionFn = Callable[[Any], dict[str, Any]]
+_ACTIONS: dict[str, ActionFn] = {}
 
-    Covers everything the roll reads that decides what it does or how it checks: the
-    order, each node's role, every option (timeouts, attempts, force, quorum lag), the
-    evidence rows the approver was shown (``gate_rows``), and the connections the sensor
-    acts through (cluster, probe, restart back end). Not the progress (phases, attempts,
-    evidence read during the roll): it changes at every step of an approved roll.
+
+def register_action(kind: str, fn: ActionFn) -> ActionFn:
+    """Make ``fn`` what gates and destructive tasks of kind ``kind`` approve (:func:`current_action`).
+
+    Each runbook's glue module registers its own "what is the plan" function when it is
+    imported, so the gate holds no per-runbook table. A second, different function for a
+    kind already taken is refused (two runbooks would approve each other's plans); the same
+    function registered again (its module imported again) is a no-op.
     """
-    dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    params = context["params"]
-    plan = run_xcom(context, "plan_restart") or {}
-    state = json.loads(read_roll_state(dag_id, run_id) or "{}")
-    return {
-        "runbook": dag_id,
-        "run_id": run_id,
-        "kafka_conn_id": params.get("kafka_conn_id"),
-        "probe_conn_id": params.get("probe_conn_id") or None,
-        "restart_conn_id": params.get("restart_conn_id"),
-        "reason": state.get("reason"),
-        "order": state.get("order"),
-        "roles": {n: p.get("role") for n, p in (state.get("nodes") or {}).items()},
-        "options": state.get("options"),
-        "evidence": state.get("gate_rows") or [],
-        "dry_run": bool((state.get("options") or {}).get("dry_run", plan.get("dry_run"))),
-        "require_approval": bool(params["require_approval"]),
-    }
+    known = _ACTIONS.get(kind)
+    if known is not None and _qualified(known) != _qualified(fn):
+        raise BadInput(f"action_kind {kind!r} is already registered by {_qualified(known)}")
+    _ACTIONS[kind] = fn
+    return fn
 
 
-def unclean_action(context) -> dict[str, Any]:
-    """kafka_unclean_recovery: the elections run_elections will make (from the plan document).
-
-    Also what decides how they are made and checked: the cluster, the settle period each
-    election must hold for, whether the replica order is put back, and the replica orders an
-    earlier run left changed (this run restores them too: a change the approver must see).
-    """
-    from kafka_runbooks.unclean.elect import ReorderState
-
-    params = context["params"]
-    document = run_xcom(context, "plan_recovery") or {}
-    cluster = params.get("kafka_conn_id")
-    left_changed = ReorderState(cluster).read_entries() if cluster else {}
-    return {
-        "runbook": context["dag"].dag_id,
-        "run_id": context["run_id"],
-        "kafka_conn_id": cluster,
-        "mode": document.get("mode"),
-        # every choice with what was seen (log end offsets, epochs): what the approver weighed
-        "choices": document.get("choices"),
-        "election_attempts": document.get("recovery_election_attempts"),
-        "restore_replica_order": bool(params["restore_replica_order"]),
-        "settle_period_s": params.get("settle_period_s", 30),
-        "orders_left_changed": {k: v.get("original") for k, v in sorted(left_changed.items())},
-        "dry_run": False,
-        "require_approval": True,
-    }
+def gate_action(kind: str) -> Callable[[ActionFn], ActionFn]:
+    """Decorator form of :func:`register_action`."""
+    return lambda fn: register_action(kind, fn)
 
 
-def reassign_action(context) -> dict[str, Any]:
-    """kafka_failed_broker_reassignment: the chunks execute_chunks will submit (its state file)."""
-    dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    reviewed = run_xcom(context, "review_plan") or {}
-    checked = run_xcom(context, "validate") or {}
-    path = run_dir(dag_id, run_id) / EXEC_STATE
-    state = json.loads(path.read_text()) if path.exists() else {}
-    action = {
-        "runbook": dag_id,
-        "run_id": run_id,
-        "kafka_conn_id": context["params"].get("kafka_conn_id"),
-        "failed_brokers": state.get("failed_brokers"),
-        "throttle_bytes_per_sec": state.get("throttle_bytes_per_sec"),
-        "chunks": [c.get("targets") for c in state.get("chunks", [])],
-        "elect_preferred_leaders": checked.get("elect_preferred_leaders"),  # done after healing
-        "dry_run": bool(checked.get("dry_run", reviewed.get("dry_run"))),
-        "require_approval": bool(checked.get("require_approval", reviewed.get("require_approval", True))),
-    }
-    leader_moves = planned_leader_moves(checked)
-    if leader_moves:  # the rebalance's reorders, applied after the chunks: approved with them
-        action["leader_moves"] = leader_moves
-    return action
+def action_kinds() -> list[str]:
+    """The kinds registered so far (the glue modules imported in this process)."""
+    return sorted(_ACTIONS)
 
 
-def planned_leader_moves(checked: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan's leader-only moves (a rebalance's replica reorders, in its summary.json; none for
-    a heal or a drain): what the verify step applies, so the approval must name them too."""
-    from kafka_runbooks import storage
-    from kafka_runbooks.snapshot_contract import SUMMARY_FILE
-
-    if not checked.get("plan_dir"):
-        return []
-    summary = storage.locate(checked["plan_dir"]) / SUMMARY_FILE
-    return (json.loads(summary.read_text()).get("leader_moves") or []) if summary.exists() else []
+def registered_action(kind: str) -> ActionFn:
+    """The action function of ``kind``; BadInput naming the known kinds when nobody registered it."""
+    if kind not in _ACTIONS:
+        raise BadInput(f"unknown action_kind {kind!r}; known: {action_kinds()}")
+    return _ACTIONS[kind]
 
 
-def controller_action(context) -> dict[str, Any]:
-    """kafka_metadata_error_sweep: the restart run the sweep will start for one cluster's active controller.
-
-    The whole conf the run is started with (which cluster, which node, why): the trigger task
-    starts nothing unless what it would send is exactly this (:class:`ApprovedTriggerDagRunOperator`).
-    """
-    group = context["ti"].task_id.rpartition(".")[0]  # the sweep of the same (per-cluster) group
-    escalation = run_xcom(context, f"{group}.sweep" if group else "sweep", "controller_escalation") or {}
-    return {
-        "runbook": context["dag"].dag_id,
-        "run_id": context["run_id"],
-        "node_id": escalation.get("node_id"),
-        "trigger_run_id": escalation.get("trigger_run_id"),
-        "conf": escalation.get("conf"),
-        "reason": escalation.get("reason"),
-        "dry_run": False,
-        "require_approval": True,
-    }
-
-
-def controller_replace_action(context) -> dict[str, Any]:
-    """kafka_controller_replace: the voter changes replace will make (the plan document's steps,
-    with the directory ids read from DescribeQuorum), the voter set it verifies, and its options."""
-    params = context["params"]
-    document = run_xcom(context, "plan_replacement") or {}
-    return {
-        "runbook": context["dag"].dag_id,
-        "run_id": context["run_id"],
-        "kafka_conn_id": params.get("kafka_conn_id"),
-        "steps": document.get("steps"),
-        "expected_voters": document.get("expected_voters"),
-        "request": document.get("request"),
-        "settle_period_s": params.get("settle_period_s"),
-        "dry_run": False,
-        "require_approval": True,
-    }
-
-
-ACTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "restart": restart_action,
-    "unclean": unclean_action,
-    "reassign": reassign_action,
-    "controller": controller_action,
-    "controller_replace": controller_replace_action,
-}
+def _qualified(fn: ActionFn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _run_conf(context) -> dict[str, Any]:
@@ -241,7 +138,7 @@ def current_action(kind: str, context) -> tuple[dict[str, Any], str]:
     The approvals that started the run (``upstream_approvals`` in its conf) are part of what
     is approved: the chain the four-eyes check reads cannot differ from the one shown.
     """
-    action = ACTIONS[kind](context)
+    action = registered_action(kind)(context)
     conf = _run_conf(context)
     if rules.UPSTREAM_KEY in conf:
         action[rules.UPSTREAM_KEY] = conf[rules.UPSTREAM_KEY]
@@ -462,15 +359,14 @@ class _PlanGate:
 class PlanApprovalOperator(_PlanGate, ApprovalOperator):
     """``ApprovalOperator`` whose Reject and timeout fail the run, and whose Approve is a record.
 
-    :param action_kind: which plan it approves (a key of :data:`ACTIONS`).
+    :param action_kind: which plan it approves (a kind a glue module registered, :func:`register_action`).
     :param timeout_param: DAG param (seconds) overriding ``response_timeout`` per run.
     """
 
     def __init__(
         self, *, action_kind: str, timeout_param: str | None = "approval_timeout_s", **kwargs
     ) -> None:
-        if action_kind not in ACTIONS:
-            raise BadInput(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+        registered_action(action_kind)  # an unregistered kind fails the DAG's parse
         super().__init__(**kwargs)
         self.action_kind = action_kind
         self.timeout_param = timeout_param
@@ -506,8 +402,7 @@ class PlanDecisionBranchOperator(_PlanGate, HITLBranchOperator):
     def __init__(
         self, *, action_kind: str, approve_option: str, timeout_param: str | None = None, **kwargs
     ) -> None:
-        if action_kind not in ACTIONS:
-            raise BadInput(f"unknown action_kind {action_kind!r}; known: {sorted(ACTIONS)}")
+        registered_action(action_kind)  # an unregistered kind fails the DAG's parse
         super().__init__(**kwargs)
         if approve_option not in self.options:
             raise BadInput(f"approve_option {approve_option!r} is not one of {self.options}")

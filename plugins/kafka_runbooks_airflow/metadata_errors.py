@@ -25,7 +25,12 @@ from kafka_runbooks.metadata_errors.sweep import (
     run_sweep,
     write_report,
 )
-from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator, PlanDecisionBranchOperator
+from kafka_runbooks_airflow.gate import (
+    ApprovedTriggerDagRunOperator,
+    PlanDecisionBranchOperator,
+    gate_action,
+    run_xcom,
+)
 
 log = logging.getLogger(__name__)
 
@@ -325,3 +330,24 @@ def leave_alone_if_chosen(context) -> dict[str, Any]:
     if not isinstance(answer, dict) or answer.get("outcome") != rules.REJECTED:
         raise AirflowSkipException("'Leave it' was not chosen at this cluster's gate")
     return record_left_alone(group_xcom(context, "sweep", "controller_escalation"), answer)
+
+
+@gate_action("controller")
+def controller_action(context) -> dict[str, Any]:
+    """kafka_metadata_error_sweep: the restart run the sweep will start for one cluster's active controller.
+
+    The whole conf the run is started with (which cluster, which node, why): the trigger task
+    starts nothing unless what it would send is exactly this (:class:`ApprovedTriggerDagRunOperator`).
+    """
+    group = context["ti"].task_id.rpartition(".")[0]  # the sweep of the same (per-cluster) group
+    escalation = run_xcom(context, f"{group}.sweep" if group else "sweep", "controller_escalation") or {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "node_id": escalation.get("node_id"),
+        "trigger_run_id": escalation.get("trigger_run_id"),
+        "conf": escalation.get("conf"),
+        "reason": escalation.get("reason"),
+        "dry_run": False,
+        "require_approval": True,
+    }

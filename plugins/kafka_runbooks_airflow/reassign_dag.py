@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow.sdk import Param, task
 
+import kafka_runbooks_airflow.failed_broker  # noqa: F401 -- registers the gate's "reassign" action
 from kafka_runbooks.failed_broker.decommission import DEFAULT_MAX_DISK_USAGE_PERCENT
 from kafka_runbooks.failed_broker.request import (
     DEFAULT_MAX_BYTES_PER_CHUNK,

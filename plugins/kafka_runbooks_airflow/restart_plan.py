@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
 from kafka_runbooks.restart.safety import gate_markdown
 from kafka_runbooks.units import parse_duration
+from kafka_runbooks_airflow.gate import gate_action, run_xcom
 from kafka_runbooks_airflow.run_state import read_roll_state, roll_state_file, write_roll_state
 
 log = logging.getLogger(__name__)
@@ -70,4 +73,34 @@ def _summary(state: RollState, resumed: bool) -> dict:
         "dry_run": state.options.dry_run,
         "require_approval": True,
         "resumed": resumed,
+    }
+
+
+@gate_action("restart")
+def restart_action(context) -> dict[str, Any]:
+    """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads).
+
+    Covers everything the roll reads that decides what it does or how it checks: the
+    order, each node's role, every option (timeouts, attempts, force, quorum lag), the
+    evidence rows the approver was shown (``gate_rows``), and the connections the sensor
+    acts through (cluster, probe, restart back end). Not the progress (phases, attempts,
+    evidence read during the roll): it changes at every step of an approved roll.
+    """
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    params = context["params"]
+    plan = run_xcom(context, "plan_restart") or {}
+    state = json.loads(read_roll_state(dag_id, run_id) or "{}")
+    return {
+        "runbook": dag_id,
+        "run_id": run_id,
+        "kafka_conn_id": params.get("kafka_conn_id"),
+        "probe_conn_id": params.get("probe_conn_id") or None,
+        "restart_conn_id": params.get("restart_conn_id"),
+        "reason": state.get("reason"),
+        "order": state.get("order"),
+        "roles": {n: p.get("role") for n, p in (state.get("nodes") or {}).items()},
+        "options": state.get("options"),
+        "evidence": state.get("gate_rows") or [],
+        "dry_run": bool((state.get("options") or {}).get("dry_run", plan.get("dry_run"))),
+        "require_approval": bool(params["require_approval"]),
     }

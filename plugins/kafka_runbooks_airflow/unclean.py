@@ -15,6 +15,7 @@ from kafka_runbooks import decisions, storage
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.request import settle_period_s
+from kafka_runbooks_airflow.gate import gate_action, run_xcom
 
 ARTIFACTS = "unclean_recovery"
 
@@ -143,3 +144,33 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     finally:
         admin.close()
     return report.as_dict()
+
+
+@gate_action("unclean")
+def unclean_action(context) -> dict[str, Any]:
+    """kafka_unclean_recovery: the elections run_elections will make (from the plan document).
+
+    Also what decides how they are made and checked: the cluster, the settle period each
+    election must hold for, whether the replica order is put back, and the replica orders an
+    earlier run left changed (this run restores them too: a change the approver must see).
+    """
+    from kafka_runbooks.unclean.elect import ReorderState
+
+    params = context["params"]
+    document = run_xcom(context, "plan_recovery") or {}
+    cluster = params.get("kafka_conn_id")
+    left_changed = ReorderState(cluster).read_entries() if cluster else {}
+    return {
+        "runbook": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "kafka_conn_id": cluster,
+        "mode": document.get("mode"),
+        # every choice with what was seen (log end offsets, epochs): what the approver weighed
+        "choices": document.get("choices"),
+        "election_attempts": document.get("recovery_election_attempts"),
+        "restore_replica_order": bool(params["restore_replica_order"]),
+        "settle_period_s": params.get("settle_period_s", 30),
+        "orders_left_changed": {k: v.get("original") for k, v in sorted(left_changed.items())},
+        "dry_run": False,
+        "require_approval": True,
+    }

@@ -1,7 +1,7 @@
 """What each gate's digest covers: every input the destructive task reads that changes what it
 does or how it checks, and none of the progress it writes while it acts.
 
-For every kind in ``gate.ACTIONS``, a planned run is built from the files and XComs the
+For every kind a glue module registers with the gate, a planned run is built from the files and XComs the
 destructive task reads; each input is then changed in turn and the digest must change (an
 approval of the old plan no longer lets the task act). Progress written by an approved task
 must NOT change it (else an approved roll would refuse itself at its next poke).
@@ -36,10 +36,22 @@ def _context(dag_id: str, xcoms: dict, params: dict) -> dict:
     }
 
 
+GLUE = ("restart_plan", "unclean", "failed_broker", "metadata_errors", "controller_replace")
+
+
 def _digest(kind: str, context) -> str:
     from kafka_runbooks_airflow.gate import current_action
 
     return current_action(kind, context)[1]
+
+
+@pytest.fixture(autouse=True)
+def registered_actions():
+    """The glue modules register their gate actions when imported (as the DAG files import them)."""
+    import importlib
+
+    for name in GLUE:
+        importlib.import_module(f"kafka_runbooks_airflow.{name}")
 
 
 @pytest.fixture(autouse=True)
@@ -49,9 +61,9 @@ def data_dir(tmp_path, monkeypatch):
 
 
 def test_every_kind_of_action_is_covered_here():
-    from kafka_runbooks_airflow.gate import ACTIONS
+    from kafka_runbooks_airflow.gate import action_kinds
 
-    assert sorted(ACTIONS) == sorted(CASES)
+    assert action_kinds() == sorted(CASES)
 
 
 # ------------------------------------------------------------------ restart
@@ -392,3 +404,31 @@ def test_the_unclean_gate_shows_the_replica_orders_it_will_also_restore(monkeypa
     with pytest.raises(TaskAwaitingInput):
         task.execute(context)
     assert "**Also restores the replica order an earlier run left changed:** u-3 -> [3, 1]" in shown["body"]
+
+
+# Each kind's digest for the fixed plans above, as gate.py computed them when it held every
+# runbook's action function in one table (before the glue modules registered their own): an
+# approval given before that move still binds the same plan after it.
+PINNED = {
+    "restart": "sha256:b249e1f6fff7fb3d30524b52bf933a5f3b459898db28484755127fd89d7a407f",
+    "unclean": "sha256:08fe8735b3911c584d96510a98a0f42c0f3b0514476b25e35149608066441e23",
+    "reassign": "sha256:317eba4fe726685b65bb7daf26d5cd5419c2a08ba93dc735091a7ef96409ad98",
+    "controller": "sha256:014990d8bf104e994ccdd30cfef82a212f2ba3d5af4825398f7aa00617d0c744",
+    "controller_replace": "sha256:19bc2a26d68c9408884b782df8452bd0572e574c93a93cd72b29096cad6b2917",
+}
+
+
+def test_every_kinds_digest_of_a_fixed_plan_is_the_one_pinned():
+    replace_params = {"kafka_conn_id": "kafka_default", "settle_period_s": 10}
+    contexts = {
+        "restart": _restart(ROLL, RESTART_PARAMS),
+        "unclean": _unclean(DOCUMENT, UNCLEAN_PARAMS),
+        "reassign": _reassign(EXEC, REASSIGN_PARAMS),
+        "controller": _controller(_escalation()),
+        "controller_replace": _context(
+            "kafka_controller_replace",
+            {("plan_replacement", "return_value"): REPLACE_DOCUMENT},
+            replace_params,
+        ),
+    }
+    assert {kind: _digest(kind, context) for kind, context in contexts.items()} == PINNED
