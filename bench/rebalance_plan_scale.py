@@ -261,6 +261,11 @@ def main() -> None:
         )
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
+    print(
+        "lower bound = the fewest replica moves (leader changes) that put every broker within one window "
+        "as wide as the target, the total kept: the replicas above it must leave, those missing below it "
+        "must arrive (add-brokers: only new brokers receive); whatever racks and disks allow"
+    )
     spreads = (args.max_replica_spread, args.max_leader_spread)
     try:
         for mode in args.modes.split(","):
