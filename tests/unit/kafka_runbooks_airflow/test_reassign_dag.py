@@ -46,3 +46,37 @@ def test_the_election_param_says_after_what_it_elects():
     moves = chunk_params("drained")["elect_preferred_leaders"].description
     assert healing.startswith("On: after healing, elect the preferred leaders")
     assert moves.startswith("On: after the moves, elect the preferred leaders")
+
+
+REASSIGNING_DAGS = (
+    "kafka_failed_broker_reassignment",
+    "kafka_broker_decommission",
+    "kafka_log_dir_failure",
+    "kafka_rebalance",
+)
+
+
+def _wiring(dag_id: str) -> tuple[dict, set[str]]:
+    """task id -> (class, upstream, trigger rule), and the modules of its Python tasks' functions."""
+    from pathlib import Path
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    path = Path(__file__).resolve().parents[3] / "dags" / f"{dag_id}.py"
+    bag = DagBag(dag_folder=str(path), safe_mode=False)
+    assert bag.import_errors == {}
+    tasks = bag.dags[dag_id].tasks
+    wiring = {t.task_id: (type(t).__name__, sorted(t.upstream_task_ids), t.trigger_rule) for t in tasks}
+    modules = {t.python_callable.__module__ for t in tasks if hasattr(t, "python_callable")}
+    return wiring, modules
+
+
+def test_every_reassigning_dag_runs_the_one_pipeline_reassign_dag_builds():
+    """The heal, the decommission, the log-dir failure and the rebalance differ only in the
+    functions their tasks call: a fix to the wiring (a trigger rule, the lease's teardown)
+    lands in all four, because no DAG builds its own copy of the tasks."""
+    wirings = {dag_id: _wiring(dag_id) for dag_id in REASSIGNING_DAGS}
+    heal, modules = wirings["kafka_failed_broker_reassignment"]
+    assert modules == {"kafka_runbooks_airflow.reassign_dag", "kafka_runbooks_airflow.lease"}
+    for dag_id, (wiring, its_modules) in wirings.items():
+        assert (wiring, its_modules) == (heal, modules), dag_id
