@@ -1,5 +1,11 @@
-"""A rebalance plan gone stale between its gate and its execution, on the real stack (issue #27's
-"Done means"): after the plan was approved, someone else changed the replicas of one of its
+"""kafka_rebalance's stop and stale-plan guarantees on the real stack (issue #27's "Done means").
+
+A stop mid-chunk: the rebalance's chunk moves under its throttle between live brokers (no broker
+failed: every live broker is a source, as in mode full); the stop cancels exactly its
+reassignments, the partitions are back on the replicas they had before the move, the throttle is
+gone, and the stopped state is final (the executor refuses to go on; nothing is left to adopt).
+
+A plan gone stale between its gate and its execution: after the plan was approved, someone else changed the replicas of one of its
 partitions. The executor refuses the chunk before it submits anything or sets a throttle, with a
 decision record naming the partition, its replicas now and the ones the approved plan moves it
 from; the other partition of the chunk is not moved either (the approval was for the whole plan).
@@ -15,7 +21,17 @@ import logging
 
 import pytest
 
-from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, ReassignError, chunks_from_plan_dir
+from kafka_runbooks.failed_broker.execute import (
+    MOVING,
+    ChunkExecutor,
+    ExecState,
+    ReassignError,
+    ReassignStopped,
+    chunks_from_plan_dir,
+    load_state,
+    save_state,
+)
+from kafka_runbooks.failed_broker.stop import STOPPED, StopRequest, stop, verify_stopped
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 from tests.integration.test_failed_broker_executor import clear_throttles, run, write_plan
@@ -77,3 +93,47 @@ def test_a_plan_changed_under_it_after_approval_is_refused_before_any_submission
     _move(admin, topic, 0, [1, 2])  # the cluster holds what was approved again
     run(executor, state, timeout=60)
     assert {k: sorted(v) for k, v in _replicas(admin, topic).items()} == {0: [2, 3], 1: [2, 4]}
+
+
+def test_a_stop_mid_chunk_cancels_the_rebalances_moves_and_is_final(
+    restore_stack, admin, tmp_path, no_throttle_left
+):
+    bs = restore_stack.bootstrap_servers
+    topic = unique_topic("rebal-stop")
+    create_topic(bs, topic, assignment={0: [1, 2], 1: [2, 3]})
+    assert produce(bs, topic, 30000, size=200) == 30000  # ~3 MB per partition: minutes at 20 kB/s
+    plan = write_plan(
+        tmp_path / "plan",
+        [
+            [
+                {"topic": topic, "partition": 0, "from": [1, 2], "to": [3, 4], "bytes": 3_000_000},
+                {"topic": topic, "partition": 1, "from": [2, 3], "to": [4, 3], "bytes": 3_000_000},
+            ]
+        ],
+    )
+    path = tmp_path / "kafka_rebalance" / "run-1" / "exec-state.json"
+    path.parent.mkdir(parents=True)
+    state = ExecState("run-1", [1, 2, 3, 4], 20_000, chunks_from_plan_dir(plan), drain=True)
+    save_state(path, state)
+    ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(state)
+    assert state.chunks[0].status == MOVING and state.throttle is not None
+    ours = {(topic, 0), (topic, 1)}
+    assert ours <= set(admin.list_reassignments())
+
+    request = StopRequest("kafka_default", "alice", "rebalance paused for the sale", 1, request_id="stop-r")
+    done = stop(admin, load_state(path), request, checkpoint=lambda s: save_state(path, s))
+    assert sorted(done["cancelled"]) == [f"{topic}:0", f"{topic}:1"] and done["errors"] == {}
+    assert verify_stopped(admin, {"run-1": (load_state(path), done["throttle"])}, settle_s=2) == {}
+    assert not ours & set(admin.list_reassignments())
+    wait_until(
+        lambda: {p: set(r) for p, r in _replicas(admin, topic).items()} == {0: {1, 2}, 1: {2, 3}},
+        30,
+        0.5,
+        "the partitions back on their replicas before the move",
+    )
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+    final = load_state(path)
+    assert final.chunks[0].status == STOPPED and final.throttle is None and final.in_flight_targets() == {}
+    with pytest.raises(ReassignStopped, match="stopped by alice"):
+        ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(final)
+    assert not ours & set(admin.list_reassignments()), "the refused resume submitted nothing"
