@@ -1,7 +1,7 @@
 """A planned operation's plan gone stale between its gate and its execution (issue #27): the rule that
 tells, over the real plan objects (a plan folder in the planner's format read by
 ``chunks_from_plan_dir``, the cluster's ``PartitionState``). The executor refusing on it, before any
-submission, is tests/integration/test_rebalance_stale_plan.py's (real stack)."""
+submission, is tests/integration/test_rebalance_stop_and_stale_plan.py's (real stack)."""
 
 from __future__ import annotations
 
