@@ -124,7 +124,12 @@ def registered_action(kind: str) -> ActionFn:
 
 
 def _qualified(fn: ActionFn) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    """The function's source file and name: the same function even when its module is imported
+    under two names (Airflow's plugin manager loads ``plugins/kafka_runbooks_airflow/*.py`` as
+    top-level modules too, so ``unclean`` and ``kafka_runbooks_airflow.unclean`` both register)."""
+    code = getattr(fn, "__code__", None)
+    where = code.co_filename if code is not None else getattr(fn, "__module__", "?")
+    return f"{where}:{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _run_conf(context) -> dict[str, Any]:

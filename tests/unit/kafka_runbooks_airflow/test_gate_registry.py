@@ -45,11 +45,28 @@ def test_a_second_function_for_a_registered_kind_is_refused():
     from kafka_runbooks_airflow.gate import register_action, registered_action
 
     with pytest.raises(
-        BadInput, match="'restart' is already registered by kafka_runbooks_airflow.restart_plan"
+        BadInput, match=r"'restart' is already registered by \S*restart_plan.py:restart_action"
     ):
         register_action("restart", lambda context: {})
     assert registered_action("restart") is restart_plan.restart_action
     assert register_action("restart", restart_plan.restart_action) is restart_plan.restart_action
+
+
+def test_a_glue_module_loaded_again_under_its_plugin_name_registers_the_same_function():
+    """Airflow's plugin manager loads ``plugins/kafka_runbooks_airflow/*.py`` as top-level modules
+    too (``restart_plan`` beside ``kafka_runbooks_airflow.restart_plan``): the same function from
+    the same file is no second runbook, and a task that imports the glue after that still runs
+    (seen through Airflow: every report_pending_restores failed with 'already registered')."""
+    import importlib.util
+
+    from kafka_runbooks_airflow import restart_plan
+    from kafka_runbooks_airflow.gate import registered_action
+
+    spec = importlib.util.spec_from_file_location("restart_plan", PLUGINS / "restart_plan.py")
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)  # registers its own restart_action: no BadInput
+    assert again.restart_action is not restart_plan.restart_action
+    assert registered_action("restart").__qualname__ == "restart_action"
 
 
 @contextmanager
