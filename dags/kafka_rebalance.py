@@ -58,6 +58,7 @@ from kafka_runbooks_airflow.reassign_dag import (
     disk_ceiling_param,
     reassignment_tasks,
 )
+from kafka_runbooks_airflow.rebalance import DEFAULT_SPREAD
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 GLUE = "kafka_runbooks_airflow.rebalance"
@@ -117,13 +118,13 @@ with DAG(
             "Each must be registered and live. Leave empty for a full rebalance.",
         ),
         "max_replica_spread": Param(
-            "10%",
+            DEFAULT_SPREAD,
             **SPREAD_SCHEMA,
             description="Target: the most loaded broker holds at most this many replicas more than the least "
             "loaded; a count ('2') or a percentage of the mean replicas per broker ('10%', at least 1).",
         ),
         "max_leader_spread": Param(
-            "10%",
+            DEFAULT_SPREAD,
             **SPREAD_SCHEMA,
             description="Target for preferred leaders per broker, the same way: a count ('2') or a percentage "
             "of the mean ('10%', at least 1). Leadership moves by reordering replicas only (no data).",

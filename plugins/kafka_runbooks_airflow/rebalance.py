@@ -18,6 +18,9 @@ import logging
 from typing import Any
 
 from kafka_runbooks import decisions
+from kafka_runbooks.rebalance import DEFAULT_SPREAD  # the trigger form's target default, one place
+
+__all__ = ["DEFAULT_SPREAD"]
 
 log = logging.getLogger("kafka_runbooks.rebalance")
 
