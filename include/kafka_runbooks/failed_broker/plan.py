@@ -979,9 +979,7 @@ def check_plan(
     ``replica_rows`` is read twice (re-iterable; a one-shot iterator is materialised).
     """
     if plan.summary.get("rebalance") == "replication-factor" and rules is RULES:
-        raise ValueError(
-            "a replication-factor plan is checked with kafka_runbooks.replication_factor.RF_RULES"
-        )
+        raise BadInput("a replication-factor plan is checked with kafka_runbooks.replication_factor.RF_RULES")
     if plan.summary.get("rebalance") and rules is RULES:
         rules = REBALANCE_RULES
     model = plan_model(plan, replica_rows, broker_rows)

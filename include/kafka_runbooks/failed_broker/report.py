@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kafka_runbooks.errors import BadInput
 from kafka_runbooks.units import format_duration, format_size
 
 MAX_CHUNK_ROWS = 40
@@ -72,7 +73,7 @@ def plan_markdown(
     A replication-factor plan's body is ``kafka_runbooks.replication_factor.rf_markdown`` (that
     module builds on this one, so the caller picks it: the reassignment glue's review does)."""
     if summary.get("rebalance") == "replication-factor":
-        raise ValueError(
+        raise BadInput(
             "a replication-factor plan's gate body is kafka_runbooks.replication_factor.rf_markdown"
         )
     if summary.get("rebalance"):
