@@ -1,8 +1,10 @@
 """Sensor that drives the rolling restart, one poke at a time, in reschedule mode.
 
 Between pokes it holds no worker slot (a broker in log recovery can take many minutes).
-Within one poke it keeps stepping for at most ``max_poke_s`` (a clean restart usually
-completes in that time), which also keeps reschedules rare: Airflow 3.3.2 can fail a
+Within one poke it keeps stepping for at most ``max_poke_s``, and past that, up to
+``max_hold_s``, only while a node is between its restart request and done (a poke that ended
+there would notice the node back only a ``poke_interval`` later: up to 30 s per node of a roll
+whose restart straddled the end of a poke). Long pokes also keep reschedules rare: Airflow 3.3.2 can fail a
 rescheduled task when the worker's late "success" report for one poke reaches the
 scheduler after the next poke has started (the reschedule-path twin of
 apache/airflow#67287). The roll's state lives in a JSON file keyed by the run, so a
@@ -46,6 +48,7 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         probe_conn_id: str = "kafka_broker_probe_default",
         restart_conn_id: str = "kafka_restart_default",
         max_poke_s: float = 30.0,
+        max_hold_s: float = 120.0,
         step_interval_s: float = 2.0,
         approval_gate_task_id: str | None = None,
         **kwargs: Any,
@@ -54,6 +57,7 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.approval_gate_task_id = approval_gate_task_id
         self.max_poke_s = max_poke_s
+        self.max_hold_s = max_hold_s
         self.step_interval_s = step_interval_s
         self.kafka_config_id = kafka_config_id
         self.probe_conn_id = probe_conn_id
@@ -131,8 +135,24 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         between pokes), saving the state before each pause."""
         started = time.monotonic()
         done = roller.step(state)
-        while not done and time.monotonic() - started + self.step_interval_s < self.max_poke_s:
+        while not done and self._keep_poking(state, time.monotonic() - started + self.step_interval_s):
             save(state)
             time.sleep(self.step_interval_s)
             done = roller.step(state)
         return done
+
+    def _keep_poking(self, state, elapsed_at_next_step: float) -> bool:
+        """Within ``max_poke_s`` always; past it, up to ``max_hold_s``, only while the current node
+        was asked to restart and is not done yet (it comes back in seconds: noticing it now
+        instead of a reschedule later is what keeps the roll near its nodes' own times)."""
+        if elapsed_at_next_step < self.max_poke_s:
+            return True
+        return elapsed_at_next_step < self.max_hold_s and mid_restart(state)
+
+
+def mid_restart(state) -> bool:
+    """The roll's current node has been asked to restart (or is being) and is not back in sync yet."""
+    from kafka_runbooks.restart.roller import RESTART, WAIT_BACK, WAIT_ISR
+
+    node = state.current()
+    return node is not None and node.phase in (RESTART, WAIT_BACK, WAIT_ISR)

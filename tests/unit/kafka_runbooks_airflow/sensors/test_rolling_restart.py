@@ -165,3 +165,64 @@ def test_a_run_that_lost_the_lease_restarts_nothing_and_claims_nothing(rig):
         rig.sensor.poke(rig.context)
     assert rig.backend.calls == [] and rig.built == []
     assert read_roll_state(DAG_ID, RUN_ID) == before
+
+
+# ---------------------------------------------------------------- how long one poke goes on
+
+
+class _Node:
+    def __init__(self, phase):
+        self.phase = phase
+
+
+class _Roll:
+    """A roll of one node whose phase the stand-in roller walks through, one step at a time."""
+
+    def __init__(self, phases):
+        self.phases = list(phases)
+        self.steps = 0
+
+    def current(self):
+        return _Node(self.phases[0]) if self.phases else None
+
+    def step(self, state):
+        self.steps += 1
+        if len(self.phases) > 1:
+            self.phases.pop(0)
+        return self.phases == [DONE]
+
+
+def _sensor(max_poke_s, max_hold_s):
+    with DAG(DAG_ID, schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        return KafkaRollingRestartSensor(
+            task_id="rolling_restart", max_poke_s=max_poke_s, max_hold_s=max_hold_s, step_interval_s=0
+        )
+
+
+def test_a_poke_past_its_time_goes_on_while_the_node_it_restarted_comes_back():
+    """Its time is up (max_poke_s 0) while the node restarts: the poke keeps stepping until the node
+    is back and in sync, instead of noticing it only a reschedule (poke_interval) later."""
+    from kafka_runbooks.restart.roller import CHECK, RESTART, WAIT_BACK, WAIT_ISR
+
+    roll = _Roll([CHECK, RESTART, WAIT_BACK, WAIT_BACK, WAIT_ISR, DONE])
+    assert _sensor(max_poke_s=0, max_hold_s=60)._steps(roll, roll, lambda s: None) is True
+    assert roll.steps == 5
+
+
+def test_a_poke_past_its_time_ends_before_a_node_is_asked_to_restart():
+    """Waiting for the next node to be ready (it may be in log recovery for minutes) is what the
+    reschedule is for: a poke whose time is up ends there."""
+    from kafka_runbooks.restart.roller import WAIT_READY
+
+    roll = _Roll([WAIT_READY, WAIT_READY, WAIT_READY, DONE])
+    assert _sensor(max_poke_s=0, max_hold_s=60)._steps(roll, roll, lambda s: None) is False
+    assert roll.steps == 1
+
+
+def test_a_node_that_does_not_come_back_ends_the_poke_at_max_hold_s():
+    from kafka_runbooks.restart.roller import WAIT_BACK
+
+    roll = _Roll([WAIT_BACK] * 1_000_000)
+    sensor = _sensor(max_poke_s=0, max_hold_s=0.2)
+    assert sensor._steps(roll, roll, lambda s: None) is False
+    assert 1 < roll.steps < 1_000_000
