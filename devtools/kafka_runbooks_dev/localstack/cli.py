@@ -4,13 +4,19 @@
     kstack kill NODE | stop-node NODE | start-node NODE [--wait] | running NODE
     kstack topics [--records N] | fail-connector [--name NAME]
     kstack log-recovery NODE [--segments N] [--no-wait] [--keep-topic]
+    kstack fail-log-dir NODE [--dir N]
 
 NODE is a node id (``3``, ``9001``) or name (``broker-3``, ``controller-9001``, ``connect``).
 ``running`` exits 0 when the node's process is alive, 1 when it is not. ``topics`` creates the
 demo's topics with data; ``fail-connector`` creates a Connect file sink whose task fails (an
 incident for the Connect runbooks); ``log-recovery`` kills a broker with thousands of log
 segments to recover and starts it again, then follows its recovery through its JMX exporter
-(as the restart runbook sees it) until it is RUNNING and deletes the topic it filled.
+(as the restart runbook sees it) until it is RUNNING and deletes the topic it filled;
+``fail-log-dir`` fails a live broker's log dir N (default 2) as a dead disk does, on a stack
+started with ``KR_STACK_LOG_DIRS=2`` (the broker lives on, the dir goes offline: the incident of
+``kafka_log_dir_failure``). ``KR_STACK_DYNAMIC_QUORUM=1`` (with ``KR_STACK_SPARE_CONTROLLERS=1``)
+formats a KIP-853 dynamic quorum with a spare controller to start as an observer
+(``kstack start-node controller-9004``): the set-up of ``kafka_controller_replace``.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("--segments", type=int, default=None, help="segments to recover (default 4000)")
     lr.add_argument("--no-wait", action="store_true", help="return once it is started, recovering")
     lr.add_argument("--keep-topic", action="store_true", help="keep its topic (a next run reuses it)")
+    fd = sub.add_parser("fail-log-dir", help="fail a live broker's log dir as a dead disk does")
+    fd.add_argument("node")
+    fd.add_argument("--dir", type=int, default=2, help="which of its log dirs (2.., default 2)")
     return parser
 
 
@@ -118,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_node(args.node, wait=args.wait)
         elif args.command == "running":
             return 0 if stack.is_running(args.node) else 1
+        elif args.command == "fail-log-dir":
+            aside = stack.fail_log_dir(args.node, args.dir)
+            print(f"log dir {args.dir} of {args.node} failed; its data is in {aside}")
         elif args.command in ("topics", "fail-connector", "log-recovery"):
             _incident(args, stack)
     except (StackError, KeyError) as exc:

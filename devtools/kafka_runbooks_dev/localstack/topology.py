@@ -62,7 +62,7 @@ class Topology:
     # static ``controller.quorum.voters`` of the default stack, unchanged)
     dynamic_quorum: bool = False
     # extra controllers of a dynamic quorum, formatted with ``--no-initial-controllers``: they
-    # join as observers when started (``kstack start controller-9004``), never at stack start
+    # join as observers when started (``kstack start-node controller-9004``), never at stack start
     spare_controllers: int = 0
 
     def __post_init__(self) -> None:
@@ -177,8 +177,10 @@ class Topology:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Topology:
         """Defaults, overridden by ``KR_STACK_BROKERS``, ``KR_STACK_CONTROLLERS``,
-        ``KR_STACK_RACKS`` (comma separated), ``KR_STACK_CONNECT`` (0/1) and
-        ``KR_STACK_PORT_BASE``."""
+        ``KR_STACK_RACKS`` (comma separated), ``KR_STACK_CONNECT`` (0/1), ``KR_STACK_PORT_BASE``,
+        ``KR_STACK_LOG_DIRS`` (per broker: 2 lets ``kstack fail-log-dir`` fail one),
+        ``KR_STACK_DYNAMIC_QUORUM`` (0/1: KIP-853) and ``KR_STACK_SPARE_CONTROLLERS`` (observers
+        to add as voters; a dynamic quorum only)."""
         env = os.environ if environ is None else environ
         kwargs: dict = {}
         if env.get("KR_STACK_BROKERS"):
@@ -191,4 +193,10 @@ class Topology:
             kwargs["connect"] = env["KR_STACK_CONNECT"] not in ("0", "false", "no")
         if env.get("KR_STACK_PORT_BASE"):
             kwargs["port_base"] = int(env["KR_STACK_PORT_BASE"])
+        if env.get("KR_STACK_LOG_DIRS"):
+            kwargs["log_dirs"] = int(env["KR_STACK_LOG_DIRS"])
+        if env.get("KR_STACK_DYNAMIC_QUORUM"):
+            kwargs["dynamic_quorum"] = env["KR_STACK_DYNAMIC_QUORUM"] not in ("0", "false", "no")
+        if env.get("KR_STACK_SPARE_CONTROLLERS"):
+            kwargs["spare_controllers"] = int(env["KR_STACK_SPARE_CONTROLLERS"])
         return cls(**kwargs)
