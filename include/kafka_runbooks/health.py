@@ -355,7 +355,8 @@ def replication_findings(
                 "topics": listed[:50],
                 "truncated": bool(replication.get("truncated")) or len(listed) > 50,
             },
-            action="reported only (a full rebalance never changes a replication factor)",
+            action="reported; a kafka_rebalance run (mode replication-factor, gated) raising them is proposed "
+            "only where the setting allows, before any balance run",
             logger=logger,
             level=logging.WARNING,
         )
@@ -406,10 +407,13 @@ class ProposalInputs:
 def propose_rebalance(
     inputs: ProposalInputs, active: Callable[[], list[str]], logger: logging.Logger | None = None
 ) -> RebalanceProposal:
-    """Start ONE kafka_rebalance run (mode full, its approval gate on) when replicas or preferred
-    leaders are out of the target spread and nothing holds it back; the decision is recorded either
-    way. ``active``: the reassigning runs on the cluster, read only when it matters."""
-    if inputs.balance.state == BALANCED:
+    """Start ONE gated kafka_rebalance run when nothing holds it back; the decision is recorded
+    either way. Durability first: topics below the minimum replication factor make it a
+    ``replication-factor`` run raising them to the minimum; otherwise replicas or preferred
+    leaders out of the target spread make it a ``full`` one. ``active``: the reassigning runs on
+    the cluster, read only when it matters."""
+    below = below_minimum_rf(inputs.report)
+    if inputs.balance.state == BALANCED and below is None:
         return RebalanceProposal(False, "nothing to propose", "within the target spread")
     held = _proposal_held_back(inputs, active)
     if held is not None:
@@ -417,15 +421,18 @@ def propose_rebalance(
         decisions.record("health", decision, why, subject=inputs.conn_id, logger=logger, level=level)
         return RebalanceProposal(False, decision, why)
     conf = {
-        "mode": "full",
-        **{param: str(inputs.targets[param]) for _, _, param in SPREAD_KINDS},
+        **(
+            {"mode": "replication-factor", "replication_factor": below}
+            if below is not None
+            else {"mode": "full", **{param: str(inputs.targets[param]) for _, _, param in SPREAD_KINDS}}
+        ),
         "require_approval": True,  # it waits at its gate: the sweep proposes, an operator decides
         "dry_run": False,
         "kafka_conn_id": inputs.conn_id,
     }
     why = (
-        f"{_out_of_spread(inputs.balance)}; start_rebalance is on and no reassignment runs on the cluster: "
-        "one kafka_rebalance run, which plans and then waits at its approval gate"
+        f"{_finding(inputs)}; start_rebalance is on and no reassignment runs on the cluster: "
+        f"one kafka_rebalance run (mode {conf['mode']}), which plans and then waits at its approval gate"
     )
     decisions.record(
         "health",
@@ -438,6 +445,21 @@ def propose_rebalance(
         level=logging.WARNING,
     )
     return RebalanceProposal(True, "propose a rebalance", why, inputs.run_id, conf)
+
+
+def below_minimum_rf(report: Mapping[str, Any]) -> int | None:
+    """The minimum replication factor when the report lists topics below it, else None."""
+    replication = report.get("replication") or {}
+    return int(replication["minimum"]) if replication.get("below_minimum") else None
+
+
+def _finding(inputs: ProposalInputs) -> str:
+    """What the proposal is about, in the order it is acted on: the replication factor, the spread."""
+    below = below_minimum_rf(inputs.report)
+    if below is not None:
+        count = inputs.report["replication"]["below_minimum"]
+        return f"{count} topic(s) below replication factor {below}"
+    return _out_of_spread(inputs.balance)
 
 
 def _out_of_spread(balance: BalanceJudged) -> str:
@@ -487,15 +509,19 @@ def _proposal_held_back(
     return _not_now(inputs, active)
 
 
+def _mode(inputs: ProposalInputs) -> str:
+    return "replication-factor" if below_minimum_rf(inputs.report) is not None else "full"
+
+
 def _not_now(inputs: ProposalInputs, active: Callable[[], list[str]]) -> tuple[str, str, int] | None:
     """The rest of the order, once a rebalance could plan on the cluster: the setting, a recent
     proposal, another reassigning run (asked of Airflow last: only when everything else allows)."""
-    balance, last = inputs.balance, inputs.last
+    last = inputs.last
     if not inputs.enabled:
         return (
             "report only",
-            f"{_out_of_spread(balance)}; start_rebalance is off (the default): the sweep "
-            f"reports only. Trigger {REBALANCE_DAG_ID} with mode full by hand, or turn the setting on",
+            f"{_finding(inputs)}; start_rebalance is off (the default): the sweep reports only. Trigger "
+            f"{REBALANCE_DAG_ID} by hand (mode {_mode(inputs)}), or turn the setting on",
             logging.WARNING,
         )
     if last is not None and inputs.now_ms - last.started_ms < inputs.retrigger_after_s * 1000:

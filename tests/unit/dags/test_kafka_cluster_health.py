@@ -80,3 +80,32 @@ def test_the_conf_the_sweep_sends_passes_kafka_rebalances_params():
         params[key] = value
     params.validate()
     assert params["mode"] == "full" and params["require_approval"] is True
+
+
+def test_the_replication_factor_conf_the_sweep_sends_passes_kafka_rebalances_params():
+    from kafka_runbooks.health import ProposalInputs, judge_balance, propose_rebalance
+    from kafka_runbooks_airflow.health import health_settings
+
+    brokers = [
+        {"broker_id": b, "alive": True, "fenced": False, "replica_count": 3, "preferred_leader_count": 1}
+        for b in (1, 2, 3)
+    ]
+    report = {
+        "brokers": brokers,
+        "log_dirs": {"brokers": [], "brokers_with_offline_dirs": []},
+        "replication": {"minimum": 3, "minimum_from": "min(3, live brokers)", "below_minimum": 1},
+    }
+    settings = health_settings({"start_rebalance": True}, None)
+    proposal = propose_rebalance(
+        ProposalInputs(
+            judge_balance(report, settings), report, True, settings, "kafka_a", "health__a", None, 0, 60
+        ),
+        lambda: [],
+    )
+    assert proposal.start
+    params = copy.deepcopy(_dag("kafka_rebalance").params)
+    assert set(proposal.conf) <= set(params), "the conf names a param the runbook does not have"
+    for key, value in proposal.conf.items():
+        params[key] = value
+    params.validate()
+    assert (params["mode"], params["replication_factor"]) == ("replication-factor", 3)

@@ -191,3 +191,43 @@ def test_topics_below_the_minimum_replication_factor_are_a_finding():
     assert finding.decision == "2 topic(s) below replication factor 3"
     assert finding.observed["topics"] == ["audit (RF 1)", "logs (RF 2)"]
     assert "min(3, live brokers)" in finding.reason
+
+
+def _below(rep, minimum=3, count=2):
+    rep["replication"] = {
+        "minimum": minimum,
+        "minimum_from": "min(3, live brokers)",
+        "below_minimum": count,
+        "listed": [{"topic": "audit", "replication_factor": 1}],
+        "truncated": False,
+    }
+    return rep
+
+
+def test_topics_below_the_minimum_rf_are_proposed_first_as_a_replication_factor_run():
+    """Durability before balance: with topics below the minimum RF the one run proposed raises them
+    (mode replication-factor, to the minimum), whether or not the spread is also out."""
+    for brokers in (SKEWED, [broker(1, 10, 4), broker(2, 11, 4), broker(3, 10, 5)]):  # out, within
+        proposal = propose_rebalance(inputs(_below(report(brokers))), no_runs_active)
+        assert proposal.start and proposal.conf == {
+            "mode": "replication-factor",
+            "replication_factor": 3,
+            "require_approval": True,
+            "dry_run": False,
+            "kafka_conn_id": "kafka_default",
+        }
+        assert proposal.why.startswith("2 topic(s) below replication factor 3;")
+
+
+def test_below_the_minimum_rf_with_the_setting_off_reports_which_mode_to_trigger():
+    proposal = propose_rebalance(inputs(_below(report(SKEWED)), enabled=False), no_runs_active)
+    assert not proposal.start and proposal.decision == "report only"
+    assert proposal.why.startswith("2 topic(s) below replication factor 3; start_rebalance is off")
+    assert "(mode replication-factor)" in proposal.why
+
+
+def test_below_the_minimum_rf_on_an_unknown_balance_is_no_proposal():
+    dirs = [{"broker_id": 1, "state": "ok"}, {"broker_id": 2, "state": "ok"}]
+    dirs.append({"broker_id": 3, "state": "unknown", "reason": "DescribeLogDirs timed out"})
+    proposal = propose_rebalance(inputs(_below(report(SKEWED, log_dirs=dirs))), no_runs_active)
+    assert not proposal.start and proposal.decision == "no proposal: balance unknown"
