@@ -57,43 +57,20 @@ def test_settings_are_off_by_default_with_the_rebalances_own_targets(monkeypatch
         health_settings({}, json.dumps({"start_rebalnce": True}))
 
 
-def test_the_conf_the_sweep_sends_passes_kafka_rebalances_params():
+def _proposed_params(counts: list[int], **report_extra):
+    """kafka_rebalance's params with the conf the sweep proposes for live brokers holding
+    ``counts`` replicas (3 preferred leaders each), validated as a trigger of that DAG would be."""
     from kafka_runbooks.health import ProposalInputs, judge_balance, propose_rebalance
     from kafka_runbooks_airflow.health import health_settings
 
     brokers = [
         {"broker_id": b, "alive": True, "fenced": False, "replica_count": n, "preferred_leader_count": 3}
-        for b, n in ((1, 3), (2, 3), (3, 9))
-    ]
-    report = {"brokers": brokers, "log_dirs": {"brokers": [], "brokers_with_offline_dirs": []}}
-    settings = health_settings({"start_rebalance": True}, None)
-    proposal = propose_rebalance(
-        ProposalInputs(
-            judge_balance(report, settings), report, True, settings, "kafka_a", "health__a", None, 0, 60
-        ),
-        lambda: [],
-    )
-    assert proposal.start
-    params = copy.deepcopy(_dag("kafka_rebalance").params)
-    assert set(proposal.conf) <= set(params), "the conf names a param the runbook does not have"
-    for key, value in proposal.conf.items():
-        params[key] = value
-    params.validate()
-    assert params["mode"] == "full" and params["require_approval"] is True
-
-
-def test_the_replication_factor_conf_the_sweep_sends_passes_kafka_rebalances_params():
-    from kafka_runbooks.health import ProposalInputs, judge_balance, propose_rebalance
-    from kafka_runbooks_airflow.health import health_settings
-
-    brokers = [
-        {"broker_id": b, "alive": True, "fenced": False, "replica_count": 3, "preferred_leader_count": 1}
-        for b in (1, 2, 3)
+        for b, n in enumerate(counts, start=1)
     ]
     report = {
         "brokers": brokers,
         "log_dirs": {"brokers": [], "brokers_with_offline_dirs": []},
-        "replication": {"minimum": 3, "minimum_from": "min(3, live brokers)", "below_minimum": 1},
+        **report_extra,
     }
     settings = health_settings({"start_rebalance": True}, None)
     proposal = propose_rebalance(
@@ -108,4 +85,16 @@ def test_the_replication_factor_conf_the_sweep_sends_passes_kafka_rebalances_par
     for key, value in proposal.conf.items():
         params[key] = value
     params.validate()
+    return params
+
+
+def test_the_conf_the_sweep_sends_passes_kafka_rebalances_params():
+    params = _proposed_params([3, 3, 9])
+    assert params["mode"] == "full" and params["require_approval"] is True
+
+
+def test_the_replication_factor_conf_the_sweep_sends_passes_kafka_rebalances_params():
+    below = {"minimum": 3, "minimum_from": "min(3, live brokers)", "below_minimum": 1}
+    params = _proposed_params([3, 3, 3], replication=below)
     assert (params["mode"], params["replication_factor"]) == ("replication-factor", 3)
+    assert params["require_approval"] is True
