@@ -1,9 +1,9 @@
 """The runbooks on a distributed Airflow: CeleryExecutor, Redis, PostgreSQL, two Celery workers
 whose local folders differ, and the runbooks' state only in a real object store (S3Proxy).
 
-The module's fixtures start all of it once and stop it when the module ends (this folder is
-collected before tests/e2e, whose session Airflow would otherwise run beside this one on
-the same two cores).
+The module's fixtures start all of it once and stop it when the module ends (it runs in the
+e2e tests' lane after them, once their Airflow has stopped: never two Airflows beside each
+other on the same two cores).
 
 Everything is real and local (devtools/kafka_runbooks_dev/localstack/celery.py): a private
 PostgreSQL (the metadata DB; Airflow refuses Celery on SQLite), a private redis-server (the
