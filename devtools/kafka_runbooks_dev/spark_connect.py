@@ -115,6 +115,20 @@ def start(
     timeout_s: float = START_TIMEOUT_S,
 ) -> ConnectServer:
     """Start a server and return it once it accepts connections; its log goes to ``log_path``."""
+    server = spawn(port, log_path, store_url=store_url, conf=conf)
+    try:
+        wait_answering(server, timeout_s)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def spawn(
+    port: int, log_path: Path, *, store_url: str | None = None, conf: dict[str, str] | None = None
+) -> ConnectServer:
+    """Start a server without waiting for it (:func:`wait_answering` does): a caller can start
+    other things while its JVM comes up."""
     argv, env = server_command(port, store_url=store_url, conf=conf)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
@@ -126,13 +140,7 @@ def start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    server = ConnectServer(port, process, log_path)
-    try:
-        wait_answering(server, timeout_s)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return ConnectServer(port, process, log_path)
 
 
 def wait_answering(server: ConnectServer, timeout_s: float) -> None:

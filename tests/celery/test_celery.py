@@ -29,7 +29,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -126,21 +125,10 @@ def celery_spark(celery_home, celery_store) -> Iterator[connect_server.ConnectSe
     saved = dict(os.environ)
     os.environ.update(celery_store.env(PREFIX))  # the server's settings and keys come from the store's
     try:
-        argv, env = connect_server.server_command(port_base() + CONNECT_OFFSET)
+        server = connect_server.spawn(port_base() + CONNECT_OFFSET, celery_home / "spark-connect.log")
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    log_path = celery_home / "spark-connect.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            argv,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    server = connect_server.ConnectServer(port_base() + CONNECT_OFFSET, process, log_path)
     try:
         yield server
     finally:
