@@ -49,7 +49,7 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.restart_plan  # noqa: F401 -- registers the gate's "restart" action
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param, node_list_schema
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param, node_list_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
@@ -117,7 +117,7 @@ with DAG(
             description="On: a node that stays not ready and is NOT recovering its logs may be force-restarted. "
             "A node in log recovery is never restarted.",
         ),
-        "kafka_conn_id": kafka_conn_param(),
+        "kafka_config_id": kafka_config_param(),
         "probe_conn_id": Param(
             "kafka_broker_probe_default",
             type=["null", "string"],
@@ -169,7 +169,7 @@ with DAG(
 
     roll = KafkaRollingRestartSensor(
         task_id="rolling_restart",
-        kafka_config_id="{{ params.kafka_conn_id }}",
+        kafka_config_id="{{ params.kafka_config_id }}",
         probe_conn_id="{{ params.probe_conn_id or '' }}",
         restart_conn_id="{{ params.restart_conn_id }}",
         approval_gate_task_id="approval_gate",  # refuses to restart without an approval of its plan

@@ -2,7 +2,7 @@
 ### Kafka cluster health sweep
 
 Every 5 minutes, for **every cluster of the fleet** (one mapped `cluster` task group per
-Kafka connection: the run's `kafka_conn_ids`, else the Variable `kafka_runbooks_clusters`,
+Kafka connection: the run's `kafka_config_ids`, else the Variable `kafka_runbooks_clusters`,
 else the environment `KAFKA_RUNBOOKS_CLUSTERS`, else `kafka_default`; read when the run
 starts, never at parse time): snapshot the cluster (brokers, KRaft quorum, every
 partition with its leader, ISR, leader epoch and effective `min.insync.replicas`, replica
@@ -38,7 +38,7 @@ the defaults.
 
 Created paused; unpause it, or trigger it by hand.
 
-Params: `kafka_conn_ids` (null = the fleet setting above) and
+Params: `kafka_config_ids` (null = the fleet setting above) and
 `max_listed` (partitions listed per category in the report). The Spark job is submitted
 through the `spark_default` connection (`local[*]` in the local stack; point it at any
 Spark master when one machine is not enough).
@@ -51,7 +51,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
-from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
@@ -79,7 +79,7 @@ with DAG(
     tags=["kafka", "sweep", "read-only", "fleet"],
     default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
     params={
-        "kafka_conn_ids": kafka_conn_ids_param(),
+        "kafka_config_ids": kafka_config_ids_param(),
         "max_listed": Param(
             1000,
             type="integer",
@@ -168,7 +168,7 @@ with DAG(
 
     @task(outlets=[HEALTH_REPORT], multiple_outputs=True)
     def publish_report(
-        snapshot_info: dict, kafka_conn_id: str, settings: dict, *, outlet_events=None
+        snapshot_info: dict, kafka_config_id: str, settings: dict, *, outlet_events=None
     ) -> dict:
         """Log the findings as decision records, decide the proposal, publish the report (also per
         connection, for the Kafka page)."""
@@ -178,14 +178,14 @@ with DAG(
         return publish_health_report(
             snapshot_info["path"],
             outlet_events[HEALTH_REPORT],
-            conn_id=kafka_conn_id,
+            conn_id=kafka_config_id,
             proposal=ProposalContext(settings, context["run_id"], context["ti"]),
         )
 
     @task_group
-    def cluster(kafka_conn_id: str, settings: dict):
+    def cluster(kafka_config_id: str, settings: dict):
         """One cluster: its failure fails only this mapped group, the other clusters still report."""
-        snapshot = KafkaClusterSnapshotOperator(task_id="snapshot_cluster", kafka_config_id=kafka_conn_id)
+        snapshot = KafkaClusterSnapshotOperator(task_id="snapshot_cluster", kafka_config_id=kafka_config_id)
         analyse = SparkJobOperator(
             task_id="analyse_health",
             application=spark_job_path("cluster_health.py"),
@@ -193,7 +193,7 @@ with DAG(
             name="kafka-cluster-health",
             application_args=spark_args(snapshot.output, settings),
         )
-        published = publish_report(snapshot.output, kafka_conn_id, settings)
+        published = publish_report(snapshot.output, kafka_config_id, settings)
         analyse >> published
         # starts a run only when the report's proposal decided so (start_rebalance on, out of spread,
         # nothing in the way); otherwise skipped, by the operator itself
@@ -207,4 +207,4 @@ with DAG(
             skip_when_already_exists=True,
         )
 
-    cluster.partial(settings=health_settings()).expand(kafka_conn_id=clusters())
+    cluster.partial(settings=health_settings()).expand(kafka_config_id=clusters())

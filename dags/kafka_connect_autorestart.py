@@ -1,7 +1,7 @@
 """
 ### Kafka Connect auto-restart (scheduled sweep)
 
-Every minute (created paused), for every Kafka cluster of the fleet (`kafka_conn_ids` param,
+Every minute (created paused), for every Kafka cluster of the fleet (`kafka_config_ids` param,
 else Variable `kafka_runbooks_clusters`, else env `KAFKA_RUNBOOKS_CLUSTERS`, else
 `kafka_default`), one mapped `cluster` task group: its Connect clusters are the Airflow http
 connections its Kafka connection's extra names (`"connect_conn_ids": ["connect_eu1"]`;
@@ -44,7 +44,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
-from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema
 
 SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE", "* * * * *").strip()
@@ -62,7 +62,7 @@ with DAG(
     tags=["kafka", "connect", "sweep", "remediation"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_ids": kafka_conn_ids_param(),
+        "kafka_config_ids": kafka_config_ids_param(),
         "connect_conn_ids": Param(
             None,
             type=["null", "array"],

@@ -40,7 +40,7 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.controller_replace  # noqa: F401 -- registers the gate's "controller_replace" action
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
@@ -59,7 +59,7 @@ with DAG(
     tags=["kafka", "remediation", "kraft", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": kafka_conn_param("Airflow connection id of the Kafka cluster."),
+        "kafka_config_id": kafka_config_param("Airflow connection id of the Kafka cluster."),
         "remove_voters": Param(
             [],
             type="array",
@@ -112,7 +112,7 @@ with DAG(
         from kafka_runbooks_airflow.inputs import check_before_lease
 
         return check_before_lease(
-            dag_run.dag_id, params, build_request, ("kafka_conn_id",), "kafka_runbooks.controller_replace"
+            dag_run.dag_id, params, build_request, ("kafka_config_id",), "kafka_runbooks.controller_replace"
         )
 
     @task

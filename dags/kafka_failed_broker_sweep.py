@@ -3,12 +3,12 @@
 
 Every 5 minutes (created paused; `KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE` changes
 that, `none` = manual runs only), for **every cluster of the fleet** (one mapped `cluster`
-task group per Kafka connection: the run's `kafka_conn_ids`, else the Variable
+task group per Kafka connection: the run's `kafka_config_ids`, else the Variable
 `kafka_runbooks_clusters`, else the environment `KAFKA_RUNBOOKS_CLUSTERS`, else
 `kafka_default`; an unreachable cluster fails only its own tasks): read the cluster and
 track **failed brokers**: brokers
 the assignments still name that are down or fenced. The time each was first seen failed
-is kept in `state/failed_brokers/<kafka_conn_id>.json` in the data store (it
+is kept in `state/failed_brokers/<kafka_config_id>.json` in the data store (it
 survives a scheduler restart, an Airflow upgrade and a cleared run) and forgotten as
 soon as the broker is back: **a bounce never starts a reassignment**.
 
@@ -26,7 +26,7 @@ removes throttles a dead reassignment run left behind.
 
 **A failed log directory on a live broker** (JBOD): the same read asks every live broker for its
 log dirs (DescribeLogDirs). A dir the broker answers with an error is offline; the time it was
-first seen is kept in `state/offline_log_dirs/<kafka_conn_id>.json`, it is alerted after
+first seen is kept in `state/offline_log_dirs/<kafka_config_id>.json`, it is alerted after
 `alert_after_minutes`, and past `failure_threshold_minutes` it starts `kafka_log_dir_failure`
 for that broker **only when `start_log_dir_failure` is true** (default false: alert only), no
 broker is failed (the dead broker's heal goes first), and no reassignment of any kind runs on
@@ -46,7 +46,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
-from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema, size_schema
 from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
 
@@ -69,7 +69,7 @@ with DAG(
     tags=["kafka", "sweep", "reassignment", "fleet"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_ids": kafka_conn_ids_param(),
+        "kafka_config_ids": kafka_config_ids_param(),
         "alert_after_minutes": Param(
             None,
             **duration_schema("minutes", allow_empty=True, allow_off=True),
@@ -128,18 +128,18 @@ with DAG(
         return fleet_clusters(dict(params))
 
     @task(multiple_outputs=True)
-    def sweep(kafka_conn_id: str) -> dict:
+    def sweep(kafka_config_id: str) -> dict:
         """Read, track, decide for one cluster; the decision records are the sweep's report."""
         from kafka_runbooks_airflow.failed_broker import run_sweep
 
         context = get_current_context()
-        params = {**context["params"], "kafka_conn_id": kafka_conn_id}
+        params = {**context["params"], "kafka_config_id": kafka_config_id}
         return run_sweep(params, context["run_id"], context["ti"])
 
     @task_group
-    def cluster(kafka_conn_id: str):
+    def cluster(kafka_config_id: str):
         """One cluster: its failure fails only this mapped group, the other clusters still report."""
-        result = sweep(kafka_conn_id)
+        result = sweep(kafka_config_id)
         # starts a run only when the sweep decided so (a broker past the threshold and nothing
         # else in the way); otherwise skipped, by the operator itself
         TriggerWhenDueOperator(
@@ -163,4 +163,4 @@ with DAG(
             skip_when_already_exists=True,
         )
 
-    cluster.expand(kafka_conn_id=clusters())
+    cluster.expand(kafka_config_id=clusters())

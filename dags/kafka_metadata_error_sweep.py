@@ -3,7 +3,7 @@
 
 Every 5 minutes (created paused; the environment variable `KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE`
 changes it, `none` for manual runs only), for **every cluster of the fleet**: one mapped
-`cluster` task group per Kafka connection (the run's `kafka_conn_ids`, else the Variable
+`cluster` task group per Kafka connection (the run's `kafka_config_ids`, else the Variable
 `kafka_runbooks_clusters`, else the environment `KAFKA_RUNBOOKS_CLUSTERS`, else
 `kafka_default`; read when the run starts). Each cluster is read through its own
 connections: metrics `kafka_broker_probe_default` for `kafka_default`, `<id>_probe` for any
@@ -18,13 +18,13 @@ controller `MetadataErrorCount` (the KIP's proposed names `listener-batch-load-e
 `publisher-error-count`, `ForceRenounceCount` are accepted too), the broker state and the
 active controller.
 
-Each node's last values are kept in `state/metadata_errors/<kafka_conn_id>.json` (data store),
+Each node's last values are kept in `state/metadata_errors/<kafka_config_id>.json` (data store),
 so "went up since the last sweep" survives restarts. A node seen for the first time is
 based (not flagged). After the node's process restarted (`process_start_time_seconds`
 moved) its counters count from zero: any error since the restart flags it.
 
 - a **broker** whose counter went up: a `kafka_broker_restart` run for it on its cluster
-  (`node_ids=<id>` and the cluster's `kafka_conn_id`, `probe_conn_id`, `restart_conn_id`; a
+  (`node_ids=<id>` and the cluster's `kafka_config_id`, `probe_conn_id`, `restart_conn_id`; a
   reason naming the cluster and the counters; that runbook's **approval gate** and safety
   checks apply), started by `start_broker_restarts` (one mapped instance per run, every
   cluster's; run id `metadata_errors__<conn id>__broker_<id>__<sweep run>`). Not while a run
@@ -41,7 +41,7 @@ moved) its counters count from zero: any error since the restart flags it.
 - a node whose metrics cannot be read is **unknown**, never healthy; a cluster whose
   connections cannot be used is that cluster's alert.
 
-Every cluster's sweep writes `reports/metadata_errors/by_connection/<kafka_conn_id>.json`
+Every cluster's sweep writes `reports/metadata_errors/by_connection/<kafka_config_id>.json`
 (and `latest.json`, the last cluster's; every node's counters, status and action; the report
 names its cluster) and an event on the Asset `kafka_metadata_error_report`. Its
 `raise_alerts` fails (so notifications fire) on unknown nodes, controllers with increasing
@@ -59,7 +59,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
 from kafka_runbooks_airflow.approvers import assigned_approvers
-from kafka_runbooks_airflow.fleet import kafka_conn_ids_param
+from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.metadata_errors import (
     OPTION_DEFAULTS,
     ControllerDecisionOperator,
@@ -92,7 +92,7 @@ with DAG(
     tags=["kafka", "kraft", "sweep", "remediation", "fleet"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_ids": kafka_conn_ids_param(),
+        "kafka_config_ids": kafka_config_ids_param(),
         "metrics_conn_id": Param(
             None,
             type=["null", "string"],
@@ -153,7 +153,7 @@ with DAG(
         params = {**context["params"], **target}
         report = run_metadata_error_sweep(params, context["run_id"], ti, context["dag"].dag_id)
         context["outlet_events"][REPORT_ASSET].extra = {
-            "kafka_conn_id": report["kafka_conn_id"],
+            "kafka_config_id": report["kafka_config_id"],
             "path": report["report_path"],
             "summary": report["summary"],
             "active_controller": report["active_controller"],
@@ -209,7 +209,7 @@ with DAG(
                 "node_ids": "{{ " + ESCALATION + "['conf']['node_ids'] }}",
                 "reason": "{{ " + ESCALATION + "['conf']['reason'] }}",
                 "require_approval": True,
-                "kafka_conn_id": "{{ " + ESCALATION + "['conf']['kafka_conn_id'] }}",
+                "kafka_config_id": "{{ " + ESCALATION + "['conf']['kafka_config_id'] }}",
                 "probe_conn_id": "{{ " + ESCALATION + "['conf']['probe_conn_id'] }}",
                 "restart_conn_id": "{{ " + ESCALATION + "['conf']['restart_conn_id'] }}",
             },

@@ -33,7 +33,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
 
 with DAG(
     dag_id="kafka_reassignment_stop",
@@ -49,7 +49,7 @@ with DAG(
     tags=["kafka", "runbook", "reassignment", "stop"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": kafka_conn_param(
+        "kafka_config_id": kafka_config_param(
             "Airflow connection id of the Kafka cluster whose reassignment is stopped."
         ),
         "reason": Param(
@@ -75,17 +75,17 @@ with DAG(
         from kafka_runbooks_airflow.failed_broker import request_stop as ask
 
         user = getattr(dag_run, "triggering_user_name", None)
-        active = reassignment_active_on(ti, params["kafka_conn_id"]) if params["kafka_conn_id"] else []
+        active = reassignment_active_on(ti, params["kafka_config_id"]) if params["kafka_config_id"] else []
         return ask(dict(params), run_id, user, len(active))
 
     @task
     def wait_for_executing_task(requested: dict, params=None, ti=None) -> dict:
         """Let an executing task stop its own run first; go on when it did, or none is there."""
-        from kafka_runbooks_airflow.failed_broker import reassignment_active_on
+        from kafka_runbooks_airflow.failed_broker import config_id_of, reassignment_active_on
         from kafka_runbooks_airflow.failed_broker import wait_for_executing_task as wait
         from kafka_runbooks_airflow.inputs import parse_duration
 
-        conn_id = requested["request"]["kafka_conn_id"]
+        conn_id = config_id_of(requested["request"])
         wait_s = parse_duration(params["wait_for_task_s"], "wait_for_task_s")
         return wait(requested, lambda: len(reassignment_active_on(ti, conn_id)), wait_s)
 

@@ -43,7 +43,7 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.unclean  # noqa: F401 -- registers the gate's "unclean" action
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import duration_schema, kafka_conn_param, partition_items_schema
+from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param, partition_items_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
@@ -62,7 +62,7 @@ with DAG(
     tags=["kafka", "remediation", "unclean-election", "approval-gate"],
     default_args={"owner": "kafka-platform", "retries": 0},
     params={
-        "kafka_conn_id": kafka_conn_param(),
+        "kafka_config_id": kafka_config_param(),
         "all_offline_partitions": Param(
             False,
             type="boolean",

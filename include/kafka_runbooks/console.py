@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import journal, storage
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
+from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.units import format_size
@@ -51,12 +52,12 @@ def health_reports(root: Path | None = None) -> list[dict[str, Any]]:
             continue
         report = _read_json(store, key)
         if report is not None:
-            report.setdefault("kafka_conn_id", key.rsplit("/", 1)[-1][: -len(".json")])
+            report["kafka_config_id"] = config_id_of(report, key.rsplit("/", 1)[-1][: -len(".json")])
             reports.append(report)
     if not reports:
         latest = _read_json(store, "reports/cluster_health/latest.json")
         if latest is not None:
-            latest.setdefault("kafka_conn_id", "(latest report)")
+            latest["kafka_config_id"] = config_id_of(latest, "(latest report)")
             reports.append(latest)
     return reports
 
@@ -221,7 +222,7 @@ class LiveReader:
         started = self.clock()
         try:
             with self.open_admin(conn_id) as admin:
-                view = {"kafka_conn_id": conn_id, "error": None, **read_live(admin)}
+                view = {"kafka_config_id": conn_id, "error": None, **read_live(admin)}
         except Exception as exc:  # the one place a cluster's read failure becomes the page's reason
             view = _unread(conn_id, f"{type(exc).__name__}: {exc}")
         view["read_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -232,7 +233,7 @@ class LiveReader:
 
 
 def _unread(conn_id: str, reason: str) -> dict[str, Any]:
-    return {"kafka_conn_id": conn_id, "error": reason, "read_at": None}
+    return {"kafka_config_id": conn_id, "error": reason, "read_at": None}
 
 
 # ------------------------------------------------------------------ each run's true state
@@ -431,7 +432,7 @@ def _e(value: Any) -> str:
 
 def _live(cluster: dict[str, Any]) -> str:
     """One cluster as it answered when the page loaded, or why it could not be read."""
-    conn = cluster.get("kafka_conn_id") or "?"
+    conn = cluster.get("kafka_config_id") or "?"
     head = f"<section class='live' data-conn='{_e(conn)}'><h3>Connection <code>{_e(conn)}</code> "
     if cluster.get("error"):
         return head + f"</h3><p class='unread tile bad'>Cannot be read: {_e(cluster['error'])}</p></section>"
@@ -512,7 +513,7 @@ def _paused(held: list[dict[str, Any]]) -> str:
 
 
 def _health(report: dict[str, Any]) -> str:
-    conn = report.get("kafka_conn_id") or "?"
+    conn = config_id_of(report, "?")
     counts = report.get("counts", {})
     taken = report.get("taken_at_ms")
     when = datetime.fromtimestamp(taken / 1000, timezone.utc).isoformat(timespec="seconds") if taken else "?"
@@ -740,7 +741,7 @@ def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
     and a Stop button that acts at once, recorded with the user), not a button that acts from here."""
     if not run.get("stop_url") or progress.get("stopped") or run.get("state") not in ("queued", "running"):
         return ""
-    conn = run.get("kafka_conn_id") or "kafka_default"
+    conn = config_id_of(run, "kafka_default")
     return (
         f"<a class='stop' data-ui='1' target='_top' href='{_e(run['stop_url'])}' title='Opens this "
         f"run&#39;s stop page: give a reason and press Stop. It acts at once on {_e(conn)}: cancels what "

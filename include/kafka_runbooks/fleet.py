@@ -7,7 +7,7 @@ fails only its own task instance and never hides another's result.
 The list is read when a sweep runs, never when a DAG file is parsed (no network or
 metadata DB at parse time), first found wins:
 
-1. the run's ``kafka_conn_ids`` param (a list; null = not set);
+1. the run's ``kafka_config_ids`` param (a list; null = not set);
 2. the Airflow Variable ``kafka_runbooks_clusters``;
 3. the environment variable ``KAFKA_RUNBOOKS_CLUSTERS``;
 4. ``kafka_default``, the one local cluster.
@@ -37,6 +37,28 @@ _CONN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
 
 class FleetSettingError(BadInput):
     """The cluster list is unusable; the message names where it came from."""
+
+
+# Params and stored records said ``kafka_conn_id`` before the name became the Airflow Kafka
+# provider's ``kafka_config_id``. A run conf still using an old name is refused (silently
+# ignored, it would send the run to ``kafka_default``); records written before the rename
+# (run folders, reports, stop requests, run confs in Airflow's database) are still read.
+RENAMED_PARAMS = {"kafka_conn_id": "kafka_config_id", "kafka_conn_ids": "kafka_config_ids"}
+
+
+def refuse_renamed_params(params: Any) -> None:
+    """Raise BadInput naming every old param name in ``params`` and its new name."""
+    old = [name for name in RENAMED_PARAMS if isinstance(params, dict) and name in params]
+    if old:
+        renamed = ", ".join(f"{name} is now {RENAMED_PARAMS[name]}" for name in old)
+        raise BadInput(f"renamed params: {renamed}; nothing was done")
+
+
+def config_id_of(record: Any, default: str | None = None) -> str | None:
+    """The Kafka connection id a stored record or run conf names, under the new or the old key."""
+    if not isinstance(record, dict):
+        return default
+    return record.get("kafka_config_id") or record.get("kafka_conn_id") or default
 
 
 def parse_clusters(raw: Any, source: str) -> list[str]:
@@ -75,7 +97,7 @@ def parse_clusters(raw: Any, source: str) -> list[str]:
 def resolve_clusters(param: Any, variable: str | None, env: str | None) -> tuple[list[str], str]:
     """The clusters to sweep and which setting named them (first found wins)."""
     if param not in (None, "", []):
-        return parse_clusters(param, "the run's kafka_conn_ids param"), "param kafka_conn_ids"
+        return parse_clusters(param, "the run's kafka_config_ids param"), "param kafka_config_ids"
     if variable not in (None, ""):
         return parse_clusters(variable, f"Variable {CLUSTERS_VARIABLE}"), f"Variable {CLUSTERS_VARIABLE}"
     if env not in (None, ""):
@@ -83,16 +105,16 @@ def resolve_clusters(param: Any, variable: str | None, env: str | None) -> tuple
     return [DEFAULT_CLUSTER], "default"
 
 
-def probe_conn_id(kafka_conn_id: str, default: str = DEFAULT_PROBE) -> str:
+def probe_conn_id(kafka_config_id: str, default: str = DEFAULT_PROBE) -> str:
     """The metrics (probe) connection of a cluster: the default one for ``kafka_default``, else ``<id>_probe``."""
-    return default if kafka_conn_id == DEFAULT_CLUSTER else f"{kafka_conn_id}_probe"
+    return default if kafka_config_id == DEFAULT_CLUSTER else f"{kafka_config_id}_probe"
 
 
 DEFAULT_CONNECT = "kafka_connect_default"
 CONNECT_EXTRA = "connect_conn_ids"  # key of a Kafka connection's extra naming its Connect clusters
 
 
-def connect_conn_ids_of(kafka_conn_id: str, extra: dict[str, Any] | None) -> list[str]:
+def connect_conn_ids_of(kafka_config_id: str, extra: dict[str, Any] | None) -> list[str]:
     """The Connect clusters working for a Kafka cluster, as Airflow http connection ids.
 
     The Kafka connection's extra names them (``"connect_conn_ids": ["connect_eu1"]`` or a
@@ -102,8 +124,8 @@ def connect_conn_ids_of(kafka_conn_id: str, extra: dict[str, Any] | None) -> lis
     """
     raw = (extra or {}).get(CONNECT_EXTRA)
     if raw is None:
-        return [DEFAULT_CONNECT] if kafka_conn_id == DEFAULT_CLUSTER else []
-    source = f"extra {CONNECT_EXTRA!r} of connection {kafka_conn_id}"
+        return [DEFAULT_CONNECT] if kafka_config_id == DEFAULT_CLUSTER else []
+    source = f"extra {CONNECT_EXTRA!r} of connection {kafka_config_id}"
     if isinstance(raw, str):
         raw = [part.strip() for part in raw.split(",") if part.strip()]
     if not isinstance(raw, list) or any(not isinstance(i, str) or not _CONN_ID.match(i.strip()) for i in raw):
@@ -123,7 +145,7 @@ def connect_groups(clusters: list[str], extras: dict[str, Any]) -> list[dict[str
     groups = []
     for cluster in clusters:
         entry: dict[str, Any] = {
-            "kafka_conn_id": cluster,
+            "kafka_config_id": cluster,
             "connect_conn_ids": [],
             "error": None,
             "shared": {},

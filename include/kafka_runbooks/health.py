@@ -428,7 +428,7 @@ def propose_rebalance(
         ),
         "require_approval": True,  # it waits at its gate: the sweep proposes, an operator decides
         "dry_run": False,
-        "kafka_conn_id": inputs.conn_id,
+        "kafka_config_id": inputs.conn_id,
     }
     why = (
         f"{_finding(inputs)}; start_rebalance is on and no reassignment runs on the cluster: "

@@ -72,8 +72,8 @@ def run_autorestart_sweep(
     param's); one that fails is reported, the others go on."""
     logger = logger or log
     policy = policy_from_params(params)  # bad params fail here, before any call
-    group = group or {"kafka_conn_id": None, "connect_conn_ids": conn_ids_from_params(params)}
-    kafka_conn_id = group.get("kafka_conn_id")
+    group = group or {"kafka_config_id": None, "connect_conn_ids": conn_ids_from_params(params)}
+    kafka_config_id = group.get("kafka_config_id")
     conn_ids = list(group.get("connect_conn_ids") or [])
     exclude = validate_patterns(params.get("exclude") or []) + excluded_from_variable()
     started = time.monotonic()
@@ -82,18 +82,18 @@ def run_autorestart_sweep(
         "sweep",
         "every FAILED connector or task is restarted when the back-off policy says it is due",
         observed={
-            "kafka_cluster": kafka_conn_id,
+            "kafka_cluster": kafka_config_id,
             "clusters": conn_ids,
             "policy": policy.as_dict(),
             "exclude": exclude,
         },
-        subject=f"Kafka cluster {kafka_conn_id}" if kafka_conn_id else None,
+        subject=f"Kafka cluster {kafka_config_id}" if kafka_config_id else None,
         logger=logger,
     )
     clusters = _group_problems(group, logger) + _sweep_each(conn_ids, policy, exclude, logger)
     report = {
         "run_id": run_id,
-        "kafka_conn_id": kafka_conn_id,
+        "kafka_config_id": kafka_config_id,
         "policy": policy.as_dict(),
         "exclude": exclude,
         "clusters": clusters,
@@ -103,7 +103,7 @@ def run_autorestart_sweep(
         "http_calls": sum(c.get("http_calls", 0) for c in clusters),
         "wall_s": round(time.monotonic() - started, 3),
     }
-    report["report_path"] = _write_report(report, kafka_conn_id)
+    report["report_path"] = _write_report(report, kafka_config_id)
     _log_report(report, logger)
     return report
 
@@ -131,7 +131,7 @@ def _sweep_each(
     return clusters
 
 
-def _write_report(report: dict[str, Any], kafka_conn_id: str | None) -> str:
+def _write_report(report: dict[str, Any], kafka_config_id: str | None) -> str:
     """Write the report to the data store; returns where this group's report is.
 
     ``latest.json`` is the last group's; with a Kafka cluster named, each also keeps its own
@@ -140,11 +140,11 @@ def _write_report(report: dict[str, Any], kafka_conn_id: str | None) -> str:
     store = storage.store()
     text = json.dumps(report, indent=1, sort_keys=True)
     store.write_text(LATEST_REPORT, text)
-    if not kafka_conn_id:
+    if not kafka_config_id:
         return store.url_of(LATEST_REPORT)
     from kafka_runbooks.paths import safe_name
 
-    key = f"reports/connect_autorestart/by_connection/{safe_name(kafka_conn_id)}.json"
+    key = f"reports/connect_autorestart/by_connection/{safe_name(kafka_config_id)}.json"
     store.write_text(key, text)
     return store.url_of(key)
 
@@ -183,18 +183,18 @@ def _log_report(report: dict[str, Any], logger: logging.Logger) -> None:
 def _group_problems(group: dict[str, Any], logger: logging.Logger) -> list[dict]:
     """What keeps a Kafka cluster's Connect clusters from being swept, each reported as a failed
     cluster (an alert): its connection unreadable, a Connect cluster also named by another."""
-    kafka_conn_id = group.get("kafka_conn_id")
+    kafka_config_id = group.get("kafka_config_id")
     problems = []
     if group.get("error"):
         problems.append(
-            _failed_cluster(kafka_conn_id, "Connect clusters unknown", RuntimeError(group["error"]), logger)
+            _failed_cluster(kafka_config_id, "Connect clusters unknown", RuntimeError(group["error"]), logger)
         )
     for conn_id, first in sorted((group.get("shared") or {}).items()):
         problems.append(
             _failed_cluster(
                 conn_id,
                 f"also named by Kafka cluster {first}",
-                RuntimeError(f"swept with {first} only; fix the extra connect_conn_ids of {kafka_conn_id}"),
+                RuntimeError(f"swept with {first} only; fix the extra connect_conn_ids of {kafka_config_id}"),
                 logger,
             )
         )
@@ -203,7 +203,7 @@ def _group_problems(group: dict[str, Any], logger: logging.Logger) -> list[dict]
             "connect-autorestart",
             "nothing to sweep",
             "no Connect cluster is named for this Kafka cluster (extra connect_conn_ids of its connection)",
-            subject=f"Kafka cluster {kafka_conn_id}",
+            subject=f"Kafka cluster {kafka_config_id}",
             logger=logger,
         )
     return problems

@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
+from kafka_runbooks.fleet import config_id_of
 
 URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
@@ -114,8 +115,7 @@ def _stop_link(dag_id: str, run_id: str, conf: Any) -> dict[str, Any]:
     button that acts at once, see :func:`stop_run`). The stop runbook stays for API and CLI users."""
     if dag_id not in STOPPABLE_DAG_IDS:
         return {}
-    conn = (conf or {}).get("kafka_conn_id") if isinstance(conf, dict) else None
-    return {"stop_url": _stop_path(dag_id, run_id), "kafka_conn_id": conn or "kafka_default"}
+    return {"stop_url": _stop_path(dag_id, run_id), "kafka_config_id": config_id_of(conf, "kafka_default")}
 
 
 def _overview(user) -> dict[str, Any]:
@@ -193,7 +193,7 @@ def live_clusters() -> list[dict[str, Any]]:
         clusters = _fleet()
     except Exception as exc:  # an unusable fleet setting: the page says which and why
         return [
-            {"kafka_conn_id": "(fleet setting)", "error": f"{type(exc).__name__}: {exc}", "read_at": None}
+            {"kafka_config_id": "(fleet setting)", "error": f"{type(exc).__name__}: {exc}", "read_at": None}
         ]
     if _live_reader is None:
         _live_reader = LiveReader(_open_admin)
@@ -208,7 +208,7 @@ def _pending_restores(cluster: dict[str, Any]) -> list[str] | str:
     from kafka_runbooks_airflow.unclean import pending_restores
 
     try:
-        return sorted(pending_restores(cluster["kafka_conn_id"]))
+        return sorted(pending_restores(cluster["kafka_config_id"]))
     except Exception as exc:  # the store unreadable: say so, never "none"
         return f"unknown: {type(exc).__name__}: {exc}"
 
@@ -325,7 +325,7 @@ def stop_form(dag_id: str, run_id: str, user: GetUserDep) -> HTMLResponse:
     refusal, conf = _refusal_for(user, dag_id, run_id)
     if refusal:
         return _stop_page("Cannot stop this run", f"<p class='refused'>{escape(refusal)}</p>", 403)
-    conn = escape(str(conf.get("kafka_conn_id") or "kafka_default"))
+    conn = escape(str(config_id_of(conf, "kafka_default")))
     return _stop_page(
         f"Stop {run_id}",
         f"<p>Cancels what this run has in flight on <b>{conn}</b> (only its own reassignments; the "
@@ -356,7 +356,7 @@ async def stop_run(dag_id: str, run_id: str, request: Request, user: GetUserDep)
         return _stop_page("Not stopped", f"<p class='refused'>{escape(why)}</p>", 403 if refusal else 400)
     from kafka_runbooks_airflow.failed_broker import stop_run_now
 
-    conn = str(conf.get("kafka_conn_id") or "kafka_default")  # the run's own cluster, never the caller's
+    conn = str(config_id_of(conf, "kafka_default"))  # the run's own cluster, never the caller's
     result = await run_in_threadpool(stop_run_now, dag_id, run_id, conn, str(user.get_name()), reason)
     if "json" in request.headers.get("accept", ""):
         return JSONResponse(result)

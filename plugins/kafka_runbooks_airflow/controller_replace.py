@@ -68,7 +68,7 @@ def _runbook(params: dict[str, Any]):
     from kafka_runbooks.controller_replace.runbook import ControllerReplacement
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    hook = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"])
+    hook = KafkaAdminHook(kafka_config_id=params["kafka_config_id"])
     config = hook.client_config()
     tool = QuorumTool(kafka_libs(), hook.admin.bootstrap_servers, config)
     return hook.admin, ControllerReplacement(hook.admin, tool, build_request(params), logger=log)
@@ -80,7 +80,7 @@ def plan(params: dict[str, Any]) -> dict[str, Any]:
     from kafka_runbooks.controller_replace.runbook import ControllerReplacement
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         document = ControllerReplacement(admin, None, request, logger=log).plan()  # type: ignore[arg-type]
     finally:
@@ -98,7 +98,7 @@ def replace(context, document: dict[str, Any], params: dict[str, Any]) -> dict[s
     # this run still holds the cluster, for the whole replacement (two waits and the settle)
     wait_s = parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s")
     hold = 3 * wait_s + parse_duration(params.get("settle_period_s", "10s"), "settle_period_s")
-    renew_lease(context, params["kafka_conn_id"], hold_for_s=hold)
+    renew_lease(context, params["kafka_config_id"], hold_for_s=hold)
     admin, runbook = _runbook(params)
     try:
         return runbook.run(document)
@@ -144,7 +144,7 @@ def controller_replace_action(context) -> dict[str, Any]:
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],
-        "kafka_conn_id": params.get("kafka_conn_id"),
+        "kafka_config_id": params.get("kafka_config_id"),
         "steps": document.get("steps"),
         "expected_voters": document.get("expected_voters"),
         "request": document.get("request"),

@@ -23,7 +23,7 @@ def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, A
     from kafka_runbooks_airflow.inputs import check_before_lease
     from kafka_runbooks_airflow.lease import join_lease_queue
 
-    checked = check_before_lease(dag_id, params, build_decommission_request, ("kafka_conn_id",), log.name)
+    checked = check_before_lease(dag_id, params, build_decommission_request, ("kafka_config_id",), log.name)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked
 
@@ -35,7 +35,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     from kafka_runbooks_airflow.failed_broker import validate as shared
 
     checked = shared(params, dag_id, run_id, parse=build_decommission_request, choose=resolve_drain)
-    return {**checked, "kafka_conn_id": params["kafka_conn_id"]}  # review_plan reads the disks there
+    return {**checked, "kafka_config_id": params["kafka_config_id"]}  # review_plan reads the disks there
 
 
 def review_plan(
@@ -68,7 +68,7 @@ def check_disks(checked: dict[str, Any]) -> list[dict]:
 
     summary = json.loads((storage.locate(checked["plan_dir"]) / SUMMARY_FILE).read_text())
     ceiling = float(checked["max_disk_usage_percent"])
-    admin = KafkaAdminHook(kafka_config_id=checked["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=checked["kafka_config_id"]).admin
     try:
         dirs, errors = admin.describe_log_dir_states([int(b) for b in summary["receivers"]])
     finally:

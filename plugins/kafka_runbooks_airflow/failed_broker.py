@@ -23,6 +23,7 @@ from kafka_runbooks.failed_broker.request import (
     DEFAULT_MAX_PARTITIONS_PER_CHUNK,
     DEFAULT_THROTTLE_BYTES_PER_SEC,
 )
+from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, parse_duration, parse_size
@@ -153,7 +154,7 @@ def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
     settings = checked_sweep_settings(params)
     thresholds = sweep_thresholds(settings)
     sizes = sweep_sizes(settings)  # a bad size fails the sweep here, before it reads the cluster
-    conn_id = params["kafka_conn_id"]
+    conn_id = params["kafka_config_id"]
     reading = read_and_track(conn_id, thresholds, ti)
     started_id = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
     passed_on = {
@@ -235,7 +236,7 @@ def decide_heal(
         "receivers": "all",
         **passed_on,
         "dry_run": False,
-        "kafka_conn_id": conn_id,
+        "kafka_config_id": conn_id,
     }
     reading.heal_tracker.mark_triggered(assessment.due, started_id)
     decisions.record(
@@ -405,11 +406,11 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
     parse, choose = parse or build_request, choose or resolve
     request = refuse_bad_input(parse, params, log.name)  # before any cluster call
     state, failed, receivers, inflight = _read_for_validate(params, dag_id, request, choose)
-    owned = owned_in_flight(dag_id, params["kafka_conn_id"])
+    owned = owned_in_flight(dag_id, params["kafka_config_id"])
     with refused_as_decision():
         checked = runbook.validate(request, state, failed, receivers, inflight, owned)
     folder = run_dir(dag_id, run_id)
-    mark_cluster(folder, params["kafka_conn_id"])
+    mark_cluster(folder, params["kafka_config_id"])
     save_state(
         folder / ADOPT_STATE,
         ExecState(
@@ -440,14 +441,14 @@ def _read_for_validate(params: dict[str, Any], dag_id: str, request, choose) -> 
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         state = admin.read_state(include_log_dirs=False)
         failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
         if not request.dry_run:
             # this run holds the cluster's lease: no other run executes here, recorded throttles are
             # leftovers (a dry run holds no lease: another run may be moving data right now)
-            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_conn_id"])
+            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_config_id"])
         return state, failed, receivers, runbook.in_flight(admin)
     finally:
         admin.close()
@@ -534,7 +535,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     if state_path.exists():
         for chunk in load_state(state_path).chunks:
             planned.update(chunk.targets)
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     drain = bool(checked.get("drain"))
 
     def read():
@@ -575,7 +576,7 @@ def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, 
     """The approved preferred-leader election on the moved partitions, read back until settled."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         result = _elect_preferred(admin, keys)
     finally:
@@ -613,7 +614,7 @@ def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> di
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     folder = run_dir(dag_id, run_id)
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         left = clean_leftover_throttles(admin, dag_id, only=[folder / ADOPT_STATE, folder / EXEC_STATE])
         leaders = {
@@ -705,7 +706,7 @@ def stop_run_state(
     progress.write(progress_file, final_progress(state, time.time()))
     _record_stopped(f"run {run_id}", request, done, left, logger)
     # the run's folder is in the runbook's state directory, next to the stop/ requests
-    acknowledge(request_path(path.parent.parent, request.kafka_conn_id), run_id, int(time.time() * 1000))
+    acknowledge(request_path(path.parent.parent, request.kafka_config_id), run_id, int(time.time() * 1000))
     return left
 
 
@@ -731,7 +732,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
 
     from kafka_runbooks.failed_broker.stop import StopRequest, write_request
 
-    conn_id = str(params.get("kafka_conn_id") or "").strip()
+    conn_id = str(params.get("kafka_config_id") or "").strip()
     reason = str(params.get("reason") or "").strip()
     if not conn_id or not reason:
         why = "a Kafka connection id and a reason are required (the reason is recorded with the stop)"
@@ -740,7 +741,7 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
         )
         raise BadInput(why)
     request = StopRequest(
-        kafka_conn_id=conn_id,
+        kafka_config_id=conn_id,
         by=user or "an unknown user",
         reason=reason,
         requested_at_ms=int(time.time() * 1000),
@@ -795,7 +796,7 @@ def wait_for_executing_task(
     import time
 
     sleep = sleep or time.sleep
-    conn_id = requested["request"]["kafka_conn_id"]
+    conn_id = config_id_of(requested["request"])
     deadline = time.monotonic() + wait_s
     while True:
         acknowledged = _acknowledged(requested)
@@ -857,8 +858,8 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     request = StopRequest(**requested["request"])
-    states = _states(request.kafka_conn_id)
-    admin = KafkaAdminHook(kafka_config_id=request.kafka_conn_id).admin
+    states = _states(request.kafka_config_id)
+    admin = KafkaAdminHook(kafka_config_id=request.kafka_config_id).admin
     try:
         inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         chosen = to_stop({n: s for n, (_, s) in states.items()}, inflight, request.request_id)
@@ -883,7 +884,7 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
     total = {"cancelled": [k for d in done.values() for k in d["cancelled"]], "errors": {}}
     for d in done.values():
         total["errors"].update(d["errors"])
-    _record_stopped(f"connection {request.kafka_conn_id}", request, total, left, log)
+    _record_stopped(f"connection {request.kafka_config_id}", request, total, left, log)
     if left:
         raise RunbookFailed(f"not fully stopped (run this again to retry): {left}")
     return {"stopped": sorted(chosen), "cancelled": len(total["cancelled"])}
@@ -900,7 +901,7 @@ def stop_run_now(dag_id: str, run_id: str, conn_id: str, user: str, reason: str)
     poke finds the state stopped and fails its run saying who stopped it; the run's cleanup task
     elects the preferred leaders of what moved.
     """
-    requested = request_stop({"kafka_conn_id": conn_id, "reason": reason}, f"console {run_id}", user, 1)
+    requested = request_stop({"kafka_config_id": conn_id, "reason": reason}, f"console {run_id}", user, 1)
     from kafka_runbooks.failed_broker.stop import StopRequest
 
     request = StopRequest(**requested["request"])
@@ -952,7 +953,7 @@ def reassign_action(context) -> dict[str, Any]:
     action = {
         "runbook": dag_id,
         "run_id": run_id,
-        "kafka_conn_id": context["params"].get("kafka_conn_id"),
+        "kafka_config_id": context["params"].get("kafka_config_id"),
         "failed_brokers": state.get("failed_brokers"),
         "throttle_bytes_per_sec": state.get("throttle_bytes_per_sec"),
         "chunks": [c.get("targets") for c in state.get("chunks", [])],

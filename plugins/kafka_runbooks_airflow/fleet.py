@@ -12,7 +12,7 @@ from kafka_runbooks.fleet import CLUSTERS_ENV, CLUSTERS_VARIABLE, resolve_cluste
 log = logging.getLogger("kafka_runbooks.fleet")
 
 
-def kafka_conn_ids_param():
+def kafka_config_ids_param():
     from airflow.sdk import Param
 
     return Param(
@@ -28,14 +28,16 @@ def fleet_clusters(params: dict[str, Any]) -> list[str]:
     """The clusters this sweep covers, with a DECISION record saying which setting named them."""
     from airflow.sdk import Variable
 
-    from kafka_runbooks.fleet import FleetSettingError
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks.fleet import refuse_renamed_params
 
-    variable = Variable.get(CLUSTERS_VARIABLE, default=None)
     try:
+        refuse_renamed_params(params)
+        variable = Variable.get(CLUSTERS_VARIABLE, default=None)
         clusters, source = resolve_clusters(
-            params.get("kafka_conn_ids"), variable, os.environ.get(CLUSTERS_ENV)
+            params.get("kafka_config_ids"), variable, os.environ.get(CLUSTERS_ENV)
         )
-    except FleetSettingError as exc:
+    except BadInput as exc:
         decisions.record(
             "fleet", "refuse the sweep: nothing was read", str(exc), logger=log, level=logging.ERROR
         )
@@ -67,14 +69,14 @@ def connect_fleet(params: dict[str, Any]) -> list[dict[str, Any]]:
             observed={"connect_conn_ids": ids},
             logger=log,
         )
-        return [{"kafka_conn_id": None, "connect_conn_ids": ids, "error": None, "shared": {}}]
+        return [{"kafka_config_id": None, "connect_conn_ids": ids, "error": None, "shared": {}}]
     clusters = fleet_clusters(params)
     groups = connect_groups(clusters, {c: _extra(c) for c in clusters})
     decisions.record(
         "fleet",
         f"sweep the Connect clusters of {len(groups)} Kafka cluster(s)",
         "named by each Kafka connection's extra connect_conn_ids (kafka_default: kafka_connect_default)",
-        observed={g["kafka_conn_id"]: g["connect_conn_ids"] or g["error"] for g in groups},
+        observed={g["kafka_config_id"]: g["connect_conn_ids"] or g["error"] for g in groups},
         logger=log,
     )
     return groups

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.fleet import DEFAULT_CLUSTER
+from kafka_runbooks.fleet import DEFAULT_CLUSTER, refuse_renamed_params
 from kafka_runbooks.forms import (
     broker_list_schema,
     duration_schema,
@@ -32,7 +32,7 @@ __all__ = [
     "broker_list_schema",
     "duration_schema",
     "id_list_schema",
-    "kafka_conn_param",
+    "kafka_config_param",
     "node_list_schema",
     "parse_duration",
     "partition_items_schema",
@@ -43,7 +43,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def kafka_conn_param(
+def kafka_config_param(
     description: str = "Airflow connection id of the Kafka cluster (Admin > Connections).",
 ) -> Any:
     """The trigger form's Kafka cluster: one default for every runbook's form, the one the sweeps'
@@ -58,6 +58,7 @@ def refuse_bad_input(parse: Callable[[Any], T], params: Mapping[str, Any], logge
     from airflow.sdk.exceptions import AirflowFailException
 
     try:
+        refuse_renamed_params(params)
         return parse(dict(params))
     except ValueError as exc:
         decisions.record(
@@ -145,16 +146,16 @@ def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> 
     if dag_id == "kafka_broker_restart":
         from kafka_runbooks.restart.request import build_request
 
-        conns: tuple[str, ...] = ("kafka_conn_id", "probe_conn_id", "restart_conn_id")
+        conns: tuple[str, ...] = ("kafka_config_id", "probe_conn_id", "restart_conn_id")
         logger = "kafka_runbooks.restart"
     elif dag_id == "kafka_unclean_recovery":
         from kafka_runbooks.unclean.request import build_request
 
-        conns, logger = ("kafka_conn_id",), "kafka_runbooks.unclean"
+        conns, logger = ("kafka_config_id",), "kafka_runbooks.unclean"
     elif dag_id == "kafka_failed_broker_reassignment":
         from kafka_runbooks.failed_broker.request import build_request
 
-        conns, logger = ("kafka_conn_id",), "kafka_runbooks.failed_broker"
+        conns, logger = ("kafka_config_id",), "kafka_runbooks.failed_broker"
     else:
         raise BadInput(f"no input check for {dag_id!r}")
     checked = check_before_lease(dag_id, params, build_request, conns, logger)

@@ -61,7 +61,7 @@ def lease_queue():
 def join_lease_queue(dag_id: str, run_id: str, params: dict[str, Any]) -> None:
     """A run that will take the lease says so first (its input is valid, it may now wait)."""
     if lease_needed(dag_id, params):
-        lease_queue().register(str(params["kafka_conn_id"]), Holder(dag_id, run_id))
+        lease_queue().register(str(params["kafka_config_id"]), Holder(dag_id, run_id))
 
 
 def lease_needed(dag_id: str, params: dict[str, Any]) -> bool:
@@ -121,20 +121,20 @@ def release_lease(context, cluster: str) -> dict[str, Any]:
 class ClusterLeaseSensor(BaseSensorOperator):
     """Take the cluster's lease before the run plans anything; wait for it, or fail, by param.
 
-    :param kafka_conn_id: the cluster (its connection id), templated.
+    :param kafka_config_id: the cluster (its connection id), templated.
     :param on_held: ``wait`` (reschedule until free) or ``fail`` (name the holder), templated.
     :param hold_for_s: how long the lease must hold without renewal after this task (the
         approval gate's timeout: nothing renews while a gate waits), templated.
     """
 
-    template_fields: Sequence[str] = ("kafka_conn_id", "on_held", "hold_for_s")
+    template_fields: Sequence[str] = ("kafka_config_id", "on_held", "hold_for_s")
 
     def __init__(
-        self, *, kafka_conn_id: str, on_held: str = "wait", hold_for_s: Any = 0, **kwargs: Any
+        self, *, kafka_config_id: str, on_held: str = "wait", hold_for_s: Any = 0, **kwargs: Any
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
-        self.kafka_conn_id = kafka_conn_id
+        self.kafka_config_id = kafka_config_id
         self.on_held = on_held
         self.hold_for_s = hold_for_s
 
@@ -149,13 +149,13 @@ class ClusterLeaseSensor(BaseSensorOperator):
                 "lease",
                 "no lease needed",
                 "this run only reads the cluster (dry run or a read-only mode); it never waits for one",
-                subject=f"cluster {self.kafka_conn_id}",
+                subject=f"cluster {self.kafka_config_id}",
                 logger=log,
             )
             return True
         if self.on_held not in ON_HELD:
             raise AirflowFailException(f"on_lease_held must be one of {ON_HELD}, not {self.on_held!r}")
-        lease = cluster_lease(context, self.kafka_conn_id)
+        lease = cluster_lease(context, self.kafka_config_id)
         hold_for_s = parse_duration(self.hold_for_s, "approval_timeout_s") if self.hold_for_s else 0.0
         outcome = lease.acquire(hold_for_s=hold_for_s + lease.ttl_s)
         if outcome.acquired:
@@ -166,7 +166,7 @@ class ClusterLeaseSensor(BaseSensorOperator):
                 "lease",
                 "refuse the run: nothing was done",
                 f"{held}; on_lease_held=fail",
-                subject=f"cluster {self.kafka_conn_id}",
+                subject=f"cluster {self.kafka_config_id}",
                 observed={"holder": outcome.record.describe()},
                 logger=log,
                 level=logging.ERROR,
@@ -176,7 +176,7 @@ class ClusterLeaseSensor(BaseSensorOperator):
             "lease",
             "wait for the lease",
             f"{held}; on_lease_held=wait: asked again every {self.poke_interval:.0f}s (no worker slot held)",
-            subject=f"cluster {self.kafka_conn_id}",
+            subject=f"cluster {self.kafka_config_id}",
             observed={"holder": outcome.record.describe()},
             logger=log,
         )
@@ -210,7 +210,7 @@ def lease_tasks(poke_interval_s: float, wait_timeout_s: float = 72 * 3600):
 
     acquire = ClusterLeaseSensor(
         task_id="acquire_lease",
-        kafka_conn_id="{{ params.kafka_conn_id }}",
+        kafka_config_id="{{ params.kafka_config_id }}",
         on_held="{{ params.on_lease_held }}",
         hold_for_s="{{ params.approval_timeout_s }}",
         poke_interval=poke_interval_s,
@@ -221,6 +221,6 @@ def lease_tasks(poke_interval_s: float, wait_timeout_s: float = 72 * 3600):
     def release() -> dict:
         """Give the cluster's lease back (teardown: runs whatever happened to the run)."""
         context = get_current_context()
-        return release_lease(context, context["params"]["kafka_conn_id"])
+        return release_lease(context, context["params"]["kafka_config_id"])
 
     return acquire, release()

@@ -31,7 +31,7 @@ def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, A
     from kafka_runbooks_airflow.inputs import check_before_lease
     from kafka_runbooks_airflow.lease import join_lease_queue
 
-    checked = check_before_lease(dag_id, params, build_log_dir_request, ("kafka_conn_id",), log.name)
+    checked = check_before_lease(dag_id, params, build_log_dir_request, ("kafka_config_id",), log.name)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked
 
@@ -61,9 +61,11 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
 
     request = refuse_bad_input(build_log_dir_request, params, log.name)
     if request.mode == VERIFY_REPLACED:
-        return {**verify_replaced(params["kafka_conn_id"], request.broker_id), "nothing_to_do": True}
+        return {**verify_replaced(params["kafka_config_id"], request.broker_id), "nothing_to_do": True}
     state, found = refuse_bad_input(
-        lambda _: read_failed_dirs(params["kafka_conn_id"], request.broker_id, request.log_dir), {}, log.name
+        lambda _: read_failed_dirs(params["kafka_config_id"], request.broker_id, request.log_dir),
+        {},
+        log.name,
     )
     nothing = _nothing_to_move(request.broker_id, found)
     if nothing is not None:
@@ -86,7 +88,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     return {
         **checked,
         "nothing_to_do": checked["nothing_to_do"],
-        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
         "drain_replicas_csv": found.selection_csv,
         "moved": [f"{t}:{p}" for t, p in found.replicas],
         "kept": [f"{t}:{p}" for t, p in found.in_healthy_dirs],
@@ -153,7 +155,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
     broker = int(checked["failed"][0])
     moved, kept = _keys(checked["moved"]), _keys(checked["kept"])
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
 
     def read():
         state = admin.read_state(include_log_dirs=False)

@@ -53,7 +53,7 @@ def group_xcom(context, task: str, key: str = "return_value") -> Any:
 
 
 def sweep_targets_from_params(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``clusters`` task: the fleet (or the run's ``kafka_conn_ids``), each cluster with its
+    """The ``clusters`` task: the fleet (or the run's ``kafka_config_ids``), each cluster with its
     metrics and restart connections."""
     from kafka_runbooks.metadata_errors.targets import sweep_targets
     from kafka_runbooks_airflow.fleet import fleet_clusters
@@ -70,7 +70,7 @@ def sweep_targets_from_params(params: dict[str, Any]) -> list[dict[str, Any]]:
         "fleet",
         f"sweep the metadata error counters of {len(targets)} cluster(s)",
         "one mapped cluster group each, with its own state, report, restart runs and controller gate",
-        observed={t["kafka_conn_id"]: t for t in targets},
+        observed={t["kafka_config_id"]: t for t in targets},
         logger=log,
     )
     return targets
@@ -102,7 +102,7 @@ def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptio
         restart_brokers=bool(params.get("restart_brokers", d.restart_brokers)),
         restart_dag_id=str(params.get("restart_dag_id") or d.restart_dag_id),
         sweep_dag_id=sweep_dag_id,
-        kafka_conn_id=str(params.get("kafka_conn_id") or d.kafka_conn_id),
+        kafka_config_id=str(params.get("kafka_config_id") or d.kafka_config_id),
         metrics_conn_id=str(params.get("metrics_conn_id") or d.metrics_conn_id),
         restart_conn_id=str(params.get("restart_conn_id") or d.restart_conn_id),
     )
@@ -114,10 +114,10 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
     from kafka_runbooks_airflow.hooks.metrics import KafkaMetricsHook
 
     options = options_from_params(params, dag_id)  # bad params fail here, before any call
-    kafka_conn_id = options.kafka_conn_id
+    kafka_config_id = options.kafka_config_id
     try:
         endpoints = KafkaMetricsHook(options.metrics_conn_id).get_endpoints()
-        admin = KafkaAdminHook(kafka_config_id=kafka_conn_id, timeout_s=15).admin
+        admin = KafkaAdminHook(kafka_config_id=kafka_config_id, timeout_s=15).admin
     except Exception as exc:  # a missing or broken connection: this cluster's alert, not a crash
         return _unreachable_report(options, run_id, exc)
 
@@ -125,7 +125,7 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
         report = run_sweep(
             admin,
             endpoints,
-            MetadataErrorStateStore(kafka_conn_id),
+            MetadataErrorStateStore(kafka_config_id),
             options,
             run_id,
             is_run_active=_run_state_reader(ti),
@@ -133,7 +133,7 @@ def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: st
         )
     finally:
         admin.close()
-    report["kafka_conn_id"] = kafka_conn_id
+    report["kafka_config_id"] = kafka_config_id
     if report["restart_requests"] or report["controller_escalation"]:
         _warn_if_paused(ti, options.restart_dag_id)
     report["report_path"] = write_report(report)
@@ -177,19 +177,19 @@ def _log_nodes(report: dict[str, Any]) -> None:
 
 def _unreachable_report(options: SweepOptions, run_id: str, exc: Exception) -> dict[str, Any]:
     """The report of a cluster whose connections could not be used: every node unknown, one alert."""
-    why = f"cannot sweep {options.kafka_conn_id}: {type(exc).__name__}: {exc}"
+    why = f"cannot sweep {options.kafka_config_id}: {type(exc).__name__}: {exc}"
     decisions.record(
         "cluster",
         "unknown",
         why,
-        observed={"kafka_conn_id": options.kafka_conn_id, "metrics_conn_id": options.metrics_conn_id},
-        subject=f"cluster {options.kafka_conn_id}",
+        observed={"kafka_config_id": options.kafka_config_id, "metrics_conn_id": options.metrics_conn_id},
+        subject=f"cluster {options.kafka_config_id}",
         logger=log,
         level=logging.ERROR,
     )
     report: dict[str, Any] = {
         "run_id": run_id,
-        "kafka_conn_id": options.kafka_conn_id,
+        "kafka_config_id": options.kafka_config_id,
         "options": options.as_dict(),
         "active_controller": None,
         "active_controller_by_metrics": [],
@@ -225,8 +225,8 @@ def record_left_alone(
 ) -> dict[str, Any]:
     """The 'Leave it' answer as a decision record naming who gave it (``answer``: the gate's record)."""
     node = (escalation or {}).get("node_id")
-    cluster = (escalation or {}).get("kafka_conn_id") or ((escalation or {}).get("conf") or {}).get(
-        "kafka_conn_id"
+    cluster = (escalation or {}).get("kafka_config_id") or ((escalation or {}).get("conf") or {}).get(
+        "kafka_config_id"
     )
     by = ((answer or {}).get("by") or {}).get("name") or "a person"
     decisions.record(
@@ -237,15 +237,15 @@ def record_left_alone(
         subject=f"controller {node} of {cluster}",
         logger=log,
     )
-    return {"kafka_conn_id": cluster, "node_id": node, "decision": "leave it"}
+    return {"kafka_config_id": cluster, "node_id": node, "decision": "leave it"}
 
 
 def raise_on_alerts(report: dict[str, Any], fail_on_alert: bool) -> dict[str, Any]:
     """Log every alert; with ``fail_on_alert`` a failed task says a person is needed (an alert in a
     log nobody reads is no alert)."""
     alerts = report.get("alerts") or []
-    cluster = report.get("kafka_conn_id")
-    summary = {"kafka_conn_id": cluster, "alerts": len(alerts), "summary": report.get("summary")}
+    cluster = report.get("kafka_config_id")
+    summary = {"kafka_config_id": cluster, "alerts": len(alerts), "summary": report.get("summary")}
     for alert in alerts:
         log.error("ALERT %s: %s", cluster, alert)
     if alerts and fail_on_alert:
@@ -284,7 +284,7 @@ class ControllerDecisionOperator(PlanDecisionBranchOperator):
         escalation = group_xcom(context, "sweep", "controller_escalation")
         if not escalation:
             raise AirflowSkipException("no controller escalation for this cluster: nobody is asked")
-        cluster = escalation.get("kafka_conn_id") or (escalation.get("conf") or {}).get("kafka_conn_id")
+        cluster = escalation.get("kafka_config_id") or (escalation.get("conf") or {}).get("kafka_config_id")
         self.subject = (
             f"{cluster}: active controller {escalation['node_id']}: metadata errors keep increasing"
         )

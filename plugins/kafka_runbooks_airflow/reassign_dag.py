@@ -32,7 +32,7 @@ from kafka_runbooks.failed_broker.request import (
 from kafka_runbooks.units import exact_size
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
-from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, kafka_conn_param, size_schema
+from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, kafka_config_param, size_schema
 from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
@@ -148,7 +148,7 @@ def _run_params() -> dict[str, Param]:
             description="On: validate and plan only (the plan is in the review_plan log and the run's artifacts); "
             "nothing moves.",
         ),
-        "kafka_conn_id": kafka_conn_param(),
+        "kafka_config_id": kafka_config_param(),
         "on_lease_held": on_lease_held_param(),
     }
 
@@ -255,13 +255,13 @@ def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[
     return {
         "finish_earlier": KafkaReassignmentSensor(
             task_id="finish_earlier_run",
-            kafka_config_id="{{ params.kafka_conn_id }}",
+            kafka_config_id="{{ params.kafka_config_id }}",
             state_file="adopt-state.json",
             poke_interval=poke_interval_s,
             timeout=timedelta(hours=24).total_seconds(),
         ),
         "snapshot": KafkaClusterSnapshotOperator(
-            task_id="snapshot_cluster", kafka_config_id="{{ params.kafka_conn_id }}"
+            task_id="snapshot_cluster", kafka_config_id="{{ params.kafka_config_id }}"
         ),
         "plan": _plan_operator(runbook),
         "approval": PlanApprovalOperator(
@@ -275,7 +275,7 @@ def _moving_tasks(runbook: ReassignmentRunbook, poke_interval_s: float) -> dict[
         ),
         "execute": KafkaReassignmentSensor(
             task_id="execute_chunks",
-            kafka_config_id="{{ params.kafka_conn_id }}",
+            kafka_config_id="{{ params.kafka_config_id }}",
             state_file="exec-state.json",
             approval_gate_task_id="approval_gate",  # refuses to move anything without an approval of its plan
             poke_interval=poke_interval_s,

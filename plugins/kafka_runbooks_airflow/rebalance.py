@@ -38,7 +38,7 @@ def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, A
     from kafka_runbooks_airflow.inputs import check_before_lease
     from kafka_runbooks_airflow.lease import join_lease_queue
 
-    checked = check_before_lease(dag_id, params, build_rebalance_request, ("kafka_conn_id",), log.name)
+    checked = check_before_lease(dag_id, params, build_rebalance_request, ("kafka_config_id",), log.name)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked
 
@@ -54,7 +54,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     if request.rebalance == "replication-factor":
         return _validate_rf(params, dag_id, run_id, request)
     checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=resolve_rebalance)
-    now, room, errors = _spread_and_room(params["kafka_conn_id"], request, checked["receivers"])
+    now, room, errors = _spread_and_room(params["kafka_config_id"], request, checked["receivers"])
     within = now.within(*now.limits)
     nothing = checked["nothing_to_do"] or (within and not checked["adopted"])
     decisions.record(
@@ -74,7 +74,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     return {
         **checked,
         "nothing_to_do": nothing,
-        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
         "new_brokers_csv": ",".join(str(b) for b in request.new_brokers or ()),
         "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
         "spread_before": now.observed()["spread"],
@@ -99,7 +99,7 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
 
     checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=choose)
     selection = chosen[0]
-    _, room, errors = _spread_and_room(params["kafka_conn_id"], request, checked["receivers"])
+    _, room, errors = _spread_and_room(params["kafka_config_id"], request, checked["receivers"])
     nothing = checked["nothing_to_do"] or (not selection.below and not checked["adopted"])
     decisions.record(
         "replication factor",
@@ -118,7 +118,7 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
     return {
         **checked,
         "nothing_to_do": nothing,
-        "kafka_conn_id": params["kafka_conn_id"],  # review_plan reads the disks there
+        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
         "new_brokers_csv": "",
         "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
         "replication_factor": str(selection.replication_factor),
@@ -170,17 +170,17 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
     summary = _summary(checked)
     planned = {f"{m['topic']}:{m['partition']}": m["to"] for m in summary.get("moves", [])}
-    moved = _await_moved(params["kafka_conn_id"], planned)
+    moved = _await_moved(params["kafka_config_id"], planned)
     if summary.get("rebalance") == "replication-factor":
-        return {"moved": moved, "replication_factor": _await_rf(params["kafka_conn_id"], summary)}
-    reordered = _leader_only_moves(params["kafka_conn_id"], summary.get("leader_moves") or [])
+        return {"moved": moved, "replication_factor": _await_rf(params["kafka_config_id"], summary)}
+    reordered = _leader_only_moves(params["kafka_config_id"], summary.get("leader_moves") or [])
     out: dict[str, Any] = {"moved": moved, "leader_only_moves": reordered}
     keys = set(planned) | {f"{m['topic']}:{m['partition']}" for m in summary.get("leader_moves") or []}
     if checked.get("elect_preferred_leaders", True) and keys:
         from kafka_runbooks_airflow.failed_broker import elect_moved_partitions
 
         out["election"] = elect_moved_partitions(params, keys)
-    spread = _await_spread(params["kafka_conn_id"], summary)
+    spread = _await_spread(params["kafka_config_id"], summary)
     out["spread"] = spread
     if not spread["done"]:
         raise RunbookFailed(f"the spread read back is not what the plan promised: {spread}")

@@ -51,7 +51,7 @@ def publish_health_report(
     store = storage.store()
     store.write_text("reports/cluster_health/latest.json", text)
     if conn_id:  # the Kafka page shows the latest report of every connection
-        report["kafka_conn_id"] = conn_id
+        report["kafka_config_id"] = conn_id
         store.write_text(
             f"reports/cluster_health/by_connection/{safe_name(conn_id)}.json", json.dumps(report)
         )

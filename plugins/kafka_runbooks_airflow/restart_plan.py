@@ -36,7 +36,7 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
         allow_force_restart=bool(params["allow_force_restart"]),
         dry_run=bool(params["dry_run"]),
     )
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         probe = BrokerProbeHook(params["probe_conn_id"]).get_probe() if params.get("probe_conn_id") else None
         backend = RestartBackendHook(params["restart_conn_id"]).get_backend()
@@ -93,7 +93,7 @@ def restart_action(context) -> dict[str, Any]:
     return {
         "runbook": dag_id,
         "run_id": run_id,
-        "kafka_conn_id": params.get("kafka_conn_id"),
+        "kafka_config_id": params.get("kafka_config_id"),
         "probe_conn_id": params.get("probe_conn_id") or None,
         "restart_conn_id": params.get("restart_conn_id"),
         "reason": state.get("reason"),

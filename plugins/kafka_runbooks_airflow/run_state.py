@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kafka_runbooks import storage
 from kafka_runbooks.failed_broker.stop import request_path
+from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 
@@ -46,13 +47,13 @@ def stop_request_file(dag_id: str, cluster: str) -> StorePath:
 
 def mark_cluster(folder: StorePath, cluster: str) -> None:
     """Name the run's cluster in its folder: runs on several clusters share the runbook's folder."""
-    (folder / CLUSTER_MARK).write_text(json.dumps({"kafka_conn_id": cluster}))
+    (folder / CLUSTER_MARK).write_text(json.dumps({"kafka_config_id": cluster}))
 
 
 def run_cluster(folder: StorePath) -> str | None:
     """The cluster a run folder belongs to; None for a folder written before clusters were named."""
     try:
-        return json.loads((folder / CLUSTER_MARK).read_text())["kafka_conn_id"]
+        return config_id_of(json.loads((folder / CLUSTER_MARK).read_text()))
     except FileNotFoundError:
         return None
 

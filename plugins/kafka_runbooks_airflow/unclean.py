@@ -35,7 +35,7 @@ def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
     request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         with _journal_if_lease_held(params) as journal:
             return plan(admin, request, artifacts(run_id), logger=log, state_file=journal)
@@ -57,7 +57,7 @@ def _journal_if_lease_held(params: dict[str, Any]):
     from kafka_runbooks.unclean.elect import ReorderState, pending_restores
     from kafka_runbooks_airflow.lease import cluster_lease, lease_needed
 
-    conn_id = params["kafka_conn_id"]
+    conn_id = params["kafka_config_id"]
     journal = ReorderState(conn_id)
     context = get_current_context()
     if lease_needed(context["dag"].dag_id, dict(params)) or not pending_restores(journal):
@@ -81,12 +81,12 @@ def _journal_if_lease_held(params: dict[str, Any]):
         lease.release()
 
 
-def pending_restores(kafka_conn_id: str) -> dict[str, dict]:
+def pending_restores(kafka_config_id: str) -> dict[str, dict]:
     """Replica orders an unclean recovery left changed on this cluster (health report, console)."""
     from kafka_runbooks.unclean.elect import ReorderState
     from kafka_runbooks.unclean.elect import pending_restores as pending
 
-    return pending(ReorderState(kafka_conn_id))
+    return pending(ReorderState(kafka_config_id))
 
 
 def automated_recovery_requested(document: dict[str, Any]) -> bool:
@@ -118,7 +118,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     # the elections and their settle periods run in this task: hold the lease for all of them
     renew_lease(
         context,
-        params["kafka_conn_id"],
+        params["kafka_config_id"],
         hold_for_s=len(document["choices"]) * (settle_period_s(params) + 60),
     )
 
@@ -130,7 +130,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     guard = run_guard(
         storage.store(), f"unclean/{safe_name(context['dag'].dag_id)}/{safe_name(run_id)}/fence.json", who
     )
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_conn_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
     try:
         report = recover(
             Guarded(admin, guard, ("reorder_replicas", "elect_unclean", "alter_partition_reassignments")),
@@ -138,7 +138,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
             artifacts(run_id),
             restore_order=params["restore_replica_order"],
             settle_s=settle_period_s(params),
-            state_file=ReorderState(params["kafka_conn_id"]),
+            state_file=ReorderState(params["kafka_config_id"]),
             logger=log,
         )
     finally:
@@ -158,12 +158,12 @@ def unclean_action(context) -> dict[str, Any]:
 
     params = context["params"]
     document = run_xcom(context, "plan_recovery") or {}
-    cluster = params.get("kafka_conn_id")
+    cluster = params.get("kafka_config_id")
     left_changed = ReorderState(cluster).read_entries() if cluster else {}
     return {
         "runbook": context["dag"].dag_id,
         "run_id": context["run_id"],
-        "kafka_conn_id": cluster,
+        "kafka_config_id": cluster,
         "mode": document.get("mode"),
         # every choice with what was seen (log end offsets, epochs): what the approver weighed
         "choices": document.get("choices"),

@@ -191,7 +191,7 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_an_airflo
         second = _run(airflow_local, AUTO, fast)
         report = _report(airflow_local, second)
         # no connect_conn_ids: the fleet (kafka_default) and its Connect cluster, named in the report
-        assert report["kafka_conn_id"] == "kafka_default"
+        assert report["kafka_config_id"] == "kafka_default"
         row = _row(report, "kafka_connect_default", name)
         assert row["restart_count"] == first_count + 1, row
         last_restart = row["last_restart_at"]

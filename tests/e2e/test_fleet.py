@@ -71,7 +71,7 @@ def _restart(airflow_local, cluster: str, suffix: str = "", **conf) -> str:
         {
             "node_ids": "1",
             "reason": "lease test: never approved",
-            "kafka_conn_id": cluster,
+            "kafka_config_id": cluster,
             "probe_conn_id": f"{cluster}_probe" if cluster == CLUSTER_B else "kafka_broker_probe_default",
             "restart_conn_id": f"{cluster}_restart" if cluster == CLUSTER_B else "kafka_restart_default",
             **conf,
@@ -176,7 +176,7 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     assert _instances(airflow_local, HEALTH, run, "cluster.publish_report") == {0: "success", 1: "success"}
     for index, cluster in enumerate(FLEET):
         report = json.loads((reports / f"{cluster}.json").read_text())
-        assert report["kafka_conn_id"] == cluster
+        assert report["kafka_config_id"] == cluster
         log = airflow_local.task_log_text(HEALTH, run, "cluster.snapshot_cluster", map_index=index)
         assert f"/{cluster}" in log  # the snapshot folder names its cluster
     b_brokers = {b["broker_id"] for b in json.loads((reports / f"{CLUSTER_B}.json").read_text())["brokers"]}
@@ -204,7 +204,7 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     }
     for cluster, nodes in (("kafka_default", 7), (CLUSTER_B, len(b_nodes))):
         report = json.loads((metadata_reports / f"{cluster}.json").read_text())
-        assert report["kafka_conn_id"] == cluster and report["run_id"] == metadata
+        assert report["kafka_config_id"] == cluster and report["run_id"] == metadata
         assert len(report["summary"]["healthy"]) == nodes, report["summary"]
     assert (
         set(json.loads((metadata_reports / f"{CLUSTER_B}.json").read_text())["summary"]["healthy"]) == b_nodes

@@ -140,7 +140,7 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
         assert truth and stayed, before
         stack.fail_log_dir(BROKER, 2)
         wait_until(lambda: failing not in _dirs(admin), 60, 0.5, "broker 1's failed dir offline")
-        conf = {"broker_id": BROKER, "kafka_conn_id": jbod_conn, "throttle_bytes_per_sec": "10 MiB"}
+        conf = {"broker_id": BROKER, "kafka_config_id": jbod_conn, "throttle_bytes_per_sec": "10 MiB"}
 
         rejected = airflow_local.trigger(DAG_ID, conf)
         _at_gate(airflow_local, rejected, truth)

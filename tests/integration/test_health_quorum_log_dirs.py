@@ -167,7 +167,7 @@ def test_the_sweep_reads_the_failed_dir_alerts_then_starts_the_runbook_with_its_
         "max_partitions_per_chunk": 50,
         "require_approval": True,
         "dry_run": False,
-        "kafka_conn_id": "jbod",
+        "kafka_config_id": "jbod",
     }
     request = build_log_dir_request(conf)  # what the started run parses, then selects on the cluster
     selected = failed_dir_replicas(state, request.broker_id, request.log_dir)

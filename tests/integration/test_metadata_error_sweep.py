@@ -227,7 +227,7 @@ def test_the_active_controller_that_keeps_failing_is_escalated_once(
             "require_approval": True,
             # the swept cluster's connections: a restart run of another cluster's defaults would
             # restart that cluster's node with the same id
-            "kafka_conn_id": "kafka_default",
+            "kafka_config_id": "kafka_default",
             "probe_conn_id": "kafka_broker_probe_default",
             "restart_conn_id": "kafka_restart_default",
         }

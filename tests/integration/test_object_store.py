@@ -313,7 +313,7 @@ def test_reports_are_published_to_the_bucket_and_the_kafka_page_reads_them_there
     assert list(local.rglob("*")) == []
     storage._STORES.clear()  # the API server's own process
     reports = console.health_reports()
-    assert [(r["kafka_conn_id"], r["counts"]["offline"]) for r in reports] == [("kafka_b", 2)]
+    assert [(r["kafka_config_id"], r["counts"]["offline"]) for r in reports] == [("kafka_b", 2)]
 
 
 def test_a_rolls_state_is_in_the_bucket_for_the_next_poke_on_any_worker(s3proxy, s3_env):

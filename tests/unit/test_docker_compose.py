@@ -542,15 +542,18 @@ def _string_or_strings(node: ast.AST) -> list[str]:
     return []
 
 
+CONN_ID_NAMES = ("conn_id", "conn_ids", "config_id", "config_ids")
+
+
 def _conn_ids_in(tree: ast.AST) -> set[str]:
-    """Defaults of *_conn_id(s) Params and arguments, conn_id= literals, default_conn_name."""
+    """Defaults of *_conn_id(s) / *_config_id(s) Params and arguments, conn_id= literals, default_conn_name."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
                 if (
                     isinstance(key, ast.Constant)
-                    and str(key.value).endswith(("conn_id", "conn_ids"))
+                    and str(key.value).endswith(CONN_ID_NAMES)
                     and isinstance(value, ast.Call)
                     and getattr(value.func, "id", getattr(value.func, "attr", "")) == "Param"
                     and value.args
@@ -558,14 +561,14 @@ def _conn_ids_in(tree: ast.AST) -> set[str]:
                     found.update(_string_or_strings(value.args[0]))
         elif isinstance(node, ast.Call):
             for kw in node.keywords:
-                if kw.arg and kw.arg.endswith(("conn_id", "conn_ids")):
+                if kw.arg and kw.arg.endswith(CONN_ID_NAMES):
                     found.update(_string_or_strings(kw.value))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = node.args.args + node.args.kwonlyargs
             defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults
             defaults += node.args.kw_defaults
             for arg, default in zip(args, defaults):
-                if default is not None and arg.arg.endswith(("conn_id", "conn_ids")):
+                if default is not None and arg.arg.endswith(CONN_ID_NAMES):
                     found.update(_string_or_strings(default))
         elif isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "default_conn_name" for t in node.targets
@@ -575,20 +578,20 @@ def _conn_ids_in(tree: ast.AST) -> set[str]:
 
 
 def _conn_ids_the_code_uses() -> set[str]:
-    from kafka_runbooks_airflow.inputs import kafka_conn_param
+    from kafka_runbooks_airflow.inputs import kafka_config_param
 
     ids: set[str] = set()
     for folder in ("dags", "plugins"):
         for path in (ROOT / folder).rglob("*.py"):
             ids |= _conn_ids_in(ast.parse(path.read_text(), str(path)))
     # the forms' Kafka connection comes from one builder, its default a constant of the fleet
-    return ids | {kafka_conn_param().value}
+    return ids | {kafka_config_param().value}
 
 
 def test_the_scan_finds_connection_ids_in_every_form_it_claims():
     code = """
-with DAG(params={"kafka_conn_id": Param("a_default"), "connect_conn_ids": Param(["b_default"])}):
-    SparkSubmitOperator(conn_id="c_default", kafka_config_id="{{ params.kafka_conn_id }}")
+with DAG(params={"kafka_config_id": Param("a_default"), "connect_conn_ids": Param(["b_default"])}):
+    SparkSubmitOperator(conn_id="c_default", kafka_config_id="{{ params.kafka_config_id }}")
 class H:
     default_conn_name = "d_default"
     def __init__(self, probe_conn_id: str = "e_default", *, restart_conn_id="f_default"): ...

@@ -315,7 +315,7 @@ class LogDirStart:
         sweep saw), else None: every offline dir (the runbook refuses one of several)."""
         return self.offline_dirs[0] if len(self.offline_dirs) == 1 else None
 
-    def conf(self, kafka_conn_id: str, passed_on: dict[str, Any]) -> dict[str, Any]:
+    def conf(self, kafka_config_id: str, passed_on: dict[str, Any]) -> dict[str, Any]:
         """The conf of the ``kafka_log_dir_failure`` run: the broker and dir, the sweep's chunk,
         throttle, gate and election settings (``passed_on``), a real run on every live receiver."""
         return {
@@ -325,7 +325,7 @@ class LogDirStart:
             "receivers": "all",
             **passed_on,
             "dry_run": False,
-            "kafka_conn_id": kafka_conn_id,
+            "kafka_config_id": kafka_config_id,
         }
 
     def record(

@@ -48,7 +48,7 @@ STOPPED = "stopped"  # status of a chunk whose reassignments were cancelled by a
 class StopRequest:
     """An operator's request to stop the reassignment running on one Kafka connection."""
 
-    kafka_conn_id: str
+    kafka_config_id: str
     by: str
     reason: str
     requested_at_ms: int
@@ -59,17 +59,17 @@ class StopRequest:
     def text(self) -> str:
         return f"stopped by {self.by}: {self.reason}"
 
-    def applies_to(self, kafka_conn_id: str, run_started_ms: int | None) -> bool:
+    def applies_to(self, kafka_config_id: str, run_started_ms: int | None) -> bool:
         """Same cluster, and asked while the run was already going: an old request never stops a
         run started after it (the runbook started again on purpose)."""
-        return self.kafka_conn_id == kafka_conn_id and (
+        return self.kafka_config_id == kafka_config_id and (
             run_started_ms is None or self.requested_at_ms >= run_started_ms
         )
 
 
-def request_path(state_root: StorePath | Path, kafka_conn_id: str) -> StorePath:
+def request_path(state_root: StorePath | Path, kafka_config_id: str) -> StorePath:
     """``reassign/<dag>/stop/<connection>.json`` in the data store: one request per cluster."""
-    return storage.locate(state_root) / "stop" / f"{safe_name(kafka_conn_id)}.json"
+    return storage.locate(state_root) / "stop" / f"{safe_name(kafka_config_id)}.json"
 
 
 def write_request(path: StorePath | Path, request: StopRequest) -> None:

@@ -68,7 +68,7 @@ class SweepOptions:
     restart_dag_id: str = "kafka_broker_restart"
     sweep_dag_id: str = "kafka_metadata_error_sweep"
     # the swept cluster and its metrics connection: every restart run started is for them
-    kafka_conn_id: str = DEFAULT_CLUSTER
+    kafka_config_id: str = DEFAULT_CLUSTER
     metrics_conn_id: str = DEFAULT_PROBE
     # how the started restart runs reach this cluster's nodes (another cluster's back end would
     # restart that cluster's node with the same id)
@@ -90,7 +90,7 @@ class SweepOptions:
             "node_ids": str(node_id),
             "reason": reason,
             "require_approval": True,
-            "kafka_conn_id": self.kafka_conn_id,
+            "kafka_config_id": self.kafka_config_id,
             "probe_conn_id": self.metrics_conn_id,
             "restart_conn_id": self.restart_conn_id,
         }
@@ -99,7 +99,7 @@ class SweepOptions:
         """The id of a restart run this sweep starts: it names the cluster, the node and the sweep
         run (node ids repeat across clusters: without the cluster, a second cluster's run for its
         node 1 would be taken for the first's and skipped as already existing)."""
-        return f"metadata_errors__{safe_name(self.kafka_conn_id)}__{kind}_{node_id}__{safe_name(run_id)}"
+        return f"metadata_errors__{safe_name(self.kafka_config_id)}__{kind}_{node_id}__{safe_name(run_id)}"
 
 
 def assess(
@@ -441,7 +441,7 @@ def _restart_request(
     node's state, so the next sweep starts no second one while it is active."""
     restart_run = options.restart_run_id("broker", node_id, run_id)
     reason = (
-        f"KIP-859 metadata errors increasing on broker {node_id} of {options.kafka_conn_id}: "
+        f"KIP-859 metadata errors increasing on broker {node_id} of {options.kafka_config_id}: "
         f"{counters} (kafka_metadata_error_sweep run {run_id})"
     )
     state.restart_run_id = restart_run
@@ -514,7 +514,7 @@ def _escalation(
     node_id = row["node_id"]
     reason = (
         f"KIP-859 metadata errors increasing on the active controller {node_id} of "
-        f"{options.kafka_conn_id} in {state.increase_streak} consecutive sweeps: {counters} "
+        f"{options.kafka_config_id} in {state.increase_streak} consecutive sweeps: {counters} "
         f"(kafka_metadata_error_sweep run {run_id})"
     )
     escalation = {
@@ -523,7 +523,7 @@ def _escalation(
         "increased": row["increased"],
         "streak": state.increase_streak,
         "reason": reason,
-        "kafka_conn_id": options.kafka_conn_id,
+        "kafka_config_id": options.kafka_config_id,
         "trigger_run_id": options.restart_run_id("controller", node_id, run_id),
         "conf": options.restart_conf(node_id, reason),
     }
@@ -567,8 +567,8 @@ def write_report(report: dict[str, Any]) -> str:
     store = storage.store()
     text = json.dumps(report, indent=1, sort_keys=True, default=str)
     store.write_text("reports/metadata_errors/latest.json", text)
-    if report.get("kafka_conn_id"):  # several clusters: each keeps its own latest report
-        key = f"reports/metadata_errors/by_connection/{safe_name(report['kafka_conn_id'])}.json"
+    if report.get("kafka_config_id"):  # several clusters: each keeps its own latest report
+        key = f"reports/metadata_errors/by_connection/{safe_name(report['kafka_config_id'])}.json"
         store.write_text(key, text)
         return store.url_of(key)
     return store.url_of("reports/metadata_errors/latest.json")

@@ -22,15 +22,15 @@ from kafka_runbooks.fleet import DEFAULT_CLUSTER, probe_conn_id
 DEFAULT_RESTART = "kafka_restart_default"
 
 
-def restart_conn_id(kafka_conn_id: str) -> str:
+def restart_conn_id(kafka_config_id: str) -> str:
     """The restart back end of a cluster: the default one for ``kafka_default``, else ``<id>_restart``."""
-    return DEFAULT_RESTART if kafka_conn_id == DEFAULT_CLUSTER else f"{kafka_conn_id}_restart"
+    return DEFAULT_RESTART if kafka_config_id == DEFAULT_CLUSTER else f"{kafka_config_id}_restart"
 
 
 def sweep_targets(
     clusters: list[str], metrics_conn_id: str | None = None, restart_conn_id_: str | None = None
 ) -> list[dict[str, Any]]:
-    """One entry per cluster: ``kafka_conn_id``, ``metrics_conn_id``, ``restart_conn_id``."""
+    """One entry per cluster: ``kafka_config_id``, ``metrics_conn_id``, ``restart_conn_id``."""
     if not clusters:
         raise BadInput("no cluster to sweep")
     named = {
@@ -40,11 +40,11 @@ def sweep_targets(
         raise BadInput(
             f"{', '.join(sorted(named))} set for {len(clusters)} clusters ({', '.join(clusters)}): one "
             "connection would serve every cluster (the same nodes read, or restarted, for all); set it "
-            "only with one cluster in kafka_conn_ids, else each cluster uses its own (<id>_probe, <id>_restart)"
+            "only with one cluster in kafka_config_ids, else each cluster uses its own (<id>_probe, <id>_restart)"
         )
     return [
         {
-            "kafka_conn_id": cluster,
+            "kafka_config_id": cluster,
             "metrics_conn_id": metrics_conn_id or probe_conn_id(cluster),
             "restart_conn_id": restart_conn_id_ or restart_conn_id(cluster),
         }

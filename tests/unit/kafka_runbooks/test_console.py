@@ -41,7 +41,7 @@ def _report(conn: str, offline: int) -> dict:
         },
     ]
     return {
-        "kafka_conn_id": conn,
+        "kafka_config_id": conn,
         "cluster_id": "c-1",
         "taken_at_ms": 1_795_000_000_000,
         "partitions": 103,
@@ -78,7 +78,7 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
             "start_date": None,
             "url": "/dags/x/runs/y",
             "stop_url": "/kafka-console/runs/kafka_failed_broker_reassignment/manual__x/stop",
-            "kafka_conn_id": "kafka_default",
+            "kafka_config_id": "kafka_default",
         },
         {
             "dag_id": "kafka_broker_restart",
@@ -101,7 +101,7 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
     view = console.overview(runs, gates)
     page = console.render_page(view)
 
-    assert [h["kafka_conn_id"] for h in view["health"]] == ["kafka_default", "kafka_dr"]
+    assert [h["kafka_config_id"] for h in view["health"]] == ["kafka_default", "kafka_dr"]
     default = page[page.index("data-conn='kafka_default'") : page.index("data-conn='kafka_dr'")]
     assert re.search(r"data-count='offline'[^>]*><b>3</b>", default)
     assert re.search(r"report of 2026-11-18T\S+, \d+ h old</span>", default)  # the last full report's age
@@ -306,12 +306,12 @@ def test_a_cluster_that_cannot_be_read_says_why_within_the_deadline_and_is_read_
 
     reader = console.LiveReader(open_admin, deadline_s=1.0, cache_s=3600)
     try:
-        first = {c["kafka_conn_id"]: c for c in reader.read(["refusing", "frozen"])}
+        first = {c["kafka_config_id"]: c for c in reader.read(["refusing", "frozen"])}
         assert first["frozen"]["error"] == "the cluster did not answer within 1 s"
         wait_until(
             lambda: "refusing" in reader._cache and "frozen" in reader._cache, 60, 0.2, "both reads ended"
         )
-        again = {c["kafka_conn_id"]: c for c in reader.read(["refusing", "frozen"])}
+        again = {c["kafka_config_id"]: c for c in reader.read(["refusing", "frozen"])}
     finally:
         frozen.close()
     for conn_id in ("refusing", "frozen"):
@@ -334,7 +334,7 @@ def test_a_replica_order_left_changed_by_an_unclean_recovery_is_on_the_live_sect
     _remember(journal, {"orders-3": {"topic": "orders", "partition": 3, "replicas": [1, 2, 3]}})
     pending = sorted(pending_restores(journal))
     assert pending == ["orders-3"]
-    live = {"kafka_conn_id": "kafka_default", "counts": {}, "brokers": [], "pending_restores": pending}
+    live = {"kafka_config_id": "kafka_default", "counts": {}, "brokers": [], "pending_restores": pending}
     page = console.render_page(console.overview([], [], live=[live]))
     assert "data-pending-restores='1'" in page and "orders-3" in page
     unreadable = {**live, "pending_restores": "unknown: OSError: store down"}

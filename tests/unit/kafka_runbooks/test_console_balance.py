@@ -20,7 +20,7 @@ def _report(dirs_state="ok"):
     ]
     dirs = [{"broker_id": b, "state": "ok"} for b in (1, 2)] + [{"broker_id": 3, "state": dirs_state}]
     report = {
-        "kafka_conn_id": "kafka_default",
+        "kafka_config_id": "kafka_default",
         "partitions": 12,
         "counts": {},
         "brokers": brokers,

@@ -19,7 +19,7 @@ def test_first_setting_found_wins():
         "environment KAFKA_RUNBOOKS_CLUSTERS",
     )
     assert resolve_clusters(None, '["kafka_v"]', "kafka_a")[0] == ["kafka_v"]
-    assert resolve_clusters(["kafka_p"], "kafka_v", "kafka_a") == (["kafka_p"], "param kafka_conn_ids")
+    assert resolve_clusters(["kafka_p"], "kafka_v", "kafka_a") == (["kafka_p"], "param kafka_config_ids")
     assert resolve_clusters([], "", "kafka_a")[0] == ["kafka_a"]  # empty = not set
 
 
@@ -72,8 +72,8 @@ def test_sweeps_map_one_group_per_cluster(dags, dag_id):
     outside = {t for t in dag.task_ids if not t.startswith("cluster.")}
     # besides the fleet, only settings read from params and a Variable (no cluster) may sit outside
     assert outside == {"clusters"} | READ_NO_CLUSTER.get(dag_id, set())
-    assert "kafka_conn_ids" in dag.params and "kafka_conn_id" not in dag.params
-    assert dag.params["kafka_conn_ids"] is None  # null = the deployment's setting
+    assert "kafka_config_ids" in dag.params and "kafka_config_id" not in dag.params
+    assert dag.params["kafka_config_ids"] is None  # null = the deployment's setting
 
 
 def test_metadata_error_reports_are_kept_per_cluster(tmp_path, monkeypatch):
@@ -89,10 +89,10 @@ def test_metadata_error_reports_are_kept_per_cluster(tmp_path, monkeypatch):
     storage._STORES.clear()
     try:
         for cluster in ("kafka_a", "kafka_b"):
-            where = write_report({"kafka_conn_id": cluster, "nodes": []})
+            where = write_report({"kafka_config_id": cluster, "nodes": []})
             assert where.endswith(f"/reports/metadata_errors/by_connection/{cluster}.json")
         folder = tmp_path / "reports" / "metadata_errors" / "by_connection"
-        assert {json.loads(p.read_text())["kafka_conn_id"] for p in folder.glob("*.json")} == {
+        assert {json.loads(p.read_text())["kafka_config_id"] for p in folder.glob("*.json")} == {
             "kafka_a",
             "kafka_b",
         }
@@ -120,7 +120,7 @@ def test_each_kafka_cluster_names_its_connect_clusters_in_its_connection():
             "kafka_gone": LookupError("The conn_id `kafka_gone` isn't defined"),
         },
     )
-    by = {g["kafka_conn_id"]: g for g in groups}
+    by = {g["kafka_config_id"]: g for g in groups}
     assert by["kafka_default"]["connect_conn_ids"] == ["kafka_connect_default"]
     # a Connect cluster named twice is swept once, under the first; the second reports the clash
     assert by["kafka_eu1"]["connect_conn_ids"] == ["c_eu"]
@@ -145,30 +145,39 @@ def test_the_connect_fleet_reads_the_kafka_connections_and_a_broken_one_fails_on
         json.dumps({"conn_type": "generic", "extra": {"connect_conn_ids": ["c_eu"]}}),
     )
     monkeypatch.setattr(connect, "excluded_from_variable", lambda: [])
-    groups = connect_fleet({"kafka_conn_ids": ["kafka_eu1", "kafka_missing"]})
-    assert [(g["kafka_conn_id"], g["connect_conn_ids"], bool(g["error"])) for g in groups] == [
+    groups = connect_fleet({"kafka_config_ids": ["kafka_eu1", "kafka_missing"]})
+    assert [(g["kafka_config_id"], g["connect_conn_ids"], bool(g["error"])) for g in groups] == [
         ("kafka_eu1", ["c_eu"], False),
         ("kafka_missing", [], True),
     ]
-    assert connect_fleet({"kafka_conn_ids": ["kafka_eu1"], "connect_conn_ids": ["x", "y"]}) == [
-        {"kafka_conn_id": None, "connect_conn_ids": ["x", "y"], "error": None, "shared": {}}
+    assert connect_fleet({"kafka_config_ids": ["kafka_eu1"], "connect_conn_ids": ["x", "y"]}) == [
+        {"kafka_config_id": None, "connect_conn_ids": ["x", "y"], "error": None, "shared": {}}
     ]
     storage._STORES.clear()
     try:
         # the group of the missing connection: reported as an alert naming the Kafka cluster
         report = connect.run_autorestart_sweep({}, "r1", group=groups[1])
-        assert report["kafka_conn_id"] == "kafka_missing"
+        assert report["kafka_config_id"] == "kafka_missing"
         assert [(a["cluster"], a["alert"]) for a in report["alerts"]] == [
             ("kafka_missing", "Connect clusters unknown")
         ]
         assert report["report_path"].endswith("/reports/connect_autorestart/by_connection/kafka_missing.json")
         # a Kafka cluster without Connect clusters: nothing to sweep, no alert
-        empty = {"kafka_conn_id": "kafka_x", "connect_conn_ids": [], "error": None, "shared": {}}
+        empty = {"kafka_config_id": "kafka_x", "connect_conn_ids": [], "error": None, "shared": {}}
         assert connect.run_autorestart_sweep({}, "r1", group=empty)["alerts"] == []
         folder = tmp_path / "reports" / "connect_autorestart" / "by_connection"
-        assert {json.loads(p.read_text())["kafka_conn_id"] for p in folder.glob("*.json")} == {
+        assert {json.loads(p.read_text())["kafka_config_id"] for p in folder.glob("*.json")} == {
             "kafka_missing",
             "kafka_x",
         }
     finally:
         storage._STORES.clear()
+
+
+def test_a_record_written_before_the_rename_still_names_its_cluster():
+    from kafka_runbooks.fleet import config_id_of
+
+    assert config_id_of({"kafka_conn_id": "kafka_old"}) == "kafka_old"
+    assert config_id_of({"kafka_config_id": "kafka_new", "kafka_conn_id": "x"}) == "kafka_new"
+    assert config_id_of({}, "kafka_default") == "kafka_default"
+    assert config_id_of(None, "kafka_default") == "kafka_default"

@@ -127,7 +127,7 @@ def test_the_sweeps_conf_still_validates(dags):
         "throttle_bytes_per_sec": int(SWEEP_DEFAULTS["throttle_bytes_per_sec"]),
         "require_approval": True,
         "dry_run": False,
-        "kafka_conn_id": "kafka_default",
+        "kafka_config_id": "kafka_default",
     }
     _validate(dags, "kafka_failed_broker_reassignment", conf)
     assert build_request(conf).max_bytes_per_chunk == 1 << 30

@@ -138,7 +138,7 @@ def test_enabled_it_starts_one_gated_full_rebalance_with_the_targets_it_judged()
         "max_leader_spread": "10%",
         "require_approval": True,
         "dry_run": False,
-        "kafka_conn_id": "kafka_default",
+        "kafka_config_id": "kafka_default",
     }
 
 
@@ -214,7 +214,7 @@ def test_topics_below_the_minimum_rf_are_proposed_first_as_a_replication_factor_
             "replication_factor": 3,
             "require_approval": True,
             "dry_run": False,
-            "kafka_conn_id": "kafka_default",
+            "kafka_config_id": "kafka_default",
         }
         assert proposal.why.startswith("2 topic(s) below replication factor 3;")
 

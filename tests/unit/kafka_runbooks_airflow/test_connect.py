@@ -84,7 +84,7 @@ def test_a_cluster_that_cannot_be_swept_is_its_own_alert_and_the_others_are_swep
 
 def test_the_group_report_gathers_every_clusters_alerts_errors_and_restarts(rig):
     report = connect.run_autorestart_sweep(
-        {}, "run-1", LOG, {"kafka_conn_id": "kafka_a", "connect_conn_ids": ["good", "broken"]}
+        {}, "run-1", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good", "broken"]}
     )
     assert [c["cluster"] for c in report["clusters"]] == ["good", "broken"]
     assert [(r["cluster"], r["connector"]) for r in report["restarts"]] == [("good", "failing")]
@@ -94,9 +94,11 @@ def test_the_group_report_gathers_every_clusters_alerts_errors_and_restarts(rig)
 
 def test_each_kafka_cluster_keeps_its_own_report_besides_the_latest(rig, tmp_path):
     a = connect.run_autorestart_sweep(
-        {}, "run-a", LOG, {"kafka_conn_id": "kafka_a", "connect_conn_ids": ["good"]}
+        {}, "run-a", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good"]}
     )
-    b = connect.run_autorestart_sweep({}, "run-b", LOG, {"kafka_conn_id": "kafka_b", "connect_conn_ids": []})
+    b = connect.run_autorestart_sweep(
+        {}, "run-b", LOG, {"kafka_config_id": "kafka_b", "connect_conn_ids": []}
+    )
     reports = tmp_path / "reports" / "connect_autorestart"
     assert a["report_path"] == str(reports / "by_connection" / "kafka_a.json")
     assert json.loads((reports / "by_connection" / "kafka_a.json").read_text())["run_id"] == "run-a"
@@ -110,7 +112,7 @@ def test_each_kafka_cluster_keeps_its_own_report_besides_the_latest(rig, tmp_pat
 def test_the_log_names_what_needs_a_person_and_skips_connectors_without_history(rig, caplog):
     caplog.set_level(logging.INFO, logger="test.connect")
     connect.run_autorestart_sweep(
-        {}, "run-1", LOG, {"kafka_conn_id": "k", "connect_conn_ids": ["good", "broken"]}
+        {}, "run-1", LOG, {"kafka_config_id": "k", "connect_conn_ids": ["good", "broken"]}
     )
     lines = [
         (r.levelname, r.getMessage()) for r in caplog.records if not r.getMessage().startswith("DECISION")
@@ -127,7 +129,7 @@ def test_the_log_names_what_needs_a_person_and_skips_connectors_without_history(
 
 
 def test_a_connect_cluster_also_named_by_another_kafka_cluster_is_reported_not_swept_twice(rig):
-    group = {"kafka_conn_id": "kafka_b", "connect_conn_ids": ["good"], "shared": {"mm2": "kafka_a"}}
+    group = {"kafka_config_id": "kafka_b", "connect_conn_ids": ["good"], "shared": {"mm2": "kafka_a"}}
     report = connect.run_autorestart_sweep({}, "run-1", LOG, group)
     assert [c["cluster"] for c in report["clusters"]] == ["mm2", "good"]
     assert report["alerts"] == [

@@ -431,7 +431,7 @@ def decision(monkeypatch):
     escalation = {
         "node_id": 9001,
         "trigger_run_id": "metadata_errors__kafka_default__controller_9001__r1",
-        "conf": {"node_ids": "9001", "kafka_conn_id": "kafka_default", "require_approval": True},
+        "conf": {"node_ids": "9001", "kafka_config_id": "kafka_default", "require_approval": True},
         "reason": "KIP-859 metadata errors increasing on the active controller 9001",
     }
     xcoms = {("sweep", "controller_escalation"): escalation}

@@ -90,7 +90,7 @@ ROLL = {
 RESTART_PARAMS = {
     "require_approval": True,
     "dry_run": False,
-    "kafka_conn_id": "kafka_default",
+    "kafka_config_id": "kafka_default",
     "probe_conn_id": "kafka_broker_probe_default",
     "restart_conn_id": "kafka_restart_default",
 }
@@ -125,7 +125,7 @@ RESTART_INPUTS = {
     "max attempts": ("roll", ("options", "max_attempts"), 1),
     "quorum lag": ("roll", ("options", "quorum_max_lag_ms"), 60000),
     # the connections the sensor acts through (today's main: not covered)
-    "cluster": ("params", ("kafka_conn_id",), "kafka_other"),
+    "cluster": ("params", ("kafka_config_id",), "kafka_other"),
     "probe": ("params", ("probe_conn_id",), None),
     "restart back end": ("params", ("restart_conn_id",), "kafka_restart_other"),
 }
@@ -156,7 +156,7 @@ DOCUMENT = {
     "choices": [{"topic": "t", "partition": 0, "chosen": 2, "replicas": [1, 2], "rows": []}],
     "artifacts": {"plan": "/x/plan.json"},
 }
-UNCLEAN_PARAMS = {"kafka_conn_id": "kafka_default", "restore_replica_order": True, "settle_period_s": 30}
+UNCLEAN_PARAMS = {"kafka_config_id": "kafka_default", "restore_replica_order": True, "settle_period_s": 30}
 
 
 def _unclean(document: dict, params: dict) -> dict:
@@ -166,7 +166,7 @@ def _unclean(document: dict, params: dict) -> dict:
 UNCLEAN_INPUTS = {
     # today's main: the settle period each election must hold for was not covered
     "settle period": ("params", ("settle_period_s",), 0),
-    "cluster": ("params", ("kafka_conn_id",), "kafka_other"),
+    "cluster": ("params", ("kafka_config_id",), "kafka_other"),
     "restore order": ("params", ("restore_replica_order",), False),
     "chosen replica": ("document", ("choices", 0, "chosen"), 1),
     "attempts": ("document", ("recovery_election_attempts",), 1),
@@ -204,7 +204,7 @@ EXEC = {
     "throttle_bytes_per_sec": 50 << 20,
     "chunks": [{"index": 0, "targets": {"t:0": [1, 2, 3]}, "status": "pending"}],
 }
-REASSIGN_PARAMS = {"kafka_conn_id": "kafka_default"}
+REASSIGN_PARAMS = {"kafka_config_id": "kafka_default"}
 CHECKED = {"elect_preferred_leaders": True, "dry_run": False, "require_approval": True}
 
 
@@ -222,7 +222,7 @@ def _reassign(state: dict, params: dict, checked: dict = CHECKED) -> dict:
 
 
 REASSIGN_INPUTS = {
-    "cluster": ("params", ("kafka_conn_id",), "kafka_other"),  # today's main: not covered
+    "cluster": ("params", ("kafka_config_id",), "kafka_other"),  # today's main: not covered
     "targets": ("state", ("chunks", 0, "targets", "t:0"), [1, 2, 5]),
     "throttle": ("state", ("throttle_bytes_per_sec",), 1),
     "failed brokers": ("state", ("failed_brokers",), [4, 5]),
@@ -273,7 +273,7 @@ def _escalation(cluster: str = "kafka_b") -> dict:
     from kafka_runbooks.metadata_errors.sweep import SweepOptions
 
     options = SweepOptions(
-        kafka_conn_id=cluster, metrics_conn_id=f"{cluster}_metrics", restart_conn_id=f"{cluster}_restart"
+        kafka_config_id=cluster, metrics_conn_id=f"{cluster}_metrics", restart_conn_id=f"{cluster}_restart"
     )
     return {
         "node_id": 9001,
@@ -292,7 +292,7 @@ CONTROLLER_INPUTS = {
     "run id": (("trigger_run_id",), "other"),
     "reason": (("reason",), "other"),
     # today's main: the conf the run is started with was not covered (nor did it name the cluster)
-    "cluster in conf": (("conf", "kafka_conn_id"), "kafka_default"),
+    "cluster in conf": (("conf", "kafka_config_id"), "kafka_default"),
     "probe in conf": (("conf", "probe_conn_id"), "kafka_broker_probe_default"),
     "restart back end in conf": (("conf", "restart_conn_id"), "kafka_restart_default"),
     "node in conf": (("conf", "node_ids"), "1"),
@@ -309,7 +309,7 @@ def test_controller_digest_changes_with_every_input_of_the_run_it_starts(name):
 def test_the_sweep_starts_restarts_on_the_cluster_it_swept():
     """Today's main: the conf named no cluster, so the restart ran on kafka_default's nodes."""
     conf = _escalation("kafka_b")["conf"]
-    assert conf["kafka_conn_id"] == "kafka_b" and conf["probe_conn_id"] == "kafka_b_metrics"
+    assert conf["kafka_config_id"] == "kafka_b" and conf["probe_conn_id"] == "kafka_b_metrics"
     assert conf["restart_conn_id"] == "kafka_b_restart"
     assert conf["require_approval"] is True
 
@@ -341,7 +341,7 @@ REPLACE_INPUTS = {
 @pytest.mark.parametrize("name", sorted(REPLACE_INPUTS))
 def test_controller_replace_digest_changes_with_every_step(name):
     path, value = REPLACE_INPUTS[name]
-    params = {"kafka_conn_id": "kafka_default", "settle_period_s": 10}
+    params = {"kafka_config_id": "kafka_default", "settle_period_s": 10}
     ctx = lambda d: _context("kafka_controller_replace", {("plan_replacement", "return_value"): d}, params)  # noqa: E731
     changed = copy.deepcopy(REPLACE_DOCUMENT)
     target = changed
@@ -374,7 +374,7 @@ def test_the_controller_trigger_starts_only_the_run_that_was_approved():
     task.trigger_run_id = escalation["trigger_run_id"]
     task.conf = dict(escalation["conf"])  # as rendered from the escalation XCom
     task.refuse_unless_approved_run(context, {"by": None})
-    for field, value in (("kafka_conn_id", "kafka_default"), ("restart_conn_id", "x"), ("node_ids", "1")):
+    for field, value in (("kafka_config_id", "kafka_default"), ("restart_conn_id", "x"), ("node_ids", "1")):
         task.conf = {**escalation["conf"], field: value}
         with pytest.raises(AirflowFailException, match="not the one approved"):
             task.refuse_unless_approved_run(context, {"by": None})
@@ -408,18 +408,20 @@ def test_the_unclean_gate_shows_the_replica_orders_it_will_also_restore(monkeypa
 
 # Each kind's digest for the fixed plans above, as gate.py computed them when it held every
 # runbook's action function in one table (before the glue modules registered their own): an
-# approval given before that move still binds the same plan after it.
+# approval given before that move still binds the same plan after it. Re-pinned once, when the
+# param kafka_conn_id became kafka_config_id: the digest covers the params' names, so a gate
+# answered before that upgrade no longer matches and is asked again (the safe side).
 PINNED = {
-    "restart": "sha256:b249e1f6fff7fb3d30524b52bf933a5f3b459898db28484755127fd89d7a407f",
-    "unclean": "sha256:08fe8735b3911c584d96510a98a0f42c0f3b0514476b25e35149608066441e23",
-    "reassign": "sha256:317eba4fe726685b65bb7daf26d5cd5419c2a08ba93dc735091a7ef96409ad98",
-    "controller": "sha256:014990d8bf104e994ccdd30cfef82a212f2ba3d5af4825398f7aa00617d0c744",
-    "controller_replace": "sha256:19bc2a26d68c9408884b782df8452bd0572e574c93a93cd72b29096cad6b2917",
+    "restart": "sha256:334ce76b6b6072f8953ea588e31928d56838225c132098c01132146cf916892c",
+    "unclean": "sha256:60f9a460da2a80e8d324920c5998de5beda1879377f72f7359498cfba6a72a9f",
+    "reassign": "sha256:c08d56e573dfd073f3d0a569409b7d89a9266c8642edaa3c85670201621b847c",
+    "controller": "sha256:d774800495853fe43219a2f7810bd738748a05d03fbe87bb63d9bbc69d594162",
+    "controller_replace": "sha256:1f9ba58a79c59df586b41d71bf5416725bc4b3f81cfe17d895dcf17e5e21a8d2",
 }
 
 
 def test_every_kinds_digest_of_a_fixed_plan_is_the_one_pinned():
-    replace_params = {"kafka_conn_id": "kafka_default", "settle_period_s": 10}
+    replace_params = {"kafka_config_id": "kafka_default", "settle_period_s": 10}
     contexts = {
         "restart": _restart(ROLL, RESTART_PARAMS),
         "unclean": _unclean(DOCUMENT, UNCLEAN_PARAMS),

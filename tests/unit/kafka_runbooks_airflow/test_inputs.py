@@ -15,9 +15,9 @@ from kafka_runbooks import approval as rules
 from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
 LEASED = {
-    "kafka_broker_restart": ("kafka_conn_id", "probe_conn_id", "restart_conn_id"),
-    "kafka_unclean_recovery": ("kafka_conn_id",),
-    "kafka_failed_broker_reassignment": ("kafka_conn_id",),
+    "kafka_broker_restart": ("kafka_config_id", "probe_conn_id", "restart_conn_id"),
+    "kafka_unclean_recovery": ("kafka_config_id",),
+    "kafka_failed_broker_reassignment": ("kafka_config_id",),
 }
 
 
@@ -49,7 +49,7 @@ RESTART = {
     "require_approval": True,
     "dry_run": False,
     "on_lease_held": "wait",
-    "kafka_conn_id": "kafka_a",
+    "kafka_config_id": "kafka_a",
     "probe_conn_id": "probe_a",
     "restart_conn_id": "restart_a",
 }
@@ -63,7 +63,7 @@ def _check(params: dict):
 
 def test_valid_input_passes_and_names_the_connections(conns):
     assert _check(RESTART) == {
-        "kafka_conn_id": "kafka_a",
+        "kafka_config_id": "kafka_a",
         "probe_conn_id": "probe_a",
         "restart_conn_id": "restart_a",
     }
@@ -80,8 +80,10 @@ def test_valid_input_passes_and_names_the_connections(conns):
         ({"operation_timeout_s": "soon"}, "operation_timeout_s must be a duration such as 90s, 10m or 1h"),
         ({"on_lease_held": "queue"}, "on_lease_held must be 'wait' or 'fail'"),
         ({"restart_conn_id": "restart_b"}, "restart_conn_id='restart_b'"),
-        ({"kafka_conn_id": "kafka_typo"}, "kafka_conn_id='kafka_typo'"),
+        ({"kafka_config_id": "kafka_typo"}, "kafka_config_id='kafka_typo'"),
         ({"require_approval": False}, "ungated"),
+        # the old name, read as an unknown key, would send the run to kafka_default
+        ({"kafka_conn_id": "kafka_b"}, "kafka_conn_id is now kafka_config_id"),
     ],
 )
 def test_bad_input_is_a_decision_and_a_failed_run(conns, caplog, change, said):
@@ -110,24 +112,36 @@ def test_the_other_runbooks_refuse_bad_params_before_the_lease(conns, dag_id, pa
     from kafka_runbooks_airflow.inputs import check_runbook_input
 
     with pytest.raises(AirflowFailException, match="bad input, nothing was done"):
-        check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_a", **params})
+        check_runbook_input(dag_id, "manual__1", {"kafka_config_id": "kafka_a", **params})
     valid = {"all_offline_partitions": True} if dag_id == "kafka_unclean_recovery" else {}
-    assert check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_a", **valid}) == {
-        "kafka_conn_id": "kafka_a"
+    assert check_runbook_input(dag_id, "manual__1", {"kafka_config_id": "kafka_a", **valid}) == {
+        "kafka_config_id": "kafka_a"
     }
-    with pytest.raises(AirflowFailException, match="no connection kafka_conn_id='kafka_typo'"):
-        check_runbook_input(dag_id, "manual__1", {"kafka_conn_id": "kafka_typo", **valid})
+    with pytest.raises(AirflowFailException, match="no connection kafka_config_id='kafka_typo'"):
+        check_runbook_input(dag_id, "manual__1", {"kafka_config_id": "kafka_typo", **valid})
 
 
 def test_every_form_takes_its_kafka_cluster_default_from_the_fleet():
     """One default for the forms' Kafka connection, the id the sweeps' cluster list falls back to."""
     from kafka_runbooks.fleet import DEFAULT_CLUSTER
-    from kafka_runbooks_airflow.inputs import kafka_conn_param
+    from kafka_runbooks_airflow.inputs import kafka_config_param
 
-    param = kafka_conn_param("the cluster whose reassignment is stopped")
+    param = kafka_config_param("the cluster whose reassignment is stopped")
     assert param.value == DEFAULT_CLUSTER == "kafka_default"
     assert param.description == "the cluster whose reassignment is stopped"
     assert (param.schema["type"], param.schema["minLength"]) == ("string", 1)
     assert (
-        kafka_conn_param().description == "Airflow connection id of the Kafka cluster (Admin > Connections)."
+        kafka_config_param().description
+        == "Airflow connection id of the Kafka cluster (Admin > Connections)."
     )
+
+
+def test_a_sweep_given_the_old_cluster_list_name_refuses_before_reading_anything(monkeypatch):
+    from airflow.sdk import Variable
+
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks_airflow.fleet import fleet_clusters
+
+    monkeypatch.setattr(Variable, "get", lambda *a, **k: pytest.fail("read the fleet setting"))
+    with pytest.raises(BadInput, match="kafka_conn_ids is now kafka_config_ids"):
+        fleet_clusters({"kafka_conn_ids": ["kafka_b"], "kafka_config_ids": None})

@@ -40,7 +40,7 @@ def test_one_run_per_cluster_by_lease_not_one_run_per_dag(dags, dag_id):
     acquire, release = dag.get_task("acquire_lease"), dag.get_task("release_lease")
     assert isinstance(acquire, ClusterLeaseSensor) and acquire.mode == "reschedule"
     assert acquire.is_setup and release.is_teardown
-    assert acquire.kafka_conn_id == "{{ params.kafka_conn_id }}"
+    assert acquire.kafka_config_id == "{{ params.kafka_config_id }}"
     assert acquire.on_held == "{{ params.on_lease_held }}"
     # before the plan reads the cluster, and released only after the acting step
     assert "acquire_lease" in dag.get_task(plan).get_flat_relative_ids(upstream=True)
@@ -134,7 +134,7 @@ def _sensor_and_context(run_id: str, params: dict, states: dict):
 
     with DAG("kafka_broker_restart", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
         sensor = ClusterLeaseSensor(
-            task_id="acquire_lease", kafka_conn_id="kafka_a", on_held=params["on_lease_held"]
+            task_id="acquire_lease", kafka_config_id="kafka_a", on_held=params["on_lease_held"]
         )
     context = {
         "dag": SimpleNamespace(dag_id="kafka_broker_restart"),
@@ -196,8 +196,8 @@ def test_a_manual_reassignment_waiting_for_the_lease_counts_as_active_on_its_clu
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_B", '{"conn_type": "generic"}')
     # a restart holds A; a manual reassignment on A passes its input check, then waits for the lease
     ClusterLease(lease_store(), "kafka_a", Holder("kafka_broker_restart", "manual__r")).acquire()
-    check_runbook_input(REASSIGN_DAG_ID, "manual__m", {"kafka_conn_id": "kafka_a"})
-    check_runbook_input(REASSIGN_DAG_ID, "manual__dry", {"kafka_conn_id": "kafka_a", "dry_run": True})
+    check_runbook_input(REASSIGN_DAG_ID, "manual__m", {"kafka_config_id": "kafka_a"})
+    check_runbook_input(REASSIGN_DAG_ID, "manual__dry", {"kafka_config_id": "kafka_a", "dry_run": True})
     ti = FakeTI({"manual__m": "running", "manual__r": "running", "manual__dry": "running"})
     assert reassignment_active_on(ti, "kafka_a") == ["manual__m"]  # a dry run takes no lease
     assert reassignment_active_on(ti, "kafka_b") == []  # another cluster
@@ -249,7 +249,7 @@ def test_the_sensor_takes_the_lease_for_as_long_as_the_gate_may_wait(tmp_path, m
     record, _ = cluster_lease(ctx, "kafka_a").current()
     assert (record.run_id, record.expires_at - record.renewed_at) == ("gated", 3660.0)
     sensor, ctx = _sensor_and_context("ungated", {"on_lease_held": "wait", "dry_run": False}, {})
-    sensor.kafka_conn_id = "kafka_b"
+    sensor.kafka_config_id = "kafka_b"
     assert sensor.poke(ctx) is True
     record, _ = cluster_lease(ctx, "kafka_b").current()
     assert record.expires_at - record.renewed_at == 60.0  # no gate wait: the TTL alone

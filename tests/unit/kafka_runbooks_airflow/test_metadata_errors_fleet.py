@@ -48,11 +48,11 @@ class MappedTI:
 
 def escalation(cluster: str, node: int = 9001) -> dict:
     options = SweepOptions(
-        kafka_conn_id=cluster, metrics_conn_id=f"{cluster}_probe", restart_conn_id=f"{cluster}_restart"
+        kafka_config_id=cluster, metrics_conn_id=f"{cluster}_probe", restart_conn_id=f"{cluster}_restart"
     )
     return {
         "node_id": node,
-        "kafka_conn_id": cluster,
+        "kafka_config_id": cluster,
         "reason": f"errors increasing on {cluster}",
         "trigger_run_id": options.restart_run_id("controller", node, RUN_ID),
         "conf": options.restart_conf(node, f"errors increasing on {cluster}"),
@@ -90,12 +90,12 @@ def policy(monkeypatch):
 def test_each_cluster_is_swept_through_its_own_connections():
     assert sweep_targets(["kafka_default", "kafka_eu1"]) == [
         {
-            "kafka_conn_id": "kafka_default",
+            "kafka_config_id": "kafka_default",
             "metrics_conn_id": "kafka_broker_probe_default",
             "restart_conn_id": "kafka_restart_default",
         },
         {
-            "kafka_conn_id": "kafka_eu1",
+            "kafka_config_id": "kafka_eu1",
             "metrics_conn_id": "kafka_eu1_probe",
             "restart_conn_id": "kafka_eu1_restart",
         },
@@ -112,13 +112,15 @@ def test_the_clusters_task_reads_the_fleet_and_refuses_a_shared_override(monkeyp
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS", "kafka_a,kafka_b")
     monkeypatch.setattr("airflow.sdk.Variable.get", lambda name, default=None: default)
-    assert [t["kafka_conn_id"] for t in metadata_errors.sweep_targets_from_params({})] == [
+    assert [t["kafka_config_id"] for t in metadata_errors.sweep_targets_from_params({})] == [
         "kafka_a",
         "kafka_b",
     ]
-    only = metadata_errors.sweep_targets_from_params({"kafka_conn_ids": ["kafka_b"], "metrics_conn_id": "m"})
+    only = metadata_errors.sweep_targets_from_params(
+        {"kafka_config_ids": ["kafka_b"], "metrics_conn_id": "m"}
+    )
     assert only == [
-        {"kafka_conn_id": "kafka_b", "metrics_conn_id": "m", "restart_conn_id": "kafka_b_restart"}
+        {"kafka_config_id": "kafka_b", "metrics_conn_id": "m", "restart_conn_id": "kafka_b_restart"}
     ]
     with pytest.raises(BadInput):
         metadata_errors.sweep_targets_from_params({"metrics_conn_id": "m"})
@@ -146,7 +148,7 @@ def test_state_report_and_restart_runs_are_kept_per_cluster(tmp_path, monkeypatc
     monkeypatch.setattr(kafka_admin.KafkaAdminHook, "admin", property(lambda self: Admin()))
 
     def fake_sweep(admin, endpoints, store, options, run_id, **_):
-        seen.append((endpoints, store.path, options.kafka_conn_id, options.restart_conn_id))
+        seen.append((endpoints, store.path, options.kafka_config_id, options.restart_conn_id))
         with store.locked():
             store.save({})
         return {
@@ -172,7 +174,7 @@ def test_state_report_and_restart_runs_are_kept_per_cluster(tmp_path, monkeypatc
         assert all(p.exists() for p in (state / "kafka_a.json", state / "kafka_b.json"))
         folder = tmp_path / "reports" / "metadata_errors" / "by_connection"
         for cluster, report in zip(("kafka_a", "kafka_b"), reports, strict=True):
-            assert json.loads((folder / f"{cluster}.json").read_text())["kafka_conn_id"] == cluster
+            assert json.loads((folder / f"{cluster}.json").read_text())["kafka_config_id"] == cluster
             assert report["report_path"].endswith(f"by_connection/{cluster}.json")
         # node 1 of each cluster: two runs, not one taken for the other and skipped as existing
         runs = [r["restart_requests"][0]["trigger_run_id"] for r in reports]
@@ -195,7 +197,7 @@ def test_a_broken_connection_is_that_clusters_alert(tmp_path, monkeypatch):
     try:
         target = sweep_targets(["kafka_gone"])[0]  # no such connection
         report = metadata_errors.run_metadata_error_sweep(target, RUN_ID, None, "kafka_metadata_error_sweep")
-        assert report["kafka_conn_id"] == "kafka_gone" and report["nodes"] == []
+        assert report["kafka_config_id"] == "kafka_gone" and report["nodes"] == []
         assert report["restart_requests"] == [] and report["controller_escalation"] is None
         assert [a["alert"] for a in report["alerts"]] == [report["discovery_errors"][0]]
         assert report["alerts"][0]["alert"].startswith("cannot sweep kafka_gone: ")
@@ -237,10 +239,10 @@ def test_every_task_of_the_group_reads_its_own_clusters_xcoms():
 
     for index, cluster in ((0, "kafka_a"), (1, "kafka_b")):
         ti = two_clusters("cluster.controller_decision", index)
-        assert group_xcom(context(ti), "sweep", "controller_escalation")["kafka_conn_id"] == cluster
-        assert run_xcom(context(ti), "cluster.sweep", "controller_escalation")["kafka_conn_id"] == cluster
+        assert group_xcom(context(ti), "sweep", "controller_escalation")["kafka_config_id"] == cluster
+        assert run_xcom(context(ti), "cluster.sweep", "controller_escalation")["kafka_config_id"] == cluster
         action, _ = current_action("controller", context(ti))
-        assert action["conf"]["kafka_conn_id"] == cluster
+        assert action["conf"]["kafka_config_id"] == cluster
         assert action["trigger_run_id"].startswith(f"metadata_errors__{cluster}__controller_9001__")
     digests = {current_action("controller", context(two_clusters("cluster.x", i)))[1] for i in (0, 1)}
     assert len(digests) == 2  # an approval of one cluster's escalation is no approval of the other's
@@ -321,7 +323,7 @@ def test_leave_it_skips_the_restart_and_is_recorded_restart_it_skips_the_record(
     leave = two_clusters("cluster.leave_active_controller", 0)
     leave.xcoms.update(ti.xcoms)
     assert leave_alone_if_chosen(context(leave)) == {
-        "kafka_conn_id": "kafka_a",
+        "kafka_config_id": "kafka_a",
         "node_id": 9001,
         "decision": "leave it",
     }
@@ -364,4 +366,4 @@ def test_the_gate_asks_only_a_cluster_that_escalated_naming_it(sweep_dag, policy
     digest = gate.current_action("controller", context(ti))[1]
     assert f"`{digest}`" in shown["body"] and "of **kafka_b**" in shown["body"]
     asked = ti.xcoms[("cluster.controller_decision", 1, gate.REQUEST_KEY)]
-    assert asked["action"]["conf"]["kafka_conn_id"] == "kafka_b"
+    assert asked["action"]["conf"]["kafka_config_id"] == "kafka_b"

@@ -169,7 +169,7 @@ def test_the_start_is_alert_only_by_default_and_the_conf_is_the_runbooks(tmp_pat
         "max_partitions_per_chunk": 10,
         "require_approval": True,
         "dry_run": False,
-        "kafka_conn_id": "kafka_a",
+        "kafka_config_id": "kafka_a",
     }
     record = start.record("sweep__kafka_a__x", start.conf("kafka_a", passed_on), 300)
     assert record.decision == "start kafka_log_dir_failure" and "run sweep__kafka_a__x" in record.action

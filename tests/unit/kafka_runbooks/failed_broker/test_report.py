@@ -137,7 +137,7 @@ def test_bad_params_end_in_a_refuse_decision_before_any_cluster_call(caplog, par
     caplog.set_level(logging.INFO)
     # no connection exists: reaching the cluster would fail differently
     with pytest.raises(AirflowFailException) as err:
-        validate({"kafka_conn_id": "no_such_connection", **params}, "kafka_failed_broker_reassignment", "r")
+        validate({"kafka_config_id": "no_such_connection", **params}, "kafka_failed_broker_reassignment", "r")
     assert message in str(err.value)
     refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
     assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR

@@ -85,7 +85,7 @@ def test_the_stop_runbook_waits_for_the_task_that_is_stopping_its_run(tmp_path, 
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     state = _state(STOPPED, stop_request={"request_id": "s1"})
-    state.kafka_conn_id = "kafka_default"
+    state.kafka_config_id = "kafka_default"
     (runbook_dir(REASSIGN_DAG_ID) / "run-1").mkdir(parents=True)
     save_state(runbook_dir(REASSIGN_DAG_ID) / "run-1" / "exec-state.json", state)
     path = request_path(runbook_dir(REASSIGN_DAG_ID), "kafka_default")

@@ -305,7 +305,7 @@ def test_the_sweep_only_starts_runbooks_and_asks_before_the_controller(sweep_dag
 
 
 def test_one_mapped_group_per_cluster_and_broker_restarts_wait_only_for_the_sweeps(sweep_dag):
-    """Before: one cluster per run (its kafka_conn_id param). Now every cluster of the fleet,
+    """Before: one cluster per run (its kafka_config_id param). Now every cluster of the fleet,
     each in its own instance of the mapped ``cluster`` group."""
     group = sweep_dag.task_group_dict["cluster"]
     assert type(group).__name__ == "MappedTaskGroup"
@@ -318,8 +318,8 @@ def test_one_mapped_group_per_cluster_and_broker_restarts_wait_only_for_the_swee
     }
     assert [op.task_id for op, _ in group._expand_input.iter_references()] == ["clusters"]
     assert sweep_dag.get_task("clusters").retries == 0
-    assert "kafka_conn_ids" in sweep_dag.params and "kafka_conn_id" not in sweep_dag.params
-    assert sweep_dag.params["kafka_conn_ids"] is None  # null = the deployment's setting
+    assert "kafka_config_ids" in sweep_dag.params and "kafka_config_id" not in sweep_dag.params
+    assert sweep_dag.params["kafka_config_ids"] is None  # null = the deployment's setting
     assert sweep_dag.params["metrics_conn_id"] is None and sweep_dag.params["restart_conn_id"] is None
     outside = {t for t in sweep_dag.task_ids if not t.startswith("cluster.")}
     assert outside == {"clusters", "broker_restart_requests", "start_broker_restarts"}

@@ -65,7 +65,7 @@ def test_a_flagged_broker_gets_a_gated_restart_run_once():
             "node_ids": "4",
             "reason": requests[0]["conf"]["reason"],
             "require_approval": True,
-            "kafka_conn_id": "kafka_default",  # the swept cluster, not the restart's default
+            "kafka_config_id": "kafka_default",  # the swept cluster, not the restart's default
             "probe_conn_id": "kafka_broker_probe_default",
             "restart_conn_id": "kafka_restart_default",
         }
