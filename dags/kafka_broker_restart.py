@@ -43,10 +43,10 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG, Param, task
 
 import kafka_runbooks_airflow.restart_plan  # noqa: F401 -- registers the gate's "restart" action
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param, node_list_schema
@@ -59,14 +59,7 @@ with DAG(
     dag_id="kafka_broker_restart",
     description="Rolling restart that never breaks min ISR and never restarts a broker in log recovery.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
-    # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "runbook", "restart", "destructive"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "runbook", "restart", "destructive"]),
     params={
         "node_ids": Param(
             None,

@@ -46,11 +46,10 @@ Spark master when one machine is not enough).
 
 from __future__ import annotations
 
-import os
-
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
@@ -60,7 +59,7 @@ from kafka_runbooks_airflow.spark import spark_job_path
 
 # cron or preset; "none" = manual runs only (the e2e tests trigger it: a scheduled run of this
 # max_active_runs=1 DAG starts as soon as it is unpaused and the test's own run queues behind it)
-SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_HEALTH_SCHEDULE", "*/5 * * * *").strip()
+SCHEDULE = dag_settings.sweep_schedule("KAFKA_RUNBOOKS_HEALTH_SCHEDULE", "*/5 * * * *")
 
 SPREAD_PATTERN = r"^\s*\d+(\.\d+)?\s*%?\s*$"  # kafka_rebalance's own (a count or a percentage)
 
@@ -71,13 +70,13 @@ with DAG(
     description="Snapshot every cluster of the fleet, analyse every partition with Spark, report; never acts "
     "(it may propose one gated kafka_rebalance run, off by default).",
     doc_md=__doc__,
-    schedule=SCHEDULE if SCHEDULE.lower() not in ("", "none") else None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    is_paused_upon_creation=True,
-    tags=["kafka", "sweep", "read-only", "fleet"],
-    default_args={"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
+    **dag_settings.sweep(
+        schedule=SCHEDULE,
+        tags=["kafka", "sweep", "read-only", "fleet"],
+        max_active_runs=1,
+        retries=1,
+        retry_delay=pendulum.duration(seconds=30),
+    ),
     params={
         "kafka_config_ids": kafka_config_ids_param(),
         "max_listed": Param(

@@ -39,28 +39,25 @@ or reconfigures a connector, and never restarts one that is not FAILED.
 
 from __future__ import annotations
 
-import os
-
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema
 
-SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE", "* * * * *").strip()
+SCHEDULE = dag_settings.sweep_schedule("KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE", "* * * * *")
 
 with DAG(
     dag_id="kafka_connect_autorestart",
     description="Restart FAILED Kafka Connect connectors and tasks with back-off; alert when it gives up.",
     doc_md=__doc__,
-    schedule=SCHEDULE if SCHEDULE.lower() not in ("", "none") else None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=pendulum.duration(minutes=10),
-    is_paused_upon_creation=True,
-    tags=["kafka", "connect", "sweep", "remediation"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.sweep(
+        schedule=SCHEDULE,
+        tags=["kafka", "connect", "sweep", "remediation"],
+        max_active_runs=1,
+        dagrun_timeout=pendulum.duration(minutes=10),
+    ),
     params={
         "kafka_config_ids": kafka_config_ids_param(),
         "connect_conn_ids": Param(

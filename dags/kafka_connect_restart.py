@@ -26,23 +26,16 @@ or reconfigures anything.
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.inputs import duration_schema, id_list_schema
 
 with DAG(
     dag_id="kafka_connect_restart",
     description="Restart a Kafka Connect connector, some of its tasks, or the connector with its failed tasks.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
-    # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "connect", "manual", "remediation"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "connect", "manual", "remediation"]),
     params={
         "connect_conn_id": Param(
             "kafka_connect_default",

@@ -34,10 +34,10 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG, Param, task
 
 import kafka_runbooks_airflow.controller_replace  # noqa: F401 -- registers the gate's "controller_replace" action
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
@@ -49,15 +49,8 @@ with DAG(
     dag_id="kafka_controller_replace",
     description="Replace a dead KRaft controller voter with an observer, or remove voters, never below a majority.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing changes before its gate, so it ships unpaused
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
     # one run per cluster through the lease, not one per DAG: runs on other clusters go on
-    max_active_runs=4,
-    tags=["kafka", "remediation", "kraft", "approval-gate"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "remediation", "kraft", "approval-gate"], max_active_runs=4),
     params={
         "kafka_config_id": kafka_config_param("Airflow connection id of the Kafka cluster."),
         "remove_voters": Param(

@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import os
 
-import pendulum
 from airflow.sdk import DAG, Param
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.inputs import broker_list_schema
 from kafka_runbooks_airflow.reassign_dag import ReassignmentRunbook, chunk_params, reassignment_tasks
 
@@ -63,14 +63,7 @@ with DAG(
     dag_id="kafka_failed_broker_reassignment",
     description="Move the replicas of failed brokers to live ones in throttled chunks, after approval.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
-    # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "runbook", "reassignment", "destructive"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "runbook", "reassignment", "destructive"]),
     params={
         "failed_brokers": Param(
             "detect",

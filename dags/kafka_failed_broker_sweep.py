@@ -41,11 +41,10 @@ the throttle are passed on to the reassignment run.
 
 from __future__ import annotations
 
-import os
-
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.inputs import duration_schema, size_schema
 from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
@@ -53,21 +52,19 @@ from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
 NULLABLE_NUMBER = ["null", "number"]
 # cron or preset; "none" = manual runs only (the e2e tests sweep by hand: a scheduled sweep
 # seeing a killed broker first would start its countdown before the test looks)
-SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE", "*/5 * * * *").strip()
+SCHEDULE = dag_settings.sweep_schedule("KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE", "*/5 * * * *")
 
 with DAG(
     dag_id="kafka_failed_broker_sweep",
     description="Track failed brokers and live brokers' offline log dirs; after the threshold start the "
     "throttled reassignment of their replicas.",
     doc_md=__doc__,
-    schedule=SCHEDULE if SCHEDULE.lower() not in ("", "none") else None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=pendulum.duration(minutes=10),
-    is_paused_upon_creation=True,
-    tags=["kafka", "sweep", "reassignment", "fleet"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.sweep(
+        schedule=SCHEDULE,
+        tags=["kafka", "sweep", "reassignment", "fleet"],
+        max_active_runs=1,
+        dagrun_timeout=pendulum.duration(minutes=10),
+    ),
     params={
         "kafka_config_ids": kafka_config_ids_param(),
         "alert_after_minutes": Param(

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import os
 
-import pendulum
 from airflow.sdk import DAG, Param
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.reassign_dag import (
     CHECKED,
     ReassignmentRunbook,
@@ -52,13 +52,7 @@ with DAG(
     description="Move the replicas of a live broker's failed log dir to other brokers, in throttled chunks, "
     "after approval; or verify a replaced disk.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "runbook", "reassignment", "destructive"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "runbook", "reassignment", "destructive"]),
     params={
         "broker_id": Param(
             None,

@@ -52,12 +52,12 @@ It never restarts anything itself and never edits the metadata log.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.fleet import kafka_config_ids_param
 from kafka_runbooks_airflow.metadata_errors import (
@@ -75,22 +75,20 @@ ESCALATION = "ti.xcom_pull(task_ids='cluster.sweep', key='controller_escalation'
 RESTART_IT = "Restart it (last)"
 LEAVE_IT = "Leave it"
 # cron or preset; "none" = manual runs only (the end-to-end tests drive it run by run)
-SCHEDULE = os.environ.get("KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE", "*/5 * * * *").strip()
+SCHEDULE = dag_settings.sweep_schedule("KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE", "*/5 * * * *")
 
 with DAG(
     dag_id="kafka_metadata_error_sweep",
     description="Watch KIP-859 metadata error counters on every KRaft node of every cluster; route "
     "flagged nodes to a restart.",
     doc_md=__doc__,
-    schedule=SCHEDULE if SCHEDULE.lower() not in ("", "none") else None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    # one run may wait at a controller gate while the next sweep runs
-    max_active_runs=2,
-    dagrun_timeout=pendulum.duration(hours=2),
-    is_paused_upon_creation=True,
-    tags=["kafka", "kraft", "sweep", "remediation", "fleet"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.sweep(
+        schedule=SCHEDULE,
+        tags=["kafka", "kraft", "sweep", "remediation", "fleet"],
+        # one run may wait at a controller gate while the next sweep runs
+        max_active_runs=2,
+        dagrun_timeout=pendulum.duration(hours=2),
+    ),
     params={
         "kafka_config_ids": kafka_config_ids_param(),
         "metrics_conn_id": Param(

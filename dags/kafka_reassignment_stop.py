@@ -30,24 +30,17 @@ approval gate stops as soon as its execution would start.
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import DAG, Param, task
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
 
 with DAG(
     dag_id="kafka_reassignment_stop",
     description="Stop the running failed-broker reassignment: cancel what it has in flight, remove its throttles.",
     doc_md=__doc__,
-    schedule=None,
-    # manual: a stop undoes the reassignment's changes and must act at once, so it ships unpaused
-    # (a run started into a paused DAG waits in the queue, unseen: FIELD_NOTES, Airflow 3.3.2)
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "runbook", "reassignment", "stop"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    # manual: a stop undoes the reassignment's changes and must act at once (unpaused, like every runbook)
+    **dag_settings.manual_runbook(tags=["kafka", "runbook", "reassignment", "stop"], max_active_runs=1),
     params={
         "kafka_config_id": kafka_config_param(
             "Airflow connection id of the Kafka cluster whose reassignment is stopped."

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import os
 
-import pendulum
 from airflow.sdk import DAG, Param
 
+from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.inputs import broker_list_schema
 from kafka_runbooks_airflow.reassign_dag import (
     CHECKED,
@@ -75,13 +75,7 @@ with DAG(
     description="Even out replicas and leaders per broker (onto new brokers, or over the cluster), in "
     "throttled chunks, after approval.",
     doc_md=__doc__,
-    schedule=None,
-    # manual and gated: nothing destructive happens before its gate, so it ships unpaused
-    is_paused_upon_creation=False,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "runbook", "reassignment", "destructive"],
-    default_args={"owner": "kafka-platform", "retries": 0},
+    **dag_settings.manual_runbook(tags=["kafka", "runbook", "reassignment", "destructive"]),
     params={
         "mode": Param(
             "add-brokers",

@@ -1,0 +1,82 @@
+"""The run settings every runbook DAG shares, in one place.
+
+Thirteen DAGs repeated the same owner, start date, ``catchup=False`` and retry policy; a DAG
+that drifted (a manual runbook created paused, a destructive task retried by Airflow) would
+do so unseen. Each DAG now passes only what differs (its tags, how many runs at once, a
+sweep's schedule variable and timeout) and spreads the result into ``DAG(...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any, TypedDict
+
+import pendulum
+
+OWNER = "kafka-platform"
+START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+MANUAL_ONLY = ("", "none")
+
+
+class DagSettings(TypedDict, total=False):
+    """The ``DAG(...)`` keywords this module sets (a subset of Airflow's own)."""
+
+    schedule: str | None
+    start_date: pendulum.DateTime
+    catchup: bool
+    is_paused_upon_creation: bool
+    max_active_runs: int
+    dagrun_timeout: timedelta
+    tags: list[str]
+    default_args: dict[str, Any]
+
+
+def _common(tags: list[str], default_args: dict[str, Any]) -> DagSettings:
+    """No backfill: a runbook acts on the cluster as it is now, never on a past interval."""
+    return {
+        "start_date": START_DATE,
+        "catchup": False,
+        "tags": list(tags),
+        "default_args": {"owner": OWNER, **default_args},
+    }
+
+
+def manual_runbook(*, tags: list[str], max_active_runs: int | None = None) -> DagSettings:
+    """A manual runbook: never scheduled, never retried by Airflow, and created unpaused.
+
+    Nothing destructive happens before its gate (or, for a stop, it must act at once), and
+    a run started into a paused DAG waits in the queue, unseen (FIELD_NOTES, Airflow 3.3.2).
+    A retry would repeat a destructive step the runbook itself decides about.
+    """
+    settings = _common(tags, {"retries": 0})
+    settings.update(schedule=None, is_paused_upon_creation=False)
+    if max_active_runs is not None:
+        settings["max_active_runs"] = max_active_runs
+    return settings
+
+
+def sweep_schedule(variable: str, default: str) -> str | None:
+    """The sweep's schedule from its environment variable; empty or ``none`` = manual runs only."""
+    value = os.environ.get(variable, default).strip()
+    return None if value.lower() in MANUAL_ONLY else value
+
+
+def sweep(
+    *,
+    schedule: str | None,
+    tags: list[str],
+    max_active_runs: int,
+    dagrun_timeout: timedelta | None = None,
+    retries: int = 0,
+    retry_delay: timedelta | None = None,
+) -> DagSettings:
+    """A scheduled sweep: created paused, so a deployment turns on only the sweeps it wants."""
+    default_args: dict[str, Any] = {"retries": retries}
+    if retry_delay is not None:
+        default_args["retry_delay"] = retry_delay
+    settings = _common(tags, default_args)
+    settings.update(schedule=schedule, is_paused_upon_creation=True, max_active_runs=max_active_runs)
+    if dagrun_timeout is not None:
+        settings["dagrun_timeout"] = dagrun_timeout
+    return settings
