@@ -1,4 +1,5 @@
-"""kafka_log_dir_failure through a real Airflow, on a real JBOD stack (issue #28).
+"""kafka_log_dir_failure and kafka_controller_replace through a real Airflow, on one JBOD
+stack with a dynamic controller quorum (issue #28).
 
 Broker 1's second log dir fails under an acks=all producer (the broker lives on). A first run
 stops at the gate, which names exactly the failed dir's replicas (validate's selection, the
@@ -9,9 +10,17 @@ replicas still on it, every partition in sync, no throttle left, and every ackno
 still there. Then a Clear of the whole successful run: nothing moves again and nothing gets past
 the gate without a new approval (docs/approval-gates.md).
 
-The session stack has one log dir per broker, so this module starts a small JBOD stack of its
-own (1 controller, 3 brokers with two dirs each; ports 600 above the lane's base) and gives the
-running Airflow a connection to it.
+Then a controller is killed -9 for good and replaced through kafka_controller_replace's gate by
+the spare controller (formatted --no-initial-controllers, an observer), while a thread polls
+DescribeQuorum every 200 ms from outside: no answer shows fewer live, caught-up voters than a
+majority; a rejected run changes no voter; the approved run ends with the voter set its gate
+showed, read back by DescribeQuorum; and that quorum then loses another controller and still
+commits a topic creation.
+
+The session stack has one log dir per broker and a static quorum, so this module starts one
+small stack of its own for both (3 controllers formatted with --initial-controllers, a spare,
+3 brokers with two dirs each; ports 600 above the lane's base) and gives the running Airflow a
+connection to it and the stack's Kafka jars (kafka-metadata-quorum).
 """
 
 from __future__ import annotations
@@ -23,17 +32,22 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.controller_replace.plan import caught_up, observer, voter, voter_ids
+from kafka_runbooks.controller_replace.quorum_tool import LIBS_VARIABLE
 from kafka_runbooks.failed_broker.execute import chunks_from_plan_dir, split
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from kafka_runbooks_dev.localstack.stack import LocalStack
 from kafka_runbooks_dev.localstack.topology import Topology
 from tests.e2e.test_broker_restart_dag import Producer
-from tests.helpers import create_topic, produce, wait_until
+from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.quorum_watch import MAX_LAG_MS, QuorumWatch, created
 from tests.unclean_scenario import count_messages
 
 DAG_ID = "kafka_log_dir_failure"
 GATE = "approval_gate"
+REPLACE_DAG = "kafka_controller_replace"
+REPLACE_GATE = "approve_replacement"
 CONN = "kafka_jbod_e2e"
 TOPIC = "ldf-e2e"
 BROKER = 1
@@ -46,11 +60,20 @@ pytestmark = pytest.mark.timeout(1200)
 
 @pytest.fixture(scope="module")
 def jbod_stack():
-    """The e2e lane's own JBOD stack: a failed disk is not undone by a restart, so never the session's."""
+    """The e2e lane's own JBOD stack: a failed disk is not undone by a restart, so never the
+    session's; its quorum is a dynamic one with a spare controller, so that the controller
+    replacement shares this stack instead of starting another."""
     home = Path(os.environ.get("KR_TEST_STACK_HOME") or ROOT / ".stack" / "test")
     base = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + 600
     topology = Topology(
-        brokers=3, controllers=1, racks=("rack-a",), connect=False, port_base=base, log_dirs=2
+        brokers=3,
+        controllers=3,
+        racks=("rack-a",),
+        connect=False,
+        port_base=base,
+        log_dirs=2,
+        dynamic_quorum=True,
+        spare_controllers=1,
     )
     stack = LocalStack(home=home.with_name(home.name + "-jbod-e2e"), topology=topology)
     stack.destroy()
@@ -72,6 +95,14 @@ def jbod_conn(airflow_local: AirflowLocal, jbod_stack: LocalStack) -> str:
     airflow_local.request("DELETE", f"/api/v2/connections/{CONN}")
 
 
+@pytest.fixture(scope="module")
+def kafka_libs(airflow_local: AirflowLocal, jbod_stack: LocalStack) -> str:
+    """The Variable that tells kafka_controller_replace where Kafka's jars are (kafka-metadata-quorum)."""
+    airflow_local.api("POST", "/variables", json={"key": LIBS_VARIABLE, "value": str(jbod_stack.lib_dir)})
+    yield str(jbod_stack.lib_dir)
+    airflow_local.request("DELETE", f"/api/v2/variables/{LIBS_VARIABLE}")
+
+
 def _dirs(admin: ClusterAdmin) -> dict[str, list[tuple[str, int]]]:
     """Broker 1's log dirs as its own DescribeLogDirs answer has them: path -> its replicas."""
     states, errors = admin.describe_log_dir_states([BROKER])
@@ -83,12 +114,12 @@ def _assignment(admin: ClusterAdmin) -> dict[tuple[str, int], tuple[int, ...]]:
     return {(p.topic, p.partition): tuple(p.replicas) for p in admin.describe_topic_partitions([TOPIC])}
 
 
-def _states(airflow: AirflowLocal, run_id: str) -> dict[str, str | None]:
-    return {ti["task_id"]: ti["state"] for ti in airflow.task_instances(DAG_ID, run_id)}
+def _states(airflow: AirflowLocal, run_id: str, dag_id: str = DAG_ID) -> dict[str, str | None]:
+    return {ti["task_id"]: ti["state"] for ti in airflow.task_instances(dag_id, run_id)}
 
 
-def _xcom(airflow: AirflowLocal, run_id: str, task_id: str) -> dict:
-    path = f"{airflow._ti_path(DAG_ID, run_id, task_id)}/xcomEntries/return_value"
+def _xcom(airflow: AirflowLocal, run_id: str, task_id: str, dag_id: str = DAG_ID) -> dict:
+    path = f"{airflow._ti_path(dag_id, run_id, task_id)}/xcomEntries/return_value"
     value = airflow.api("GET", path, params={"deserialize": "true"})["value"]
     return value if isinstance(value, dict) else json.loads(value)
 
@@ -187,3 +218,83 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
     assert producer.failed == [] and producer.acked > 0
     total = sum(count_messages(bs, TOPIC, p) for p in ASSIGNMENT)
     assert total >= 4000 + producer.acked  # no acknowledged message lost
+
+
+def _settled_quorum(admin: ClusterAdmin, initial: list[int], spare: int):
+    """The quorum once its initial voters are all caught up and the spare fetches as an observer."""
+    q = admin.describe_quorum()
+    joined = observer(q, spare) is not None
+    return q if voter_ids(q) == initial and len(caught_up(q, MAX_LAG_MS)) == 3 and joined else None
+
+
+def _replace_at_gate(airflow: AirflowLocal, run_id: str, steps: list[tuple]) -> dict:
+    """Wait for the replacement's gate; check its plan has exactly these steps; return the plan."""
+    airflow.wait_for_approval(REPLACE_DAG, run_id, REPLACE_GATE, timeout=300)
+    document = _xcom(airflow, run_id, "plan_replacement", REPLACE_DAG)
+    assert [(s["kind"], s["node_id"], s["directory_id"]) for s in document["steps"]] == steps, document
+    assert all(c["ok"] for c in document["majority"]), document["majority"]
+    return document
+
+
+def test_a_lost_controller_is_replaced_through_the_gate_without_ever_losing_the_majority(
+    airflow_local: AirflowLocal, jbod_stack: LocalStack, jbod_conn: str, kafka_libs: str
+):
+    stack, bs = jbod_stack, jbod_stack.bootstrap_servers
+    spare = stack.topology.spare_controller_nodes[0]
+    stack.start_node(spare.name)  # formatted with --no-initial-controllers: an observer
+    admin = ClusterAdmin({"bootstrap.servers": bs}, timeout_s=15)
+    initial = [n.node_id for n in stack.topology.controller_nodes]
+    quorum = wait_until(
+        lambda: _settled_quorum(admin, initial, spare.node_id),
+        120,
+        0.5,
+        "the quorum settled, the spare observing",
+    )
+    dead = next(v for v in initial if v != quorum.leader_id)
+    steps = [
+        ("add", spare.node_id, observer(quorum, spare.node_id).directory_id),
+        ("remove", dead, voter(quorum, dead).directory_id),
+    ]
+    stack.kill(dead)  # lost for good
+    conf = {
+        "kafka_config_id": jbod_conn,
+        "remove_voters": [dead],
+        "new_controller_id": spare.node_id,
+        "new_controller_endpoint": f"CONTROLLER://{spare.address}",
+        "catch_up_timeout_s": "90s",
+        "settle_period_s": "3s",
+    }
+    watch = QuorumWatch(bs)
+    watch.start()
+    try:
+        rejected = airflow_local.trigger(REPLACE_DAG, conf)
+        _replace_at_gate(airflow_local, rejected, steps)
+        airflow_local.answer(REPLACE_DAG, rejected, REPLACE_GATE, ["Reject"])
+        assert airflow_local.wait_for_run(REPLACE_DAG, rejected, timeout=300) == "failed"
+        states = _states(airflow_local, rejected, REPLACE_DAG)
+        assert states[REPLACE_GATE] == "failed" and states["replace"] in ("upstream_failed", "skipped"), (
+            states
+        )
+        assert voter_ids(admin.describe_quorum()) == initial  # a rejected run changes no voter
+
+        approved = airflow_local.trigger(REPLACE_DAG, conf)
+        document = _replace_at_gate(airflow_local, approved, steps)
+        airflow_local.answer(REPLACE_DAG, approved, REPLACE_GATE, ["Approve"])
+        state = airflow_local.wait_for_run(REPLACE_DAG, approved, timeout=600)
+        log = airflow_local.task_log_text(REPLACE_DAG, approved, "replace")
+        assert state == "success", f"{_states(airflow_local, approved, REPLACE_DAG)}\n{log[-3000:]}"
+    finally:
+        watch.stop()
+    expected = sorted(set(initial) - {dead} | {spare.node_id})
+    assert document["expected_voters"] == expected
+    assert voter_ids(admin.describe_quorum()) == expected  # the approved voter set, read back
+    assert len(watch.answers) > 20, (len(watch.answers), watch.errors[-3:])
+    assert watch.short_of_majority() == [], watch.short_of_majority()[:5]
+    assert {tuple(a[0]) for a in watch.answers} >= {tuple(initial), tuple(sorted(initial + [spare.node_id]))}
+
+    # the new quorum of three survives the loss of another controller: a metadata change still commits
+    stack.kill(next(v for v in expected if v != spare.node_id))
+    topic = unique_topic("after-replace")
+    wait_until(lambda: created(bs, topic), 60, 1, "a topic created with two of three voters")
+    assert topic in admin.list_topics()
+    admin.close()

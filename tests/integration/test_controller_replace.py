@@ -12,41 +12,16 @@ the new quorum then loses another controller and still takes a metadata change.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.controller_replace.plan import ReplaceRequest, caught_up, voter_ids
 from kafka_runbooks.controller_replace.quorum_tool import QuorumTool
 from kafka_runbooks.controller_replace.runbook import ControllerReplacement
-from kafka_runbooks.quorum import majority
-from tests.helpers import create_topic, unique_topic, wait_until
+from tests.helpers import unique_topic, wait_until
+from tests.quorum_watch import MAX_LAG_MS, QuorumWatch, created
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_LAG_MS = 10_000
-
-
-class QuorumWatch(threading.Thread):
-    """DescribeQuorum every 200 ms from its own client: (voters, caught-up voters, leader) per answer."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(daemon=True)
-        self.admin = ClusterAdmin({"bootstrap.servers": bootstrap}, timeout_s=5)
-        self.answers: list[tuple[list[int], list[int], int]] = []
-        self.errors: list[str] = []
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.2):
-            try:
-                q = self.admin.describe_quorum()
-            except Exception as exc:  # an unanswered read is kept apart, never read as caught up
-                self.errors.append(repr(exc))
-                continue
-            self.answers.append((voter_ids(q), sorted(caught_up(q, MAX_LAG_MS)), q.leader_id))
-
-    def short_of_majority(self) -> list[tuple[list[int], list[int], int]]:
-        return [a for a in self.answers if len(a[1]) < majority(len(a[0]))]
 
 
 def test_a_lost_controller_is_replaced_without_ever_losing_the_majority(dynamic_stack):
@@ -89,8 +64,7 @@ def test_a_lost_controller_is_replaced_without_ever_losing_the_majority(dynamic_
         # a re-run finds both steps done: it skips them and verifies the same voters again
         again = runbook.run(document)
     finally:
-        watch.done.set()
-        watch.join(10)
+        watch.stop()
     expected = sorted(set(initial) - {dead} | {spare.node_id})
     assert report["final"]["voters"] == expected and report["final"]["caught_up"] == expected, report
     assert [s.get("skipped") is not None for s in again["steps"]] == [True, True], again
@@ -104,15 +78,7 @@ def test_a_lost_controller_is_replaced_without_ever_losing_the_majority(dynamic_
     stack.kill(second)
     topic = unique_topic("after-replace")
     wait_until(
-        lambda: _created(stack.bootstrap_servers, topic), 60, 1, "a topic created with two of three voters"
+        lambda: created(stack.bootstrap_servers, topic), 60, 1, "a topic created with two of three voters"
     )
     assert topic in admin.list_topics()
     admin.close()
-
-
-def _created(bootstrap: str, topic: str) -> bool:
-    try:
-        create_topic(bootstrap, topic, partitions=1, replication_factor=1)
-    except Exception as exc:  # the controller may be electing a leader: try again
-        return "already exists" in str(exc).lower() or "TOPIC_ALREADY_EXISTS" in str(exc)
-    return True
