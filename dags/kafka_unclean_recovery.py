@@ -137,9 +137,9 @@ with DAG(
     @task
     def plan_recovery(params=None, run_id=None) -> dict:
         """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
-        from kafka_runbooks_airflow.unclean import plan_recovery as plan
+        from kafka_runbooks_airflow import unclean
 
-        return plan(params, run_id)
+        return unclean.plan_recovery(unclean.recovery_request(params), params["kafka_config_id"], run_id)
 
     @task.short_circuit
     def automated_recovery_requested(document: dict) -> bool:
@@ -174,9 +174,12 @@ with DAG(
         """
         from airflow.sdk import get_current_context
 
-        from kafka_runbooks_airflow.unclean import run_elections as elect
+        from kafka_runbooks_airflow import unclean
 
-        return elect(get_current_context(), document, params, run_id)
+        request = unclean.recovery_request(params)
+        return unclean.run_elections(
+            get_current_context(), document, request, params["kafka_config_id"], run_id
+        )
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()

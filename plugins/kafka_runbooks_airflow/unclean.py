@@ -1,21 +1,25 @@
 """Task bodies of ``kafka_unclean_recovery``: thin glue over ``kafka_runbooks.unclean.runbook``.
 
-The params become a request (bad input is refused before any cluster call), the
-artifacts get their folder in the data store, the hook supplies the admin client, and
-the runbook's results go back as XCom.
+Each task turns the params into a request once (``recovery_request``: bad input is refused
+before any cluster call) and hands the glue that typed request and the cluster's
+``kafka_config_id``, never the params themselves; the artifacts get their folder in the
+data store, the hook supplies the admin client, and the runbook's results go back as XCom.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
-from kafka_runbooks.unclean.request import settle_period_s
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
+
+if TYPE_CHECKING:
+    from kafka_runbooks.unclean.request import RecoveryRequest
 
 ARTIFACTS = "unclean_recovery"
 
@@ -27,24 +31,30 @@ def artifacts(run_id: str) -> StorePath:
     return StorePath(storage.store(), f"{ARTIFACTS}/{safe_name(run_id)}")
 
 
-def plan_recovery(params: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """Validate the input, gather every replica's log info, choose, write the table (read-only)."""
+def recovery_request(params: Mapping[str, Any]) -> RecoveryRequest:
+    """The run's params as the library's request, built once per task and before any cluster
+    call: a bad one fails the task with a decision record, nothing done."""
     from kafka_runbooks.unclean.request import build_request
-    from kafka_runbooks.unclean.runbook import plan
-    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    request = refuse_bad_input(build_request, params, log.name)  # before any cluster call
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    return refuse_bad_input(build_request, params, log.name)
+
+
+def plan_recovery(request: RecoveryRequest, kafka_config_id: str, run_id: str) -> dict[str, Any]:
+    """Gather every replica's log info, choose, write the table (read-only)."""
+    from kafka_runbooks.unclean.runbook import plan
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
-        with _journal_if_lease_held(params) as journal:
+        with _journal_if_lease_held(request, kafka_config_id) as journal:
             return plan(admin, request, artifacts(run_id), logger=log, state_file=journal)
     finally:
         admin.close()
 
 
 @contextmanager
-def _journal_if_lease_held(params: dict[str, Any]):
+def _journal_if_lease_held(request: RecoveryRequest, kafka_config_id: str):
     """The cluster's reorder journal, when this run may restore what it holds; else None.
 
     Restoring changes the cluster, so it is done under the cluster's lease: an automated run
@@ -57,13 +67,13 @@ def _journal_if_lease_held(params: dict[str, Any]):
     from kafka_runbooks.unclean.elect import ReorderState, pending_restores
     from kafka_runbooks_airflow.lease import cluster_lease, lease_needed
 
-    conn_id = params["kafka_config_id"]
-    journal = ReorderState(conn_id)
+    journal = ReorderState(kafka_config_id)
     context = get_current_context()
-    if lease_needed(context["dag"].dag_id, dict(params)) or not pending_restores(journal):
+    # the lease's own rule, asked with the request's mode (an automated run holds the lease already)
+    if lease_needed(context["dag"].dag_id, {"mode": request.mode}) or not pending_restores(journal):
         yield journal
         return
-    lease = cluster_lease(context, conn_id)
+    lease = cluster_lease(context, kafka_config_id)
     taken = lease.acquire(hold_for_s=600)
     if not taken.acquired:
         decisions.record(
@@ -102,7 +112,9 @@ def automated_recovery_requested(document: dict[str, Any]) -> bool:
     return go
 
 
-def run_elections(context, document: dict[str, Any], params: dict[str, Any], run_id: str) -> dict[str, Any]:
+def run_elections(
+    context, document: dict[str, Any], request: RecoveryRequest, kafka_config_id: str, run_id: str
+) -> dict[str, Any]:
     """Elect each chosen replica (reorder + UNCLEAN election), verify it holds, fail unless all held.
 
     Refuses first unless the gate approved exactly these elections for this run, then renews
@@ -117,9 +129,7 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     require_approval(context, "unclean", "approve_elections")
     # the elections and their settle periods run in this task: hold the lease for all of them
     renew_lease(
-        context,
-        params["kafka_config_id"],
-        hold_for_s=len(document["choices"]) * (settle_period_s(params) + 60),
+        context, kafka_config_id, hold_for_s=len(document["choices"]) * (request.settle_period_s + 60)
     )
 
     from kafka_runbooks.fence import Guarded, run_guard
@@ -130,15 +140,15 @@ def run_elections(context, document: dict[str, Any], params: dict[str, Any], run
     guard = run_guard(
         storage.store(), f"unclean/{safe_name(context['dag'].dag_id)}/{safe_name(run_id)}/fence.json", who
     )
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         report = recover(
             Guarded(admin, guard, ("reorder_replicas", "elect_unclean", "alter_partition_reassignments")),
             document,
             artifacts(run_id),
-            restore_order=params["restore_replica_order"],
-            settle_s=settle_period_s(params),
-            state_file=ReorderState(params["kafka_config_id"]),
+            restore_order=request.restore_replica_order,
+            settle_s=request.settle_period_s,
+            state_file=ReorderState(kafka_config_id),
             logger=log,
         )
     finally:

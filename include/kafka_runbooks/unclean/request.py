@@ -23,6 +23,7 @@ MODES = ("show_replica_info", "manual_recovery_file", "automated_recovery")
 # One item of the ``partitions`` param: a topic name (Kafka's legal characters) and a partition number.
 PARTITION_ITEM = r"^\s*([a-zA-Z0-9._-]+)\s*:\s*(\d+)\s*$"
 PARTITION_ITEM_RULE = "topic:partition, e.g. orders:0"
+DEFAULT_SETTLE_PERIOD_S = 30.0
 
 
 class RecoveryInputError(BadInput):
@@ -38,6 +39,10 @@ class RecoveryRequest:
     # elect a replica not known to hold every committed record (ISR/ELR/last known ELR) even
     # though one that does exists or none is known: the operator's explicit, separate choice
     allow_committed_loss: bool = False
+    # how each election is judged and left: seconds it must hold (online, chosen leader,
+    # unfenced), and whether the partition's original replica order is put back afterwards
+    settle_period_s: float = DEFAULT_SETTLE_PERIOD_S
+    restore_replica_order: bool = True
 
     @property
     def all_offline(self) -> bool:
@@ -130,7 +135,7 @@ def recovery_duration_ms(params: dict[str, Any]) -> int:
 
 def settle_period_s(params: dict[str, Any]) -> float:
     """``settle_period_s``: '30s', '2m' or seconds, 0 to 1 h."""
-    return _duration(params, "settle_period_s", 30, maximum_s=3600)
+    return _duration(params, "settle_period_s", DEFAULT_SETTLE_PERIOD_S, maximum_s=3600)
 
 
 def build_request(params: dict[str, Any]) -> RecoveryRequest:
@@ -140,7 +145,7 @@ def build_request(params: dict[str, Any]) -> RecoveryRequest:
         raise RecoveryInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     partitions = _chosen_partitions(params)
     duration = recovery_duration_ms(params)
-    settle_period_s(params)  # refused here, before the lease, rather than after the gate
+    settle = settle_period_s(params)  # refused here, before the lease, rather than after the gate
     attempts = int(params.get("recovery_election_attempts", 3))
     if attempts < 1:
         raise RecoveryInputError("recovery_election_attempts must be at least 1")
@@ -150,6 +155,8 @@ def build_request(params: dict[str, Any]) -> RecoveryRequest:
         recovery_duration_ms=duration,
         recovery_election_attempts=attempts,
         allow_committed_loss=params.get("allow_committed_loss", False) is True,
+        settle_period_s=settle,
+        restore_replica_order=bool(params.get("restore_replica_order", True)),
     )
 
 
