@@ -236,6 +236,45 @@ def _replace_at_gate(airflow: AirflowLocal, run_id: str, steps: list[tuple]) -> 
     return document
 
 
+def _kill_a_follower(
+    stack: LocalStack, admin: ClusterAdmin, spare: int
+) -> tuple[list[int], int, list[tuple]]:
+    """Kill -9 a follower voter for good once the quorum settled; the initial voters, the dead one,
+    and the steps its replacement must plan (directory ids as DescribeQuorum had them before)."""
+    initial = [n.node_id for n in stack.topology.controller_nodes]
+    quorum = wait_until(
+        lambda: _settled_quorum(admin, initial, spare), 120, 0.5, "the quorum settled, the spare observing"
+    )
+    dead = next(v for v in initial if v != quorum.leader_id)
+    steps = [
+        ("add", spare, observer(quorum, spare).directory_id),
+        ("remove", dead, voter(quorum, dead).directory_id),
+    ]
+    stack.kill(dead)
+    return initial, dead, steps
+
+
+def _reject_then_approve(
+    airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, steps: list[tuple], initial: list[int]
+) -> dict:
+    """A rejected run changes no voter; an approved one succeeds. The approved plan document."""
+    rejected = airflow.trigger(REPLACE_DAG, conf)
+    _replace_at_gate(airflow, rejected, steps)
+    airflow.answer(REPLACE_DAG, rejected, REPLACE_GATE, ["Reject"])
+    assert airflow.wait_for_run(REPLACE_DAG, rejected, timeout=300) == "failed"
+    states = _states(airflow, rejected, REPLACE_DAG)
+    assert states[REPLACE_GATE] == "failed" and states["replace"] in ("upstream_failed", "skipped"), states
+    assert voter_ids(admin.describe_quorum()) == initial
+
+    approved = airflow.trigger(REPLACE_DAG, conf)
+    document = _replace_at_gate(airflow, approved, steps)
+    airflow.answer(REPLACE_DAG, approved, REPLACE_GATE, ["Approve"])
+    state = airflow.wait_for_run(REPLACE_DAG, approved, timeout=600)
+    log = airflow.task_log_text(REPLACE_DAG, approved, "replace")
+    assert state == "success", f"{_states(airflow, approved, REPLACE_DAG)}\n{log[-3000:]}"
+    return document
+
+
 def test_a_lost_controller_is_replaced_through_the_gate_without_ever_losing_the_majority(
     airflow_local: AirflowLocal, jbod_stack: LocalStack, jbod_conn: str, kafka_libs: str
 ):
@@ -243,19 +282,7 @@ def test_a_lost_controller_is_replaced_through_the_gate_without_ever_losing_the_
     spare = stack.topology.spare_controller_nodes[0]
     stack.start_node(spare.name)  # formatted with --no-initial-controllers: an observer
     admin = ClusterAdmin({"bootstrap.servers": bs}, timeout_s=15)
-    initial = [n.node_id for n in stack.topology.controller_nodes]
-    quorum = wait_until(
-        lambda: _settled_quorum(admin, initial, spare.node_id),
-        120,
-        0.5,
-        "the quorum settled, the spare observing",
-    )
-    dead = next(v for v in initial if v != quorum.leader_id)
-    steps = [
-        ("add", spare.node_id, observer(quorum, spare.node_id).directory_id),
-        ("remove", dead, voter(quorum, dead).directory_id),
-    ]
-    stack.kill(dead)  # lost for good
+    initial, dead, steps = _kill_a_follower(stack, admin, spare.node_id)
     conf = {
         "kafka_config_id": jbod_conn,
         "remove_voters": [dead],
@@ -267,22 +294,7 @@ def test_a_lost_controller_is_replaced_through_the_gate_without_ever_losing_the_
     watch = QuorumWatch(bs)
     watch.start()
     try:
-        rejected = airflow_local.trigger(REPLACE_DAG, conf)
-        _replace_at_gate(airflow_local, rejected, steps)
-        airflow_local.answer(REPLACE_DAG, rejected, REPLACE_GATE, ["Reject"])
-        assert airflow_local.wait_for_run(REPLACE_DAG, rejected, timeout=300) == "failed"
-        states = _states(airflow_local, rejected, REPLACE_DAG)
-        assert states[REPLACE_GATE] == "failed" and states["replace"] in ("upstream_failed", "skipped"), (
-            states
-        )
-        assert voter_ids(admin.describe_quorum()) == initial  # a rejected run changes no voter
-
-        approved = airflow_local.trigger(REPLACE_DAG, conf)
-        document = _replace_at_gate(airflow_local, approved, steps)
-        airflow_local.answer(REPLACE_DAG, approved, REPLACE_GATE, ["Approve"])
-        state = airflow_local.wait_for_run(REPLACE_DAG, approved, timeout=600)
-        log = airflow_local.task_log_text(REPLACE_DAG, approved, "replace")
-        assert state == "success", f"{_states(airflow_local, approved, REPLACE_DAG)}\n{log[-3000:]}"
+        document = _reject_then_approve(airflow_local, admin, conf, steps, initial)
     finally:
         watch.stop()
     expected = sorted(set(initial) - {dead} | {spare.node_id})
