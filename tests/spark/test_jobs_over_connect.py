@@ -6,11 +6,16 @@ through the data store on the client while the server reads and writes the parqu
 test runs the same job on the same snapshot in the classic session the other Spark tests share
 and over Connect, and compares every output. A server that is not there fails the task with its
 URL in the error, after bounded retries, instead of hanging.
+
+The module's tests share one server (``spark_connect`` below), started once on the S3Proxy store
+and logging at INFO: a server start is a JVM and a SparkSession (~20 s here, more on a loaded
+machine), and the last test kills it in the middle of a job.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,6 +32,29 @@ from tests.spark.test_jobs_on_s3a import DEAD, PARTITIONS, cluster_with_a_dead_b
 
 HEALTH = spark_job_path("cluster_health.py")
 PLAN = spark_job_path("failed_broker_plan.py")
+
+
+@pytest.fixture(scope="module")
+def spark_connect(s3proxy, tmp_path_factory):
+    """The module's one Connect server (test port base + 4), started on the S3Proxy store (its S3A
+    settings, jars and keys) at INFO, whose log names each operation's session: the local-folder
+    tests run on it as on the session's server, the s3:// test needs the store, and the last
+    test kills it mid-job. One JVM start instead of two, and no server idling after the module."""
+    from kafka_runbooks import storage
+    from kafka_runbooks_dev import spark_connect as connect_server
+
+    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 2
+    log = tmp_path_factory.mktemp("spark-connect") / "connect.log"
+    with pytest.MonkeyPatch.context() as env:  # the store's settings, for the server's start only
+        for key, value in s3proxy.env("jobs-over-connect").items():
+            env.setenv(key, value)
+        server = connect_server.start(
+            port, log, store_url=storage.data_url(), conf={"spark.log.level": "INFO"}
+        )
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def over_connect(server, application: str, args: list[str], name: str) -> int:
@@ -160,17 +188,14 @@ def kill_mid_job(server, log: Path, args: list[str], name: str) -> None:
 
 
 def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
-    s3proxy, spark, make_snapshot, monkeypatch, tmp_path
+    s3proxy, spark, spark_connect, make_snapshot, monkeypatch, tmp_path
 ):
     """On an s3:// store (a real S3Proxy) the server reads and writes the parquet files over s3a://
     with the store's settings and keys, the client the small files through the store: the report
     and every plan file equal the classic run's on a local folder; a second plan that cannot be
     made replaces them in the store with error.json (exit code 2). Then the server is killed in
-    the middle of a job: the job fails naming it, and writes no report."""
-    import os
-
-    from kafka_runbooks import storage
-    from kafka_runbooks_dev import spark_connect as connect_server
+    the middle of a job: the job fails naming it, and writes no report (the module's last test:
+    the server is the module's)."""
     from tests.spark.test_cluster_health import job as health
     from tests.spark.test_failed_broker_plan import job as plan
     from tests.spark.test_jobs_on_s3a import OnTheStore
@@ -178,9 +203,7 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
     on_store = OnTheStore(s3proxy, monkeypatch, tmp_path)
     local = make_snapshot(*cluster_with_a_dead_broker())
     snapshot = on_store.upload_snapshot(local, "snapshots/connect")
-    port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 2
-    log = tmp_path / "connect.log"  # at INFO it names each operation's session
-    server = connect_server.start(port, log, store_url=storage.data_url(), conf={"spark.log.level": "INFO"})
+    server = spark_connect  # at INFO its log names each operation's session
     try:
         health_flags, plan_flags = (
             ["--max-listed", "5"],
@@ -208,7 +231,12 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
         # a second run that cannot plan replaces the first run's files in the store with error.json
         impossible = ["--snapshot", snapshot, *out, "--failed", "42"]
         assert run_over_connect(PLAN, impossible, server.url, session_id("s3", "p2")) == 2
-        kill_mid_job(server, log, ["--snapshot", snapshot, "--output", on_store.url("killed")], tmp_path.name)
+        kill_mid_job(
+            server,
+            server.log_path,
+            ["--snapshot", snapshot, "--output", on_store.url("killed")],
+            tmp_path.name,
+        )
     finally:
         server.stop()
     assert not on_store.store.list("killed")  # no report of the killed job
