@@ -95,6 +95,12 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             "KAFKA_RUNBOOKS_APPROVERS": "admin",
             # no test changes a DAG file: parse each once (every 5 s took 0.66 of a CPU from the tests)
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+            # the scheduler's idle loop sleeps 1 s by default: ~1 s between one task's end and the
+            # next one's start, ~220 task hand-offs in the lane's runs; at 0.2 s they take ~0.4 s
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
+            # an unanswered gate (AWAITING_INPUT past its timeout) is failed by a scheduler sweep
+            # every trigger_timeout_check_interval (15 s by default): up to 15 s more per timeout
+            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",
         },
     )
     AIRFLOW_TEST_HOME.parent.mkdir(parents=True, exist_ok=True)
