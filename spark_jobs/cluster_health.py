@@ -367,29 +367,7 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
     Partition-level columns (leader, epoch, RF, ISR size, min ISR) are repeated on every replica
     row; max() picks them deterministically. Flags are never null (null inputs count as false).
     """
-    per_partition = replicas.groupBy("topic", "partition").agg(
-        F.max("taken_at_ms").alias("taken_at_ms"),
-        F.max("leader").alias("leader"),
-        F.max("leader_epoch").alias("leader_epoch"),
-        F.max("replication_factor").alias("replication_factor"),
-        F.max("min_insync_replicas").alias("min_insync_replicas"),
-        F.max("isr_size").alias("isr_size"),
-        _ordered_ids().alias("replicas"),
-        _ordered_ids(F.col("in_isr")).alias("isr"),
-        _ordered_ids(F.col("in_elr")).alias("elr"),
-        F.max(F.when(F.col("replica") == F.col("leader"), F.col("broker_alive").cast("int"))).alias(
-            "_leader_row_alive"
-        ),
-    )
-    # The broker table is small (one row per broker): broadcast it rather than shuffle partitions.
-    leader_brokers = brokers.select(
-        F.col("broker_id").alias("_leader_id"),
-        (F.col("alive") & ~F.coalesce(F.col("fenced"), F.lit(False))).alias("_leader_broker_alive"),
-    )
-    joined = per_partition.join(
-        F.broadcast(leader_brokers), per_partition["leader"] == leader_brokers["_leader_id"], "left"
-    )
-
+    joined = _with_leader_broker(_per_partition(replicas), brokers)
     leader_alive = (F.col("leader") >= 0) & F.coalesce(
         F.col("_leader_broker_alive"), F.col("_leader_row_alive") == 1, F.lit(False)
     )
@@ -420,6 +398,37 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
             *FLAGS,
             "taken_at_ms",
         )
+    )
+
+
+def _per_partition(replicas: DataFrame) -> DataFrame:
+    """The replica rows grouped per partition: its columns, its replicas, ISR and ELR in
+    assignment order, and whether the leader's own replica row says its broker is alive."""
+    return replicas.groupBy("topic", "partition").agg(
+        F.max("taken_at_ms").alias("taken_at_ms"),
+        F.max("leader").alias("leader"),
+        F.max("leader_epoch").alias("leader_epoch"),
+        F.max("replication_factor").alias("replication_factor"),
+        F.max("min_insync_replicas").alias("min_insync_replicas"),
+        F.max("isr_size").alias("isr_size"),
+        _ordered_ids().alias("replicas"),
+        _ordered_ids(F.col("in_isr")).alias("isr"),
+        _ordered_ids(F.col("in_elr")).alias("elr"),
+        F.max(F.when(F.col("replica") == F.col("leader"), F.col("broker_alive").cast("int"))).alias(
+            "_leader_row_alive"
+        ),
+    )
+
+
+def _with_leader_broker(per_partition: DataFrame, brokers: DataFrame) -> DataFrame:
+    """Each partition with its leader's broker row (alive and not fenced), when the broker table
+    has one. The table is small (one row per broker): broadcast it rather than shuffle partitions."""
+    leader_brokers = brokers.select(
+        F.col("broker_id").alias("_leader_id"),
+        (F.col("alive") & ~F.coalesce(F.col("fenced"), F.lit(False))).alias("_leader_broker_alive"),
+    )
+    return per_partition.join(
+        F.broadcast(leader_brokers), per_partition["leader"] == leader_brokers["_leader_id"], "left"
     )
 
 
@@ -487,15 +496,7 @@ def build_report(
         "truncated": {},
     }
     for flag in FLAGS:
-        rows = (
-            partitions.where(F.col(flag))
-            .orderBy("topic", "partition")
-            .select(*LISTED_FIELDS)
-            .limit(max_listed + 1)
-            .collect()
-        )
-        report[flag] = [row.asDict(recursive=True) for row in rows[:max_listed]]
-        report["truncated"][flag] = len(rows) > max_listed
+        report[flag], report["truncated"][flag] = _listed(partitions, flag, max_listed)
     report["brokers"] = [
         row.asDict(recursive=True) for row in brokers.orderBy("broker_id").select(*BROKER_FIELDS).collect()
     ]
@@ -505,6 +506,19 @@ def build_report(
     }
     report["replication"] = replication(partitions, report["brokers"], min_replication_factor, max_listed)
     return report
+
+
+def _listed(partitions: DataFrame, flag: str, max_listed: int) -> tuple[list[dict], bool]:
+    """The first ``max_listed`` partitions with ``flag`` and whether there were more: one row past
+    the cap says so without a second count."""
+    rows = (
+        partitions.where(F.col(flag))
+        .orderBy("topic", "partition")
+        .select(*LISTED_FIELDS)
+        .limit(max_listed + 1)
+        .collect()
+    )
+    return [row.asDict(recursive=True) for row in rows[:max_listed]], len(rows) > max_listed
 
 
 def replication(
@@ -584,6 +598,7 @@ def write_report(spark: SparkSession, report: dict[str, Any], output: str) -> st
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The job's command line (see the module's usage); its defaults are the report's."""
     parser = argparse.ArgumentParser(prog="cluster_health.py", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--snapshot",
@@ -681,6 +696,7 @@ def run(spark: SparkSession, argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """spark-submit's entry: its own session, stopped however the report ends."""
     spark = get_spark()
     try:
         return run(spark, argv)

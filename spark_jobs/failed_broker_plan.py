@@ -441,9 +441,26 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
     per-broker rows are collected. ``failed`` None (a rebalance): every partition, read flat by
     ``every_partition`` after the per-broker aggregates.
     """
-    from pyspark.sql import functions as F
-
     replicas, brokers_df, meta = load_snapshot(spark, snapshot)
+    brokers = broker_table(replicas, brokers_df)
+    if failed is None:  # every partition (a rebalance may move any replica): no keys, no join
+        return Inputs(brokers=brokers, affected=every_partition(replicas, brokers), meta=meta)
+    affected = touched_partitions(replicas, brokers, failed)
+    for p in affected:
+        for b, size in zip(p.replicas, p.sizes):
+            if size is None:
+                brokers[b].bytes += p.size
+    return Inputs(brokers=brokers, affected=affected, meta=meta)
+
+
+def broker_table(replicas, brokers_df) -> dict[int, BrokerInfo]:
+    """Every broker the cluster registers, plus every broker an assignment names.
+
+    A broker named only in assignments is dead as far as the cluster knows: it stays in the
+    table (its replicas must move) with ``known`` False. Counts, leaders and reported
+    bytes come from one aggregate over the replica rows.
+    """
+    from pyspark.sql import functions as F
 
     brokers: dict[int, BrokerInfo] = {}
     for row in brokers_df.select("broker_id", "rack", "alive", "fenced").collect():
@@ -465,9 +482,19 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
         info.replicas = int(row["replicas"])
         info.bytes = int(row["reported"])
         info.leaders = int(row["leaders"] or 0)
+    return brokers
 
-    if failed is None:  # every partition (a rebalance may move any replica): no keys, no join
-        return Inputs(brokers=brokers, affected=every_partition(replicas, brokers), meta=meta)
+
+def touched_partitions(replicas, brokers: dict[int, BrokerInfo], failed: set[int]) -> list[Affected]:
+    """The partitions with a replica on ``failed`` (collected), and the unreported sizes of the rest.
+
+    A partition is touched when it has a failed replica or a replica whose size was not
+    reported; only the keys are scanned first, so the rows grouped per partition are those of
+    the touched partitions only. The untouched ones' unreported replicas are added to
+    ``brokers`` here, while the grouped rows are cached.
+    """
+    from pyspark.sql import functions as F
+
     is_failed = F.col("replica").isin(sorted(failed)) if failed else F.lit(False)
     cached_keys = (
         replicas.where(is_failed | F.col("size_bytes").isNull())
@@ -478,57 +505,66 @@ def load_inputs(spark, snapshot: str, failed: set[int] | None) -> Inputs:
     # Usually a few thousand keys: broadcast them so the big side is filtered without a shuffle.
     # A snapshot taken without log dirs has every size missing: then a plain join.
     keys = F.broadcast(cached_keys) if cached_keys.count() <= BROADCAST_KEYS_MAX else cached_keys
-    entry = F.struct(
-        F.col("replica_index"),
-        F.col("replica"),
-        F.col("size_bytes"),
-        F.coalesce(F.col("in_isr"), F.lit(False)).alias("in_isr"),
-        F.coalesce(F.col("broker_alive"), F.lit(False)).alias("broker_alive"),
-    )
     touched = (
         replicas.join(keys, ["topic", "partition"], "left_semi")
         .groupBy("topic", "partition")
         .agg(
-            F.sort_array(F.collect_list(entry)).alias("entries"),
+            F.sort_array(F.collect_list(_replica_entry())).alias("entries"),
             F.coalesce(F.max("size_bytes"), F.lit(0)).alias("size"),
             F.max(is_failed.cast("int")).alias("affected"),
         )
         .persist()
     )
     try:
-        affected = []
-        for row in touched.where(F.col("affected") == 1).collect():
-            entries = row["entries"]
-            affected.append(
-                Affected(
-                    topic=row["topic"],
-                    partition=int(row["partition"]),
-                    replicas=tuple(int(e["replica"]) for e in entries),
-                    sizes=tuple(e["size_bytes"] for e in entries),
-                    in_isr=tuple(bool(e["in_isr"]) for e in entries),
-                    alive=tuple(bool(e["broker_alive"]) for e in entries),
-                    size=int(row["size"]),
-                )
-            )
-        # Unreported replicas of untouched partitions (a log dir that did not answer) count at
-        # the partition's size; the affected ones are filled in on the driver.
-        fill = (
-            touched.where(F.col("affected") == 0)
-            .select(F.explode("entries").alias("e"), "size")
-            .where(F.col("e.size_bytes").isNull())
-            .groupBy(F.col("e.replica").alias("replica"))
-            .agg(F.sum("size").alias("fill"))
-        )
-        for row in fill.collect():
-            brokers[int(row["replica"])].bytes += int(row["fill"] or 0)
+        affected = [_affected(row) for row in touched.where(F.col("affected") == 1).collect()]
+        _fill_unreported(touched, brokers)
     finally:
         touched.unpersist()
         cached_keys.unpersist()
-    for p in affected:
-        for b, size in zip(p.replicas, p.sizes):
-            if size is None:
-                brokers[b].bytes += p.size
-    return Inputs(brokers=brokers, affected=affected, meta=meta)
+    return affected
+
+
+def _replica_entry():
+    """One replica of a partition, sorted by its index in the assignment (the leader first)."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.col("replica_index"),
+        F.col("replica"),
+        F.col("size_bytes"),
+        F.coalesce(F.col("in_isr"), F.lit(False)).alias("in_isr"),
+        F.coalesce(F.col("broker_alive"), F.lit(False)).alias("broker_alive"),
+    )
+
+
+def _affected(row) -> Affected:
+    """A touched partition's row as the planner reads it: per-replica tuples in assignment order."""
+    entries = row["entries"]
+    return Affected(
+        topic=row["topic"],
+        partition=int(row["partition"]),
+        replicas=tuple(int(e["replica"]) for e in entries),
+        sizes=tuple(e["size_bytes"] for e in entries),
+        in_isr=tuple(bool(e["in_isr"]) for e in entries),
+        alive=tuple(bool(e["broker_alive"]) for e in entries),
+        size=int(row["size"]),
+    )
+
+
+def _fill_unreported(touched, brokers: dict[int, BrokerInfo]) -> None:
+    """Unreported replicas of untouched partitions (a log dir that did not answer) count at
+    the partition's size; the affected ones are filled in on the driver by ``load_inputs``."""
+    from pyspark.sql import functions as F
+
+    fill = (
+        touched.where(F.col("affected") == 0)
+        .select(F.explode("entries").alias("e"), "size")
+        .where(F.col("e.size_bytes").isNull())
+        .groupBy(F.col("e.replica").alias("replica"))
+        .agg(F.sum("size").alias("fill"))
+    )
+    for row in fill.collect():
+        brokers[int(row["replica"])].bytes += int(row["fill"] or 0)
 
 
 def every_partition(replicas, brokers: dict[int, BrokerInfo]) -> list[Affected]:
@@ -851,64 +887,80 @@ def assign(
     """Choose a receiver for every failed replica; (moves, not_moved, balancer).
 
     ``drain``: the failed brokers are live (a decommission), so their own replicas are sources
-    to copy from and their in-sync replicas count as live ISR."""
+    to copy from and their in-sync replicas count as live ISR. The largest partitions go first,
+    while every receiver still has the most choice."""
     brokers = inputs.brokers
     failed_set = set(failed)
     balancer = Balancer(brokers, receivers)
     moves: list[Move] = []
     not_moved: list[dict] = []
     short: list[str] = []
-    short_count = 0
     for p in sorted(inputs.affected, key=lambda a: (-a.size, a.topic, a.partition)):
         survivors = [b for b in p.replicas if b not in failed_set]
         if not any(brokers[b].alive for b in (p.replicas if drain else survivors)):
-            not_moved.append(
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "replicas": list(p.replicas),
-                    "reason": "no live replica outside the failed brokers to copy from",
-                }
-            )
+            not_moved.append(_without_source(p))
             continue
-        live_isr = sum(
-            1
-            for b, isr in zip(p.replicas, p.in_isr)
-            if (drain or b not in failed_set) and isr and brokers[b].alive
-        )
-        target = list(p.replicas)
-        old_racks = len({rack_key(brokers[b], b) for b in p.replicas})
-        members = set(survivors)
-        for i, b in enumerate(p.replicas):
-            if b not in failed_set:
-                continue
-            racks = {rack_key(brokers[m], m) for m in members}
-            chosen = None
-            if len(racks) < old_racks:
-                chosen = balancer.pick(members | failed_set, avoid_racks=racks)
-            if chosen is None:
-                chosen = balancer.pick(members | failed_set, avoid_racks=None)
-            if chosen is None:
-                short_count += 1
-                if len(short) < 5:
-                    short.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
-                break
-            target[i] = chosen
-            members.add(chosen)
-            balancer.take(chosen, p.size)
-            # The failed broker loses the replica: what it counted is its report, else the size.
-            brokers[b].replicas -= 1
-            brokers[b].bytes -= p.size if p.sizes[i] is None else p.sizes[i]
+        target = _replace_failed(p, brokers, failed_set, balancer)
+        if target is None:
+            short.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
+            continue
+        live_isr = _live_isr_left(p, brokers, failed_set, drain)
         moves.append(Move(p.topic, p.partition, p.replicas, target, p.size, live_isr))
-    if short_count:
+    if short:
         raise PlanImpossible(
-            f"cannot keep the replication factor of {short_count} partition(s): too few eligible "
+            f"cannot keep the replication factor of {len(short)} partition(s): too few eligible "
             f"receivers ({len(receivers)}: {receivers[:20]}) outside their replicas; "
-            f"e.g. {', '.join(short)}"
+            f"e.g. {', '.join(short[:5])}"
         )
     repair(moves, balancer, failed_set)
     balance_leaders(moves, brokers, failed_set)
     return moves, not_moved, balancer
+
+
+def _without_source(p: Affected) -> dict:
+    """A partition no live replica can be copied from: listed as not moved, never guessed at."""
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "replicas": list(p.replicas),
+        "reason": "no live replica outside the failed brokers to copy from",
+    }
+
+
+def _live_isr_left(p: Affected, brokers: dict[int, BrokerInfo], failed: set[int], drain: bool) -> int:
+    """In-sync replicas on live brokers that stay while the move runs: how close it is to offline."""
+    return sum(
+        1 for b, isr in zip(p.replicas, p.in_isr) if (drain or b not in failed) and isr and brokers[b].alive
+    )
+
+
+def _replace_failed(
+    p: Affected, brokers: dict[int, BrokerInfo], failed: set[int], balancer: Balancer
+) -> list[int] | None:
+    """The partition's target: each failed replica replaced in its place (a preferred leader's
+    slot stays first), on a rack the partition lost if one is free, else on any receiver; None
+    when too few receivers are left outside its replicas. The failed broker loses the replica:
+    what it counted is its reported size, else the partition's."""
+    target = list(p.replicas)
+    old_racks = len({rack_key(brokers[b], b) for b in p.replicas})
+    members = {b for b in p.replicas if b not in failed}
+    for i, b in enumerate(p.replicas):
+        if b not in failed:
+            continue
+        racks = {rack_key(brokers[m], m) for m in members}
+        chosen = None
+        if len(racks) < old_racks:
+            chosen = balancer.pick(members | failed, avoid_racks=racks)
+        if chosen is None:
+            chosen = balancer.pick(members | failed, avoid_racks=None)
+        if chosen is None:
+            return None
+        target[i] = chosen
+        members.add(chosen)
+        balancer.take(chosen, p.size)
+        brokers[b].replicas -= 1
+        brokers[b].bytes -= p.size if p.sizes[i] is None else p.sizes[i]
+    return target
 
 
 def repair(moves: list[Move], balancer: Balancer, failed: set[int], max_rounds: int = 100) -> int:
@@ -918,58 +970,72 @@ def repair(moves: list[Move], balancer: Balancer, failed: set[int], max_rounds: 
     this pass fixes what a later, less constrained pick could have balanced. Each move lowers the
     sum of squared counts, so it ends.
     """
-    brokers = balancer.brokers
     moved = balancer.moved
     if not moved:
         return 0
     slots = [(m, i) for m in moves for i, b in enumerate(m.current) if b in failed and m.target[i] != b]
     done = 0
     for _ in range(max_rounds):
-        low, high = min(moved.values()), max(moved.values())
-        if high - low <= 1:
+        if max(moved.values()) - min(moved.values()) <= 1:
             break
-        # Per rack, receivers sorted by moved count (kept sorted as counts change).
-        by_group: dict[tuple, list] = {}
-        for b, n in moved.items():
-            by_group.setdefault(balancer.group_of[b], []).append((n, b))
-        for group in by_group.values():
-            group.sort()
-        changed = 0
-        slots.sort(key=lambda s: -moved[s[0].target[s[1]]])
-        for m, i in slots:
-            r = m.target[i]
-            if moved[r] < low + 2:
-                continue
-            old = len({rack_key(brokers[b], b) for b in m.target})
-            others = {rack_key(brokers[b], b) for j, b in enumerate(m.target) if j != i}
-            best = None
-            for name, group in by_group.items():
-                # Every broker of a rack gives the same count; a broker without a rack adds one.
-                if name != Balancer.NO_RACK and len(others | {name}) < old:
-                    continue
-                for n, s in group:
-                    if n > moved[r] - 2 or (best is not None and n >= best[0]):
-                        break
-                    if s in m.target or s in failed:
-                        continue
-                    best = (n, s)
-                    break
-            if best is None:
-                continue
-            s = best[1]
-            for b, delta in ((r, -1), (s, +1)):
-                group = by_group[balancer.group_of[b]]
-                group.remove((moved[b], b))
-                insort(group, (moved[b] + delta, b))
-            balancer.give_back(r, m.size)
-            balancer.take(s, m.size)
-            m.target[i] = s
-            changed += 1
-            low = min(moved.values())
+        changed = _repair_round(slots, balancer, failed)
         done += changed
         if not changed:
             break
     return done
+
+
+def _repair_round(slots: list[tuple[Move, int]], balancer: Balancer, failed: set[int]) -> int:
+    """One pass over the moved replicas, those on the most loaded receivers first; how many moved
+    again. Per rack, receivers stay sorted by moved count as counts change."""
+    moved = balancer.moved
+    low = min(moved.values())
+    by_group: dict[tuple, list] = {}
+    for b, n in moved.items():
+        by_group.setdefault(balancer.group_of[b], []).append((n, b))
+    for group in by_group.values():
+        group.sort()
+    changed = 0
+    slots.sort(key=lambda s: -moved[s[0].target[s[1]]])
+    for m, i in slots:
+        r = m.target[i]
+        if moved[r] < low + 2:
+            continue
+        s = _less_loaded(m, i, by_group, balancer.brokers, moved[r], failed)
+        if s is None:
+            continue
+        for b, delta in ((r, -1), (s, +1)):
+            group = by_group[balancer.group_of[b]]
+            group.remove((moved[b], b))
+            insort(group, (moved[b] + delta, b))
+        balancer.give_back(r, m.size)
+        balancer.take(s, m.size)
+        m.target[i] = s
+        changed += 1
+        low = min(moved.values())
+    return changed
+
+
+def _less_loaded(
+    m: Move, i: int, by_group: dict[tuple, list], brokers: dict[int, BrokerInfo], count: int, failed: set[int]
+) -> int | None:
+    """The receiver with the fewest moved replicas, at least two fewer than ``count``, that may
+    take slot ``i`` of ``m`` without losing a rack; None when none may."""
+    old = len({rack_key(brokers[b], b) for b in m.target})
+    others = {rack_key(brokers[b], b) for j, b in enumerate(m.target) if j != i}
+    best = None
+    for name, group in by_group.items():
+        # Every broker of a rack gives the same count; a broker without a rack adds one.
+        if name != Balancer.NO_RACK and len(others | {name}) < old:
+            continue
+        for n, s in group:
+            if n > count - 2 or (best is not None and n >= best[0]):
+                break
+            if s in m.target or s in failed:
+                continue
+            best = (n, s)
+            break
+    return None if best is None else best[1]
 
 
 def make_chunks(moves: list[Move], max_partitions: int, max_bytes: int) -> list[list[Move]]:
@@ -1500,6 +1566,7 @@ def _rf_figures(moves: list[Move], rf: int, topics: list[str], scope: list[int],
 
 
 def _reassignment(moves: list[Move]) -> dict:
+    """plan.json in kafka-reassign-partitions' own format, so an operator can apply it by hand."""
     return {
         "version": 1,
         "partitions": [
@@ -1579,47 +1646,18 @@ def write_plan(
     chunk_entries = write_chunks(spark, out, chunks)
     _write_json(spark, _join(out, PLAN_FILE), _reassignment(ordered))
     brokers = inputs.brokers
-    per_broker = {}
-    for b in sorted(brokers):
-        replicas_before, bytes_before, leaders_before = before[b]
-        per_broker[str(b)] = {
-            "replicas_before": replicas_before,
-            "replicas_after": brokers[b].replicas,
-            "bytes_before": bytes_before,
-            "bytes_after": brokers[b].bytes,
-            "leaders_before": leaders_before,
-            "leaders_after": brokers[b].leaders,
-            "rack": brokers[b].rack,
-            "alive": brokers[b].alive,
-            "registered": brokers[b].known,
-        }
-    live_leaders = [info.leaders for b, info in sorted(brokers.items()) if info.alive and b not in failed]
-    counts = [moved[b] for b in receivers]
     summary = {
-        "failed_brokers": failed,
-        "failed_alive": [b for b in failed if brokers[b].alive],
-        "drain": drain,  # the failed brokers are live brokers being emptied (a decommission)
-        # only these replicas of the failed (live) brokers move: a failed log dir's (kafka_log_dir_failure)
-        "drain_replicas": [f"{t}:{p}@{b}" for t, p, b in drain_replicas] if drain_replicas else None,
-        "receivers": receivers,
-        "partitions": len(ordered),
-        "bytes": sum(m.size for m in ordered),
-        "replication_factor_kept": all(len(m.target) == len(m.current) for m in ordered),
+        **_what_moves(brokers, failed, receivers, ordered, drain, drain_replicas),
         "max_partitions_per_chunk": limits[0],
         "max_bytes_per_chunk": limits[1],
         "snapshot": snapshot,
         "cluster_id": inputs.meta.get("cluster_id"),
         "taken_at_ms": inputs.meta.get("taken_at_ms"),
-        "moved_per_receiver": {str(b): moved[b] for b in receivers},
-        "moved_min": min(counts) if counts else 0,
-        "moved_max": max(counts) if counts else 0,
-        "leaders_min": min(live_leaders) if live_leaders else 0,
-        "leaders_max": max(live_leaders) if live_leaders else 0,
-        "leaders_changed": sum(1 for m in ordered if m.target[0] != m.current[0]),
+        **_spread_after(brokers, failed, receivers, moved, ordered),
         "chunks": chunk_entries,
         "not_moved_count": len(not_moved),
         "not_moved": sorted(not_moved, key=lambda n: (n["topic"], n["partition"]))[:NOT_MOVED_LISTED],
-        "per_broker": per_broker,
+        "per_broker": _per_broker(brokers, before),
         "moves": [
             {
                 "topic": m.topic,
@@ -1637,17 +1675,71 @@ def write_plan(
     return summary
 
 
+def _what_moves(
+    brokers: dict[int, BrokerInfo],
+    failed: list[int],
+    receivers: list[int],
+    ordered: list[Move],
+    drain: bool,
+    drain_replicas: list[tuple[str, int, int]] | None,
+) -> dict[str, Any]:
+    """The summary's opening keys: whose replicas move, where to, how many and how big."""
+    return {
+        "failed_brokers": failed,
+        "failed_alive": [b for b in failed if brokers[b].alive],
+        "drain": drain,  # the failed brokers are live brokers being emptied (a decommission)
+        # only these replicas of the failed (live) brokers move: a failed log dir's (kafka_log_dir_failure)
+        "drain_replicas": [f"{t}:{p}@{b}" for t, p, b in drain_replicas] if drain_replicas else None,
+        "receivers": receivers,
+        "partitions": len(ordered),
+        "bytes": sum(m.size for m in ordered),
+        "replication_factor_kept": all(len(m.target) == len(m.current) for m in ordered),
+    }
+
+
+def _spread_after(
+    brokers: dict[int, BrokerInfo], failed: list[int], receivers: list[int], moved: dict[int, int], ordered
+) -> dict[str, Any]:
+    """How evenly the receivers take the moved replicas, and the live brokers' preferred
+    leaderships after the plan: what the gate shows an approver about the load it creates."""
+    live_leaders = [info.leaders for b, info in sorted(brokers.items()) if info.alive and b not in failed]
+    counts = [moved[b] for b in receivers]
+    return {
+        "moved_per_receiver": {str(b): moved[b] for b in receivers},
+        "moved_min": min(counts) if counts else 0,
+        "moved_max": max(counts) if counts else 0,
+        "leaders_min": min(live_leaders) if live_leaders else 0,
+        "leaders_max": max(live_leaders) if live_leaders else 0,
+        "leaders_changed": sum(1 for m in ordered if m.target[0] != m.current[0]),
+    }
+
+
+def _per_broker(brokers: dict[int, BrokerInfo], before: dict[int, tuple[int, int, int]]) -> dict[str, dict]:
+    """Each broker's replicas, bytes and preferred leaderships before and after the plan."""
+    per_broker = {}
+    for b in sorted(brokers):
+        replicas_before, bytes_before, leaders_before = before[b]
+        per_broker[str(b)] = {
+            "replicas_before": replicas_before,
+            "replicas_after": brokers[b].replicas,
+            "bytes_before": bytes_before,
+            "bytes_after": brokers[b].bytes,
+            "leaders_before": leaders_before,
+            "leaders_after": brokers[b].leaders,
+            "rack": brokers[b].rack,
+            "alive": brokers[b].alive,
+            "registered": brokers[b].known,
+        }
+    return per_broker
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line.
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="failed_broker_plan.py", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--snapshot",
-        required=True,
-        help="snapshot folder or Hadoop URL (s3a://...) with replicas.parquet, ...",
-    )
+def _failed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a plan that moves the replicas of ``--failed`` (a heal, a drain, a log
+    dir's selected replicas), before the rebalance's: the help lists them in that order."""
     parser.add_argument(
         "--failed", default=None, help="comma-separated ids of the failed brokers (not with --rebalance)"
     )
@@ -1664,6 +1756,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="only these replicas of the --failed brokers move: topic:partition@broker, comma-separated",
     )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The job's command line (see the module's usage): one parser for every kind of plan, so a
+    plan's arguments are checked the same way whichever runbook submits it."""
+    parser = argparse.ArgumentParser(prog="failed_broker_plan.py", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--snapshot",
+        required=True,
+        help="snapshot folder or Hadoop URL (s3a://...) with replicas.parquet, ...",
+    )
+    _failed_arguments(parser)
     parser.add_argument(
         "--rebalance",
         default=None,
@@ -1695,6 +1799,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _ids(text: str, what: str) -> list[int]:
+    """Broker ids from a comma-separated argument; a bad or repeated id makes the plan impossible
+    (error.json names it) rather than a traceback the runbook cannot show."""
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -1733,6 +1839,8 @@ def select_replicas(inputs: Inputs, selected: set[tuple[str, int, int]]) -> None
 
 
 def _positive(text: str, what: str) -> int:
+    """A chunk limit or a replication factor of at least 1: zero would plan empty chunks or
+    partitions without a replica."""
     try:
         value = int(text)
     except ValueError:
@@ -1885,41 +1993,7 @@ def run(spark, argv: list[str] | None = None) -> int:
         with without_gc():
             return run_rebalance(spark, args, out, started)
     try:
-        failed = _ids(args.failed or "", "--failed")
-        if not failed:
-            raise PlanImpossible("no failed broker given")
-        receivers = None if args.receivers is None else _ids(args.receivers, "--receivers")
-        limits = (
-            _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),
-            _positive(args.max_bytes_per_chunk, "--max-bytes-per-chunk"),
-        )
-        if not exists(spark, args.snapshot):
-            raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
-        selected = _replica_selection(args.drain_replicas, failed)
-        inputs = load_inputs(spark, args.snapshot, set(failed))
-        loaded = time.monotonic()
-        # a selection's brokers are live (checked like a drain's), its replicas offline (moved like a heal's)
-        chosen = choose_receivers(inputs.brokers, failed, receivers, args.drain or selected is not None)
-        if selected is not None:
-            select_replicas(inputs, selected)
-        before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
-        moves, not_moved, balancer = assign(inputs, failed, chosen, args.drain and selected is None)
-        chunks = make_chunks(moves, *limits)
-        summary = write_plan(
-            spark,
-            out,
-            inputs,
-            failed,
-            chosen,
-            chunks,
-            not_moved,
-            before,
-            balancer.moved,
-            limits,
-            args.snapshot,
-            args.drain,
-            sorted(selected or ()),
-        )
+        summary, loaded = plan_failed(spark, args)
     except PlanImpossible as exc:
         _write_json(spark, _join(out, ERROR_FILE), {"error": str(exc)})
         print(f"plan impossible: {exc}", file=sys.stderr)
@@ -1934,7 +2008,50 @@ def run(spark, argv: list[str] | None = None) -> int:
     return 0
 
 
+def plan_failed(spark, args: argparse.Namespace) -> tuple[dict, float]:
+    """Move the replicas of ``--failed`` (a heal, a drain, or a log dir's selected replicas):
+    (the summary written, when the snapshot was loaded). Raises PlanImpossible before writing
+    a plan when an argument or the snapshot rules it out."""
+    failed = _ids(args.failed or "", "--failed")
+    if not failed:
+        raise PlanImpossible("no failed broker given")
+    receivers = None if args.receivers is None else _ids(args.receivers, "--receivers")
+    limits = (
+        _positive(args.max_partitions_per_chunk, "--max-partitions-per-chunk"),
+        _positive(args.max_bytes_per_chunk, "--max-bytes-per-chunk"),
+    )
+    if not exists(spark, args.snapshot):
+        raise PlanImpossible(f"snapshot folder {args.snapshot} not found")
+    selected = _replica_selection(args.drain_replicas, failed)
+    inputs = load_inputs(spark, args.snapshot, set(failed))
+    loaded = time.monotonic()
+    # a selection's brokers are live (checked like a drain's), its replicas offline (moved like a heal's)
+    chosen = choose_receivers(inputs.brokers, failed, receivers, args.drain or selected is not None)
+    if selected is not None:
+        select_replicas(inputs, selected)
+    before = {b: (info.replicas, info.bytes, info.leaders) for b, info in inputs.brokers.items()}
+    moves, not_moved, balancer = assign(inputs, failed, chosen, args.drain and selected is None)
+    chunks = make_chunks(moves, *limits)
+    summary = write_plan(
+        spark,
+        out=args.out,
+        inputs=inputs,
+        failed=failed,
+        receivers=chosen,
+        chunks=chunks,
+        not_moved=not_moved,
+        before=before,
+        moved=balancer.moved,
+        limits=limits,
+        snapshot=args.snapshot,
+        drain=args.drain,
+        drain_replicas=sorted(selected or ()),
+    )
+    return summary, loaded
+
+
 def main(argv: list[str] | None = None) -> int:
+    """spark-submit's entry: its own session, stopped however the plan ends."""
     spark = get_spark()
     try:
         return run(spark, argv)
