@@ -36,11 +36,17 @@ broker on a rack the partition lacks first, then the fewest replicas, then the f
 within its room under `max_disk_usage_percent` (the plan check replays the same rule); the gate
 shows the topics, partitions, replicas added, data to copy and each broker before and after; the
 run ends with every partition of the topics at the target, in sync, no throttle left.
+With `allow_replication_factor_decrease` (off by default) it also lowers the topics above the
+target: validate refuses a target below a topic's effective `min.insync.replicas` (unread: refused)
+and a partition with fewer in-sync replicas than the target; each partition drops its out-of-sync
+replicas first, never its preferred leader while another can go, keeping the most racks; the gate
+names every dropped replica; the run submits the smaller replica set and reads it back.
 
 It never moves a replica onto a broker that is not a new broker in add-brokers mode, never
 drains a broker, never plans while a broker holding replicas is down, never starts while
-another reassignment is in flight, never lowers a replication factor, never moves or drops an
-existing replica when it raises one.
+another reassignment is in flight, never lowers a replication factor unless
+`allow_replication_factor_decrease` is set (and then never below `min.insync.replicas`, never
+keeping a replica out of the ISR), never moves or drops an existing replica when it raises one.
 """
 
 from __future__ import annotations
@@ -89,7 +95,14 @@ with DAG(
             None,
             anyOf=[{"type": "null"}, {"type": "integer", "minimum": 1}],
             description="replication-factor: the target replication factor (at most the live brokers). "
-            "Topics above it are refused: this mode never lowers.",
+            "Topics above it are refused unless allow_replication_factor_decrease is set.",
+        ),
+        "allow_replication_factor_decrease": Param(
+            False,
+            type="boolean",
+            description="replication-factor: also lower the topics above the target (off by default: it "
+            "deletes replicas). Never below a topic's min.insync.replicas; each partition keeps only "
+            "in-sync replicas, and the gate names every replica dropped.",
         ),
         "topics": Param(
             None,
@@ -142,6 +155,7 @@ with DAG(
                 _flag("--room", "room_csv"),
                 _flag("--replication-factor", "replication_factor"),
                 _flag("--topics", "topics_csv"),
+                _flag("--allow-replication-factor-decrease", "allow_replication_factor_decrease"),
             ),
             verify=f"{GLUE}:verify",
         ),

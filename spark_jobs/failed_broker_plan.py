@@ -9,6 +9,7 @@ Usage::
         [--new-brokers 4[,5...]] [--max-replica-spread 10%|N] [--max-leader-spread 10%|N] [--room 1=BYTES,...]
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL
         --rebalance replication-factor --replication-factor 3 --topics a,b [--room 1=BYTES,...]
+        [--allow-replication-factor-decrease=true]
 
 The file imports only pyspark and the standard library so it can be shipped alone to any Spark
 cluster. Input is a snapshot written by the admin facade (``replicas.parquet``: one row per
@@ -80,7 +81,11 @@ Rules of the plan (``kafka_runbooks.failed_broker.plan.check_plan`` checks every
   rack it lacks first, then the live broker with the fewest replicas, then the fewest bytes, within
   its ``--room``; the existing replicas keep their places (the preferred leader stays). A partition
   that no broker fits, or that cannot span ``racks_wanted`` racks within the room, a target above the
-  live brokers, a named topic gone or above N (lowering is refused before the gate) is impossible.
+  live brokers, a named topic gone or above N is impossible, unless
+  ``--allow-replication-factor-decrease=true``: then a partition above N drops replicas
+  (``dropped_replicas``: out of the ISR first, never the preferred leader while another can go, the
+  most racks kept, the most loaded broker), in name order after the raises, and one that would keep
+  a replica out of the ISR (``kept_in_sync``) is impossible.
 * Chunks, in order: partitions with the fewest live in-sync replicas left first (closest to going
   offline), then smallest first (more partitions healed per byte), then topic and partition. A
   chunk holds at most ``--max-partitions-per-chunk`` partitions and ``--max-bytes-per-chunk``
@@ -706,6 +711,36 @@ def new_replicas(racks, current, pool, rf, load, room, gained, size):
         load[best][1] += size
         gained[best] = gained.get(best, 0) + size
     return chosen
+
+
+def dropped_replicas(racks, current, isr, rf, load, size):
+    """The replicas a partition of ``size`` bytes drops to come down to ``rf``, one by one: one out
+    of the ISR first (it holds nothing the others lack), then not the preferred leader (the first
+    replica: leadership stays where it was balanced), then one whose removal keeps the most racks,
+    then the most replicas, then the most bytes (``load``: broker -> [replicas, bytes], updated
+    with each drop), then the highest id. The kept replicas keep their order."""
+    dropped = []
+    kept = list(current)
+    while len(kept) > rf:
+        first = kept[0]
+
+        def cost(b, kept=kept, first=first):
+            rest = [k for k in kept if k != b]
+            lost = distinct_racks(racks, kept) - distinct_racks(racks, rest)
+            return (b in isr, b == first, lost, -load[b][0], -load[b][1], -b)
+
+        worst = min(kept, key=cost)
+        dropped.append(worst)
+        kept.remove(worst)
+        load[worst][0] -= 1
+        load[worst][1] -= size
+    return dropped
+
+
+def kept_in_sync(current, dropped, isr):
+    """Every replica a lowered partition keeps is in its ISR: otherwise the lowering would keep a
+    replica that lacks acknowledged messages (or drop the only in-sync one) and is refused."""
+    return all(b in isr for b in current if b not in dropped)
 
 
 # --- balance rules: end ---
@@ -1464,8 +1499,8 @@ def _rebalance_figures(bal, mode, spreads, limits, before, why) -> dict[str, Any
 # ---------------------------------------------------------------------------------------------
 # Replication factor (``--rebalance replication-factor``, kafka_rebalance): raise the named topics'
 # partitions to ``--replication-factor`` with the shared units (``new_replicas`` in ``raise_order``,
-# ``racks_wanted``), which ``check_plan`` replays on the snapshot. Lowering is not planned here: the
-# runbook refuses it before the gate.
+# ``racks_wanted``), which ``check_plan`` replays on the snapshot; lower them only when asked
+# (``dropped_replicas``, ``kept_in_sync``; the runbook checks min.insync.replicas before the gate).
 
 RF_MODE = "replication-factor"
 
@@ -1487,24 +1522,25 @@ def _rf_scope(brokers: dict[int, BrokerInfo], rf: int) -> list[int]:
     return scope
 
 
-def _rf_partitions(inputs: Inputs, topics: list[str], rf: int) -> list[Affected]:
-    """The partitions of ``topics`` below ``rf``, or PlanImpossible: a topic is gone, or one of
-    them is above ``rf`` (lowering is refused before the gate; the cluster changed since)."""
+def _rf_partitions(inputs: Inputs, topics: list[str], rf: int, lower: bool = False) -> list[Affected]:
+    """The partitions of ``topics`` below ``rf`` (and above it when ``lower``), or PlanImpossible:
+    a topic is gone, or one is above ``rf`` while lowering was not asked for."""
     named = set(topics)
     parts = [p for p in inputs.affected if p.topic in named]
     missing = sorted(named - {p.topic for p in parts})
     if missing:
         raise PlanImpossible(f"topic(s) {missing[:20]} are not in the snapshot: they changed since validate")
     above = sorted({p.topic for p in parts if len(p.replicas) > rf})
-    if above:
+    if above and not lower:
         raise PlanImpossible(
-            f"topic(s) {above[:20]} are above replication factor {rf}: lowering is not planned"
+            f"topic(s) {above[:20]} are above replication factor {rf}: lowering is not planned "
+            "without --allow-replication-factor-decrease=true"
         )
-    return [p for p in parts if len(p.replicas) < rf]
+    return [p for p in parts if len(p.replicas) != rf]
 
 
 def raise_replication(
-    inputs: Inputs, rf: int, topics: list[str], room: dict[int, int] | None
+    inputs: Inputs, rf: int, topics: list[str], room: dict[int, int] | None, lower: bool = False
 ) -> tuple[list[Move], dict[str, Any]]:
     """Give every partition of ``topics`` below ``rf`` its missing replicas (``new_replicas``);
     (moves, the summary's figures). The existing replicas keep their places, so the preferred
@@ -1515,8 +1551,9 @@ def raise_replication(
     load = {b: [brokers[b].replicas, brokers[b].bytes] for b in scope}
     gained: dict[int, int] = {}
     moves, stuck = [], []
+    parts = _rf_partitions(inputs, topics, rf, lower)
     for p in sorted(
-        _rf_partitions(inputs, topics, rf), key=lambda p: raise_order(p.size, p.topic, p.partition)
+        (p for p in parts if len(p.replicas) < rf), key=lambda p: raise_order(p.size, p.topic, p.partition)
     ):
         chosen = new_replicas(racks, p.replicas, scope, rf, load, room, gained, p.size)
         target = None if chosen is None else [*p.replicas, *chosen]
@@ -1533,27 +1570,56 @@ def raise_replication(
             f"{len(stuck)} partition(s) cannot reach replication factor {rf} on racks they lack within the "
             f"disk room {room}: e.g. {', '.join(stuck[:5])}"
         )
-    return moves, _rf_figures(moves, rf, topics, scope, room)
+    moves += lower_replication(parts, rf, racks, load)
+    return moves, {**_rf_figures(moves, rf, topics, scope, room), "allow_replication_factor_decrease": lower}
+
+
+def lower_replication(parts: list[Affected], rf: int, racks, load) -> list[Move]:
+    """The partitions above ``rf`` lowered by ``dropped_replicas`` in name order on the load after
+    the raises; PlanImpossible when one would keep a replica out of its ISR (``kept_in_sync``)."""
+    moves, unsafe = [], []
+    for p in sorted((p for p in parts if len(p.replicas) > rf), key=lambda p: (p.topic, p.partition)):
+        isr = {b for b, in_isr in zip(p.replicas, p.in_isr) if in_isr}
+        for b in p.replicas:
+            load.setdefault(b, [0, 0])
+        dropped = dropped_replicas(racks, p.replicas, isr, rf, load, p.size)
+        if not kept_in_sync(p.replicas, dropped, isr):
+            unsafe.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
+            continue
+        target = [b for b in p.replicas if b not in dropped]
+        moves.append(Move(p.topic, p.partition, p.replicas, target, p.size, len(target)))
+    if unsafe:
+        raise PlanImpossible(
+            f"{len(unsafe)} partition(s) cannot be lowered to replication factor {rf} keeping only in-sync "
+            f"replicas: e.g. {', '.join(unsafe[:5])}"
+        )
+    return moves
 
 
 def _rf_figures(moves: list[Move], rf: int, topics: list[str], scope: list[int], room) -> dict[str, Any]:
-    """The summary's replication-factor figures: what is raised, replicas added, data to copy."""
-    added = sum(len(m.target) - len(m.current) for m in moves)
+    """The summary's replication-factor figures: what is raised and lowered, replicas added and
+    removed, data to copy."""
+    added = sum(max(0, len(m.target) - len(m.current)) for m in moves)
+    removed = sum(max(0, len(m.current) - len(m.target)) for m in moves)
     raised: dict[str, int] = {}
+    lowered: dict[str, int] = {}
     for m in moves:
-        raised[m.topic] = raised.get(m.topic, 0) + 1
+        side = raised if len(m.target) > len(m.current) else lowered
+        side[m.topic] = side.get(m.topic, 0) + 1
     return {
         "rebalance": RF_MODE,
         "replication_factor": rf,
         "topics": sorted(topics),
         "raised": dict(sorted(raised.items())),
+        "lowered": dict(sorted(lowered.items())),
         "new_brokers": [],
         "scope": scope,
         "sources": scope,
         "room": None if room is None else {str(b): n for b, n in sorted(room.items())},
-        "replica_moves": added,
+        "replica_moves": added + removed,
         "replicas_added": added,
-        "bytes_copied": sum(m.size * (len(m.target) - len(m.current)) for m in moves),
+        "replicas_removed": removed,
+        "bytes_copied": sum(m.size * max(0, len(m.target) - len(m.current)) for m in moves),
         "leader_moves": [],
         "leader_changes": 0,
         "reached": True,
@@ -1782,6 +1848,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--topics", default=None, help="replication-factor: the topics to raise, comma-separated"
     )
     parser.add_argument(
+        "--allow-replication-factor-decrease",
+        default="",
+        help="replication-factor: 'true' lowers the --topics above the target (off by default)",
+    )
+    parser.add_argument(
         "--max-replica-spread", default="10%", help="count ('2') or percent of the mean ('10%%')"
     )
     parser.add_argument(
@@ -1968,7 +2039,8 @@ def _plan_mode(
         topics = [t.strip() for t in (args.topics or "").split(",") if t.strip()]
         if not topics:
             raise PlanImpossible("--rebalance replication-factor needs --topics: the topics to raise")
-        return raise_replication(inputs, rf, topics, room)
+        lower = (args.allow_replication_factor_decrease or "").strip().lower() == "true"
+        return raise_replication(inputs, rf, topics, room, lower)
     spreads = (args.max_replica_spread, args.max_leader_spread)
     moves, _, figures = rebalance(inputs, args.rebalance, new, spreads, room)
     return moves, figures
@@ -1979,6 +2051,7 @@ def _rf_line(out: str, summary: dict[str, Any], seconds: float) -> str:
     return (
         f"{out}: replication factor {summary['replication_factor']}: {summary['partitions']} partition(s) of "
         f"{len(summary['raised'])} topic(s) raised, {summary['replicas_added']} replica(s) added, "
+        f"{summary['replicas_removed']} removed, "
         f"{summary['bytes_copied']} bytes to copy, {len(summary['chunks'])} chunk(s); {seconds:.1f}s"
     )
 

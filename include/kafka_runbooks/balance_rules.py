@@ -22,7 +22,10 @@ The rules:
 * replication factor (mode ``replication-factor``): a partition raised to a target gains its
   replicas on racks it lacks first, then on the least loaded brokers by replicas and bytes,
   within disk room (``new_replicas``, partitions in ``raise_order``), and spans ``racks_wanted``
-  racks (lowering is refused before the gate: no rule plans it).
+  racks; lowered (only when asked: ``allow_replication_factor_decrease``) it drops replicas out of
+  the ISR first, then never its preferred leader while another can go, then the one whose removal
+  keeps the most racks, then the most loaded broker by replicas and bytes (``dropped_replicas``),
+  and keeps only replicas in the ISR (``kept_in_sync``).
 """
 
 from __future__ import annotations
@@ -136,6 +139,36 @@ def new_replicas(racks, current, pool, rf, load, room, gained, size):
         load[best][1] += size
         gained[best] = gained.get(best, 0) + size
     return chosen
+
+
+def dropped_replicas(racks, current, isr, rf, load, size):
+    """The replicas a partition of ``size`` bytes drops to come down to ``rf``, one by one: one out
+    of the ISR first (it holds nothing the others lack), then not the preferred leader (the first
+    replica: leadership stays where it was balanced), then one whose removal keeps the most racks,
+    then the most replicas, then the most bytes (``load``: broker -> [replicas, bytes], updated
+    with each drop), then the highest id. The kept replicas keep their order."""
+    dropped = []
+    kept = list(current)
+    while len(kept) > rf:
+        first = kept[0]
+
+        def cost(b, kept=kept, first=first):
+            rest = [k for k in kept if k != b]
+            lost = distinct_racks(racks, kept) - distinct_racks(racks, rest)
+            return (b in isr, b == first, lost, -load[b][0], -load[b][1], -b)
+
+        worst = min(kept, key=cost)
+        dropped.append(worst)
+        kept.remove(worst)
+        load[worst][0] -= 1
+        load[worst][1] -= size
+    return dropped
+
+
+def kept_in_sync(current, dropped, isr):
+    """Every replica a lowered partition keeps is in its ISR: otherwise the lowering would keep a
+    replica that lacks acknowledged messages (or drop the only in-sync one) and is refused."""
+    return all(b in isr for b in current if b not in dropped)
 
 
 # --- balance rules: end ---

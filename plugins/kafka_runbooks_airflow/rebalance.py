@@ -8,7 +8,8 @@ partitions on their targets and in sync, the approved leader-only moves made, th
 leaders elected, the spreads read back within the target (or as close as the plan said it gets)
 for the settle period, no throttle left. Mode ``replication-factor`` (``kafka_runbooks.replication_factor``)
 picks its topics from the cluster in validate and ends with every partition of them read back at
-the target, in sync.
+the target, in sync; it lowers topics above the target only with ``allow_replication_factor_decrease``,
+after validate read each one's effective ``min.insync.replicas`` and ISR (``check_lowering``).
 """
 
 from __future__ import annotations
@@ -80,13 +81,15 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         "spread_before": now.observed()["spread"],
         "replication_factor": "",
         "topics_csv": "",
+        "allow_replication_factor_decrease": "",
     }
 
 
 def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> dict[str, Any]:
     """Mode replication-factor: the heal's validate with the topics chosen from the cluster it read
-    (a target above the live brokers, unknown topics, lowering: the run's ``refuse`` DECISION);
-    nothing below the target: nothing to do; each live broker's room under the disk ceiling."""
+    (a target above the live brokers, unknown topics, a lowering not allowed or not safe: the run's
+    ``refuse`` DECISION); nothing off the target: nothing to do; each live broker's room under the
+    disk ceiling."""
     from kafka_runbooks.rebalance import resolve_rebalance
     from kafka_runbooks.replication_factor import build_rf_request, select_topics
     from kafka_runbooks_airflow.failed_broker import validate as shared
@@ -95,19 +98,23 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
 
     def choose(req, state):
         chosen.append(select_topics(rf_request, state))  # the refusals come first
+        if chosen[0].above:
+            _check_lowering(params["kafka_config_id"], chosen[0], state)
         return resolve_rebalance(req, state)
 
     checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=choose)
     selection = chosen[0]
     _, room, errors = _spread_and_room(params["kafka_config_id"], request, checked["receivers"])
-    nothing = checked["nothing_to_do"] or (not selection.below and not checked["adopted"])
+    nothing = checked["nothing_to_do"] or (not selection.changed and not checked["adopted"])
     decisions.record(
         "replication factor",
-        "nothing to do" if nothing else "plan the raise",
-        f"every partition of the topics has {selection.replication_factor} replicas or more"
-        if not selection.below
+        "nothing to do" if nothing else ("plan the lowering" if selection.above else "plan the raise"),
+        f"every partition of the topics has {selection.replication_factor} replicas"
+        + ("" if rf_request.allow_decrease else " or more")
+        if not selection.changed
         else f"{sum(selection.below.values())} partition(s) of {len(selection.below)} topic(s) are below "
-        f"{selection.replication_factor} replicas",
+        f"{selection.replication_factor} replicas, {sum(selection.above.values())} partition(s) of "
+        f"{len(selection.above)} topic(s) above",
         observed={
             **selection.observed(),
             "room_bytes": {str(b): n for b, n in room.items()},
@@ -122,8 +129,27 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
         "new_brokers_csv": "",
         "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
         "replication_factor": str(selection.replication_factor),
-        "topics_csv": ",".join(sorted(selection.below)),
+        "topics_csv": ",".join(selection.changed),
+        "allow_replication_factor_decrease": "true" if rf_request.allow_decrease else "",
     }
+
+
+def _check_lowering(conn_id: str, selection, state) -> None:
+    """The lowering's rules (``check_lowering``) on each lowered topic's effective
+    ``min.insync.replicas`` as the cluster reports it; one it cannot read stays unknown (refused)."""
+    from kafka_runbooks.errors import AdminError
+    from kafka_runbooks.replication_factor import check_lowering
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        min_isr: dict[str, int | None] = admin.min_insync_replicas(sorted(selection.above))
+    except AdminError as exc:
+        log.warning("min.insync.replicas unread: %s", exc)
+        min_isr = {}
+    finally:
+        admin.close()
+    check_lowering(selection, state, min_isr)
 
 
 def _spread_and_room(conn_id: str, request, receivers: list[int]):
@@ -246,14 +272,15 @@ class _Moved:
 
 
 def _await_rf(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """Every partition of the raised topics read back at the target, all in the ISR, until that
-    holds for the settle period; otherwise the run fails naming the partitions off."""
+    """Every partition of the raised and lowered topics read back at the target, all in the ISR,
+    until that holds for the settle period; otherwise the run fails naming the partitions off."""
     from kafka_runbooks.errors import RunbookFailed
     from kafka_runbooks.log_dir_failure import await_holding
     from kafka_runbooks.replication_factor import judge_rf
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    topics, rf = sorted(summary.get("raised") or {}), int(summary["replication_factor"])
+    topics = sorted({*(summary.get("raised") or {}), *(summary.get("lowered") or {})})
+    rf = int(summary["replication_factor"])
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
     try:
         seen = await_holding(

@@ -549,8 +549,14 @@ class ChunkExecutor:
                 )
             elif set(p.replicas) == set(target):
                 chunk.skipped[k] = f"already on its target replicas {list(p.replicas)}"
-            elif set(target) < set(p.replicas) and set(p.replicas) - set(target) <= set(state.failed_brokers):
-                # the controller finished it a moment ago; this broker's metadata still lists the old replica
+            elif (
+                set(target) < set(p.replicas)
+                and set(p.replicas) - set(target) <= set(state.failed_brokers)
+                and set(p.replicas) != set(chunk.planned_from.get(k, ()))
+            ):
+                # the controller finished it a moment ago; this broker's metadata still lists the old
+                # replica (a partition still on exactly its planned ``from`` is a lowering not yet
+                # submitted: it is submitted below)
                 chunk.moving.append(k)
                 chunk.origin[k] = [b for b in p.replicas if b in state.failed_brokers or b in target]
             elif not set(state.failed_brokers) & set(p.replicas):

@@ -115,3 +115,33 @@ def test_new_replicas_stay_within_the_disk_room_and_unknown_room_takes_nothing()
 def test_partitions_are_raised_largest_first_then_by_name():
     keys = [(10, "b", 0), (30, "a", 1), (10, "a", 2)]
     assert sorted(keys, key=lambda k: rules.raise_order(*k)) == [(30, "a", 1), (10, "a", 2), (10, "b", 0)]
+
+
+def test_a_lowered_partition_drops_out_of_sync_replicas_first_then_never_its_preferred_leader():
+    load = {b: [0, 0] for b in (1, 2, 3, 4)}
+    # 3 is out of the ISR: it goes first although 4 is the most loaded and its rack b is shared
+    assert rules.dropped_replicas(RF_RACKS, [1, 2, 3], {1, 2}, 2, load, 10) == [3]
+    assert load[3] == [-1, -10]  # each drop leaves the broker's load
+    # the preferred leader 1 is the most loaded, yet another in-sync replica goes
+    load = {1: [9, 0], 2: [1, 0], 3: [1, 0], 4: [1, 0]}
+    assert rules.dropped_replicas({1: "a", 2: "a", 3: "a", 4: "a"}, [1, 2, 3], {1, 2, 3}, 2, load, 1) == [3]
+    # out of the ISR goes even when it is the preferred leader
+    assert rules.dropped_replicas(RF_RACKS, [1, 2, 4], {2, 4}, 2, {b: [0, 0] for b in RF_RACKS}, 1) == [1]
+
+
+def test_a_lowered_partition_keeps_the_most_racks_then_drops_the_most_loaded_broker():
+    # [1 (a), 2 (b), 3 (a)] down to 2: dropping 2 would leave rack a only, so 3 goes though 2 holds more
+    load = {1: [0, 0], 2: [9, 0], 3: [1, 0], 4: [0, 0]}
+    assert rules.dropped_replicas(RF_RACKS, [1, 2, 3], {1, 2, 3}, 2, load, 1) == [3]
+    # same racks lost either way: the most replicas, then the most bytes, then the highest id
+    racks = {1: "a", 2: "a", 3: "a", 4: "a"}
+    assert rules.dropped_replicas(
+        racks, [1, 2, 3, 4], {1, 2, 3, 4}, 2, {1: [0, 0], 2: [5, 1], 3: [5, 9], 4: [2, 0]}, 1
+    ) == [3, 2]
+    assert rules.dropped_replicas(racks, [1, 2, 3], {1, 2, 3}, 2, {b: [0, 0] for b in racks}, 1) == [3]
+
+
+def test_a_lowering_keeps_only_in_sync_replicas():
+    assert rules.kept_in_sync([1, 2, 3], [3], {1, 2})
+    assert not rules.kept_in_sync([1, 2, 3], [3], {1})  # 2 kept out of sync
+    assert not rules.kept_in_sync([1, 2], [1], {1})  # the only in-sync replica dropped

@@ -30,6 +30,7 @@ from kafka_runbooks.replication_factor import (
     RfSummary,
     RfTargets,
     build_rf_request,
+    check_lowering,
     judge_rf,
     rf_markdown,
     select_topics,
@@ -343,10 +344,10 @@ def test_the_gate_names_the_topics_partitions_replicas_added_data_and_each_broke
     }
     text = rf_markdown(summary, 10 << 20, "/plans/x")
     assert (
-        "Replication factor **3** for **1** topic(s): **1** partition(s) raised, **2** replica(s) added"
+        "Replication factor **3** for **1** topic(s): **1** partition(s) changed, **2** replica(s) added"
         in text
     )
-    assert "| `big`-0 | [1] → [1, 4, 3] |" in text and "| 4 | b | 1 → 2 |" in text
+    assert "| `big`-0 | [1] → [1, 4, 3] | - |" in text and "| 4 | b | 1 → 2 |" in text
 
 
 def test_the_read_back_wants_every_partition_of_the_topics_at_the_target_and_in_sync():
@@ -357,3 +358,104 @@ def test_the_read_back_wants_every_partition_of_the_topics_at_the_target_and_in_
     lagging = cluster({("t", 0): [1, 2, 3]})
     lagging.partitions[0] = PartitionState("t", 0, leader=1, leader_epoch=0, replicas=(1, 2, 3), isr=(1, 2))
     assert judge_rf(lagging, ["t"], 3).isr_short == ["t-0"]
+
+
+# --- lowering: only when asked, never below min.insync.replicas, only in-sync replicas kept --------
+
+LOWER = {"replication_factor": 2, "allow_replication_factor_decrease": True}
+
+
+def test_lowering_is_asked_for_with_a_boolean_and_then_selects_the_topics_above():
+    assert build_rf_request({"replication_factor": 2}).allow_decrease is False
+    for bad in ("yes", 1, "true"):
+        with pytest.raises(RequestError, match="allow_replication_factor_decrease must be true or false"):
+            build_rebalance_request(
+                {
+                    "mode": "replication-factor",
+                    "replication_factor": 2,
+                    "allow_replication_factor_decrease": bad,
+                }
+            )
+    selection = select_topics(build_rf_request({**LOWER, "topic_regex": "t.*|one"}), cluster(MIXED))
+    assert selection.above == {"three": 1} and selection.below == {"one": 2}
+    assert selection.changed == ["one", "three"]
+
+
+def _lagging(isr):
+    state = cluster({("three", 0): [1, 2, 3], ("three", 1): [2, 3, 4]})
+    state.partitions[0] = PartitionState("three", 0, leader=1, leader_epoch=0, replicas=(1, 2, 3), isr=isr)
+    return state
+
+
+def test_a_lowering_is_refused_below_min_insync_replicas_and_when_it_is_unknown():
+    state = _lagging((1, 2, 3))
+    selection = select_topics(build_rf_request({**LOWER, "topics": "three"}), state)
+    check_lowering(selection, state, {"three": 2})  # at min.insync.replicas: allowed
+    with pytest.raises(
+        RequestError, match=r"below the effective min.insync.replicas of topic\(s\) \{'three': 3\}"
+    ):
+        check_lowering(selection, state, {"three": 3})
+    for unread in ({}, {"three": None}):  # unknown is refused, never taken as 1
+        with pytest.raises(
+            RequestError, match=r"min.insync.replicas of topic\(s\) \['three'\] could not be read"
+        ):
+            check_lowering(selection, state, unread)
+
+
+def test_a_lowering_is_refused_when_a_partition_has_fewer_in_sync_replicas_than_the_target():
+    selection = select_topics(build_rf_request({**LOWER, "topics": "three"}), _lagging((1, 3)))
+    check_lowering(selection, _lagging((1, 3)), {"three": 1})  # drops 2 (out of sync), keeps 1 and 3
+    with pytest.raises(RequestError, match=r"three-0 replicas \[1, 2, 3\] ISR \[3\]"):
+        check_lowering(selection, _lagging((3,)), {"three": 1})  # would keep 1 or 2, out of sync
+
+
+LOWERED = {("t", 0): [1, 2, 3], ("t", 1): [2, 3, 4], ("u", 0): [1]}
+LOWERED_SIZES = {k: 100 for k in LOWERED}
+
+
+def test_the_planner_lowers_only_when_asked_keeping_the_preferred_leader_and_the_racks():
+    with pytest.raises(job.PlanImpossible, match="without --allow-replication-factor-decrease=true"):
+        job.raise_replication(_inputs(LOWERED, LOWERED_SIZES), 2, ["t", "u"], None)
+    moves, figures = job.raise_replication(_inputs(LOWERED, LOWERED_SIZES), 2, ["t", "u"], None, True)
+    targets = {(m.topic, m.partition): m.target for m in moves}
+    # u-0 raised first (rack b, the fewest replicas); then t-0 drops 3 (rack a twice), t-1 drops 4 (rack b twice)
+    assert targets == {("u", 0): [1, 4], ("t", 0): [1, 2], ("t", 1): [2, 3]}
+    assert figures["replicas_removed"] == 2 and figures["replicas_added"] == 1
+    assert figures["lowered"] == {"t": 2} and figures["raised"] == {"u": 1}
+    assert figures["allow_replication_factor_decrease"] is True and figures["bytes_copied"] == 100
+
+
+def test_the_planner_refuses_a_lowering_that_would_keep_a_replica_out_of_the_isr():
+    inputs = _inputs(LOWERED, LOWERED_SIZES)
+    t0 = next(p for p in inputs.affected if (p.topic, p.partition) == ("t", 0))
+    inputs.affected[inputs.affected.index(t0)] = job.Affected(
+        "t", 0, t0.replicas, t0.sizes, (False, False, True), t0.alive, t0.size
+    )
+    with pytest.raises(job.PlanImpossible, match=r"cannot be lowered to replication factor 2 keeping only"):
+        job.raise_replication(inputs, 2, ["t"], None, True)
+
+
+def test_the_check_replays_the_drop_rule_and_refuses_another_drop_or_a_lowering_not_allowed():
+    moves, figures = job.raise_replication(_inputs(LOWERED, LOWERED_SIZES), 2, ["t", "u"], None, True)
+    rows = _rows(LOWERED, LOWERED_SIZES)
+    plan = _plan(moves, figures, [1, 2, 3, 4])
+    for rule in (RfBrokers(), RfTargets(), RfSummary()):
+        assert rule.check(plan, plan_model(plan, *rows)) == [], rule.name
+    t0 = next(m for m in moves if (m.topic, m.partition) == ("t", 0))
+    t0.target[:] = [2, 3]  # drops the preferred leader instead
+    swapped = _plan(moves, figures, [1, 2, 3, 4])
+    assert [v.message for v in RfTargets().check(swapped, plan_model(swapped, *rows))] == [
+        "t-0: planned [2, 3], the rule gives [1, 2]"
+    ]
+    t0.target[:] = [1, 2]
+    unasked = _plan(moves, figures, [1, 2, 3, 4], {"allow_replication_factor_decrease": False})
+    found = [v.message for v in RfTargets().check(unasked, plan_model(unasked, *rows))]
+    assert "t-0: the rules find no broker, too few racks, or no safe lowering for it" in found
+
+
+def test_the_gate_names_every_dropped_replica():
+    moves, figures = job.raise_replication(_inputs(LOWERED, LOWERED_SIZES), 2, ["t"], None, True)
+    summary = _plan(moves, figures, [1, 2, 3, 4]).summary | {"per_broker": {}}
+    text = rf_markdown(summary, 10 << 20, "/plans/x")
+    assert "**Lowering** (allow_replication_factor_decrease): **2** replica(s) dropped" in text
+    assert "| `t`-0 | [1, 2, 3] → [1, 2] | [3] |" in text and "| `t`-1 | [2, 3, 4] → [2, 3] | [4] |" in text
