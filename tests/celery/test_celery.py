@@ -167,6 +167,11 @@ def celery_airflow(
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             # a task whose worker was killed is failed soon (its heartbeat stops)
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+            # ... found by a check every 10 s by default: up to 10 s after the timeout
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            # the scheduler's idle loop sleeps 1 s by default: ~1 s per task hand-off (as in
+            # tests/e2e/conftest.py)
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
         },
     )
     started = time.monotonic()
