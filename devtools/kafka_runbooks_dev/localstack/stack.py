@@ -590,27 +590,45 @@ class LocalStack:
         return ["--initial-controllers", voters]
 
     def _properties(self, node: Node) -> dict[str, str]:
-        topo = self.topology
+        """The node's server.properties: a Connect worker's, a controller's or a broker's."""
         if node.role == CONNECT:
-            rf = str(min(3, topo.brokers))
+            return self._connect_properties(node)
+        if node.role == CONTROLLER:
+            # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
+            # cluster-wide dynamic default, which beats the brokers' static setting.
             return {
-                "bootstrap.servers": topo.bootstrap_servers,
-                "group.id": "kafka-runbooks-connect",
-                "listeners": f"http://{node.address}",
-                "rest.advertised.host.name": LOOPBACK,
-                "rest.advertised.port": str(node.port),
-                "plugin.path": str(self.lib_dir / "connect-plugins"),
-                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-                "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-                "config.storage.topic": "connect-configs",
-                "offset.storage.topic": "connect-offsets",
-                "status.storage.topic": "connect-status",
-                "config.storage.replication.factor": rf,
-                "offset.storage.replication.factor": rf,
-                "status.storage.replication.factor": rf,
-                "offset.flush.interval.ms": "2000",
+                **self._kraft_properties(node),
+                "process.roles": "controller",
+                "listeners": f"CONTROLLER://{node.address}",
+                "min.insync.replicas": str(min(2, self.topology.brokers)),
             }
-        common = {
+        return self._broker_properties(node)
+
+    def _connect_properties(self, node: Node) -> dict[str, str]:
+        """A distributed Connect worker on the stack's brokers, its topics at RF min(3, brokers)."""
+        rf = str(min(3, self.topology.brokers))
+        return {
+            "bootstrap.servers": self.topology.bootstrap_servers,
+            "group.id": "kafka-runbooks-connect",
+            "listeners": f"http://{node.address}",
+            "rest.advertised.host.name": LOOPBACK,
+            "rest.advertised.port": str(node.port),
+            "plugin.path": str(self.lib_dir / "connect-plugins"),
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "config.storage.topic": "connect-configs",
+            "offset.storage.topic": "connect-offsets",
+            "status.storage.topic": "connect-status",
+            "config.storage.replication.factor": rf,
+            "offset.storage.replication.factor": rf,
+            "status.storage.replication.factor": rf,
+            "offset.flush.interval.ms": "2000",
+        }
+
+    def _kraft_properties(self, node: Node) -> dict[str, str]:
+        """What a KRaft broker and controller share: id, quorum (static voters or dynamic), dirs."""
+        topo = self.topology
+        return {
             "node.id": str(node.node_id),
             **(
                 {"controller.quorum.bootstrap.servers": topo.quorum_bootstrap_servers}
@@ -621,19 +639,15 @@ class LocalStack:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": ",".join(str(d) for d in self.log_dirs(node)),
         }
+
+    def _broker_properties(self, node: Node) -> dict[str, str]:
+        """A broker with production-like durability (min ISR 2, no unclean election) and fast
+        failure detection (1 s heartbeats, 6 s session), then the topology's own overrides."""
+        topo = self.topology
         min_isr = str(min(2, topo.brokers))
-        if node.role == CONTROLLER:
-            # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
-            # cluster-wide dynamic default, which beats the brokers' static setting.
-            return {
-                **common,
-                "process.roles": "controller",
-                "listeners": f"CONTROLLER://{node.address}",
-                "min.insync.replicas": min_isr,
-            }
         rf = str(min(3, topo.brokers))
         return {
-            **common,
+            **self._kraft_properties(node),
             "process.roles": "broker",
             "listeners": f"PLAINTEXT://{node.address}",
             "advertised.listeners": f"PLAINTEXT://{node.address}",
