@@ -52,6 +52,8 @@ class Quorum:
 
     @property
     def active_controller(self) -> int:
+        """The node id of the quorum leader: in KRaft the active controller is the metadata quorum's
+        leader."""
         return self.leader_id
 
     @property
@@ -111,18 +113,22 @@ class PartitionState:
 
     @property
     def name(self) -> str:
+        """``topic-partition``, the name Kafka's tools and logs use."""
         return f"{self.topic}-{self.partition}"
 
     @property
     def replication_factor(self) -> int:
+        """Replicas in the assignment; during a reassignment this counts adding replicas too."""
         return len(self.replicas)
 
     @property
     def preferred_leader(self) -> int | None:
+        """The first assigned replica (what preferred-leader election elects); None with no replicas."""
         return self.replicas[0] if self.replicas else None
 
     @property
     def has_leader(self) -> bool:
+        """Whether the metadata names a leader (-1 means none); it may still be a broker that is gone."""
         return self.leader != NO_LEADER
 
 
@@ -151,6 +157,8 @@ class LogDir:
 
     @property
     def online(self) -> bool:
+        """Whether DescribeLogDirs reported the dir without an error (a failed dir reports
+        KAFKA_STORAGE_ERROR)."""
         return self.error_code == 0
 
 
@@ -170,16 +178,20 @@ class ClusterState:
 
     @property
     def active_controller(self) -> int | None:
+        """The active controller's node id, or None when the quorum was not read (unknown, not absent)."""
         return self.quorum.leader_id if self.quorum else None
 
     def alive_broker_ids(self) -> list[int]:
+        """Registered, unfenced brokers, sorted: the ones that can take replicas and leadership."""
         return sorted(b.broker_id for b in self.brokers.values() if b.available)
 
     def is_available(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is registered and unfenced; an id the metadata does not list is not."""
         broker = self.brokers.get(broker_id)
         return broker is not None and broker.available
 
     def hosted_by(self, broker_id: int) -> list[PartitionState]:
+        """Partitions with ``broker_id`` in their assignment, whether or not it is in the ISR."""
         return [p for p in self.partitions if broker_id in p.replicas]
 
     def offline(self) -> list[PartitionState]:
@@ -187,9 +199,14 @@ class ClusterState:
         return [p for p in self.partitions if not p.has_leader or not self.is_available(p.leader)]
 
     def under_replicated(self) -> list[PartitionState]:
+        """Partitions with a live leader and an ISR smaller than the assignment (offline ones are counted
+        apart)."""
         offline = {p.name for p in self.offline()}
         return [p for p in self.partitions if p.name not in offline and len(p.isr) < p.replication_factor]
 
     def under_min_isr(self) -> list[PartitionState]:
+        """Partitions with a live leader and fewer in-sync replicas than their ``min_insync_replicas``
+        (acks=all producers are refused there); only as true as that field, which is 1 where the topic
+        config was not read."""
         offline = {p.name for p in self.offline()}
         return [p for p in self.partitions if p.name not in offline and len(p.isr) < p.min_insync_replicas]

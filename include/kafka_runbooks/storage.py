@@ -188,6 +188,8 @@ class Store:
         return self.path(key) if self.is_local else f"{self.protocol}://{self.path(key)}"
 
     def local_path(self, key: str = "") -> Path:
+        """The key as a local filesystem path, for tools that need a real file; refuses (BadInput) on an
+        object store rather than hand back a path nothing can open."""
         if not self.is_local:
             raise BadInput(f"{self.url} is not a local path")
         return Path(self.path(key))
@@ -204,6 +206,7 @@ class Store:
             return None
 
     def read_text(self, key: str) -> str | None:
+        """The object as UTF-8 text, or None when there is none (absence is not an empty file)."""
         data = self.read_bytes(key)
         return None if data is None else data.decode("utf-8")
 
@@ -218,9 +221,11 @@ class Store:
             self.fs.pipe_file(self.path(key), data)
 
     def write_text(self, key: str, text: str) -> None:
+        """Replace ``key`` whole with UTF-8 ``text`` (see :meth:`write_bytes`: never half-written)."""
         self.write_bytes(key, text.encode("utf-8"))
 
     def exists(self, key: str) -> bool:
+        """Whether an object is stored under ``key`` now (a file locally, an object on a remote store)."""
         if self.is_local:
             return Path(self.path(key)).exists()
         return bool(self.fs.exists(self.path(key)))
@@ -311,6 +316,9 @@ class Store:
             return self._conditional
 
     def require_conditional_writes(self) -> None:
+        """Refuse (ConditionalWritesUnsupported) before any compare-and-set on a store that cannot refuse a
+        write on a condition, since two racers could both win there; only s3:// is probed (local paths
+        never reach here)."""
         if self.protocol != "s3":
             raise ConditionalWritesUnsupported(
                 f"compare-and-set on {self.protocol}:// is not implemented here (only local paths and s3://); "
@@ -470,6 +478,7 @@ def _read_body(fs, body) -> bytes:
     from fsspec.asyn import sync
 
     async def read() -> bytes:
+        """Read the whole streamed body on fsspec's event loop (the body is an async stream)."""
         async with body as stream:
             return await stream.read()
 
@@ -601,34 +610,44 @@ class StorePath(NamedTuple):
 
     @property
     def name(self) -> str:
+        """The last ``/``-separated part of the key, like :attr:`pathlib.Path.name`."""
         return self.key.rsplit("/", 1)[-1]
 
     @property
     def parent(self) -> StorePath:
+        """The key one folder up, on the same store, like :attr:`pathlib.Path.parent`."""
         return StorePath(self.store, self.key.rpartition("/")[0])
 
     def with_name(self, name: str) -> StorePath:
+        """A sibling key in the same folder (``parent / name``)."""
         return self.parent / name
 
     def exists(self) -> bool:
+        """Whether the store holds an object under this key now."""
         return self.store.exists(self.key)
 
     def read_bytes(self) -> bytes:
+        """The object's bytes; FileNotFoundError when absent, as :meth:`pathlib.Path.read_bytes` does (the
+        store itself says None)."""
         data = self.store.read_bytes(self.key)
         if data is None:
             raise FileNotFoundError(f"{self} does not exist")
         return data
 
     def read_text(self) -> str:
+        """The object as UTF-8 text; FileNotFoundError when absent."""
         return self.read_bytes().decode("utf-8")
 
     def write_bytes(self, data: bytes) -> None:
+        """Replace the object whole (a reader sees the old or the new one, never a part)."""
         self.store.write_bytes(self.key, data)
 
     def write_text(self, text: str) -> None:
+        """Replace the object whole with UTF-8 ``text``."""
         self.store.write_text(self.key, text)
 
     def unlink(self, missing_ok: bool = False) -> None:
+        """Delete the object; FileNotFoundError when it was not there unless ``missing_ok``, as in pathlib."""
         if not self.store.delete(self.key) and not missing_ok:
             raise FileNotFoundError(f"{self} does not exist")
 
@@ -679,17 +698,22 @@ class Records:
         self.prefix = _clean(prefix)
 
     def key(self, name: str) -> str:
+        """The store key of record ``name``: ``<prefix>/<safe name>.json`` (the name made safe for a path)."""
         from kafka_runbooks.paths import safe_name
 
         return f"{self.prefix}/{safe_name(name)}.json"
 
     def create(self, name: str, text: str) -> bool:
+        """Write the record only if none exists (compare-and-set); False when another writer holds it."""
         return self.store.create(self.key(name), text)
 
     def read(self, name: str) -> str | None:
+        """The record's text, or None when there is none."""
         return self.store.read_text(self.key(name))
 
     def swap(self, name: str, expected: str, text: str | None) -> bool:
+        """Replace (or delete, ``text=None``) the record only if it still reads ``expected``; False when
+        another writer changed it first."""
         return self.store.swap(self.key(name), expected, text)
 
 

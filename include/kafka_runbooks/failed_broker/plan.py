@@ -61,9 +61,11 @@ class PartitionTarget:
 
     @property
     def key(self) -> tuple[str, int]:
+        """``(topic, partition)``: the key plans, snapshots and progress files share."""
         return (self.topic, self.partition)
 
     def as_json(self) -> dict:
+        """One entry of kafka-reassign-partitions JSON (the AlterPartitionReassignments target)."""
         return {"topic": self.topic, "partition": self.partition, "replicas": list(self.replicas)}
 
 
@@ -80,6 +82,7 @@ class Plan:
 
     @property
     def chunk_count(self) -> int:
+        """How many chunks the plan runs, one reassignment each."""
         return len(self.chunks)
 
     def chunk(self, index: int) -> list[PartitionTarget]:
@@ -90,10 +93,13 @@ class Plan:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes the whole plan copies, as the planner's summary says (0 when it says nothing)."""
         return int(self.summary.get("bytes", 0))
 
     @property
     def moves(self) -> list[dict]:
+        """The summary's per-partition moves (topic, partition, from, to, bytes), a copy the caller may
+        change."""
         return list(self.summary.get("moves", []))
 
     def partition_bytes(self) -> dict[tuple[str, int], int]:
@@ -101,6 +107,8 @@ class Plan:
         return {(m["topic"], m["partition"]): int(m["bytes"]) for m in self.summary.get("moves", [])}
 
     def chunk_bytes(self, index: int) -> int:
+        """Bytes chunk ``index`` (from 1) copies, from the summary's moves; a partition the moves do not
+        list counts 0."""
         sizes = self.partition_bytes()
         return sum(sizes.get(t.key, 0) for t in self.chunk(index))
 
@@ -400,7 +408,8 @@ class PlanRule(Protocol):
 
     name: str
 
-    def check(self, plan: Plan, model: PlanModel) -> list[Violation]: ...
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Every violation of this family in ``plan`` against ``model``; empty when the plan keeps it."""
 
 
 class RuleFamily:
@@ -420,6 +429,8 @@ class NamedBrokers(RuleFamily):
     name = "brokers named by the plan"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a failed broker the snapshot does not know, a failed or not live receiver, a drain
+        of a broker that is not live."""
         out = []
         unknown_failed = sorted(model.failed - set(model.alive))
         if unknown_failed:
@@ -444,6 +455,8 @@ class PlannedPartitions(RuleFamily):
     name = "which partitions move"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a partition with a failed replica and a live one to copy from left out, or one
+        planned that has none."""
         out = []
         drain = bool(plan.summary.get("drain"))
         # a failed log dir's replicas (--drain-replicas): only they move, and they are no copy source
@@ -483,6 +496,7 @@ class PartitionTargets(RuleFamily):
     name = "each partition's target"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Each planned partition's target against its current replicas (the per-partition rules)."""
         out: list[Violation] = []
         for key, target in model.planned.items():
             if key in model.current:
@@ -538,6 +552,8 @@ class ReceiverBalance(RuleFamily):
     name = "moved replicas balanced over the receivers"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a replica sent to a receiver that had at least two more moved replicas than another
+        it could have gone to with the same racks kept."""
         racks = model.racks
         slots = model.replaced()
         moved = Counter({b: 0 for b in model.receivers})
@@ -590,6 +606,8 @@ class PreferredLeaderBalance(RuleFamily):
     name = "preferred leaders balanced"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: where a failed broker was preferred leader, a new first replica with at least two
+        more preferred leaderships than another replica of the partition."""
         out = []
         leaders_after = model.leaders_after()
         for key, target in sorted(model.planned.items()):
@@ -617,6 +635,8 @@ class Chunks(RuleFamily):
     name = "chunks"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a partition in no chunk or in two, an empty chunk, a chunk over the partition or
+        byte limit (one large partition alone may exceed the bytes), a summary that lists other chunks."""
         out = []
         summary, planned, size = plan.summary, model.planned, model.size
         max_partitions = summary.get("max_partitions_per_chunk")
@@ -670,6 +690,8 @@ class SummaryFigures(RuleFamily):
     name = "summary figures"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: summary totals, moves or the replication-factor promise that disagree with plan.json
+        and the snapshot's sizes."""
         out = []
         summary, planned, size = plan.summary, model.planned, model.size
         if summary.get("partitions") != len(planned):
@@ -715,6 +737,8 @@ class PerBrokerFigures(RuleFamily):
     name = "per-broker figures"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: the summary's per-broker replica and byte counts before and after that the snapshot
+        and the plan do not give (an unreported replica counts at its partition's size)."""
         out = []
         size = model.size
         bytes_before = Counter(model.reported)
@@ -819,6 +843,8 @@ class RebalanceBrokers(RuleFamily):
     name = "brokers named by the plan"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: an unknown rebalance mode, a broker holding replicas that is not live, sources or
+        receivers other than the mode gives."""
         summary, scope = plan.summary, scope_of(model)
         mode = summary.get("rebalance")
         if mode not in REBALANCE_MODES:
@@ -845,6 +871,8 @@ class RebalanceTargets(RuleFamily):
     name = "each partition's target"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Each replica move and leader-only move against the rebalance rules (a leader-only move keeps the
+        replica set and gives leadership to a live broker)."""
         out: list[Violation] = []
         for key, target in sorted(model.planned.items()):
             out += self._moved(model, key, target.replicas)
@@ -894,6 +922,8 @@ class RebalanceSpread(RuleFamily):
     name = "spread against the target"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: replica and leader spreads the summary states that the snapshot and the plan do not
+        give, or a target spread the plan does not reach."""
         summary, scope = plan.summary, scope_of(model)
         figures = summary.get("spread") or {}
         counts = {
@@ -942,6 +972,8 @@ class RebalanceDisk(RuleFamily):
     name = "disk room"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a broker that gains more bytes than its room under the disk ceiling (no room figure
+        means no room, never unlimited)."""
         raw = plan.summary.get("room")
         room = None if raw is None else {int(b): int(n) for b, n in raw.items()}
         return [
