@@ -69,6 +69,7 @@ class KafkaPythonClient:
         _watch_nodes(self)
 
     def close(self) -> None:
+        """Close kafka-python's admin client and its broker connections."""
         self._client.close()
 
     def forget_controller(self) -> None:
@@ -123,12 +124,15 @@ class KafkaPythonClient:
         return list(self._client.list_topics())
 
     def describe_quorum(self) -> Quorum:
+        """DescribeQuorum (KRaft): the metadata quorum's leader, voters and observers; AdminError when the
+        partition reports an error. Timestamps are the leader's clock (-1 from Kafka becomes None)."""
         data = self._client.describe_metadata_quorum()
         part = data["topics"][0]["partitions"][0]
         if part.get("error"):
             raise AdminError(f"DescribeQuorum failed: {part['error']}")
 
         def members(rows: list[dict]) -> tuple[QuorumMember, ...]:
+            """Voters or observers as QuorumMembers (a missing timestamp or directory id stays None)."""
             return tuple(
                 QuorumMember(
                     node_id=r["replica_id"],
@@ -239,6 +243,7 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
     refresh_controller_id = client._client._refresh_controller_id
 
     def watched_send(request, node_id=None, request_timeout_ms=None):
+        """kafka-python's send, remembering which node answered and making one that timed out a suspect."""
         node = node_id if node_id is not None else manager.least_loaded_node()
         future = send(request, node_id=node, request_timeout_ms=request_timeout_ms)
         if node is not None:
@@ -247,6 +252,8 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
         return future
 
     async def controller_id_not_suspect(timeout_ms=30000):
+        """The node for controller-bound requests: kafka-python's choice unless it is a suspect or refused
+        its last connection, then another live broker."""
         node = await refresh_controller_id(timeout_ms)
         avoid = set(client.suspects) | set(manager._backoff)  # kafka-python's: last connect failed
         chosen = controller_choice(node, [b.node_id for b in manager.cluster.brokers()], avoid)
@@ -388,6 +395,8 @@ def _send_all(
     async def send_all():
         # kafka-python only connects to brokers its cached metadata knows; a broker that
         # came back since the last refresh is "unknown" until the cache is refreshed.
+        """Send every planned request on kafka-python's event loop and gather each broker's answer or
+        error."""
         if any(manager.cluster.broker_metadata(b) is None for b in by_broker):
             try:
                 await manager.cluster.refresh_metadata()
@@ -643,6 +652,7 @@ def _know_brokers(client: KafkaPythonClient, broker_ids: list[int]) -> None:
     manager = client._client._manager
 
     async def refresh():
+        """Refresh kafka-python's cluster metadata (on its event loop)."""
         await manager.cluster.refresh_metadata()
 
     for attempt in range(5):  # the broker answering may not have the newcomer in its cache yet

@@ -101,8 +101,12 @@ def _rpc(what: str) -> Callable[[F], F]:
     once, here, into the error tree (:func:`map_client_errors`)."""
 
     def decorate(method: F) -> F:
+        """Wrap ``method`` so any client error it raises is mapped (one place) to the runbooks' errors,
+        naming the RPC."""
+
         @wraps(method)
         def call(self: ClusterAdmin, *args: Any, **kwargs: Any) -> Any:
+            """The wrapped call, inside :func:`map_client_errors`."""
             with map_client_errors(what, self.bootstrap_servers):
                 return method(self, *args, **kwargs)
 
@@ -154,6 +158,7 @@ class ClusterAdmin:
         ) from first_error
 
     def close(self) -> None:
+        """Close the kafka-python client if one was opened (it is created on first use)."""
         if "_kafka_python" in self.__dict__:
             self._kafka_python.close()
 
@@ -180,15 +185,21 @@ class ClusterAdmin:
 
     @_rpc("DescribeCluster")
     def describe_brokers(self) -> dict[int, Broker]:
+        """DescribeCluster: the registered brokers by id (with rack and fenced state), retried on another
+        broker when one dies."""
         _, brokers = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
         return {b.broker_id: b for b in brokers}
 
     @_rpc("DescribeQuorum")
     def describe_quorum(self) -> Quorum:
+        """DescribeQuorum: the KRaft metadata quorum as its leader reports it (timestamps on the leader's
+        clock)."""
         return self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
 
     @_rpc("Metadata")
     def list_topics(self, include_internal: bool = True) -> list[str]:
+        """Metadata: every topic name, sorted; ``include_internal=False`` drops the ``__``-prefixed
+        internal topics."""
         names = self._retry("Metadata", lambda: self._kafka_python.topic_names())
         return sorted(t for t in names if include_internal or not t.startswith("__"))
 

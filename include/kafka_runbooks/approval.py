@@ -92,6 +92,7 @@ class ApprovalPolicy:
     errors: tuple[str, ...] = ()  # settings that could not be read (the safe value was taken)
 
     def as_dict(self) -> dict[str, Any]:
+        """The policy in force, as the gate's decision record shows it."""
         return asdict(self)
 
 

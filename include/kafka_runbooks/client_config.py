@@ -54,6 +54,7 @@ class ClientConfigError(BadInput):
 
 
 def require_bootstrap(config: dict[str, Any]) -> str:
+    """The connection's ``bootstrap.servers``; ClientConfigError when it has none (nothing to connect to)."""
     servers = str(config.get("bootstrap.servers") or "").strip()
     if not servers:
         raise ClientConfigError("the Kafka connection has no 'bootstrap.servers' in its extras")

@@ -153,6 +153,8 @@ def quorum_view(quorum: Quorum) -> dict[str, Any]:
     leader_end = leader.log_end_offset if leader and leader.log_end_offset >= 0 else None
 
     def lag(v: QuorumMember) -> dict[str, Any]:
+        """One quorum member's row: its log end offset and lag behind the leader (None when either is
+        unknown) and how long since the leader saw it caught up."""
         offsets = (
             None if leader_end is None or v.log_end_offset < 0 else max(0, leader_end - v.log_end_offset)
         )
@@ -483,6 +485,7 @@ def _quorum(q: dict[str, Any]) -> str:
     """Voters with their lag in the quorum leader's own terms (offsets, the leader's clock)."""
 
     def ago(ms: Any) -> str:
+        """Milliseconds as seconds for the console, ``unknown`` when not known."""
         return "unknown" if ms is None else f"{ms / 1000:.1f} s"
 
     rows = "".join(

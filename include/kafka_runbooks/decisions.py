@@ -41,9 +41,11 @@ class DecisionRecord:
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def as_dict(self) -> dict[str, Any]:
+        """The record as the journal and XComs keep it."""
         return asdict(self)
 
     def summary(self) -> str:
+        """The record as one ``DECISION`` log line: step, subject, decision, reason and action."""
         subject = f" [{self.subject}]" if self.subject else ""
         action = f"; action: {self.action}" if self.action else ""
         return f"DECISION {self.step}{subject}: {self.decision} because {self.reason}{action}"

@@ -92,6 +92,7 @@ class Guarded:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            """The admin call, after the guard let this process act."""
             self._guard(name)
             return attr(*args, **kwargs)
 
@@ -107,6 +108,8 @@ def run_guard(
     _, fence = claim(store, key, who)
 
     def guard(action: str) -> None:
+        """Write ``action`` under the fence: raises Superseded when a newer attempt claimed it or the task
+        was halted."""
         write_fenced(store, key, fence, json.dumps({"last_action": action}), halted)
 
     return guard

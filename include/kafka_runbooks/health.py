@@ -198,15 +198,19 @@ class KindJudged:
 
     @property
     def state(self) -> str:
+        """``out-of-spread`` when the spread exceeds its limit, ``balanced`` when within; ``unknown`` when
+        either is unknown (never balanced)."""
         if self.limit is None or self.spread is None:
             return UNKNOWN
         return OUT_OF_SPREAD if self.spread > self.limit else BALANCED
 
     @property
     def over_by(self) -> int | None:
+        """How far the spread exceeds its limit; None unless out of spread."""
         return None if self.state != OUT_OF_SPREAD else self.spread - self.limit
 
     def as_dict(self) -> dict[str, Any]:
+        """The judgement as the health report and the Kafka page show it."""
         return {
             "state": self.state,
             "target": self.target,
@@ -231,12 +235,15 @@ class BalanceJudged:
 
     @property
     def state(self) -> str:
+        """``unknown`` if any kind is unknown (or none was judged), else ``out-of-spread`` if any kind is,
+        else ``balanced``."""
         states = {k.state for k in self.kinds}
         if UNKNOWN in states or not self.kinds:
             return UNKNOWN
         return OUT_OF_SPREAD if OUT_OF_SPREAD in states else BALANCED
 
     def as_dict(self) -> dict[str, Any]:
+        """The judgement as the health report shows it, with the brokers whose figures are unknown and why."""
         return {
             "state": self.state,
             "live_brokers": self.live,
@@ -386,6 +393,7 @@ class RebalanceProposal:
     conf: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The proposal as the sweep's report and decision record show it."""
         return {"start": self.start, "decision": self.decision, "why": self.why, "run_id": self.run_id}
 
 

@@ -34,6 +34,7 @@ CONTEXT = {
 
 
 def journal_path() -> Path:
+    """The local decision journal file (JSON lines) under the data folder."""
     return data_dir() / "decisions" / "journal.jsonl"
 
 

@@ -86,13 +86,16 @@ class LeaseRecord:
 
     @property
     def holder(self) -> Holder:
+        """The run holding the lease (dag id and run id)."""
         return Holder(self.dag_id, self.run_id)
 
     def to_json(self) -> str:
+        """The record as stored (sorted keys, so the text a compare-and-set expects is stable)."""
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> LeaseRecord:
+        """Read a stored record; fields it does not know are ignored."""
         raw = json.loads(text)
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
@@ -230,6 +233,7 @@ class ClusterLease:
         raise SafetyRefusal(f"the lease of cluster {self.cluster} changed 10 times while reading it")
 
     def acquire_or_raise(self, hold_for_s: float | None = None) -> Outcome:
+        """Take the cluster's lease or raise LeaseHeld naming the run that holds it."""
         outcome = self.acquire(hold_for_s)
         if not outcome.acquired:
             raise LeaseHeld(outcome.record)

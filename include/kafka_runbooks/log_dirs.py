@@ -32,6 +32,8 @@ def parse_describe_log_dirs(broker_id: int, results: list[dict[str, Any]]) -> tu
     Sizes are absent before v4 and -1 where the broker cannot tell: both are None here."""
 
     def size(value: Any) -> int | None:
+        """A replica's size in bytes, or None when the broker reported none or a negative one (unknown,
+        never 0)."""
         return value if isinstance(value, int) and value >= 0 else None
 
     return tuple(
@@ -60,6 +62,7 @@ def parse_describe_log_dirs(broker_id: int, results: list[dict[str, Any]]) -> tu
 
 
 def error_name(code: int) -> str:
+    """Kafka's name of an error code (e.g. KAFKA_STORAGE_ERROR), or ``error code N`` for one not listed."""
     return ERROR_NAMES.get(code, f"error code {code}")
 
 

@@ -66,10 +66,12 @@ class BrokerStateReading:
 
     @property
     def known(self) -> bool:
+        """Whether the source gave a BrokerState at all; False means unknown, never 'not running'."""
         return self.state is not None
 
     @property
     def state_name(self) -> str:
+        """Kafka's name of the state (RUNNING, RECOVERY, ...), ``unknown`` when the source gave none."""
         if self.state is None:
             return "unknown"
         return STATE_NAMES.get(self.state, f"state {self.state}")
@@ -87,6 +89,8 @@ class BrokerStateReading:
 
     @property
     def counts_known(self) -> bool:
+        """Whether the source reported either log-recovery count (remaining logs or segments); absent
+        counts are unknown, not zero."""
         return self.remaining_logs is not None or self.remaining_segments is not None
 
     def recovery_text(self) -> str:
@@ -100,9 +104,11 @@ class BrokerStateReading:
 
     @property
     def running(self) -> bool:
+        """Whether the broker reported RUNNING (3); an unknown state is not running."""
         return self.state == RUNNING
 
     def as_dict(self) -> dict[str, Any]:
+        """The reading as decision records and progress show it, unknown fields as None."""
         return {
             "node_id": self.node_id,
             "state": self.state,
@@ -167,6 +173,8 @@ class PrometheusProbe:
         self.verify = verify
 
     def url(self, node_id: int) -> str:
+        """The metrics URL of ``node_id``: its own endpoint if configured, else the template; KeyError when
+        neither names it."""
         if node_id in self.endpoints:
             return self.endpoints[node_id]
         if self.url_template:
@@ -272,6 +280,7 @@ class StrimziAgentProbe:
         self.timeout_s = timeout_s
 
     def url(self, node_id: int) -> str:
+        """The agent's broker-state URL of ``node_id``: its own endpoint if configured, else the template."""
         return self.endpoints.get(node_id) or self.url_template.format(node_id=node_id)
 
     def read(self, node_id: int) -> BrokerStateReading:
@@ -336,6 +345,8 @@ class CombinedProbe:
         self.probes = list(probes)
 
     def read(self, node_id: int) -> BrokerStateReading:
+        """One reading from every probe: the state from the first that knows it, counts and process start
+        from whichever reports them; unknown when none knows."""
         readings = []
         for probe in self.probes:
             try:

@@ -39,6 +39,7 @@ class ExpectedDisconnectFilter(logging.Filter):
     """Demote a client's ERROR about a lost or refused connection to WARNING (never drop it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Lower a client ERROR about an expected disconnect to WARNING; never drops a record."""
         if record.levelno >= logging.ERROR and EXPECTED_DISCONNECT.search(record.getMessage()):
             record.levelno = logging.WARNING
             record.levelname = "WARNING"

@@ -25,6 +25,7 @@ MAX_LAG_MS = 10_000  # as the rolling restart's caught-up check
 
 
 def majority(voters: int) -> int:
+    """Votes a Raft quorum of ``voters`` needs to commit or elect: more than half."""
     return voters // 2 + 1
 
 

@@ -36,6 +36,8 @@ __all__ = [
 
 
 def replica_rows(state: ClusterState) -> list[dict]:
+    """One row per assigned replica for the snapshot's Parquet file; a replica no log dir reported has size
+    and log dir None (unknown), never 0."""
     sizes = {(r.broker_id, r.topic, r.partition): r for r in state.log_dirs if not r.is_future}
     rows = []
     for p in state.partitions:
@@ -67,6 +69,7 @@ def replica_rows(state: ClusterState) -> list[dict]:
 
 
 def broker_rows(state: ClusterState) -> list[dict]:
+    """One row per registered broker for the snapshot's brokers file (``alive``: registered and unfenced)."""
     return [
         {
             "broker_id": b.broker_id,
@@ -90,6 +93,8 @@ def schemas():
 
 
 def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers: str | None = None) -> Path:
+    """Write the snapshot to a local folder: the replicas and brokers as Parquet (what the Spark planner
+    reads) and a meta JSON; the folder."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -62,6 +62,8 @@ def validate_patterns(patterns: Iterable[str] | None) -> list[str]:
 
 
 def excluded_by(name: str, patterns: Iterable[str]) -> str | None:
+    """The first exclusion pattern (fnmatch, case-sensitive) the connector name matches, or None: the sweep
+    never restarts an excluded connector."""
     return next((p for p in patterns if fnmatch.fnmatchcase(name, p)), None)
 
 
@@ -83,6 +85,7 @@ class _Sweep:
     logger: logging.Logger
 
     def subject(self, status: ConnectorStatus) -> str:
+        """``cluster/connector``: the subject of this connector's decision records."""
         return f"{self.cluster}/{status.name}"
 
 

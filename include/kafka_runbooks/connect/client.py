@@ -141,6 +141,7 @@ class TaskStatus:
 
     @property
     def failed(self) -> bool:
+        """Whether the worker reports this task FAILED (the only state a restart is meant for)."""
         return self.state == FAILED
 
 
@@ -155,10 +156,12 @@ class ConnectorStatus:
 
     @property
     def connector_failed(self) -> bool:
+        """Whether the connector instance itself is FAILED (its tasks are judged apart)."""
         return self.state == FAILED
 
     @property
     def failed_task_ids(self) -> list[int]:
+        """Ids of the tasks the worker reports FAILED, in task order."""
         return [t.task_id for t in self.tasks if t.failed]
 
     @property
@@ -168,12 +171,15 @@ class ConnectorStatus:
 
     @property
     def task_ids(self) -> list[int]:
+        """Ids of every task the status lists, in task order."""
         return [t.task_id for t in self.tasks]
 
     @classmethod
     def from_status(
         cls, name: str, status: dict[str, Any], info: dict[str, Any] | None = None
     ) -> ConnectorStatus:
+        """Parse ``GET /connectors/<name>/status`` (and the connector info, when read): a missing state
+        stays UNKNOWN, never RUNNING."""
         conn = status.get("connector") or {}
         tasks = tuple(
             sorted(
@@ -199,6 +205,7 @@ class ConnectorStatus:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The status as the sweep's report and decision records show it (task id -> state)."""
         return {
             "name": self.name,
             "type": self.type,
@@ -221,6 +228,7 @@ class RestartOutcome:
     body: dict[str, Any] | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
+        """What was restarted and each HTTP status the worker answered, for the decision record."""
         return {
             "connector": self.connector,
             "method": self.method,
@@ -289,6 +297,7 @@ class ConnectClient:
         return f"ConnectClient({self.url!r})"
 
     def close(self) -> None:
+        """Close the HTTP session (its pooled connections to the worker)."""
         self._session.close()
 
     def __enter__(self) -> ConnectClient:
@@ -373,6 +382,8 @@ class ConnectClient:
         }
 
     def connector_status(self, name: str) -> ConnectorStatus:
+        """``GET /connectors/<name>/status``; UnknownConnector on 404, a mapped ConnectError on any other
+        non-200."""
         resp = self._request("GET", f"/connectors/{_q(name)}/status")
         if resp.status_code == 404:
             raise UnknownConnector(f"unknown connector {name!r} on {self.url}", 404)
@@ -392,6 +403,8 @@ class ConnectClient:
         return resp.status_code
 
     def restart_task(self, name: str, task_id: int) -> int:
+        """``POST /connectors/<name>/tasks/<id>/restart``: restart one task; the HTTP status. A 404 is told
+        apart as UnknownTask or UnknownConnector from the worker's message."""
         resp = self._request("POST", f"/connectors/{_q(name)}/tasks/{_q(task_id)}/restart")
         if resp.status_code == 404:
             message = self._message(resp)
@@ -504,12 +517,15 @@ class ConnectClient:
     # ------------------------------------------------------------------ helpers for tests and tools
 
     def put_connector(self, name: str, config: dict[str, str]) -> dict[str, Any]:
+        """``PUT /connectors/<name>/config``: create or reconfigure a connector; the worker's answer (name,
+        config, tasks)."""
         resp = self._request("PUT", f"/connectors/{_q(name)}/config", json=config)
         if resp.status_code not in (200, 201):
             raise self._error(resp, f"configuring {name!r}")
         return resp.json()
 
     def delete_connector(self, name: str) -> None:
+        """``DELETE /connectors/<name>``; a connector already gone (404) is not an error."""
         resp = self._request("DELETE", f"/connectors/{_q(name)}")
         if resp.status_code not in (200, 204, 404):
             raise self._error(resp, f"deleting {name!r}", name)

@@ -37,6 +37,8 @@ RECOVERING = "recovering"
 
 
 def iso(ts: float | None) -> str | None:
+    """Epoch seconds (the worker's clock) as an ISO-8601 UTC string with milliseconds, for reports; None
+    stays None."""
     if ts is None:
         return None
     return (
@@ -69,6 +71,7 @@ class RestartPolicy:
         return min(self.step_minutes * count, self.max_interval_minutes)
 
     def interval_seconds(self, count: int) -> float:
+        """The wait after the ``count``-th restart in seconds (policy minutes times ``minute_seconds``)."""
         return self.interval_minutes(count) * self.minute_seconds
 
     def schedule_minutes(self, restarts: int | None = None) -> list[float]:
@@ -86,9 +89,13 @@ class RestartPolicy:
         return out
 
     def exhausted(self, count: int) -> bool:
+        """Whether ``count`` restarts used the budget; an unlimited policy (``max_restarts`` None) never
+        is."""
         return self.max_restarts is not None and count >= self.max_restarts
 
     def as_dict(self) -> dict[str, Any]:
+        """The policy as the report shows it, with its restart schedule (the first 8 restarts when
+        unlimited or long)."""
         return {
             "step_minutes": self.step_minutes,
             "max_interval_minutes": self.max_interval_minutes,
@@ -118,6 +125,7 @@ class RestartState:
     unaddressable: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The state as the sweep persists it between runs (read back by :meth:`from_dict`)."""
         return {
             "count": self.count,
             "first_failure_at": self.first_failure_at,
@@ -142,7 +150,11 @@ class RestartState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RestartState:
+        """Read the persisted state; a missing timestamp stays None (unknown), and ``total_restarts`` falls
+        back to ``count`` for state written before it existed."""
+
         def num(key):
+            """A stored timestamp as float, or None when it was never set."""
             value = data.get(key)
             return None if value is None else float(value)
 
@@ -158,6 +170,8 @@ class RestartState:
         )
 
     def after_restart(self, now: float) -> RestartState:
+        """The state after a restart at ``now`` (the worker's clock): one more in the count, the health and
+        error streaks start over."""
         return replace(
             self,
             count=self.count + 1,

@@ -30,7 +30,9 @@ class JsonStateStore(ClusterStateFile):
     section = "connectors"
 
     def load(self) -> dict[str, RestartState]:
+        """Every connector's remembered restart state by name (empty on the first sweep)."""
         return {name: RestartState.from_dict(entry) for name, entry in self.read_entries().items()}
 
     def save(self, states: dict[str, RestartState]) -> None:
+        """Persist every connector's restart state for the next sweep."""
         self.write_entries({name: s.as_dict() for name, s in sorted(states.items())})
