@@ -106,6 +106,7 @@ class FailedDirReplicas:
 
     @property
     def nothing_to_do(self) -> bool:
+        """Whether the broker reported no offline log dir: no replica to move."""
         return not self.offline_dirs
 
     @property
@@ -114,6 +115,7 @@ class FailedDirReplicas:
         return ",".join(f"{t}:{p}@{self.broker_id}" for t, p in self.replicas)
 
     def observed(self) -> dict[str, Any]:
+        """What was found, for the decision record (the replica list cut to MAX_LISTED, the counts whole)."""
         return {
             "broker_id": self.broker_id,
             "offline_dirs": self.offline_dirs,
@@ -187,6 +189,8 @@ class Moved:
 
     @property
     def done(self) -> bool:
+        """The runbook's done rule: no failed-dir replica left on the broker, all in sync, and no healthy-
+        dir replica moved."""
         return not self.still_on_broker and not self.isr_short and not self.healthy_moved
 
 
@@ -218,6 +222,8 @@ class Replaced:
 
     @property
     def done(self) -> bool:
+        """Every replica of the broker back in a healthy dir and in sync; never done while the read was
+        incomplete (``unknown``)."""
         return (
             self.unknown is None and not self.offline_dirs and not self.not_in_a_dir and not self.not_in_isr
         )

@@ -105,6 +105,7 @@ class ChunkState:
 
     @property
     def planned_bytes(self) -> int:
+        """Bytes the chunk copies, from the plan's sizes (a partition without a size counts 0)."""
         return sum(self.bytes.get(k, 0) for k in self.targets)
 
 
@@ -128,12 +129,14 @@ class ExecState:
     drain: bool = False
 
     def to_json(self) -> str:
+        """The execution state as the fenced state file keeps it (read back by :meth:`from_json`)."""
         raw = asdict(self)
         raw["throttle"] = None if self.throttle is None else self.throttle.as_dict()
         return json.dumps(raw, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ExecState:
+        """Read the state file written by :meth:`to_json`."""
         raw = json.loads(text)
         raw["chunks"] = [ChunkState(**c) for c in raw["chunks"]]
         if raw.get("throttle") is not None:
@@ -193,6 +196,8 @@ def fenced_checkpoint(
     store, key = _located(where)
 
     def save(state: ExecState) -> None:
+        """Write ``state`` only under this run's fence (else Superseded) and stamp the fence it was written
+        with."""
         fence.write_fenced(store, key, fence_id, state.to_json(), halted)
         state.fence = fence_id
 

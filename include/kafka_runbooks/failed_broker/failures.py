@@ -157,6 +157,8 @@ class Assessment:
     records: list[decisions.DecisionRecord] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
+        """The sweep's assessment as its report and decision record show it (``now_ms``: the clock it was
+        judged by)."""
         return {
             "now_ms": self.now_ms,
             "brokers": self.brokers,

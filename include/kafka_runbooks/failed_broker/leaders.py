@@ -45,6 +45,7 @@ class ElectionResult:
 
     @property
     def ok(self) -> bool:
+        """Whether every partition asked for is led by its preferred leader now."""
         return not self.not_led
 
 

@@ -107,6 +107,8 @@ class DirAssessment:
         return [d for _, d in sorted(self.offline.items()) if d.broker_id == broker_id]
 
     def as_dict(self) -> dict[str, Any]:
+        """The offline-dir assessment as the sweep's report and decision record show it (brokers whose dirs
+        could not be read listed as unknown, with why)."""
         return {
             "now_ms": self.now_ms,
             "offline": {k: asdict(d) for k, d in sorted(self.offline.items())},

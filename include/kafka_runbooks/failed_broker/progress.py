@@ -44,10 +44,12 @@ class Progress:
 
     @property
     def percent_bytes(self) -> float:
+        """Share of the plan's bytes copied so far, in percent; 100 when the plan copies nothing."""
         return 100.0 * self.bytes_done / self.bytes if self.bytes else 100.0
 
     @property
     def percent_partitions(self) -> float:
+        """Share of the planned partitions done, in percent; 100 when none are planned."""
         return 100.0 * self.partitions_done / self.partitions if self.partitions else 100.0
 
     def line(self) -> str:
@@ -76,6 +78,7 @@ class Progress:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The progress file's content: the figures, the percentages (one decimal) and the log line."""
         return {
             **asdict(self),
             "percent_bytes": round(self.percent_bytes, 1),
@@ -163,6 +166,7 @@ def write(path: StorePath | Path | None, progress: Progress) -> None:
 
 
 def read(path: StorePath | Path) -> dict[str, Any] | None:
+    """The progress file as JSON, or None when it is absent or unreadable (no progress known)."""
     try:
         return json.loads(storage.locate(path).read_text())
     except (OSError, ValueError):

@@ -54,6 +54,7 @@ class ReassignRequest:
     max_leader_spread: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The validated request as the run's decision record and XCom carry it."""
         return asdict(self)
 
 

@@ -170,6 +170,8 @@ class Healing:
 
     @property
     def healed(self) -> bool:
+        """The heal's done rule: no replica on a failed broker, all in sync and on the plan, no throttle
+        left, no partition led by a failed broker, nothing left on a drained disk."""
         return (
             not self.naming_failed
             and not self.isr_short

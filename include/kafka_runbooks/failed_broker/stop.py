@@ -57,6 +57,7 @@ class StopRequest:
 
     @property
     def text(self) -> str:
+        """The request as one sentence for logs and decision records."""
         return f"stopped by {self.by}: {self.reason}"
 
     def applies_to(self, kafka_config_id: str, run_started_ms: int | None) -> bool:
@@ -246,6 +247,8 @@ class Ending:
     leaders: str
 
     def line(self) -> str:
+        """The stopped run's end as one log line: chunks done, partitions moved, cancelled and never
+        started, leaders."""
         return (
             f"STOPPED ({self.stopped}): {self.chunks_done} of {self.chunks} chunk(s) done; "
             f"{len(self.completed)} partition(s) moved, {len(self.cancelled)} cancelled (back on their "
@@ -325,6 +328,8 @@ def verify_stopped(
     is set, and still so after ``settle_s``; returns what is left (empty: stopped)."""
 
     def left() -> dict[str, Any]:
+        """One read: per run, its reassignments still in flight (to its own targets) and its throttles
+        still set."""
         inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
         out: dict[str, Any] = {}

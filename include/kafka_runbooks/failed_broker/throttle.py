@@ -53,6 +53,8 @@ class ThrottleRecord:
     left: dict[str, str] = field(default_factory=dict)
 
     def previous(self, broker: str) -> dict[str, str | None] | None:
+        """The broker's throttle configs as they were before this run set them (None: it set none), to
+        restore them."""
         return self.brokers[broker].get("previous")
 
     def as_dict(self) -> dict[str, Any]:
@@ -70,6 +72,7 @@ class ThrottleRecord:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ThrottleRecord:
+        """Read the record as the execution state stored it."""
         return cls(
             rate=int(raw["rate"]),
             brokers={str(b): dict(e) for b, e in raw.get("brokers", {}).items()},

@@ -26,6 +26,7 @@ class NodeRef:
 
     @property
     def is_controller(self) -> bool:
+        """Whether the node has the controller role (a combined node has both)."""
         return CONTROLLER in self.roles
 
 
@@ -43,6 +44,7 @@ def discover(admin: ClusterAdmin, configured_ids: list[int]) -> Discovery:
     leader: int | None = None
 
     def node(node_id: int) -> NodeRef:
+        """The node's entry, created on first mention."""
         return nodes.setdefault(node_id, NodeRef(node_id))
 
     unreachable = False

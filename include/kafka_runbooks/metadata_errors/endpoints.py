@@ -38,6 +38,8 @@ class NodeReading:
 
     @property
     def ok(self) -> bool:
+        """Whether the node's metrics were read and parsed; otherwise ``error`` says why and the node is
+        unknown."""
         return self.metrics is not None
 
 
@@ -68,6 +70,8 @@ class MetricsEndpoints:
 
     @classmethod
     def from_config(cls, extra: dict[str, Any]) -> MetricsEndpoints:
+        """The endpoints from a metrics connection's extras; BadInput for a probe kind other than
+        prometheus."""
         kind = extra.get("kind", "prometheus")
         if kind != "prometheus":
             raise BadInput(
@@ -84,9 +88,12 @@ class MetricsEndpoints:
 
     @property
     def configured_ids(self) -> list[int]:
+        """Node ids with an endpoint of their own, sorted."""
         return sorted(self.endpoints)
 
     def url(self, node_id: int, controller: bool = False, host: str | None = None) -> str:
+        """The metrics URL of a node: its own endpoint, else the (controller) template with the host the
+        cluster reported; KeyError when none can be made."""
         if node_id in self.endpoints:
             return self.endpoints[node_id]
         template = (self.controller_url_template if controller else None) or self.url_template
@@ -97,6 +104,8 @@ class MetricsEndpoints:
         return template.format(node_id=node_id, host=host or "")
 
     def read(self, node_id: int, controller: bool = False, host: str | None = None) -> NodeReading:
+        """Scrape one node; any failure (no URL, no answer, non-200, unparseable) is that node's unknown
+        reading, never an exception."""
         import requests
 
         try:

@@ -70,15 +70,20 @@ class NodeMetrics:
 
     @property
     def looks_like_broker(self) -> bool:
+        """Whether the node exposes a broker's metrics (BrokerState or a broker's error counter)."""
         return self.broker_state is not None or any(c in self.counters for c in BROKER_COUNTERS)
 
     @property
     def looks_like_controller(self) -> bool:
+        """Whether the node exposes a controller's metrics (ActiveControllerCount or a controller's error
+        counter)."""
         return self.active_controller_count is not None or any(
             c in self.counters for c in CONTROLLER_COUNTERS
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The scrape as the sweep's state and report keep it (a counter it could not read stays listed as
+        unreadable)."""
         return {
             "counters": dict(self.counters),
             "names": dict(self.names),

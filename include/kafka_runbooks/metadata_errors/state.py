@@ -25,10 +25,12 @@ class NodeState:
     decision_run_id: str | None = None  # the sweep run that last asked a person about this node
 
     def as_dict(self) -> dict[str, Any]:
+        """The node's memory as the sweep persists it between runs."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeState:
+        """Read the persisted memory; fields it does not know are ignored, counters come back as floats."""
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         known["counters"] = {str(k): float(v) for k, v in (known.get("counters") or {}).items()}
         return cls(**known)
@@ -39,7 +41,9 @@ class MetadataErrorStateStore(ClusterStateFile):
     section = "nodes"
 
     def load(self) -> dict[int, NodeState]:
+        """Every node's remembered state by node id (empty on the first sweep)."""
         return {int(k): NodeState.from_dict(v) for k, v in self.read_entries().items()}
 
     def save(self, states: dict[int, NodeState]) -> None:
+        """Persist every node's state for the next sweep."""
         self.write_entries({str(k): s.as_dict() for k, s in sorted(states.items())})

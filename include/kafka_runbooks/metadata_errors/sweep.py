@@ -81,6 +81,7 @@ class SweepOptions:
             raise BadInput(f"controller_escalate_after must be >= 1, got {self.controller_escalate_after}")
 
     def as_dict(self) -> dict[str, Any]:
+        """The options in force, for the sweep's report and decision records."""
         return dict(self.__dict__)
 
     def restart_conf(self, node_id: int, reason: str) -> dict[str, Any]:

@@ -110,9 +110,12 @@ class KubernetesBackend:
         self.grace_period_s = grace_period_s
 
     def pod_name(self, node_id: int) -> str:
+        """The pod of ``node_id`` from the template (a StatefulSet's ordinal naming)."""
         return self.pod_name_template.format(node_id=node_id)
 
     def is_running(self, node_id: int) -> bool | None:
+        """The pod is in phase Running and not being deleted; False when it does not exist, None when the
+        API cannot tell."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -128,6 +131,8 @@ class KubernetesBackend:
         )
 
     def restart(self, node_id: int) -> str:
+        """A clean restart: with Strimzi, annotate the pod for its operator to roll it; else delete it
+        (with its grace period) for the StatefulSet to recreate."""
         name = self.pod_name(node_id)
         if self.strimzi:
             body = {"metadata": {"annotations": {STRIMZI_MANUAL_ROLL: "true"}}}
@@ -140,6 +145,7 @@ class KubernetesBackend:
         return f"deleted pod {self.namespace}/{name}; its StatefulSet recreates it"
 
     def force_restart(self, node_id: int) -> str:
+        """Delete the pod with grace period 0 (SIGKILL), for a node stuck in shutdown."""
         name = self.pod_name(node_id)
         self.core_v1.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
         return f"deleted pod {self.namespace}/{name} with grace period 0"
@@ -195,6 +201,8 @@ def _registered_backend(kind: str, extra: dict) -> RestartBackend | None:
 
 
 def backend_from_config(extra: dict, core_v1=None) -> RestartBackend:
+    """The restart back end a connection's extras name (kubernetes, docker, or one registered by the dev
+    tooling); BadInput for a missing setting or an unknown kind."""
     kind = extra.get("backend", "localstack")
     if kind == "kubernetes":
         missing = [k for k in ("namespace", "pod_name_template") if not extra.get(k)]

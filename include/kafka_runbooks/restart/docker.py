@@ -40,6 +40,7 @@ class _UnixConnection(http.client.HTTPConnection):
         self._path = path
 
     def connect(self) -> None:
+        """Connect to the Docker daemon's unix socket instead of a TCP host."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         sock.connect(self._path)
@@ -77,6 +78,8 @@ class DockerBackend:
             raise BadInput(f"docker_host {docker_host!r}: use unix:///path or tcp://host:port")
 
     def container(self, node_id: int) -> str:
+        """The container of ``node_id``: its configured name, else the template; KeyError when neither
+        names it."""
         if node_id in self.containers:
             return self.containers[node_id]
         if self.container_name_template:
@@ -111,6 +114,8 @@ class DockerBackend:
             raise DockerApiError(status, (body or {}).get("message", ""))
 
     def is_running(self, node_id: int) -> bool | None:
+        """Docker's inspect (``GET /containers/<name>/json``): running and not restarting; False when the
+        container does not exist, None when the daemon cannot tell."""
         try:
             status, body = self._request("GET", f"/containers/{quote(self.container(node_id))}/json")
         except OSError:
@@ -142,11 +147,15 @@ class DockerBackend:
         return out
 
     def restart(self, node_id: int) -> str:
+        """``POST /containers/<name>/restart``: SIGTERM, up to ``stop_timeout_s`` to stop, then start; the
+        sentence for the decision record."""
         name = self.container(node_id)
         self._post(f"/containers/{quote(name)}/restart?t={self.stop_timeout_s}")
         return f"restarted container {name} (SIGTERM, up to {self.stop_timeout_s}s to stop, then started)"
 
     def force_restart(self, node_id: int) -> str:
+        """Kill (SIGKILL) and start the container, for a node stuck in shutdown; the sentence for the
+        decision record."""
         name = self.container(node_id)
         self._post(f"/containers/{quote(name)}/kill")
         self._post(f"/containers/{quote(name)}/start")

@@ -107,13 +107,16 @@ class RollState:
     gate_rows: list[dict] = field(default_factory=list)
 
     def current(self) -> NodeProgress | None:
+        """The first node in roll order not yet done, or None when the roll is over."""
         return next((self.nodes[n] for n in self.order if self.nodes[n].phase != DONE), None)
 
     @property
     def finished(self) -> bool:
+        """Whether every node of the roll is done."""
         return self.current() is None
 
     def to_json(self) -> str:
+        """The roll's progress as the state file keeps it between tasks (read back by :meth:`from_json`)."""
         return json.dumps(
             {
                 "reason": self.reason,
@@ -127,6 +130,7 @@ class RollState:
 
     @classmethod
     def from_json(cls, text: str) -> RollState:
+        """Read the state file written by :meth:`to_json` (``gate_rows`` absent in older files)."""
         data = json.loads(text)
         return cls(
             reason=data["reason"],
@@ -738,6 +742,8 @@ class Roller:
 
         def was_in_isr(p) -> bool:
             # a state file from before isr_before was kept: every partition it does not join as an adding replica
+            """Whether the node was in ``p``'s ISR before its restart (as recorded, or for older state
+            files: not an adding replica)."""
             return p.name in before if before is not None else me not in p.adding_replicas
 
         missing = [p.name for p in hosted if p.has_leader and was_in_isr(p) and me not in p.isr]

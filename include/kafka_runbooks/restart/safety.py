@@ -106,6 +106,8 @@ def broker_blockers(partitions: list[PartitionState], broker_id: int) -> list[st
 
 
 def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) -> Verdict:
+    """Whether restarting ``broker_id`` would take a partition below min ISR: the blockers (first
+    ``max_listed``) and what was counted."""
     hosted = state.hosted_by(broker_id)
     blockers = broker_blockers(hosted, broker_id)
     return Verdict(
@@ -168,6 +170,8 @@ def restart_order(nodes: list[int], ready: dict[int, bool], active_controller: i
     """Unready nodes first (they are down anyway), then ready ones, the active controller last."""
 
     def key(node_id: int) -> tuple[int, int, int]:
+        """Sort key: the active controller last, ready nodes after unready ones (unknown counts as
+        unready), then by id."""
         return (1 if node_id == active_controller else 0, 1 if ready.get(node_id, False) else 0, node_id)
 
     return sorted(dict.fromkeys(nodes), key=key)

@@ -71,12 +71,16 @@ class Choice:
 
     @property
     def name(self) -> str:
+        """``topic-partition``, the name Kafka's tools and logs use."""
         return f"{self.topic}-{self.partition}"
 
     def row(self, broker_id: int) -> ReplicaRow | None:
+        """What broker ``broker_id`` reported for this partition, or None when it reported nothing
+        (unknown, not empty)."""
         return next((r for r in self.rows if r.broker_id == broker_id), None)
 
     def as_dict(self) -> dict:
+        """The choice as JSON for the run's files and the approval (read back by :meth:`from_dict`)."""
         d = asdict(self)
         d["replicas"] = list(self.replicas)
         d["rows"] = [asdict(r) for r in self.rows]
@@ -84,6 +88,8 @@ class Choice:
 
     @staticmethod
     def from_dict(d: dict) -> Choice:
+        """Read a choice written by :meth:`as_dict`; fields it does not know are ignored, a missing
+        ``clean_replicas`` is none."""
         fields = {k: v for k, v in d.items() if k in Choice.__dataclass_fields__}
         fields["replicas"] = tuple(d["replicas"])
         fields["rows"] = tuple(ReplicaRow(**r) for r in d["rows"])
@@ -207,6 +213,8 @@ def _rank_candidates(candidates, infos):
     position = {info.broker_id: i for i, info in enumerate(infos)}
 
     def rank(info):
+        """Sort key, best first: newest leader epoch (only when every candidate's is known), longest log,
+        assignment order."""
         epoch = info.newest_epoch if epoch_known else 0
         return (-epoch, -info.log_end_offset, position[info.broker_id])
 

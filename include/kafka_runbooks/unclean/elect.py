@@ -71,6 +71,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
+        """Whether the partition ended with a leader: elected now, or already online before the election."""
         return self.status in (ELECTED, ALREADY_ONLINE)
 
 
@@ -84,9 +85,12 @@ class ElectionReport:
 
     @property
     def failures(self) -> list[Outcome]:
+        """Outcomes of partitions left without the leader asked for."""
         return [o for o in self.outcomes if not o.ok]
 
     def as_dict(self) -> dict:
+        """The report as the run's decision record and XCom carry it, with each partition's outcome and the
+        config restores."""
         return {
             "method": self.method,
             "settle_s": self.settle_s,

@@ -50,6 +50,8 @@ class ReplicaLogInfo:
 
     @property
     def answered(self) -> bool:
+        """Whether the replica's broker answered with a log end offset; otherwise the replica is unknown,
+        not empty."""
         return self.error is None and self.log_end_offset is not None
 
 
@@ -62,6 +64,8 @@ class GatherResult:
     elapsed_s: float = 0.0
 
     def for_partition(self, topic: str, partition: int, replicas: tuple[int, ...]) -> list[ReplicaLogInfo]:
+        """Each replica's log info in assignment order; a replica never asked is marked ``not asked``
+        (unknown)."""
         return [
             self.infos.get((topic, partition, b), ReplicaLogInfo(b, topic, partition, error="not asked"))
             for b in replicas

@@ -120,6 +120,7 @@ def markdown_table(choices: list[Choice], online: list[str] = ()) -> str:
     (a fenced code block would be shown as one run-on line)."""
 
     def esc(cell: str) -> str:
+        """A cell safe for a Markdown table (pipes escaped, one line, never empty)."""
         return cell.replace("|", "\\|").replace("\n", " ") or " "
 
     rows = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]

@@ -46,6 +46,7 @@ class RecoveryRequest:
 
     @property
     def all_offline(self) -> bool:
+        """Whether the run recovers every offline partition (no partitions named)."""
         return self.partitions is None
 
 
