@@ -375,6 +375,7 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
     isr_size, rf, min_isr = F.col("isr_size"), F.col("replication_factor"), F.col("min_insync_replicas")
 
     def flag(condition: Column) -> Column:
+        """A flag that is never null: a condition Spark cannot decide (a null input) reads as False."""
         return F.coalesce(condition, F.lit(False))
 
     return (

@@ -21,6 +21,8 @@ def _is_task_runner(component) -> bool:
 
 @hookimpl
 def on_starting(component) -> None:
+    """In a task runner only: quiet the client libraries' expected disconnect errors and start the task's
+    decision list empty."""
     if not _is_task_runner(component):
         return
     from kafka_runbooks import decisions
@@ -32,6 +34,7 @@ def on_starting(component) -> None:
 
 @hookimpl
 def before_stopping(component) -> None:
+    """In a task runner only: log the closing summary of the task's decisions, if it made any."""
     if not _is_task_runner(component):
         return
     from kafka_runbooks import decisions

@@ -13,6 +13,8 @@ log = logging.getLogger("kafka_runbooks.fleet")
 
 
 def kafka_config_ids_param():
+    """The sweeps' ``kafka_config_ids`` param: a list of Kafka connection ids, or null for the deployment's
+    list."""
     from airflow.sdk import Param
 
     return Param(

@@ -50,6 +50,7 @@ def load_policy():
     from airflow.sdk import Variable
 
     def variable(name: str) -> str | None:
+        """An Airflow Variable as text, or None when unset (the policy then takes its safe value)."""
         value = Variable.get(name, default=None)
         return None if value is None else str(value)
 
@@ -377,11 +378,15 @@ class PlanApprovalOperator(_PlanGate, ApprovalOperator):
         self.timeout_param = timeout_param
 
     def execute(self, context):
+        """Ask for approval and defer until a human answers; None without asking when this run needs no
+        answer (dry run, allowed ungated run)."""
         if not self._ask(context):
             return None
         return super().execute(context)
 
     def execute_complete(self, context, event: dict[str, Any]) -> Any:
+        """Airflow resumes here with the human's answer: anything but Approve fails the task (recorded as
+        rejected); Approve records the approval bound to the plan's digest."""
         user, at, digest = self._answered(context, event)
         if event["chosen_options"] != [self.APPROVE]:
             self._fail(
@@ -416,11 +421,15 @@ class PlanDecisionBranchOperator(_PlanGate, HITLBranchOperator):
         self.timeout_param = timeout_param
 
     def execute(self, context):
+        """Ask which branch to take and defer until a human answers; None without asking when this run
+        needs no answer."""
         if not self._ask(context):
             return None
         return super().execute(context)
 
     def execute_complete(self, context, event: dict[str, Any]) -> Any:
+        """Airflow resumes here with the chosen options: the approve option records an approval of the
+        digest, anything else a rejection; then branch to the chosen tasks."""
         user, at, digest = self._answered(context, event)
         chosen = list(event["chosen_options"])
         if self.approve_option in chosen:
@@ -485,6 +494,8 @@ class ApprovedTriggerDagRunOperator(TriggerDagRunOperator):
         self.gate_task_id = gate_task_id
 
     def execute(self, context):
+        """Start the child run only with an approval of exactly this run id and conf, and pass the approval
+        chain on in the child's conf."""
         approved = require_approval(context, self.action_kind, self.gate_task_id)
         self.refuse_unless_approved_run(context, approved)
         self.conf = {**dict(self.conf or {}), rules.UPSTREAM_KEY: self.chain_for_child(context, approved)}

@@ -124,6 +124,8 @@ def propose(
     )
 
     def active() -> list[str]:
+        """Reassignments running on the cluster now, including this sweep's last rebalance run while
+        Airflow says it is active."""
         running = reassignment_active_on(ti, conn_id)
         own = f"{REBALANCE_DAG_ID}/{last.run_id}" if last is not None else None
         if own and _run_state(ti, last.run_id) in ACTIVE_RUN_STATES and own not in running:

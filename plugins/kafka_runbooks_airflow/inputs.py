@@ -121,6 +121,7 @@ def check_before_lease(
 
 def _raise(message: str) -> Callable[[Any], Any]:
     def parse(_params):
+        """Refuse any params with the prepared BadInput message."""
         raise BadInput(message)
 
     return parse

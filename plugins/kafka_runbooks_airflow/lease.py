@@ -75,6 +75,8 @@ def holder_state_from(ti) -> Any:
     """Ask Airflow (through the task's own API client) whether a holder's run still goes on."""
 
     def state(holder: Holder) -> str:
+        """Whether the run holding the lease is active, finished or unknown to this Airflow (unknown: only
+        expiry frees the lease)."""
         try:
             raw = ti.get_dagrun_state(holder.dag_id, holder.run_id)
         except Exception as exc:  # deleted run, rebuilt DB, another Airflow: only expiry frees it
@@ -139,6 +141,8 @@ class ClusterLeaseSensor(BaseSensorOperator):
         self.hold_for_s = hold_for_s
 
     def poke(self, context) -> bool:
+        """Take the cluster's lease (True), or keep waiting / fail naming the holder, by ``on_held``; a run
+        that only reads needs no lease."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from kafka_runbooks.lease import LeaseHeld

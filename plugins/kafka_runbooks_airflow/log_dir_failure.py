@@ -158,6 +158,8 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
 
     def read():
+        """One read of the cluster (without log dirs) and the throttles still set: where the moved replicas
+        are now."""
         state = admin.read_state(include_log_dirs=False)
         left = leftover_throttles(
             admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
@@ -165,6 +167,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         return moved_off(state, broker, moved, kept), left
 
     def judge(seen):
+        """Judge one read: the moves' result and the throttles left."""
         result, left = seen
         return _Judged(result, left)
 
@@ -211,6 +214,8 @@ def verify_replaced(conn_id: str, broker: int) -> dict[str, Any]:
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
 
     def read():
+        """One read of the cluster with the broker's log dir states (DescribeLogDirs); refuses a broker
+        that is not live."""
         state = admin.read_state(include_log_dirs=False)
         refuse_bad_input(lambda _: live_broker(state, broker), {}, log.name)
         state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states([broker])

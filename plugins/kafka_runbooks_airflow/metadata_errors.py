@@ -146,6 +146,7 @@ def _run_state_reader(ti) -> Callable[[str, str], bool]:
     started twice, a question to a person not asked twice. A run Airflow does not know is not active."""
 
     def is_run_active(target_dag: str, target_run: str) -> bool:
+        """Whether Airflow reports the run queued or running; a run it cannot find is not active."""
         try:
             raw = ti.get_dagrun_state(target_dag, target_run)
         except Exception as exc:  # no such run (e.g. it was never created, or the DB was rebuilt)
@@ -279,6 +280,8 @@ class ControllerDecisionOperator(PlanDecisionBranchOperator):
         self.restart_dag_id = restart_dag_id
 
     def execute(self, context):
+        """Ask a person whether to restart the active controller, with the sweep's reason; skipped when
+        this cluster has no controller escalation."""
         from airflow.sdk.exceptions import AirflowSkipException
 
         escalation = group_xcom(context, "sweep", "controller_escalation")
@@ -308,6 +311,8 @@ class ControllerRestartOperator(ApprovedTriggerDagRunOperator):
     """
 
     def execute(self, context):
+        """Start the controller's restart run unless the gate recorded a rejection (then skipped, with its
+        reason)."""
         from airflow.sdk.exceptions import AirflowSkipException
 
         from kafka_runbooks import approval as rules

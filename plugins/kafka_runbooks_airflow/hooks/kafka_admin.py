@@ -35,6 +35,7 @@ class KafkaAdminHook(KafkaBaseHook):
 
     @cached_property
     def admin(self) -> ClusterAdmin:
+        """The hook's ClusterAdmin, made once (the caller closes it)."""
         return self.get_conn
 
     def client_config(self) -> dict[str, Any]:

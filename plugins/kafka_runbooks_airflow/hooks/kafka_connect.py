@@ -38,6 +38,7 @@ class KafkaConnectHook(BaseHook):
         self.timeout_s = timeout_s
 
     def get_conn(self) -> ConnectClient:
+        """A Connect REST client from the connection (URL, auth and TLS from its fields and extras)."""
         conn = self.get_connection(self.kafka_connect_conn_id)
         extra: dict[str, Any] = conn.extra_dejson or {}
         return client_from_fields(
@@ -52,4 +53,5 @@ class KafkaConnectHook(BaseHook):
 
     @cached_property
     def client(self) -> ConnectClient:
+        """The hook's client, made once."""
         return self.get_conn()

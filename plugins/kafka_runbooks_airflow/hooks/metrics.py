@@ -15,6 +15,7 @@ class KafkaMetricsHook(BrokerProbeHook):
     hook_name = "Kafka node metrics (Prometheus)"
 
     def get_endpoints(self):
+        """The Prometheus endpoints the metrics connection's extras describe."""
         from kafka_runbooks.metadata_errors.endpoints import MetricsEndpoints
 
         return MetricsEndpoints.from_config(self.get_connection(self.probe_conn_id).extra_dejson)

@@ -31,6 +31,7 @@ class BrokerProbeHook(BaseHook):
         self.probe_conn_id = probe_conn_id
 
     def get_probe(self):
+        """The broker-state probe the probe connection's extras describe."""
         from kafka_runbooks.probes import probe_from_config
 
         return probe_from_config(self.get_connection(self.probe_conn_id).extra_dejson)
@@ -47,6 +48,8 @@ class RestartBackendHook(BaseHook):
         self.restart_conn_id = restart_conn_id
 
     def get_backend(self):
+        """The restart back end the restart connection's extras name (a Kubernetes one gets its API client
+        from the kubernetes connection)."""
         from kafka_runbooks.restart.backends import backend_from_config
 
         extra = self.get_connection(self.restart_conn_id).extra_dejson

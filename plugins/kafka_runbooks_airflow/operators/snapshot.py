@@ -42,6 +42,8 @@ class KafkaClusterSnapshotOperator(BaseOperator):
         self.include_log_dirs = include_log_dirs
 
     def execute(self, context) -> dict[str, Any]:
+        """Read the cluster once and store its snapshot (one folder per cluster and run), recorded as a
+        decision; returns where it is and what it holds."""
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
         hook = KafkaAdminHook(kafka_config_id=self.kafka_config_id)

@@ -33,6 +33,8 @@ class DataStoreSparkSubmitOperator(SparkSubmitOperator):
     """
 
     def execute(self, context: Any) -> None:
+        """spark-submit the job; on an s3:// store first point its arguments at s3a:// and add the store's
+        settings, jars and credentials."""
         from kafka_runbooks import storage
 
         if storage.protocol_of(storage.data_url()) == "s3":
@@ -105,6 +107,7 @@ class SparkJobOperator(DataStoreSparkSubmitOperator):
     """
 
     def execute(self, context: Any) -> None:
+        """Run the job on a Spark Connect server when the connection is one, else by spark-submit."""
         if self._conn_type() != CONNECT_CONN_TYPE:
             return super().execute(context)
         return self._execute_over_connect(context)

@@ -47,6 +47,8 @@ class UnpausedTriggerDagRunOperator(TriggerDagRunOperator):
     (:func:`refuse_paused_target`)."""
 
     def execute(self, context):
+        """Refuse (with a decision record) to start a run into a paused DAG, where Airflow would queue it
+        silently; else start it."""
         refuse_paused_target(context, self.trigger_dag_id)
         return super().execute(context)
 
@@ -70,6 +72,8 @@ class TriggerWhenDueOperator(UnpausedTriggerDagRunOperator):
         self.due = due
 
     def execute(self, context):
+        """Start the run only when the upstream decision is exactly True (skipped otherwise) and names a
+        run id and conf."""
         if self.due is not True:
             raise AirflowSkipException(f"not due (decision: {self.due!r}); no run started")
         if not self.trigger_run_id or not isinstance(self.conf, dict) or not self.conf:

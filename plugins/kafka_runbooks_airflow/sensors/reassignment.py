@@ -188,6 +188,8 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         started_ms = int(started.timestamp() * 1000) if started else None
 
         def asked():
+            """The stop request for this cluster if it applies to this run (asked after the run started),
+            else None."""
             request = read_request(file)
             return request if request and request.applies_to(self.kafka_config_id, started_ms) else None
 

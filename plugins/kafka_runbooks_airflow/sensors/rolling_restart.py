@@ -91,6 +91,7 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
             return True
 
         def save(s: RollState) -> None:
+            """Write the roll state only under this attempt's fence (else Superseded)."""
             write_fenced(store, key, fence, s.to_json(), self._halted)
 
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
