@@ -725,6 +725,8 @@ def dropped_replicas(racks, current, isr, rf, load, size):
         first = kept[0]
 
         def cost(b, kept=kept, first=first):
+            """Sort key of a candidate to drop; the smallest is dropped (the order the function's docstring
+            gives)."""
             rest = [k for k in kept if k != b]
             lost = distinct_racks(racks, kept) - distinct_racks(racks, rest)
             return (b in isr, b == first, lost, -load[b][0], -load[b][1], -b)
@@ -810,6 +812,8 @@ class Balancer:
             heapq.heappush(self.groups.setdefault(group, []), self.key(b))
 
     def key(self, b: int) -> tuple:
+        """Heap entry of receiver ``b``: fewest moved replicas, then moved bytes, then bytes and replicas
+        held, then id; an entry that no longer equals it is stale."""
         info = self.brokers[b]
         return (self.moved[b], self.moved_bytes[b], info.bytes, info.replicas, b)
 
@@ -844,6 +848,7 @@ class Balancer:
         return None if best is None else best[-1]
 
     def take(self, b: int, size: int) -> None:
+        """Receiver ``b`` gets a replica of ``size`` bytes: its load grows and its heap entry is renewed."""
         self.moved[b] += 1
         self.moved_bytes[b] += size
         self.brokers[b].replicas += 1
@@ -851,6 +856,8 @@ class Balancer:
         heapq.heappush(self.groups[self.group_of[b]], self.key(b))
 
     def give_back(self, b: int, size: int) -> None:
+        """Undo :meth:`take` (a repair moved the replica elsewhere): its load shrinks and its heap entry is
+        renewed."""
         self.moved[b] -= 1
         self.moved_bytes[b] -= size
         self.brokers[b].replicas -= 1
@@ -1118,9 +1125,11 @@ class Balance:
     bytes_copied: int = 0
 
     def count(self, b: int) -> int:
+        """Replicas broker ``b`` holds in the targets so far."""
         return self.brokers[b].replicas
 
     def leaders(self) -> dict[int, int]:
+        """Preferred leaderships per broker in scope in the targets so far."""
         return {b: self.brokers[b].leaders for b in self.scope}
 
 
@@ -1248,6 +1257,7 @@ class Ranking:
         return self.items[-1][0] - self.items[0][0] if self.items else 0
 
     def ids(self):
+        """Broker ids in rank order (least first, or most first for ``most_first``)."""
         return (b for _, b in self.items)
 
 
@@ -1682,6 +1692,7 @@ def write_chunks(spark, out: str, chunks: list[list[Move]]) -> list[dict]:
         )
 
     def write(entry: dict, chunk: list[Move]) -> None:
+        """Write one chunk's reassignment JSON to its file (run on a writer thread)."""
         _write_json(spark, _join(out, entry["file"]), _reassignment(chunk))
 
     with ThreadPoolExecutor(CHUNK_WRITERS) as pool:

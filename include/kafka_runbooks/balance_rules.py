@@ -153,6 +153,8 @@ def dropped_replicas(racks, current, isr, rf, load, size):
         first = kept[0]
 
         def cost(b, kept=kept, first=first):
+            """Sort key of a candidate to drop; the smallest is dropped (the order the function's docstring
+            gives)."""
             rest = [k for k in kept if k != b]
             lost = distinct_racks(racks, kept) - distinct_racks(racks, rest)
             return (b in isr, b == first, lost, -load[b][0], -load[b][1], -b)

@@ -135,6 +135,7 @@ class Spread:
 
     @property
     def figures(self) -> dict[str, int]:
+        """Most minus least per live broker for replicas, preferred leaders and leaders."""
         scope = sorted(self.replicas)
         return {
             "replicas": spread(self.replicas, scope),
@@ -150,6 +151,7 @@ class Spread:
         return f["replicas"] <= replicas_max and f["preferred_leaders"] <= leaders_max
 
     def observed(self) -> dict[str, Any]:
+        """The spreads, the limits and each broker's counts, for the decision record."""
         return {
             "spread": self.figures,
             "limits": {"replicas": self.limits[0], "leaders": self.limits[1]},
@@ -258,6 +260,8 @@ class SpreadJudged:
     done: bool
 
     def observed(self, summary: Mapping[str, Any]) -> dict[str, Any]:
+        """The spreads now, the limits the plan promised, and whether the plan reached its target (and why
+        not), for the decision record."""
         return {
             **self.now.observed(),
             "promised": {"replicas": self.promised[0], "leaders": self.promised[1]},

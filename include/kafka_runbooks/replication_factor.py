@@ -136,6 +136,7 @@ class RfSelection:
         return sorted(set(self.below) | set(self.above))
 
     def observed(self) -> dict[str, Any]:
+        """What the selection found, for the decision record (each list cut to its first 100)."""
         return {
             "replication_factor": self.replication_factor,
             "topics": self.topics[:100],
@@ -256,6 +257,8 @@ class RfBrokers(RuleFamily):
     name = "brokers named by the plan"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a target outside 1..live brokers, a broker holding replicas that is not live,
+        sources or receivers other than the live brokers."""
         scope, rf = scope_of(model), plan.summary.get("replication_factor")
         out = []
         if not isinstance(rf, int) or not 1 <= rf <= len(scope):
@@ -332,6 +335,8 @@ class RfTargets(RuleFamily):
     name = "each partition's target"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: a partition off the target left out (unless the rules could place none), one planned
+        that is not, a target other than the shared rules place."""
         if not isinstance(plan.summary.get("replication_factor"), int):
             return [self.broken("the summary names no replication factor")]
         placed, stuck = expected_targets(plan, model)
@@ -363,6 +368,8 @@ class RfSummary(RuleFamily):
     name = "summary figures"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: summary figures or moves other than recomputed from the plan and the snapshot's
+        sizes."""
         s, planned = plan.summary, model.planned
         added = {k: len(t.replicas) - len(model.current.get(k, ())) for k, t in planned.items()}
         up = sum(n for n in added.values() if n > 0)
@@ -498,9 +505,11 @@ class RfReadBack:
 
     @property
     def done(self) -> bool:
+        """Every partition of the topics is at the target and fully in sync in this read."""
         return not self.off_target and not self.isr_short
 
     def observed(self) -> dict[str, Any]:
+        """The read for the decision record (the first 50 partitions off target and short of ISR)."""
         return {
             "replication_factor": self.replication_factor,
             "off_target": self.off_target[:50],

@@ -97,6 +97,8 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
     rf_request, chosen = build_rf_request(params), []
 
     def choose(req, state):
+        """Choose the topics off the target from the state validate read (refusals first), check any
+        lowering, then resolve the run's brokers."""
         chosen.append(select_topics(rf_request, state))  # the refusals come first
         if chosen[0].above:
             _check_lowering(params["kafka_config_id"], chosen[0], state)
@@ -223,6 +225,7 @@ def _await_moved(conn_id: str, planned: dict[str, list[int]]) -> int:
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
 
     def read():
+        """One read of the cluster (without log dirs) and the throttles still set, judged against the plan."""
         state = admin.read_state(include_log_dirs=False)
         left = leftover_throttles(
             admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
@@ -264,6 +267,8 @@ class _Moved:
         self.done = not self.off_plan and not self.isr_short and not left
 
     def observed(self) -> dict[str, Any]:
+        """The read for the decision record (first 50 partitions off the plan or short of ISR, the
+        throttles left)."""
         return {
             "not_on_target": self.off_plan[:50],
             "isr_short": self.isr_short[:50],
