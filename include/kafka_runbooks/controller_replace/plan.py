@@ -73,12 +73,17 @@ class MajorityCheck:
 
     @property
     def ok(self) -> bool:
+        """Whether the step leaves at least one voter and a majority of live caught-up voters (an unknown
+        voter is not caught up)."""
         return self.voters_after >= 1 and self.caught_up_after >= self.majority_after
 
     def as_dict(self) -> dict[str, Any]:
+        """The check as the decision record shows it, with its verdict."""
         return {**asdict(self), "unknown_voters": list(self.unknown_voters), "ok": self.ok}
 
     def refusal(self) -> str:
+        """Why the step is refused, in the operator's words: voters caught up after and now, and the
+        unknown ones."""
         return (
             f"{self.step} would leave {self.caught_up_after} live caught-up voter(s) of {self.voters_after}, "
             f"fewer than the majority of {self.majority_after} (now {self.caught_up_before} of "
@@ -87,10 +92,12 @@ class MajorityCheck:
 
 
 def voter(quorum: Quorum, node_id: int) -> QuorumMember | None:
+    """The voter entry of ``node_id`` in DescribeQuorum, or None when it is not a voter."""
     return next((v for v in quorum.voters if v.node_id == node_id), None)
 
 
 def observer(quorum: Quorum, node_id: int) -> QuorumMember | None:
+    """The observer entry of ``node_id`` in DescribeQuorum, or None when it is not an observer."""
     return next((o for o in quorum.observers if o.node_id == node_id), None)
 
 
@@ -102,6 +109,8 @@ def caught_up(quorum: Quorum, max_lag_ms: int) -> set[int]:
 
 
 def unknown(quorum: Quorum) -> tuple[int, ...]:
+    """Voters whose lag the quorum leader's own clock cannot give (no caught-up time, or no leader time):
+    never counted as caught up."""
     return tuple(v.node_id for v in quorum.voters if quorum.lag_ms(v.node_id) is None)
 
 
@@ -199,6 +208,7 @@ def _remove_step(quorum: Quorum, node_id: int) -> Step:
 
 
 def voter_ids(quorum: Quorum) -> list[int]:
+    """Node ids of the quorum's voters, sorted."""
     return sorted(v.node_id for v in quorum.voters)
 
 

@@ -69,6 +69,8 @@ class ControllerEndpoint:
 
     @classmethod
     def parse(cls, text: str) -> ControllerEndpoint:
+        """Parse ``LISTENER://host:port`` (as controller.quorum.bootstrap.servers names a controller);
+        BadInput otherwise."""
         m = re.fullmatch(r"\s*([A-Za-z0-9_]+)://([^:\s]+):(\d{1,5})\s*", text or "")
         if not m or not 0 < int(m.group(3)) < 65536:
             raise BadInput(

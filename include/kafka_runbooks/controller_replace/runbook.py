@@ -41,8 +41,11 @@ STEP = "controller_replace"
 
 
 class QuorumAdmin(Protocol):
-    def describe_quorum(self) -> Quorum: ...
-    def ping(self) -> str: ...
+    def describe_quorum(self) -> Quorum:
+        """DescribeQuorum: the metadata quorum as its leader reports it."""
+
+    def ping(self) -> str:
+        """The cluster id (DescribeCluster), or ClusterUnreachable."""
 
 
 class VoterChanges(Protocol):
@@ -50,8 +53,12 @@ class VoterChanges(Protocol):
 
     def add_controller(
         self, node_id: int, directory_id: str, cluster_id: str, endpoints: list[ControllerEndpoint]
-    ) -> str: ...
-    def remove_controller(self, node_id: int, directory_id: str) -> str: ...
+    ) -> str:
+        """AddRaftVoter: make observer ``node_id`` (with this metadata directory id) a voter; the tool's
+        answer line."""
+
+    def remove_controller(self, node_id: int, directory_id: str) -> str:
+        """RemoveRaftVoter of exactly this voter (id and directory id); the tool's answer line."""
 
 
 def _step_dict(step: Step) -> dict[str, Any]:
