@@ -23,6 +23,8 @@ LATEST_REPORT = "reports/connect_autorestart/latest.json"
 
 
 def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
+    """The restart policy from the DAG's params (durations as '2m', '1h' or minutes); BadInput on a value
+    it cannot read."""
     return RestartPolicy(
         step_minutes=parse_duration(params.get("step_minutes", 2), "step_minutes", "minutes") / 60,
         max_interval_minutes=parse_duration(
@@ -36,6 +38,8 @@ def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
 
 
 def conn_ids_from_params(params: dict[str, Any]) -> list[str]:
+    """The Connect connection ids to sweep, stripped and without duplicates; BadInput when none or a blank
+    one is given."""
     ids = params.get("connect_conn_ids") or []
     if isinstance(ids, str):
         ids = [ids]

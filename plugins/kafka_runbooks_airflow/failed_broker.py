@@ -289,6 +289,7 @@ def sweep_thresholds(settings: dict[str, Any]):
     from kafka_runbooks.failed_broker.failures import Thresholds
 
     def seconds(name: str) -> float:
+        """One threshold in seconds (-1 when turned off)."""
         return parse_duration(settings[name], name, "minutes", allow_off=True)
 
     return Thresholds(
@@ -539,6 +540,8 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     drain = bool(checked.get("drain"))
 
     def read():
+        """One read of the cluster and the throttles still set; with a drain, the drained brokers' own log
+        dir report (DescribeLogDirs)."""
         state = admin.read_state(include_log_dirs=False)
         if drain:  # the drained brokers' own word on what their log dirs still hold
             state.log_dir_states, state.log_dir_errors = admin.describe_log_dir_states(checked["failed"])
