@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
+    """Order the nodes and write the roll plan, or resume the one a cleared run already wrote; a bad
+    reason, option or node list fails the task with a decision record, nothing restarted."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
