@@ -137,11 +137,19 @@ with DAG(
     @task
     def plan_restart(params=None, run_id=None, dag_run=None) -> dict:
         """Refuse an ungated run the deployment does not allow; validate and write the roll plan."""
+        from kafka_runbooks_airflow import restart_plan
         from kafka_runbooks_airflow.gate import refuse_ungated_run
-        from kafka_runbooks_airflow.restart_plan import plan_roll
 
-        refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
-        return plan_roll(params, dag_run.dag_id, run_id)
+        request = restart_plan.restart_request(params)
+        refuse_ungated_run(dag_run.dag_id, request.require_approval, request.dry_run)
+        return restart_plan.plan_roll(
+            request,
+            params["kafka_config_id"],
+            dag_run.dag_id,
+            run_id,
+            probe_conn_id=params["probe_conn_id"] or None,
+            restart_conn_id=params["restart_conn_id"],
+        )
 
     # always runs: it asks, or records why no answer is needed (dry run, allowed ungated run)
     approval = PlanApprovalOperator(

@@ -4,21 +4,44 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.restart.roller import Roller, RollInputError, RollOptions, RollState, parse_node_ids
+from kafka_runbooks.restart.roller import Roller, RollInputError, RollState
 from kafka_runbooks.restart.safety import gate_markdown
-from kafka_runbooks.units import parse_duration
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
 from kafka_runbooks_airflow.run_state import read_roll_state, roll_state_file, write_roll_state
+
+if TYPE_CHECKING:
+    from kafka_runbooks.restart.request import RestartRequest
 
 log = logging.getLogger(__name__)
 
 
-def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
-    """Order the nodes and write the roll plan, or resume the one a cleared run already wrote; a bad
-    reason, option or node list fails the task with a decision record, nothing restarted."""
+def restart_request(params: Mapping[str, Any]) -> RestartRequest:
+    """The run's params as the library's request, built once per task and before any cluster
+    call: a bad one fails the task with a decision record, nothing restarted."""
+    from kafka_runbooks.restart.request import build_request
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    return refuse_bad_input(build_request, params, log.name)
+
+
+def plan_roll(
+    request: RestartRequest,
+    kafka_config_id: str,
+    dag_id: str,
+    run_id: str,
+    *,
+    probe_conn_id: str | None,
+    restart_conn_id: str,
+) -> dict:
+    """Order the nodes and write the roll plan, or resume the one a cleared run already wrote.
+
+    Takes the request built once by ``restart_request`` (the input is judged there, before
+    any cluster call) and the connections the roll acts through; reads no params itself.
+    """
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.hooks.restart import BrokerProbeHook, RestartBackendHook
 
@@ -27,23 +50,12 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
         state = RollState.from_json(earlier)
         log.info("resuming the roll planned earlier for this run: %s", roll_state_file(dag_id, run_id))
         return _summary(state, resumed=True)
-    reason = (params.get("reason") or "").strip()
-    if len(reason) < 3:
-        _refuse(
-            "give a reason for the restart, at least 3 characters (it is logged in every decision record)"
-        )
-    options = RollOptions(
-        operation_timeout_s=parse_duration(params["operation_timeout_s"], "operation_timeout_s", minimum_s=5),
-        max_attempts=int(params["max_attempts"]),
-        allow_force_restart=bool(params["allow_force_restart"]),
-        dry_run=bool(params["dry_run"]),
-    )
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
-        probe = BrokerProbeHook(params["probe_conn_id"]).get_probe() if params.get("probe_conn_id") else None
-        backend = RestartBackendHook(params["restart_conn_id"]).get_backend()
+        probe = BrokerProbeHook(probe_conn_id).get_probe() if probe_conn_id else None
+        backend = RestartBackendHook(restart_conn_id).get_backend()
         state = Roller(admin, backend, probe, logger=log).plan(
-            parse_node_ids(params["node_ids"]), reason, options
+            request.node_ids, request.reason, request.roll_options()
         )
     except (RollInputError, ValueError) as exc:
         _refuse(str(exc))
@@ -51,7 +63,7 @@ def plan_roll(params: dict, dag_id: str, run_id: str) -> dict:
         admin.close()
     write_roll_state(dag_id, run_id, state.to_json())
     summary = _summary(state, resumed=False)
-    summary["require_approval"] = bool(params["require_approval"])
+    summary["require_approval"] = request.require_approval
     return summary
 
 

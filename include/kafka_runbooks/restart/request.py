@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_runbooks.restart.roller import RollInputError, parse_node_ids
+from kafka_runbooks.restart.roller import RollInputError, RollOptions, parse_node_ids
 from kafka_runbooks.units import parse_duration
 
 
@@ -20,6 +20,19 @@ class RestartRequest:
     reason: str
     operation_timeout_s: float
     max_attempts: int
+    # the run's switches, read once here so the glue never goes back to the params
+    allow_force_restart: bool = False
+    dry_run: bool = False
+    require_approval: bool = True
+
+    def roll_options(self) -> RollOptions:
+        """The options the roll plan keeps (and the gate's digest covers)."""
+        return RollOptions(
+            operation_timeout_s=self.operation_timeout_s,
+            max_attempts=self.max_attempts,
+            allow_force_restart=self.allow_force_restart,
+            dry_run=self.dry_run,
+        )
 
 
 def _number(params: dict[str, Any], name: str, default: float, minimum: float, kind=float):
@@ -49,4 +62,7 @@ def build_request(params: dict[str, Any]) -> RestartRequest:
             params.get("operation_timeout_s", 300), "operation_timeout_s", minimum_s=5
         ),
         max_attempts=_number(params, "max_attempts", 10, 1, int),
+        allow_force_restart=bool(params.get("allow_force_restart", False)),
+        dry_run=bool(params.get("dry_run", False)),
+        require_approval=bool(params.get("require_approval", True)),
     )
