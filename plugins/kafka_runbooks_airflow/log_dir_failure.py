@@ -158,8 +158,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
 
     def read():
-        """One read of the cluster (without log dirs) and the throttles still set: where the moved replicas
-        are now."""
+        """One read (no log dirs) and the throttles still set: where the moved replicas are now."""
         state = admin.read_state(include_log_dirs=False)
         left = leftover_throttles(
             admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
