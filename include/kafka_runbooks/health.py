@@ -198,7 +198,7 @@ class KindJudged:
 
     @property
     def state(self) -> str:
-        """``out-of-spread`` when the spread exceeds its limit, ``balanced`` when within; ``unknown`` when
+        """``out of spread`` when the spread exceeds its limit, ``balanced`` when within; ``unknown`` when
         either is unknown (never balanced)."""
         if self.limit is None or self.spread is None:
             return UNKNOWN
@@ -235,7 +235,7 @@ class BalanceJudged:
 
     @property
     def state(self) -> str:
-        """``unknown`` if any kind is unknown (or none was judged), else ``out-of-spread`` if any kind is,
+        """``unknown`` if any kind is unknown (or none was judged), else ``out of spread`` if any kind is,
         else ``balanced``."""
         states = {k.state for k in self.kinds}
         if UNKNOWN in states or not self.kinds:

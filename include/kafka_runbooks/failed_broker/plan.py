@@ -972,8 +972,8 @@ class RebalanceDisk(RuleFamily):
     name = "disk room"
 
     def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
-        """Violations: a broker that gains more bytes than its room under the disk ceiling (no room figure
-        means no room, never unlimited)."""
+        """Violations: a broker that gains more bytes than its room under the disk ceiling (no room map:
+        no disk rule was asked; a broker missing from the map has unknown room, which is no room)."""
         raw = plan.summary.get("room")
         room = None if raw is None else {int(b): int(n) for b, n in raw.items()}
         return [

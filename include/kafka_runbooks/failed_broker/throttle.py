@@ -53,8 +53,8 @@ class ThrottleRecord:
     left: dict[str, str] = field(default_factory=dict)
 
     def previous(self, broker: str) -> dict[str, str | None] | None:
-        """The broker's throttle configs as they were before this run set them (None: it set none), to
-        restore them."""
+        """The broker's throttle rates as read before this run overwrote them (a None rate was not set),
+        what a restore puts back; None when they were not read yet."""
         return self.brokers[broker].get("previous")
 
     def as_dict(self) -> dict[str, Any]:
