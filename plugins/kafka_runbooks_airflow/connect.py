@@ -23,8 +23,8 @@ LATEST_REPORT = "reports/connect_autorestart/latest.json"
 
 
 def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
-    """The restart policy from the DAG's params (durations as '2m', '1h' or minutes); BadInput on a value
-    it cannot read."""
+    """The restart policy from the Connect sweep's params: the step and cap as '2m', '1h' or a number of
+    minutes, ``minute_seconds`` as a duration in seconds (tests shorten a policy minute)."""
     return RestartPolicy(
         step_minutes=parse_duration(params.get("step_minutes", 2), "step_minutes", "minutes") / 60,
         max_interval_minutes=parse_duration(

@@ -69,7 +69,7 @@ class ControllerEndpoint:
 
     @classmethod
     def parse(cls, text: str) -> ControllerEndpoint:
-        """Parse ``LISTENER://host:port`` (as controller.quorum.bootstrap.servers names a controller);
+        """Parse ``LISTENER://host:port``, a listener of the new controller as AddRaftVoter carries it;
         BadInput otherwise."""
         m = re.fullmatch(r"\s*([A-Za-z0-9_]+)://([^:\s]+):(\d{1,5})\s*", text or "")
         if not m or not 0 < int(m.group(3)) < 65536:
