@@ -253,7 +253,7 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
 
     async def controller_id_not_suspect(timeout_ms=30000):
         """The node for controller-bound requests: kafka-python's choice unless it is a suspect or refused
-        its last connection, then another live broker."""
+        its last connection, then the lowest other broker the metadata names (:func:`controller_choice`)."""
         node = await refresh_controller_id(timeout_ms)
         avoid = set(client.suspects) | set(manager._backoff)  # kafka-python's: last connect failed
         chosen = controller_choice(node, [b.node_id for b in manager.cluster.brokers()], avoid)
