@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from kafka_runbooks.admin import ClusterAdmin
     from kafka_runbooks.failed_broker.failures import Assessment, FailureTracker, Thresholds
     from kafka_runbooks.failed_broker.offline_dirs import DirAssessment, OfflineDirTracker
+    from kafka_runbooks.failed_broker.request import ReassignRequest
 
 SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
@@ -398,20 +400,38 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
 
     ``parse`` (params -> ReassignRequest) and ``choose`` ((request, ClusterState) -> (brokers to
     empty, receivers)) default to the heal's; the decommission passes its own (live brokers to
-    drain, what the rest can hold). A RequestError of either is the run's ``refuse`` DECISION."""
-    from kafka_runbooks.failed_broker import runbook
-    from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
-    from kafka_runbooks.failed_broker.request import build_request, resolve
+    drain, what the rest can hold). A RequestError of either is the run's ``refuse`` DECISION.
+    The task's adapter: the request is built once here, then only it crosses into the glue."""
+    from kafka_runbooks.failed_broker.request import resolve
+
+    request = reassign_request(params, parse)  # before any cluster call
+    return validate_request(request, params["kafka_config_id"], dag_id, run_id, choose or resolve)
+
+
+def reassign_request(params: Mapping[str, Any], parse=None) -> ReassignRequest:
+    """The run's params as the library's request (``parse``, default the heal's ``build_request``),
+    built once per task and before any cluster call: a bad one fails the task with a decision
+    record, nothing moved."""
+    from kafka_runbooks.failed_broker.request import build_request
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    parse, choose = parse or build_request, choose or resolve
-    request = refuse_bad_input(parse, params, log.name)  # before any cluster call
-    state, failed, receivers, inflight = _read_for_validate(params, dag_id, request, choose)
-    owned = owned_in_flight(dag_id, params["kafka_config_id"])
+    return refuse_bad_input(parse or build_request, params, log.name)
+
+
+def validate_request(
+    request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str, choose
+) -> dict[str, Any]:
+    """The request against the cluster ``kafka_config_id``: the runbook's checks, adoption
+    prepared, the checked values as XCom (reads no params)."""
+    from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
+
+    state, failed, receivers, inflight = _read_for_validate(request, kafka_config_id, dag_id, choose)
+    owned = owned_in_flight(dag_id, kafka_config_id)
     with refused_as_decision():
         checked = runbook.validate(request, state, failed, receivers, inflight, owned)
     folder = run_dir(dag_id, run_id)
-    mark_cluster(folder, params["kafka_config_id"])
+    mark_cluster(folder, kafka_config_id)
     save_state(
         folder / ADOPT_STATE,
         ExecState(
@@ -435,21 +455,23 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choos
     }
 
 
-def _read_for_validate(params: dict[str, Any], dag_id: str, request, choose) -> tuple[Any, list, list, Any]:
+def _read_for_validate(
+    request: ReassignRequest, kafka_config_id: str, dag_id: str, choose
+) -> tuple[Any, list, list, Any]:
     """One connection for validate's reads: the cluster, the brokers to empty and the receivers
     (``choose``'s refusal is the run's), leftover throttles removed, the reassignments in flight."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         state = admin.read_state(include_log_dirs=False)
         failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
         if not request.dry_run:
             # this run holds the cluster's lease: no other run executes here, recorded throttles are
             # leftovers (a dry run holds no lease: another run may be moving data right now)
-            clean_leftover_throttles(admin, dag_id, cluster=params["kafka_config_id"])
+            clean_leftover_throttles(admin, dag_id, cluster=kafka_config_id)
         return state, failed, receivers, runbook.in_flight(admin)
     finally:
         admin.close()
