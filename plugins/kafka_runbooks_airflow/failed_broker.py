@@ -546,7 +546,15 @@ def _load_plan(plan_dir: StorePath) -> Any:
 
 
 def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """After the last chunk: read the cluster back and apply the runbook's "healed" rule."""
+    """After the last chunk: read the cluster back and apply the runbook's "healed" rule.
+
+    The task's adapter: of the params it takes only the cluster; what the run asked for
+    (brokers, drain, election) comes from validate's checked request."""
+    return verify_reassignment(checked, params["kafka_config_id"], dag_id, run_id)
+
+
+def verify_reassignment(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict:
+    """The cluster read back until the "healed" rule holds; then the asked-for election."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import load_state
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
@@ -558,7 +566,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
     if state_path.exists():
         for chunk in load_state(state_path).chunks:
             planned.update(chunk.targets)
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     drain = bool(checked.get("drain"))
 
     def read():
@@ -585,7 +593,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
         admin.close()
     out: dict[str, Any] = {"healed": True, "partitions": healed.partitions}
     if checked.get("elect_preferred_leaders", True) and planned:
-        out["election"] = elect_moved_partitions(params, set(planned))
+        out["election"] = elect_preferred_on(kafka_config_id, set(planned))
     elif planned:
         decisions.record(
             "elect preferred leaders",
@@ -598,10 +606,15 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
 
 def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """``elect_preferred_on`` the run's cluster (the rebalance's verify calls it with its params)."""
+    return elect_preferred_on(params["kafka_config_id"], keys)
+
+
+def elect_preferred_on(kafka_config_id: str, keys: set[str]) -> dict[str, Any]:
     """The approved preferred-leader election on the moved partitions, read back until settled."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         result = _elect_preferred(admin, keys)
     finally:
