@@ -113,6 +113,8 @@ class KafkaPythonClient:
                 port=b.get("port"),
                 rack=b.get("rack"),
                 alive=True,
+                # no field: a pre-v2 answer (or the Metadata fallback), which lists only unfenced
+                # brokers (KRaft's alive brokers), so a listed broker without it is unfenced
                 fenced=bool(b.get("is_fenced", False)),
             )
             for b in data["brokers"]

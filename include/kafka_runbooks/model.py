@@ -106,7 +106,9 @@ class PartitionState:
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
     offline_replicas: tuple[int, ...] = ()
-    min_insync_replicas: int = 1
+    # the topic's effective min.insync.replicas (DescribeConfigs); None = not read: every rule
+    # that needs it says "unknown", never judges against a guessed 1
+    min_insync_replicas: int | None = None
     # a reassignment in flight (ListPartitionReassignments); ``replicas`` holds both sets
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
@@ -206,7 +208,17 @@ class ClusterState:
 
     def under_min_isr(self) -> list[PartitionState]:
         """Partitions with a live leader and fewer in-sync replicas than their ``min_insync_replicas``
-        (acks=all producers are refused there); only as true as that field, which is 1 where the topic
-        config was not read."""
+        (acks=all producers are refused there); a partition whose min ISR was not read is in neither
+        this list nor its complement: see ``min_isr_unknown``."""
         offline = {p.name for p in self.offline()}
-        return [p for p in self.partitions if p.name not in offline and len(p.isr) < p.min_insync_replicas]
+        return [
+            p
+            for p in self.partitions
+            if p.name not in offline
+            and p.min_insync_replicas is not None
+            and len(p.isr) < p.min_insync_replicas
+        ]
+
+    def min_isr_unknown(self) -> list[PartitionState]:
+        """Partitions whose min.insync.replicas was not read: no min-ISR rule can judge them."""
+        return [p for p in self.partitions if p.min_insync_replicas is None]

@@ -51,8 +51,10 @@ def under_replicated(p: PartitionState) -> bool:
 
 
 def at_min_isr(p: PartitionState) -> bool:
-    """One more replica out of the ISR and acks=all producers are refused."""
-    return p.has_leader and len(p.isr) == p.min_insync_replicas and effective_rf(p) > p.min_insync_replicas
+    """One more replica out of the ISR and acks=all producers are refused (False where the min ISR
+    was not read: callers that must act refuse such partitions through ``broker_blockers``)."""
+    m = p.min_insync_replicas
+    return m is not None and p.has_leader and len(p.isr) == m and effective_rf(p) > m
 
 
 def with_reassignments(state: ClusterState, inflight: dict) -> ClusterState:
@@ -90,7 +92,12 @@ def broker_blockers(partitions: list[PartitionState], broker_id: int) -> list[st
     """Why restarting ``broker_id`` would take a partition below min ISR (empty: it would not)."""
     blockers = []
     for p in partitions:
-        if broker_id not in p.replicas or effective_rf(p) <= p.min_insync_replicas:
+        if broker_id not in p.replicas:
+            continue
+        if p.min_insync_replicas is None:
+            blockers.append(f"{p.name}: min.insync.replicas was not read, so the restart's effect is unknown")
+            continue
+        if effective_rf(p) <= p.min_insync_replicas:
             continue
         isr = len(p.isr)
         if isr < p.min_insync_replicas:

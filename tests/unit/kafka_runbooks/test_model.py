@@ -61,3 +61,15 @@ def test_one_row_per_replica_with_sizes_where_reported(tmp_path):
     assert str(table.schema.field("partition").type) == "int32"
     brokers = pq.read_table(path / "brokers.parquet").to_pylist()
     assert {b["broker_id"]: b["alive"] for b in brokers} == {1: True, 2: True, 3: False, 4: False}
+
+
+def test_a_partition_whose_min_isr_was_not_read_is_neither_under_min_isr_nor_judged_fine():
+    from kafka_runbooks.model import Broker, ClusterState, PartitionState
+
+    unread = PartitionState("t", 0, 1, 1, (1, 2, 3), (1,))
+    read = PartitionState("u", 0, 1, 1, (1, 2, 3), (1,), min_insync_replicas=2)
+    brokers = {i: Broker(i, "localhost", 9090 + i) for i in (1, 2, 3)}
+    state = ClusterState(cluster_id=None, brokers=brokers, quorum=None, partitions=[unread, read])
+    assert unread.min_insync_replicas is None  # never a guessed 1
+    assert [x.name for x in state.under_min_isr()] == ["u-0"]
+    assert [x.name for x in state.min_isr_unknown()] == ["t-0"]

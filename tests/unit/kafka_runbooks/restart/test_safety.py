@@ -33,6 +33,14 @@ def test_the_reason_names_the_partition_and_the_numbers():
     assert "orders-0" in reason and "min.insync.replicas=2" in reason and "broker 2" in reason
 
 
+def test_a_partition_whose_min_isr_was_not_read_blocks_its_brokers_as_unknown():
+    """Judged against a guessed 1, an ISR of 2 out of 3 would look safe to lose one more."""
+    unread = p("t", [1, 2, 3], [1, 2], min_isr=None)
+    [reason] = broker_blockers([unread], 1)
+    assert "t-0" in reason and "not read" in reason
+    assert broker_blockers([unread], 4) == []  # not hosted: nothing to judge
+
+
 def _quorum(caught_up_at: dict[int, int], leader=9001):
     return Quorum(leader, 1, 10, tuple(QuorumMember(n, 10, ts, ts) for n, ts in caught_up_at.items()), ())
 
