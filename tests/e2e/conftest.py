@@ -101,6 +101,10 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             # an unanswered gate (AWAITING_INPUT past its timeout) is failed by a scheduler sweep
             # every trigger_timeout_check_interval (15 s by default): up to 15 s more per timeout
             "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",
+            # a task's supervisor can notice its task process's exit only when its wait for the
+            # process's sockets times out, after up to min_heartbeat_interval (5 s by default): a
+            # parked gate was reported up to 5 s late, and wait_for_approval waits for that report
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
         },
     )
     AIRFLOW_TEST_HOME.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,9 @@ import requests
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 LOG_TAIL_LINES = 60
 REQUEST_TIMEOUT = 90  # seconds; generous, the api-server stalls for many seconds on a busy machine
+# seconds between two reads of a run or task state while waiting: the scheduler hands a task on
+# within ~0.4 s in the tests' Airflow, a 1 s poll added 0.5 s on average to every wait
+STATE_POLL_S = 0.5
 # keys Airflow adds to every task log record; task_log_text leaves them out
 LOG_CONTEXT_KEYS = frozenset(
     {"dag_id", "task_id", "run_id", "map_index", "try_number", "ti_id", "filename", "lineno"}
@@ -370,7 +373,7 @@ class AirflowLocal:
                     f"run {dag_id}/{run_id} is {state!r}, not in {states}, after {timeout:.0f}s; "
                     f"tasks: {self._ti_states(dag_id, run_id)}"
                 )
-            time.sleep(1)
+            time.sleep(STATE_POLL_S)
         return state
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
@@ -399,7 +402,7 @@ class AirflowLocal:
             except AirflowError as exc:
                 if exc.status != 404 or map_index < 0 or time.monotonic() > deadline:
                     raise
-                time.sleep(1)
+                time.sleep(STATE_POLL_S)
                 continue
             if ti["state"] == state:
                 return ti
@@ -408,7 +411,7 @@ class AirflowLocal:
                     f"task {dag_id}/{run_id}/{task_id} is {ti['state']!r}, waiting for {state!r}; "
                     f"tasks: {self._ti_states(dag_id, run_id)}"
                 )
-            time.sleep(1)
+            time.sleep(STATE_POLL_S)
 
     # ------------------------------------------------------------------ approvals
 
