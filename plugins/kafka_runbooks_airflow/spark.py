@@ -86,6 +86,7 @@ def run_over_connect(application: str, argv: list[str], url: str, sid: str) -> i
     was_remote = CONNECT_MODE_ENV in os.environ
     spark = SparkSession.builder.remote(with_session_id(url, sid)).create()
     spark.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
+    gone = None
     try:
         return job.run(spark, argv)
     except Exception as exc:
@@ -94,6 +95,8 @@ def run_over_connect(application: str, argv: list[str], url: str, sid: str) -> i
             raise
         raise gone from exc
     finally:
+        if gone is not None:  # the retries just failed: a release would wait them out again (~16 s)
+            spark.client.set_retry_policies([DefaultPolicy(max_retries=0)])
         _close(spark)
         if not was_remote:  # pyspark marks the whole process as Connect-only: undo it (see above)
             os.environ.pop(CONNECT_MODE_ENV, None)

@@ -168,3 +168,47 @@ def test_a_spark_connect_server_that_is_not_there_fails_the_task_naming_it(submi
     assert "s3cr3t-token" not in str(err.value)
     assert submitted == {}
     assert not (tmp_path / "o").exists()
+
+
+class _StubClient:
+    def __init__(self) -> None:
+        self.policies: list = []
+
+    def set_retry_policies(self, policies) -> None:
+        self.policies = list(policies)
+
+
+class _StubSession:
+    """What run_over_connect touches of a Connect session: its client's retry policies and stop()."""
+
+    def __init__(self) -> None:
+        self.client = _StubClient()
+        self.retries_at_stop: list[int | None] = []
+
+    def stop(self) -> None:
+        self.retries_at_stop = [p.max_retries for p in self.client.policies]
+
+
+@pytest.mark.parametrize("server_gone", [True, False])
+def test_a_gone_server_is_not_waited_for_again_to_release_the_session(monkeypatch, tmp_path, server_gone):
+    """The job's own retries already waited for the server; releasing its session with the same
+    retries waited ~16 s more before the task could fail. A job's own error keeps them."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    from kafka_runbooks_airflow import spark as connect
+
+    session = _StubSession()
+    from types import SimpleNamespace
+
+    builder = SimpleNamespace(create=lambda: session)
+    monkeypatch.setattr(SparkSession.Builder, "remote", lambda self, url: builder)
+    job = tmp_path / "job.py"
+    mark = "UNAVAILABLE" if server_gone else "a job's own error"
+    job.write_text(
+        f"from pyspark.errors import PySparkException\ndef run(spark, argv):\n    raise PySparkException({mark!r})\n"
+    )
+    expected = connect.SparkConnectUnavailable if server_gone else PySparkException
+    with pytest.raises(expected):
+        connect.run_over_connect(str(job), [], "sc://127.0.0.1:1", connect.session_id("t"))
+    assert session.retries_at_stop == ([0] if server_gone else [connect.CONNECT_RETRIES["max_retries"]])
