@@ -1580,11 +1580,24 @@ def raise_replication(
             f"{len(stuck)} partition(s) cannot reach replication factor {rf} on racks they lack within the "
             f"disk room {room}: e.g. {', '.join(stuck[:5])}"
         )
-    moves += lower_replication(parts, rf, racks, load)
+    moves += lower_replication(brokers, parts, rf, racks, load)
     return moves, {**_rf_figures(moves, rf, topics, scope, room), "allow_replication_factor_decrease": lower}
 
 
-def lower_replication(parts: list[Affected], rf: int, racks, load) -> list[Move]:
+def _count_drops(brokers: dict[int, BrokerInfo], p: Affected, dropped: list[int], target: list[int]) -> None:
+    """The summary's per-broker figures after a lowering: each dropped replica leaves its broker's
+    replicas and bytes; a dropped preferred leader (out of the ISR) hands it to the first kept one."""
+    for b in dropped:
+        brokers[b].replicas -= 1
+        brokers[b].bytes -= p.size
+    if p.replicas[0] in dropped:
+        brokers[p.replicas[0]].leaders -= 1
+        brokers[target[0]].leaders += 1
+
+
+def lower_replication(
+    brokers: dict[int, BrokerInfo], parts: list[Affected], rf: int, racks, load
+) -> list[Move]:
     """The partitions above ``rf`` lowered by ``dropped_replicas`` in name order on the load after
     the raises; PlanImpossible when one would keep a replica out of its ISR (``kept_in_sync``)."""
     moves, unsafe = [], []
@@ -1597,6 +1610,7 @@ def lower_replication(parts: list[Affected], rf: int, racks, load) -> list[Move]
             unsafe.append(f"{p.topic}-{p.partition} {list(p.replicas)}")
             continue
         target = [b for b in p.replicas if b not in dropped]
+        _count_drops(brokers, p, dropped, target)
         moves.append(Move(p.topic, p.partition, p.replicas, target, p.size, len(target)))
     if unsafe:
         raise PlanImpossible(

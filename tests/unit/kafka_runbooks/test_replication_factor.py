@@ -453,6 +453,18 @@ def test_the_check_replays_the_drop_rule_and_refuses_another_drop_or_a_lowering_
     assert "t-0: the rules find no broker, too few racks, or no safe lowering for it" in found
 
 
+def test_the_review_passes_a_lowering_with_its_per_broker_figures():
+    from kafka_runbooks.failed_broker import runbook
+
+    inputs = _inputs(LOWERED, LOWERED_SIZES)
+    moves, figures = job.raise_replication(inputs, 2, ["t", "u"], {b: 10**6 for b in RACKS}, True)
+    per_broker = _per_broker(LOWERED, LOWERED_SIZES, inputs)
+    assert per_broker["3"]["replicas_after"] == 1 and per_broker["4"]["replicas_after"] == 1  # 3 dropped one
+    plan = _plan(moves, figures, [1, 2, 3, 4], {"per_broker": per_broker})
+    assert check_plan(plan, *_rows(LOWERED, LOWERED_SIZES), RF_RULES) == []
+    runbook.review(plan, *_rows(LOWERED, LOWERED_SIZES), plan.summary)
+
+
 def test_the_gate_names_every_dropped_replica():
     moves, figures = job.raise_replication(_inputs(LOWERED, LOWERED_SIZES), 2, ["t"], None, True)
     summary = _plan(moves, figures, [1, 2, 3, 4]).summary | {"per_broker": {}}
