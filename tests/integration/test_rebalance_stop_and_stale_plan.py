@@ -11,6 +11,11 @@ decision record naming the partition, its replicas now and the ones the approved
 from; the other partition of the chunk is not moved either (the approval was for the whole plan).
 Once the cluster holds what was approved again, the same run goes on and lands on the plan.
 
+A receiver killed mid-chunk (SIGKILL of the broker the chunk copies onto, under an acks=all
+producer): while it is down the run never reports the chunk done, the reassignments stay in
+flight and the partitions keep their in-sync replicas; once it returns the same run finishes on
+the plan with no throttle left and no acknowledged message lost.
+
 The plan is written in the planner's own format (summary.json with each move's ``from`` and
 ``to``, one kafka-reassign-partitions file per chunk) and executed as kafka_rebalance executes it:
 a drain over every live broker (mode full: every live broker is a source)."""
@@ -33,6 +38,7 @@ from kafka_runbooks.failed_broker.execute import (
 )
 from kafka_runbooks.failed_broker.stop import STOPPED, StopRequest, stop, verify_stopped
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, unique_topic, wait_until
 from tests.integration.test_failed_broker_executor import clear_throttles, run, write_plan
 
@@ -137,3 +143,52 @@ def test_a_stop_mid_chunk_cancels_the_rebalances_moves_and_is_final(
     with pytest.raises(ReassignStopped, match="stopped by alice"):
         ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(final)
     assert not ours & set(admin.list_reassignments()), "the refused resume submitted nothing"
+
+
+def test_a_receiver_killed_mid_chunk_holds_the_run_until_it_returns_and_loses_nothing(
+    restore_stack, admin, tmp_path, no_throttle_left
+):
+    from tests.unclean_scenario import count_messages
+
+    stack, bs = restore_stack, restore_stack.bootstrap_servers
+    topic = unique_topic("rebal-kill")
+    create_topic(bs, topic, assignment={0: [1, 2], 1: [2, 3]})
+    assert produce(bs, topic, 30000, size=200) == 30000  # ~3 MB per partition: seconds at 300 kB/s
+    plan = write_plan(
+        tmp_path / "plan",
+        [
+            [
+                {"topic": topic, "partition": 0, "from": [1, 2], "to": [1, 4], "bytes": 3_000_000},
+                {"topic": topic, "partition": 1, "from": [2, 3], "to": [2, 4], "bytes": 3_000_000},
+            ]
+        ],
+    )
+    state = ExecState("rebal-kill", [1, 2, 3, 4], 300_000, chunks_from_plan_dir(plan), drain=True)
+    executor = ChunkExecutor(admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s))
+    producer = Producer(bs, topic)
+    producer.start()
+    try:
+        assert executor.step(state) is False and state.chunks[0].status == MOVING
+        stack.kill("broker-4")
+        wait_until(
+            lambda: 4 not in admin.read_state([topic], include_log_dirs=False).alive_broker_ids(),
+            30,
+            0.5,
+            "broker 4 fenced",
+        )
+        for _ in range(3):  # the receiver is down: the run waits, it never calls the chunk done
+            assert executor.step(state) is False and state.chunks[0].status == MOVING
+        assert {(topic, 0), (topic, 1)} <= set(admin.list_reassignments())
+        kept = {p.partition: set(p.isr) for p in admin.read_state([topic], include_log_dirs=False).partitions}
+        assert kept[0] >= {1, 2} and kept[1] >= {2, 3}, kept  # the old replicas stay in sync meanwhile
+        stack.start_node("broker-4")
+        run(executor, state, timeout=120)
+    finally:
+        producer.stop_event.set()
+        producer.join(300)
+    after = {p.partition: p for p in admin.read_state([topic]).partitions}
+    assert {k: set(p.replicas) for k, p in after.items()} == {0: {1, 4}, 1: {2, 4}}
+    assert all(set(p.isr) == set(p.replicas) for p in after.values())
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+    assert producer.failed == [] and producer.acked > 0
+    assert sum(count_messages(bs, topic, p) for p in (0, 1)) >= 30000 + producer.acked  # nothing lost
