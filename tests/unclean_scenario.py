@@ -61,8 +61,7 @@ def build(stack, admin: ClusterAdmin, prefix: str, partitions: int) -> OfflineSc
     )
     produce_all()
     stack.kill(1)
-    stack.start_node(3, wait=True)
-    stack.start_node(2, wait=True)
+    _start_both(stack, 3, 2)
 
     def offline_with_live_followers():
         brokers = admin.describe_brokers()
@@ -73,6 +72,14 @@ def build(stack, admin: ClusterAdmin, prefix: str, partitions: int) -> OfflineSc
 
     wait_until(offline_with_live_followers, 120, 1, "offline partitions with brokers 2 and 3 back")
     return OfflineScenario(topic, partitions)
+
+
+def _start_both(stack, *brokers: int) -> None:
+    """Start the followers together and wait for both: neither is in the ISR or the ELR, so the
+    order they come back in changes nothing, and one start-up wait (~10 s) is saved."""
+    for broker in brokers:
+        stack.start_node(broker)
+    stack.wait_ready(brokers)
 
 
 def restore(stack, admin: ClusterAdmin, topics: list[str], timeout: float = 180) -> None:
@@ -196,8 +203,7 @@ def _diverge(stack, admin: ClusterAdmin, topic: str, partitions: int) -> Diverge
     stack.stop_node(3)
     wait_until(lambda: all(p.leader == 1 and 3 not in p.isr for p in parts()), 180, 0.5, "1 leads, 3 out")
     stack.kill(1)
-    stack.start_node(3, wait=True)
-    stack.start_node(2, wait=True)
+    _start_both(stack, 3, 2)
 
     def offline_with_live_followers():
         brokers = admin.describe_brokers()
