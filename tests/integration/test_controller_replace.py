@@ -80,5 +80,6 @@ def test_a_lost_controller_is_replaced_without_ever_losing_the_majority(dynamic_
     wait_until(
         lambda: created(stack.bootstrap_servers, topic), 60, 1, "a topic created with two of three voters"
     )
-    assert topic in admin.list_topics()
+    # the brokers learn of it from the new leader one after the other: wait, never assert at once
+    wait_until(lambda: topic in admin.list_topics(), 60, 0.5, "the topic in the asked broker's metadata")
     admin.close()
