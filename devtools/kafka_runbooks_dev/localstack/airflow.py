@@ -290,7 +290,17 @@ class AirflowLocal:
         return resp.json()["access_token"]
 
     def request(self, method: str, path: str, **kwargs) -> requests.Response:
-        """Call the REST API as admin; log in again once if the token expired."""
+        """Call the REST API as admin; log in again once if the token expired, and try again when
+        the metadata DB was busy (see ``_db_busy``)."""
+        for attempt in range(DB_BUSY_ATTEMPTS):
+            resp = self._request_once(method, path, **kwargs)
+            if not _db_busy(resp) or attempt == DB_BUSY_ATTEMPTS - 1:
+                break
+            time.sleep(1.0)
+        _raise_for(resp)
+        return resp
+
+    def _request_once(self, method: str, path: str, **kwargs) -> requests.Response:
         kwargs.setdefault("timeout", REQUEST_TIMEOUT)
         extra_headers = kwargs.pop("headers", {})
         for attempt in (1, 2):
@@ -301,7 +311,6 @@ class AirflowLocal:
             if resp.status_code != 401 or attempt == 2:
                 break
             self._token = None
-        _raise_for(resp)
         return resp
 
     def api(self, method: str, path: str, **kwargs) -> dict:
@@ -497,6 +506,16 @@ class AirflowLocal:
             extras = (f"{k}={v}" for k, v in rec.items() if k not in LOG_CONTEXT_KEYS)
             lines.append(" ".join([head, *extras]))
         return "\n".join(lines)
+
+
+DB_BUSY_ATTEMPTS = 4
+
+
+def _db_busy(resp: requests.Response) -> bool:
+    """A 500 from the API server whose metadata DB was locked (SQLite waits 5 s for a lock, then
+    the request's transaction is rolled back and the API answers "Database error"): nothing was
+    written, so the same request may be sent again. Seen on a loaded 2-core machine."""
+    return resp.status_code == 500 and any(m in resp.text for m in ("Database error", "database is locked"))
 
 
 def _raise_for(resp: requests.Response) -> None:
