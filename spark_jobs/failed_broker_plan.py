@@ -1587,9 +1587,10 @@ def raise_replication(
 def _count_drops(brokers: dict[int, BrokerInfo], p: Affected, dropped: list[int], target: list[int]) -> None:
     """The summary's per-broker figures after a lowering: each dropped replica leaves its broker's
     replicas and bytes; a dropped preferred leader (out of the ISR) hands it to the first kept one."""
-    for b in dropped:
+    for b in dropped:  # the bytes the replica itself reported (the partition's size when it did not)
+        own = p.sizes[p.replicas.index(b)]
         brokers[b].replicas -= 1
-        brokers[b].bytes -= p.size
+        brokers[b].bytes -= p.size if own is None else own
     if p.replicas[0] in dropped:
         brokers[p.replicas[0]].leaders -= 1
         brokers[target[0]].leaders += 1

@@ -1,6 +1,7 @@
 """kafka_rebalance's steps on the session's real stack (4 brokers, racks a/b/a/b): a topic placed
 only on brokers 1-3 is rebalanced onto broker 4 (add-brokers), and a topic of replication factor 1
-is raised to 3 (mode replication-factor), each under an acks=all producer, with
+is raised to 3 (mode replication-factor) and, asked to, lowered back to 2, each under an acks=all
+producer, with
 the library calls the DAG's tasks make: the request and broker choice, broker 4's room from its
 own DescribeLogDirs answer, the planner's ``--rebalance`` in-process, the independent plan check,
 the chunk executor under a throttle, the leader-only moves, the preferred-leader election, and
@@ -35,7 +36,13 @@ from kafka_runbooks.rebalance import (
     resolve_rebalance,
     room,
 )
-from kafka_runbooks.replication_factor import build_rf_request, judge_rf, rf_markdown, select_topics
+from kafka_runbooks.replication_factor import (
+    build_rf_request,
+    check_lowering,
+    judge_rf,
+    rf_markdown,
+    select_topics,
+)
 from kafka_runbooks.snapshot import write_snapshot
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, unique_topic, wait_until
@@ -211,9 +218,66 @@ def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothin
             assert len({racks[b] for b in p.replicas}) == 2, (p, racks)  # both racks of the stack
             assert len(set(p.isr)) == 3, p
         assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+        _lower_to_2(restore_stack, admin, topic, tmp_path)
     finally:
         producer.stop_event.set()
         producer.join(300)
     assert producer.failed == [] and producer.acked > 0
     total = sum(count_messages(bs, topic, p) for p in RF_ONE)
     assert total >= 2000 + producer.acked  # no acknowledged message lost
+
+
+def _lower_to_2(stack, admin, topic: str, tmp_path: Path) -> None:
+    """The raised topic lowered from 3 to 2 replicas under the same producer: refused unless asked;
+    a target below a topic's effective min.insync.replicas (the stack's cluster-wide 2, read from
+    the broker) is refused; the planner drops one replica per partition keeping the preferred leader
+    and both racks, the check replays it, the gate names the dropped replicas, the executor submits
+    the smaller set and the read-back sees it (not a run that calls a subset of its replicas done)."""
+    params = {"mode": "replication-factor", "replication_factor": 2, "topics": topic}
+    with pytest.raises(RequestError, match="set allow_replication_factor_decrease"):
+        select_topics(build_rf_request(params), _only(admin.read_state(), topic))
+    strict = unique_topic("rf-strict")
+    create_topic(stack.bootstrap_servers, strict, partitions=1, replication_factor=3)
+    wait_until(lambda: admin.read_state([strict], include_log_dirs=False).partitions, 30, 0.5, "the topic")
+    low = build_rf_request(
+        {**params, "replication_factor": 1, "topics": strict, "allow_replication_factor_decrease": True}
+    )
+    chosen = select_topics(low, admin.read_state([strict], include_log_dirs=False))
+    with pytest.raises(
+        RequestError, match=r"below the effective min.insync.replicas of topic\(s\) \{'rf-strict"
+    ):
+        check_lowering(chosen, admin.read_state([strict]), admin.min_insync_replicas([strict]))
+
+    request = build_rf_request({**params, "allow_replication_factor_decrease": True})
+    state = _only(admin.read_state(), topic)
+    selection = select_topics(request, state)
+    assert selection.above == {topic: 4} and selection.below == {}
+    check_lowering(selection, state, admin.min_insync_replicas([topic]))  # min ISR 1, all in sync
+    snapshot, out = write_snapshot(state, tmp_path / "snapshot-low"), tmp_path / "plan-low"
+    flags = ["--rebalance=replication-factor", "--replication-factor=2", f"--topics={topic}"]
+    _run_plan(snapshot, out, [*flags, "--allow-replication-factor-decrease=true"])
+    plan = load_plan(out)
+    runbook.review(plan, *read_snapshot_rows(snapshot), plan.summary)  # the check replays the drop rule
+    assert plan.summary["replicas_removed"] == 4 and plan.summary["lowered"] == {topic: 4}
+    text = rf_markdown(plan.summary, 10 << 20, str(out))
+    assert "**4** replica(s) dropped" in text and "| dropped |" in text
+
+    exec_state = ExecState("rf-low", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
+    executor = ChunkExecutor(
+        admin, checkpoint=lambda s: save_state(tmp_path / "low.json", s), progress_every_s=0
+    )
+    wait_until(lambda: executor.step(exec_state), 60, 1, "the executor to lower every partition")
+    seen = await_holding(
+        lambda: admin.read_state([topic], include_log_dirs=False),
+        lambda read: judge_rf(read, [topic], 2),
+        timeout_s=60,
+        settle_s=3,
+        poll_s=1,
+    )
+    assert seen.done, seen.observed()
+    after = admin.read_state([topic], include_log_dirs=False)
+    racks = {b: info.rack for b, info in after.brokers.items()}
+    for p in after.partitions:
+        assert p.replicas[0] == RF_ONE[p.partition][0]  # the preferred leader stays
+        assert len({racks[b] for b in p.replicas}) == 2 and set(p.isr) == set(p.replicas), (p, racks)
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
