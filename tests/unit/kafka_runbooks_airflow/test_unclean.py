@@ -9,26 +9,11 @@ approver what was asked, as asked.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 import kafka_runbooks_airflow.unclean as glue
-
-SOURCE = Path(glue.__file__).read_text()
-
-
-def params_reads(function: ast.FunctionDef) -> list[str]:
-    """Every ``params[...]`` / ``params.get(...)`` in a function, as source."""
-    out = []
-    for node in ast.walk(function):
-        if isinstance(node, ast.Subscript | ast.Attribute) and getattr(node.value, "id", None) == "params":
-            out.append(ast.unparse(node))
-    return out
-
-
-def functions() -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in ast.parse(SOURCE).body if isinstance(n, ast.FunctionDef)}
+from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
 
 
 def test_the_check_sees_a_params_read():
@@ -38,16 +23,11 @@ def test_the_check_sees_a_params_read():
 
 @pytest.mark.parametrize("name", ["plan_recovery", "run_elections", "_journal_if_lease_held"])
 def test_a_glue_function_reads_the_request_not_the_params(name):
-    function = functions()[name]
+    function = functions(glue)[name]
     assert params_reads(function) == [], f"{name} reads the params"
     assert "request" in [a.arg for a in function.args.args]
 
 
 def test_the_request_is_built_in_one_place():
     """``recovery_request`` is the only caller of the library's parser in the glue."""
-    callers = [
-        name
-        for name, function in functions().items()
-        if any(isinstance(n, ast.Name) and n.id == "build_request" for n in ast.walk(function))
-    ]
-    assert callers == ["recovery_request"]
+    assert callers_of(glue, "build_request") == ["recovery_request"]
