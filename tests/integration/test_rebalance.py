@@ -198,21 +198,7 @@ def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothin
         assert plan.summary["replicas_added"] == 8 and plan.summary["raised"] == {topic: 4}
         assert "**8** replica(s) added" in rf_markdown(plan.summary, 10 << 20, str(out))
 
-        exec_state = ExecState("rf", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
-        executor = ChunkExecutor(
-            admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
-        )
-        wait_until(lambda: executor.step(exec_state), 120, 1, "the executor to finish every chunk")
-        seen = await_holding(
-            lambda: admin.read_state([topic], include_log_dirs=False),
-            lambda read: judge_rf(read, [topic], 3),
-            timeout_s=60,
-            settle_s=3,
-            poll_s=1,
-        )
-        assert seen.done, seen.observed()
-        after = admin.read_state([topic], include_log_dirs=False)
-        racks = {b: info.rack for b, info in after.brokers.items()}
+        after, racks = _execute_rf_plan(admin, topic, out, tmp_path / "exec.json", 3, 120)
         for p in after.partitions:
             assert p.replicas[0] == RF_ONE[p.partition][0]  # the existing replica keeps its place
             assert len({racks[b] for b in p.replicas}) == 2, (p, racks)  # both racks of the stack
@@ -225,6 +211,24 @@ def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothin
     assert producer.failed == [] and producer.acked > 0
     total = sum(count_messages(bs, topic, p) for p in RF_ONE)
     assert total >= 2000 + producer.acked  # no acknowledged message lost
+
+
+def _execute_rf_plan(admin, topic: str, out: Path, checkpoint: Path, rf: int, timeout_s: float):
+    """Run the plan's chunks to the end, then read back until every partition of ``topic`` holds
+    ``rf`` replicas through a settle period: the cluster read after, and each broker's rack."""
+    exec_state = ExecState(f"rf-{rf}", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
+    executor = ChunkExecutor(admin, checkpoint=lambda s: save_state(checkpoint, s), progress_every_s=0)
+    wait_until(lambda: executor.step(exec_state), timeout_s, 1, f"the executor to reach RF {rf}")
+    seen = await_holding(
+        lambda: admin.read_state([topic], include_log_dirs=False),
+        lambda read: judge_rf(read, [topic], rf),
+        timeout_s=60,
+        settle_s=3,
+        poll_s=1,
+    )
+    assert seen.done, seen.observed()
+    after = admin.read_state([topic], include_log_dirs=False)
+    return after, {b: info.rack for b, info in after.brokers.items()}
 
 
 def _lower_to_2(stack, admin, topic: str, tmp_path: Path) -> None:
@@ -262,21 +266,7 @@ def _lower_to_2(stack, admin, topic: str, tmp_path: Path) -> None:
     text = rf_markdown(plan.summary, 10 << 20, str(out))
     assert "**4** replica(s) dropped" in text and "| dropped |" in text
 
-    exec_state = ExecState("rf-low", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
-    executor = ChunkExecutor(
-        admin, checkpoint=lambda s: save_state(tmp_path / "low.json", s), progress_every_s=0
-    )
-    wait_until(lambda: executor.step(exec_state), 60, 1, "the executor to lower every partition")
-    seen = await_holding(
-        lambda: admin.read_state([topic], include_log_dirs=False),
-        lambda read: judge_rf(read, [topic], 2),
-        timeout_s=60,
-        settle_s=3,
-        poll_s=1,
-    )
-    assert seen.done, seen.observed()
-    after = admin.read_state([topic], include_log_dirs=False)
-    racks = {b: info.rack for b, info in after.brokers.items()}
+    after, racks = _execute_rf_plan(admin, topic, out, tmp_path / "low.json", 2, 60)
     for p in after.partitions:
         assert p.replicas[0] == RF_ONE[p.partition][0]  # the preferred leader stays
         assert len({racks[b] for b in p.replicas}) == 2 and set(p.isr) == set(p.replicas), (p, racks)
