@@ -24,7 +24,7 @@ from kafka_runbooks.failed_broker.request import (
     DEFAULT_MAX_PARTITIONS_PER_CHUNK,
     DEFAULT_THROTTLE_BYTES_PER_SEC,
 )
-from kafka_runbooks.fleet import config_id_of
+from kafka_runbooks.fleet import RENAMED_PARAMS, config_id_of
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, parse_duration, parse_size
@@ -772,8 +772,13 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
 
     conn_id = str(params.get("kafka_config_id") or "").strip()
     reason = str(params.get("reason") or "").strip()
-    if not conn_id or not reason:
-        why = "a Kafka connection id and a reason are required (the reason is recorded with the stop)"
+    renamed = [old for old in RENAMED_PARAMS if old in params]
+    if renamed or not conn_id or not reason:
+        why = (
+            f"renamed params: {', '.join(f'{o} is now {RENAMED_PARAMS[o]}' for o in renamed)}"
+            if renamed  # read as unknown, the old name would stop kafka_default's reassignments
+            else "a Kafka connection id and a reason are required (the reason is recorded with the stop)"
+        )
         decisions.record(
             "validate", "refuse the stop: nothing was done", why, logger=log, level=logging.ERROR
         )

@@ -145,3 +145,16 @@ def test_a_sweep_given_the_old_cluster_list_name_refuses_before_reading_anything
     monkeypatch.setattr(Variable, "get", lambda *a, **k: pytest.fail("read the fleet setting"))
     with pytest.raises(BadInput, match="kafka_conn_ids is now kafka_config_ids"):
         fleet_clusters({"kafka_conn_ids": ["kafka_b"], "kafka_config_ids": None})
+
+
+def test_a_stop_asked_under_the_old_cluster_name_is_refused_and_writes_nothing(tmp_path, monkeypatch, caplog):
+    """The stop runbook's conf under the old name would otherwise stop kafka_default's moves."""
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks_airflow.failed_broker import request_stop
+
+    monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
+    params = {"kafka_config_id": "kafka_default", "kafka_conn_id": "kafka_eu1", "reason": "wrong disk"}
+    with caplog.at_level(logging.INFO), pytest.raises(BadInput, match="kafka_conn_id is now kafka_config_id"):
+        request_stop(params, "manual__1", "alice", 1)
+    assert any("refuse the stop" in r.getMessage() for r in caplog.records)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no stop request written anywhere
