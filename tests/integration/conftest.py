@@ -23,7 +23,7 @@ import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks_dev.helpers import cluster_healthy
-from kafka_runbooks_dev.localstack.stack import LocalStack
+from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 from kafka_runbooks_dev.localstack.topology import Topology
 from tests.helpers import wait_until
 
@@ -65,15 +65,28 @@ class LaneStack:
 
     def get(self) -> LocalStack:
         if self.stack is None:
+            self.stack = self._start(attempts=2)
+        return self.stack
+
+    def _start(self, attempts: int) -> LocalStack:
+        """A fresh stack; a node that exits while starting is tried once more from scratch (seen
+        once on a loaded machine: a controller of a just-formatted stack gone before its first
+        log line), with the failure printed for the next reader."""
+        for attempt in range(1, attempts + 1):
             stack = LocalStack(home=_home(self.suffix), topology=self.topology())
-            stack.destroy()  # a stack left by an interrupted session
+            stack.destroy()  # a stack left by an interrupted session or a failed attempt
             try:
                 stack.start(timeout=START_TIMEOUT_S)
+                return stack
+            except StackError as exc:
+                stack.stop()
+                if attempt == attempts:
+                    raise
+                print(f"extra stack {self.suffix}: start attempt {attempt} failed, trying again: {exc}")
             except BaseException:  # a start that times out must not leave its JVMs running
                 stack.stop()
                 raise
-            self.stack = stack
-        return self.stack
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         if self.stack is not None:
