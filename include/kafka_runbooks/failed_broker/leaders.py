@@ -59,22 +59,27 @@ def elect_preferred_leaders(
     poll_s: float = 2.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    reask_s: float = 10.0,
 ) -> ElectionResult:
     """Elect the preferred leader of every partition in ``keys`` that another replica leads.
 
-    Success is read back: each of them led by its preferred replica, still so ``settle_s``
-    later. A preferred replica out of the ISR cannot be elected (Kafka refuses): it stays in
-    ``not_led`` and the caller fails with what was seen.
+    What to ask is decided on every read, not on the first alone: a read is one broker's
+    metadata cache, which can still show the replica order from before a reorder (then the
+    partition looks led by its preferred replica and would never be asked). A partition
+    seen not led by its preferred replica is asked again every ``reask_s`` (the controller
+    answers ElectionNotNeeded where it already is). Success is read back: each of them led
+    by its preferred replica, still so ``settle_s`` later. A preferred replica out of the
+    ISR cannot be elected (Kafka refuses): it stays in ``not_led`` and the caller fails with
+    what was seen.
     """
     partitions = read()
     before = leaders_per_broker(partitions)
-    todo = not_led_by_preferred(partitions, keys)
-    asked = [f"{p.topic}:{p.partition}" for p in todo]
-    errors = _ask_elections(elect, todo)
-    partitions, pending = _read_until_settled(read, keys, timeout_s, settle_s, poll_s, clock, sleep)
+    asking = _Elections(elect, clock, reask_s)
+    asking.ask(not_led_by_preferred(partitions, keys))
+    partitions, pending = _read_until_settled(read, keys, asking, timeout_s, settle_s, poll_s, clock, sleep)
     result = ElectionResult(
-        asked=asked,
-        errors=errors,
+        asked=list(asking.asked_at),
+        errors=asking.errors_of(pending),
         not_led=[f"{p.topic}:{p.partition}" for p in pending],
         leaders_before=before,
         leaders_after=leaders_per_broker(partitions),
@@ -83,24 +88,47 @@ def elect_preferred_leaders(
     return result
 
 
-def _ask_elections(
-    elect: Callable[[list[tuple[str, int]]], dict[tuple[str, int], str | None]], todo: list[PartitionState]
-) -> dict[str, str]:
-    """One PREFERRED election for all of ``todo``; the errors per "topic:partition". An election
-    not needed (the preferred replica already leads by the time it arrives) is no error."""
-    if not todo:
-        return {}
-    answers = elect([(p.topic, p.partition) for p in todo])
-    return {
-        f"{t}:{p}": err
-        for (t, p), err in answers.items()
-        if err and not err.startswith("ElectionNotNeededError")
-    }
+class _Elections:
+    """The PREFERRED elections asked so far: when each partition was last asked, and the
+    controller's last error for it. An election not needed (the preferred replica already
+    leads by the time it arrives) is no error."""
+
+    def __init__(
+        self,
+        elect: Callable[[list[tuple[str, int]]], dict[tuple[str, int], str | None]],
+        clock: Callable[[], float],
+        reask_s: float,
+    ) -> None:
+        self._elect, self._clock, self._reask_s = elect, clock, reask_s
+        self.asked_at: dict[str, float] = {}
+        self._errors: dict[str, str] = {}
+
+    def ask(self, pending: list[PartitionState]) -> None:
+        """One election for the partitions of ``pending`` not asked within ``reask_s``."""
+        now = self._clock()
+        due = [
+            p for p in pending if now - self.asked_at.get(f"{p.topic}:{p.partition}", -1e18) >= self._reask_s
+        ]
+        if not due:
+            return
+        for p in due:
+            self.asked_at[f"{p.topic}:{p.partition}"] = now
+        for (topic, partition), err in self._elect([(p.topic, p.partition) for p in due]).items():
+            if err and not err.startswith("ElectionNotNeededError"):
+                self._errors[f"{topic}:{partition}"] = err
+            else:
+                self._errors.pop(f"{topic}:{partition}", None)
+
+    def errors_of(self, pending: list[PartitionState]) -> dict[str, str]:
+        """The last error of each partition still not led by its preferred replica."""
+        still = {f"{p.topic}:{p.partition}" for p in pending}
+        return {key: err for key, err in self._errors.items() if key in still}
 
 
 def _read_until_settled(
     read: Callable[[], list[PartitionState]],
     keys: set[str],
+    asking: _Elections,
     timeout_s: float,
     settle_s: float,
     poll_s: float,
@@ -108,7 +136,8 @@ def _read_until_settled(
     sleep: Callable[[float], None],
 ) -> tuple[list[PartitionState], list[PartitionState]]:
     """Read the leaders until every partition of ``keys`` has been led by its preferred replica for
-    ``settle_s`` (leadership can move again right after an election) or ``timeout_s`` has passed;
+    ``settle_s`` (leadership can move again right after an election) or ``timeout_s`` has passed,
+    asking for the election of each partition a read shows not led by its preferred replica;
     (the partitions as last read, those of ``keys`` not led by their preferred replica then)."""
     deadline = clock() + timeout_s
     settled_at: float | None = None
@@ -117,6 +146,7 @@ def _read_until_settled(
         pending = not_led_by_preferred(partitions, keys)
         if pending:
             settled_at = None
+            asking.ask(pending)
         elif settled_at is None:
             settled_at = clock()
         if settled_at is not None and clock() - settled_at >= settle_s:
