@@ -121,17 +121,17 @@ with DAG(
     @task
     def sweep(group: dict) -> dict:
         """List, decide, restart what is due, persist the counts, write the report."""
-        from kafka_runbooks_airflow.connect import run_autorestart_sweep
+        from kafka_runbooks_airflow.connect import run_autorestart_sweep, sweep_request
 
         context = get_current_context()
-        return run_autorestart_sweep(dict(context["params"]), context["run_id"], group=group)
+        return run_autorestart_sweep(sweep_request(context["params"]), context["run_id"], group=group)
 
     @task
     def raise_alerts(report: dict) -> dict:
         """Fail (so notifications fire) when a connector was given up on or a cluster is unreachable."""
-        from kafka_runbooks_airflow.connect import raise_on_alerts
+        from kafka_runbooks_airflow.connect import raise_on_alerts, sweep_request
 
-        return raise_on_alerts(report, bool(get_current_context()["params"]["fail_on_alert"]))
+        return raise_on_alerts(report, sweep_request(get_current_context()["params"]).fail_on_alert)
 
     @task_group
     def cluster(group: dict):

@@ -81,21 +81,16 @@ with DAG(
 
     @task
     def check_request() -> dict:
-        """Validate the params (no network): a bad request fails here."""
-        from kafka_runbooks_airflow.connect import check_restart_request
-        from kafka_runbooks_airflow.inputs import refuse_bad_input
+        """Read the params once into the request (no network): a bad request fails here."""
+        from kafka_runbooks_airflow.connect import restart_request
 
-        params = get_current_context()["params"]
-        return refuse_bad_input(check_restart_request, params, "kafka_runbooks.connect")
+        return restart_request(get_current_context()["params"]).as_dict()
 
     @task
     def restart(request: dict) -> dict:
         """List once, refuse unknown connector/task ids, restart, wait until it settled RUNNING."""
-        from kafka_runbooks_airflow.connect import run_manual_restart
-        from kafka_runbooks_airflow.inputs import parse_duration
+        from kafka_runbooks_airflow.connect import ConnectorRestartRequest, run_manual_restart
 
-        params = get_current_context()["params"]
-        settle_s = parse_duration(params["settle_timeout_s"], "settle_timeout_s", maximum_s=600)
-        return run_manual_restart(request, settle_s, bool(params.get("fail_if_not_settled", True)))
+        return run_manual_restart(ConnectorRestartRequest.from_dict(request))
 
     restart(check_request())

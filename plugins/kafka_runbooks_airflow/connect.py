@@ -1,4 +1,9 @@
-"""The Connect runbooks' task bodies: params in, library calls, report out (thin on purpose)."""
+"""The Connect runbooks' task bodies: a checked request in, library calls, report out (thin on purpose).
+
+The params are read once, at the start of each task, into the typed requests of
+:mod:`kafka_runbooks.connect.request` (:func:`restart_request`, :func:`sweep_request`); nothing
+below goes back to the params.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,20 @@ from typing import Any
 
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.connect.autorestart import sweep_cluster, validate_patterns
-from kafka_runbooks.connect.manual import manual_restart, validate_request
+from kafka_runbooks.connect.manual import manual_restart
 from kafka_runbooks.connect.policy import RestartPolicy
+from kafka_runbooks.connect.request import (
+    AutoRestartRequest,
+    ConnectorRestartRequest,
+    build_restart_request,
+    build_sweep_request,
+    parse_connect_conn_ids,
+)
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.errors import BadInput, RunbookFailed
-from kafka_runbooks.units import parse_duration
+from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+__all__ = ["ConnectorRestartRequest", "AutoRestartRequest"]
 
 log = logging.getLogger(__name__)
 EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
@@ -22,30 +36,22 @@ EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
 LATEST_REPORT = "reports/connect_autorestart/latest.json"
 
 
-def policy_from_params(params: dict[str, Any]) -> RestartPolicy:
-    """The restart policy from the Connect sweep's params: the step and cap as '2m', '1h' or a number of
-    minutes, ``minute_seconds`` as a duration in seconds (tests shorten a policy minute)."""
-    return RestartPolicy(
-        step_minutes=parse_duration(params.get("step_minutes", 2), "step_minutes", "minutes") / 60,
-        max_interval_minutes=parse_duration(
-            params.get("max_interval_minutes", 30), "max_interval_minutes", "minutes"
-        )
-        / 60,
-        max_restarts=None if params.get("max_restarts") is None else int(params["max_restarts"]),
-        minute_seconds=parse_duration(params.get("minute_seconds", 60), "minute_seconds"),
-        errors_before_alert=int(params.get("errors_before_alert", 3)),
-    )
+def sweep_request(params: dict[str, Any]) -> AutoRestartRequest:
+    """The sweep's params as its request, read once at the start of a task; bad input is a DECISION
+    record and a failed task (no retry), before any call to a worker."""
+    return refuse_bad_input(build_sweep_request, params, "kafka_runbooks.connect")
+
+
+def restart_request(params: dict[str, Any]) -> ConnectorRestartRequest:
+    """The manual restart's params as its request (no network); bad input is a DECISION record and a
+    failed task (no retry), before the cluster is listed."""
+    return refuse_bad_input(build_restart_request, params, "kafka_runbooks.connect")
 
 
 def conn_ids_from_params(params: dict[str, Any]) -> list[str]:
-    """The Connect connection ids to sweep, stripped and without duplicates; BadInput when none or a blank
-    one is given."""
-    ids = params.get("connect_conn_ids") or []
-    if isinstance(ids, str):
-        ids = [ids]
-    if not ids or any(not isinstance(i, str) or not i.strip() for i in ids):
-        raise BadInput(f"connect_conn_ids must be a non-empty list of connection ids, got {ids!r}")
-    return list(dict.fromkeys(i.strip() for i in ids))
+    """The run's ``connect_conn_ids`` for the fleet's groups (:func:`kafka_runbooks_airflow.fleet.connect_fleet`):
+    stripped, without duplicates; BadInput when none or a blank one is given."""
+    return parse_connect_conn_ids(params.get("connect_conn_ids"))
 
 
 def excluded_from_variable() -> list[str]:
@@ -66,20 +72,20 @@ def excluded_from_variable() -> list[str]:
 
 
 def run_autorestart_sweep(
-    params: dict[str, Any],
+    request: AutoRestartRequest,
     run_id: str,
     logger: logging.Logger | None = None,
     group: dict[str, Any] | None = None,
 ) -> dict:
     """Sweep the Connect clusters of one group (one Kafka cluster's, from
-    :func:`kafka_runbooks_airflow.fleet.connect_fleet`; without a group, the ``connect_conn_ids``
-    param's); one that fails is reported, the others go on."""
+    :func:`kafka_runbooks_airflow.fleet.connect_fleet`; without a group, the request's
+    ``connect_conn_ids``); one that fails is reported, the others go on."""
     logger = logger or log
-    policy = policy_from_params(params)  # bad params fail here, before any call
-    group = group or {"kafka_config_id": None, "connect_conn_ids": conn_ids_from_params(params)}
+    policy = request.policy
+    group = group or {"kafka_config_id": None, "connect_conn_ids": _named_clusters(request)}
     kafka_config_id = group.get("kafka_config_id")
     conn_ids = list(group.get("connect_conn_ids") or [])
-    exclude = validate_patterns(params.get("exclude") or []) + excluded_from_variable()
+    exclude = list(request.exclude) + excluded_from_variable()
     started = time.monotonic()
     decisions.record(
         "connect-autorestart",
@@ -110,6 +116,14 @@ def run_autorestart_sweep(
     report["report_path"] = _write_report(report, kafka_config_id)
     _log_report(report, logger)
     return report
+
+
+def _named_clusters(request: AutoRestartRequest) -> list[str]:
+    """The Connect clusters a sweep without a group sweeps: only those the request names (no
+    fleet to fall back on here)."""
+    if request.connect_conn_ids is None:
+        raise BadInput("connect_conn_ids must be a non-empty list of connection ids, got None")
+    return list(request.connect_conn_ids)
 
 
 def _sweep_each(
@@ -259,39 +273,18 @@ def raise_on_alerts(report: dict, fail_on_alert: bool) -> dict:
     return summary
 
 
-def check_restart_request(params: dict[str, Any]) -> dict:
-    """Validate the manual restart's params; no network."""
-    from kafka_runbooks.forms import parse_id_list
-
-    task_ids = parse_id_list(params.get("task_ids"), "task_ids")
-    ids = validate_request(params.get("connector") or "", params.get("scope", "failed"), task_ids)
-    conn_id = params.get("connect_conn_id") or ""
-    if not conn_id.strip():
-        raise BadInput("connect_conn_id must name an Airflow connection")
-    return {
-        "connect_conn_id": conn_id.strip(),
-        "connector": params["connector"],
-        "scope": params["scope"],
-        "task_ids": ids,
-    }
-
-
-def run_manual_restart(
-    request: dict,
-    settle_timeout_s: float,
-    fail_if_not_settled: bool = True,
-    logger: logging.Logger | None = None,
-) -> dict:
-    """Restart, then fail (or warn, if ``fail_if_not_settled`` is off) unless it settled RUNNING."""
+def run_manual_restart(request: ConnectorRestartRequest, logger: logging.Logger | None = None) -> dict:
+    """Restart, then fail (or warn, if the request's ``fail_if_not_settled`` is off) unless it settled
+    RUNNING."""
     from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
 
-    with KafkaConnectHook(request["connect_conn_id"]).get_conn() as client:
+    with KafkaConnectHook(request.connect_conn_id).get_conn() as client:
         return manual_restart(
             client,
-            request["connector"],
-            request["scope"],
-            request["task_ids"],
-            settle_timeout_s=settle_timeout_s,
-            fail_if_not_settled=fail_if_not_settled,
+            request.connector,
+            request.scope,
+            list(request.task_ids),
+            settle_timeout_s=request.settle_timeout_s,
+            fail_if_not_settled=request.fail_if_not_settled,
             logger=logger or log,
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 from pathlib import Path
 
 import pytest
 
-from kafka_runbooks_airflow.connect import check_restart_request, conn_ids_from_params, policy_from_params
+from kafka_runbooks_airflow.connect import conn_ids_from_params
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -58,14 +59,57 @@ def test_restart_shape_and_params(dags):
             _validate(dag, bad)
 
 
-def test_task_side_checks():
-    assert policy_from_params({"max_restarts": None, "minute_seconds": 1}).max_restarts is None
-    with pytest.raises(ValueError, match="minute_seconds"):
-        policy_from_params({"minute_seconds": 0})
+def test_the_fleet_still_reads_the_runs_connect_conn_ids():
+    """fleet.connect_fleet reads the run's list through the glue; the request's checks apply."""
     assert conn_ids_from_params({"connect_conn_ids": ["a", "a", " b "]}) == ["a", "b"]
     with pytest.raises(ValueError, match="connect_conn_ids"):
         conn_ids_from_params({"connect_conn_ids": []})
-    with pytest.raises(ValueError, match="connector's name"):
-        check_restart_request({"connect_conn_id": "x", "connector": "", "scope": "failed", "task_ids": []})
-    ok = check_restart_request({"connect_conn_id": "x", "connector": "c", "scope": "tasks", "task_ids": [1]})
-    assert ok == {"connect_conn_id": "x", "connector": "c", "scope": "tasks", "task_ids": [1]}
+
+
+BUILDERS = {"restart_request", "sweep_request"}
+
+
+def test_the_connect_tasks_read_the_request_never_the_params():
+    """Each task body hands the run's params straight to its request builder and reads nothing else
+    of them; only the typed request crosses into the glue (issue #26). ``restart`` reads none: its
+    request comes from check_request's XCom."""
+    bodies = {}
+    for dag_file in ("kafka_connect_restart.py", "kafka_connect_autorestart.py"):
+        tree = ast.parse((ROOT / "dags" / dag_file).read_text())
+        bodies.update({n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)})
+    for name in ("check_request", "restart", "sweep", "raise_alerts"):
+        assert _params_uses(bodies[name]) == [], f"{name} reads the params beside its request"
+    built = {
+        name: _builders_called(bodies[name]) for name in ("check_request", "restart", "sweep", "raise_alerts")
+    }
+    assert built == {
+        "check_request": ["restart_request"],
+        "restart": [],
+        "sweep": ["sweep_request"],
+        "raise_alerts": ["sweep_request"],
+    }
+
+
+def _is_params(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id == "params"
+    return isinstance(node, ast.Subscript) and getattr(node.slice, "value", None) == "params"
+
+
+def _builders_called(function: ast.FunctionDef) -> list[str]:
+    return [
+        n.func.id
+        for n in ast.walk(function)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in BUILDERS
+    ]
+
+
+def _params_uses(function: ast.FunctionDef) -> list[str]:
+    """Every read of the run's params in a task body that is not handed straight to a builder."""
+    handed = {
+        id(a)
+        for n in ast.walk(function)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in BUILDERS
+        for a in n.args
+    }
+    return [ast.unparse(n) for n in ast.walk(function) if _is_params(n) and id(n) not in handed]

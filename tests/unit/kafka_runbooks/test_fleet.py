@@ -135,6 +135,7 @@ def test_the_connect_fleet_reads_the_kafka_connections_and_a_broken_one_fails_on
     import json
 
     from kafka_runbooks import storage
+    from kafka_runbooks.connect.request import build_sweep_request
     from kafka_runbooks_airflow import connect
     from kafka_runbooks_airflow.fleet import connect_fleet
 
@@ -156,7 +157,7 @@ def test_the_connect_fleet_reads_the_kafka_connections_and_a_broken_one_fails_on
     storage._STORES.clear()
     try:
         # the group of the missing connection: reported as an alert naming the Kafka cluster
-        report = connect.run_autorestart_sweep({}, "r1", group=groups[1])
+        report = connect.run_autorestart_sweep(build_sweep_request({}), "r1", group=groups[1])
         assert report["kafka_config_id"] == "kafka_missing"
         assert [(a["cluster"], a["alert"]) for a in report["alerts"]] == [
             ("kafka_missing", "Connect clusters unknown")
@@ -164,7 +165,7 @@ def test_the_connect_fleet_reads_the_kafka_connections_and_a_broken_one_fails_on
         assert report["report_path"].endswith("/reports/connect_autorestart/by_connection/kafka_missing.json")
         # a Kafka cluster without Connect clusters: nothing to sweep, no alert
         empty = {"kafka_config_id": "kafka_x", "connect_conn_ids": [], "error": None, "shared": {}}
-        assert connect.run_autorestart_sweep({}, "r1", group=empty)["alerts"] == []
+        assert connect.run_autorestart_sweep(build_sweep_request({}), "r1", group=empty)["alerts"] == []
         folder = tmp_path / "reports" / "connect_autorestart" / "by_connection"
         assert {json.loads(p.read_text())["kafka_config_id"] for p in folder.glob("*.json")} == {
             "kafka_missing",

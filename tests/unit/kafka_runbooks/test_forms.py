@@ -134,13 +134,13 @@ def test_the_sweeps_conf_still_validates(dags):
 
 
 def test_connect_task_ids_are_a_text_box():
-    from kafka_runbooks_airflow.connect import check_restart_request
+    from kafka_runbooks.connect.request import build_restart_request
 
     base = {"connect_conn_id": "x", "connector": "c", "scope": "tasks"}
-    assert check_restart_request({**base, "task_ids": "2, 0"})["task_ids"] == [0, 2]
-    assert check_restart_request({**base, "task_ids": [1]})["task_ids"] == [1]
+    assert build_restart_request({**base, "task_ids": "2, 0"}).task_ids == (0, 2)
+    assert build_restart_request({**base, "task_ids": [1]}).task_ids == (1,)
     with pytest.raises(ValueError, match="task_ids must be ids separated by commas"):
-        check_restart_request({**base, "task_ids": "0;2"})
+        build_restart_request({**base, "task_ids": "0;2"})
 
 
 @pytest.mark.parametrize(

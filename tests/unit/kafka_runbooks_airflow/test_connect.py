@@ -14,11 +14,14 @@ import logging
 import pytest
 
 from kafka_runbooks.connect.client import ConnectorStatus, RestartOutcome, TaskStatus
+from kafka_runbooks.connect.request import build_sweep_request
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks_airflow import connect
 from kafka_runbooks_airflow.hooks import kafka_connect
+from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
 
 LOG = logging.getLogger("test.connect")
+SWEEP = build_sweep_request({})
 
 
 class Worker:
@@ -69,7 +72,7 @@ def rig(tmp_path, monkeypatch):
 
 def test_a_cluster_that_cannot_be_swept_is_its_own_alert_and_the_others_are_swept(rig, tmp_path):
     JsonStateStore("corrupt").store.write_text(JsonStateStore("corrupt").key, "{not json")
-    policy = connect.policy_from_params({})
+    policy = SWEEP.policy
     clusters = connect._sweep_each(["broken", "corrupt", "good"], policy, [], LOG)
     assert [(c["cluster"], c["reachable"]) for c in clusters] == [
         ("broken", False),
@@ -84,7 +87,7 @@ def test_a_cluster_that_cannot_be_swept_is_its_own_alert_and_the_others_are_swep
 
 def test_the_group_report_gathers_every_clusters_alerts_errors_and_restarts(rig):
     report = connect.run_autorestart_sweep(
-        {}, "run-1", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good", "broken"]}
+        SWEEP, "run-1", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good", "broken"]}
     )
     assert [c["cluster"] for c in report["clusters"]] == ["good", "broken"]
     assert [(r["cluster"], r["connector"]) for r in report["restarts"]] == [("good", "failing")]
@@ -94,10 +97,10 @@ def test_the_group_report_gathers_every_clusters_alerts_errors_and_restarts(rig)
 
 def test_each_kafka_cluster_keeps_its_own_report_besides_the_latest(rig, tmp_path):
     a = connect.run_autorestart_sweep(
-        {}, "run-a", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good"]}
+        SWEEP, "run-a", LOG, {"kafka_config_id": "kafka_a", "connect_conn_ids": ["good"]}
     )
     b = connect.run_autorestart_sweep(
-        {}, "run-b", LOG, {"kafka_config_id": "kafka_b", "connect_conn_ids": []}
+        SWEEP, "run-b", LOG, {"kafka_config_id": "kafka_b", "connect_conn_ids": []}
     )
     reports = tmp_path / "reports" / "connect_autorestart"
     assert a["report_path"] == str(reports / "by_connection" / "kafka_a.json")
@@ -105,14 +108,14 @@ def test_each_kafka_cluster_keeps_its_own_report_besides_the_latest(rig, tmp_pat
     assert json.loads((reports / "by_connection" / "kafka_b.json").read_text())["run_id"] == "run-b"
     assert json.loads((reports / "latest.json").read_text())["run_id"] == "run-b"  # the last group's
     assert b["report_path"].endswith("kafka_b.json")
-    plain = connect.run_autorestart_sweep({"connect_conn_ids": ["good"]}, "run-c", LOG)
+    plain = connect.run_autorestart_sweep(build_sweep_request({"connect_conn_ids": ["good"]}), "run-c", LOG)
     assert plain["report_path"] == str(reports / "latest.json")
 
 
 def test_the_log_names_what_needs_a_person_and_skips_connectors_without_history(rig, caplog):
     caplog.set_level(logging.INFO, logger="test.connect")
     connect.run_autorestart_sweep(
-        {}, "run-1", LOG, {"kafka_config_id": "k", "connect_conn_ids": ["good", "broken"]}
+        SWEEP, "run-1", LOG, {"kafka_config_id": "k", "connect_conn_ids": ["good", "broken"]}
     )
     lines = [
         (r.levelname, r.getMessage()) for r in caplog.records if not r.getMessage().startswith("DECISION")
@@ -130,7 +133,7 @@ def test_the_log_names_what_needs_a_person_and_skips_connectors_without_history(
 
 def test_a_connect_cluster_also_named_by_another_kafka_cluster_is_reported_not_swept_twice(rig):
     group = {"kafka_config_id": "kafka_b", "connect_conn_ids": ["good"], "shared": {"mm2": "kafka_a"}}
-    report = connect.run_autorestart_sweep({}, "run-1", LOG, group)
+    report = connect.run_autorestart_sweep(SWEEP, "run-1", LOG, group)
     assert [c["cluster"] for c in report["clusters"]] == ["mm2", "good"]
     assert report["alerts"] == [
         {
@@ -140,3 +143,22 @@ def test_a_connect_cluster_also_named_by_another_kafka_cluster_is_reported_not_s
         }
     ]
     assert "mm2" not in rig  # no client built for it
+
+
+def test_a_sweep_without_a_group_sweeps_only_what_its_request_names(rig):
+    with pytest.raises(ValueError, match="connect_conn_ids must be a non-empty list"):
+        connect.run_autorestart_sweep(SWEEP, "run-1", LOG)  # the fleet's groups come from fleet.py
+    report = connect.run_autorestart_sweep(build_sweep_request({"connect_conn_ids": "good"}), "run-2", LOG)
+    assert [c["cluster"] for c in report["clusters"]] == ["good"] and report["kafka_config_id"] is None
+
+
+def test_the_glue_reads_the_typed_request_never_the_params():
+    """Issue #26: the task bodies read the params once into the request (``sweep_request``,
+    ``restart_request``); the glue that runs the sweep and the restart reads the request only.
+    ``conn_ids_from_params`` is fleet.py's reader of the run's list, the one params reader left."""
+    readers = {name: params_reads(f) for name, f in functions(connect).items() if params_reads(f)}
+    assert readers == {"conn_ids_from_params": ["params.get"]}
+    assert callers_of(connect, "build_sweep_request") == ["sweep_request"]
+    assert callers_of(connect, "build_restart_request") == ["restart_request"]
+    for name in ("run_autorestart_sweep", "run_manual_restart"):
+        assert functions(connect)[name].args.args[0].arg == "request", name
