@@ -111,9 +111,9 @@ with DAG(
     @task
     def plan_replacement(params=None) -> dict:
         """Read the quorum, plan the steps, refuse one that would break the majority (read-only)."""
-        from kafka_runbooks_airflow.controller_replace import plan
+        from kafka_runbooks_airflow.controller_replace import plan, replace_request
 
-        return plan(dict(params))
+        return plan(replace_request(params), params["kafka_config_id"])
 
     approve = PlanApprovalOperator(
         task_id="approve_replacement",
@@ -134,8 +134,10 @@ with DAG(
         from airflow.sdk import get_current_context
 
         from kafka_runbooks_airflow.controller_replace import replace as run
+        from kafka_runbooks_airflow.controller_replace import replace_request
 
-        return run(get_current_context(), document, dict(params))
+        request = replace_request(params)
+        return run(get_current_context(), document, request, params["kafka_config_id"])
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_replacement()

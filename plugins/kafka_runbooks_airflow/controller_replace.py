@@ -6,6 +6,10 @@ replace task refuses unless the gate approved exactly that document's steps, the
 (:class:`kafka_runbooks.controller_replace.runbook.ControllerReplacement`). Kafka's jars for
 ``kafka-metadata-quorum`` are found through the Variable ``kafka_runbooks_kafka_libs`` or the
 environment variable ``KAFKA_RUNBOOKS_KAFKA_LIBS`` (a Kafka distribution's ``libs`` folder).
+
+Each task reads the params once, into :class:`ReplaceRequest` (:func:`replace_request`), and
+hands it on with the cluster's ``kafka_config_id``; nothing below reads the params again, so
+the replace task waits and holds the lease for exactly what the plan was made with.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from kafka_runbooks.controller_replace.quorum_tool import (
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.units import parse_duration
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
+from kafka_runbooks_airflow.inputs import refuse_bad_input
 
 log = logging.getLogger("kafka_runbooks.controller_replace")
 
@@ -48,6 +53,12 @@ def build_request(params: dict[str, Any]) -> ReplaceRequest:
     )
 
 
+def replace_request(params: dict[str, Any]) -> ReplaceRequest:
+    """The run's params as its request, read once at the start of a task; bad input is a DECISION
+    record and a failed task (no retry), nothing done."""
+    return refuse_bad_input(build_request, params, log.name)
+
+
 def kafka_libs() -> str:
     """Where Kafka's jars are: the Variable, else the environment; BadInput when neither says."""
     from airflow.sdk import Variable
@@ -64,23 +75,22 @@ def kafka_libs() -> str:
     return value
 
 
-def _runbook(params: dict[str, Any]):
+def _runbook(request: ReplaceRequest, kafka_config_id: str):
     from kafka_runbooks.controller_replace.runbook import ControllerReplacement
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    hook = KafkaAdminHook(kafka_config_id=params["kafka_config_id"])
+    hook = KafkaAdminHook(kafka_config_id=kafka_config_id)
     config = hook.client_config()
     tool = QuorumTool(kafka_libs(), hook.admin.bootstrap_servers, config)
-    return hook.admin, ControllerReplacement(hook.admin, tool, build_request(params), logger=log)
+    return hook.admin, ControllerReplacement(hook.admin, tool, request, logger=log)
 
 
-def plan(params: dict[str, Any]) -> dict[str, Any]:
+def plan(request: ReplaceRequest, kafka_config_id: str) -> dict[str, Any]:
     """Read the quorum and plan; a step that would break the majority refuses here, before the gate."""
-    request = build_request(params)
     from kafka_runbooks.controller_replace.runbook import ControllerReplacement
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         document = ControllerReplacement(admin, None, request, logger=log).plan()  # type: ignore[arg-type]
     finally:
@@ -89,17 +99,18 @@ def plan(params: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def replace(context, document: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def replace(
+    context, document: dict[str, Any], request: ReplaceRequest, kafka_config_id: str
+) -> dict[str, Any]:
     """Refuse unless the gate approved these steps; then add, remove, verify."""
     from kafka_runbooks_airflow.gate import require_approval
     from kafka_runbooks_airflow.lease import renew_lease
 
     require_approval(context, "controller_replace", "approve_replacement")
     # this run still holds the cluster, for the whole replacement (two waits and the settle)
-    wait_s = parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s")
-    hold = 3 * wait_s + parse_duration(params.get("settle_period_s", "10s"), "settle_period_s")
-    renew_lease(context, params["kafka_config_id"], hold_for_s=hold)
-    admin, runbook = _runbook(params)
+    hold = 3 * request.catch_up_timeout_s + request.settle_s
+    renew_lease(context, kafka_config_id, hold_for_s=hold)
+    admin, runbook = _runbook(request, kafka_config_id)
     try:
         return runbook.run(document)
     finally:

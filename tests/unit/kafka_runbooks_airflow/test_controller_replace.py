@@ -1,0 +1,46 @@
+"""kafka_controller_replace's glue takes the typed ReplaceRequest, built once per task (issue #26).
+
+Before, ``plan``, ``replace`` and ``_runbook`` each indexed the params (the cluster three
+times) and ``replace`` parsed the catch-up and settle durations again for its lease hold, beside
+the request ``_runbook`` built from the same params: two readings of one value that could
+drift apart. Now each task builds the request once (``replace_request``) and hands it on with
+the cluster's ``kafka_config_id``. The gate's action still shows the params as asked: its digest
+is pinned (test_gate_digest.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import kafka_runbooks_airflow.controller_replace as glue
+from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
+
+
+def test_planning_and_replacing_read_the_request_and_the_cluster_not_the_params():
+    for name in ("plan", "replace", "_runbook"):
+        function = functions(glue)[name]
+        assert params_reads(function) == [], f"{name} reads the params"
+        arguments = [a.arg for a in function.args.args]
+        assert arguments[-2:] == ["request", "kafka_config_id"], name
+
+
+def test_the_request_is_built_in_one_place():
+    """``replace_request`` is the only caller of the parser in the glue; the parser and the gate's
+    action are the only readers of the params left."""
+    assert callers_of(glue, "build_request") == ["replace_request"]
+    readers = sorted(name for name, f in functions(glue).items() if params_reads(f))
+    assert readers == ["build_request", "controller_replace_action"]
+
+
+def test_the_task_bodies_hand_the_params_to_the_request_builder(caplog):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    request = glue.replace_request(
+        {"kafka_config_id": "k", "remove_voters": [3], "catch_up_timeout_s": "2m", "settle_period_s": 5}
+    )
+    assert (request.remove, request.catch_up_timeout_s, request.settle_s) == ((3,), 120.0, 5.0)
+    with caplog.at_level(logging.INFO), pytest.raises(AirflowFailException, match="give both"):
+        glue.replace_request({"kafka_config_id": "k", "remove_voters": [3], "new_controller_id": 4})
+    assert [r for r in caplog.records if getattr(r, "decision_record", None)]
