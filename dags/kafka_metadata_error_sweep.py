@@ -144,12 +144,12 @@ with DAG(
         Returns the restart runs to start (one per flagged broker); the report and the
         controller escalation go to XCom under ``report`` and ``controller_escalation``.
         """
-        from kafka_runbooks_airflow.metadata_errors import run_metadata_error_sweep
+        from kafka_runbooks_airflow.metadata_errors import run_metadata_error_sweep, sweep_options
 
         context = get_current_context()
         ti = context["ti"]
-        params = {**context["params"], **target}
-        report = run_metadata_error_sweep(params, context["run_id"], ti, context["dag"].dag_id)
+        options = sweep_options({**context["params"], **target}, context["dag"].dag_id)
+        report = run_metadata_error_sweep(options, context["run_id"], ti)
         context["outlet_events"][REPORT_ASSET].extra = {
             "kafka_config_id": report["kafka_config_id"],
             "path": report["report_path"],

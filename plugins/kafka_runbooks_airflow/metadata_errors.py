@@ -5,6 +5,9 @@ reads its own cluster's XComs (:func:`group_xcom`: the same map index), and the 
 gate and the tasks after it check for themselves whether they have anything to do (a skip
 sent by a branch inside a mapped task group is not something to rely on on Airflow 3.3.2,
 see :mod:`kafka_runbooks_airflow.operators.trigger`).
+
+Each cluster's ``sweep`` reads the params (with its cluster's target) once, into
+:class:`SweepOptions` (:func:`sweep_options`), and the sweep reads only those.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks.metadata_errors.state import MetadataErrorStateStore
 from kafka_runbooks.metadata_errors.sweep import (
     ACTIVE_RUN_STATES,
@@ -31,6 +34,7 @@ from kafka_runbooks_airflow.gate import (
     gate_action,
     run_xcom,
 )
+from kafka_runbooks_airflow.inputs import refuse_bad_input
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +98,12 @@ OPTION_DEFAULTS = SweepOptions()
 
 
 def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptions:
-    """The sweep's options from a run's params; what a conf leaves out is the default."""
+    """The sweep's options from a run's params; what a conf leaves out is the default. BadInput names a
+    param that is not what the form asks for."""
     d = OPTION_DEFAULTS
     return SweepOptions(
-        max_flagged_brokers=int(params.get("max_flagged_brokers", d.max_flagged_brokers)),
-        controller_escalate_after=int(params.get("controller_escalate_after", d.controller_escalate_after)),
+        max_flagged_brokers=_count(params, "max_flagged_brokers", d.max_flagged_brokers),
+        controller_escalate_after=_count(params, "controller_escalate_after", d.controller_escalate_after),
         restart_brokers=bool(params.get("restart_brokers", d.restart_brokers)),
         restart_dag_id=str(params.get("restart_dag_id") or d.restart_dag_id),
         sweep_dag_id=sweep_dag_id,
@@ -108,12 +113,28 @@ def options_from_params(params: dict[str, Any], sweep_dag_id: str) -> SweepOptio
     )
 
 
-def run_metadata_error_sweep(params: dict[str, Any], run_id: str, ti, dag_id: str) -> dict[str, Any]:
+def _count(params: dict[str, Any], name: str, default: int) -> int:
+    """A whole number from the form or a REST conf; BadInput naming the param otherwise."""
+    value = params.get(name, default)
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise BadInput(f"{name} must be a whole number, not {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a whole number, not {value!r}") from None
+
+
+def sweep_options(params: dict[str, Any], sweep_dag_id: str) -> SweepOptions:
+    """One cluster's sweep options, read once at the start of its ``sweep`` task (the run's params
+    with the cluster's target); bad input is a DECISION record and a failed task, before any call."""
+    return refuse_bad_input(lambda p: options_from_params(p, sweep_dag_id), params, log.name)
+
+
+def run_metadata_error_sweep(options: SweepOptions, run_id: str, ti) -> dict[str, Any]:
     """Sweep, persist, write the report; return it (restart requests and escalation inside)."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.hooks.metrics import KafkaMetricsHook
 
-    options = options_from_params(params, dag_id)  # bad params fail here, before any call
     kafka_config_id = options.kafka_config_id
     try:
         endpoints = KafkaMetricsHook(options.metrics_conn_id).get_endpoints()

@@ -22,6 +22,13 @@ from kafka_runbooks.metadata_errors.targets import sweep_targets
 RUN_ID = "scheduled__2026-11-24T10:00:00+00:00"
 
 
+def _options(target: dict) -> SweepOptions:
+    """One cluster's options as its sweep task reads them: the run's (empty) params and its target."""
+    from kafka_runbooks_airflow.metadata_errors import options_from_params
+
+    return options_from_params(target, "kafka_metadata_error_sweep")
+
+
 class MappedTI:
     """The part of a mapped task instance the tasks use: XComs keyed (task_id, map_index, key)."""
 
@@ -162,7 +169,7 @@ def test_state_report_and_restart_runs_are_kept_per_cluster(tmp_path, monkeypatc
     monkeypatch.setattr(metadata_errors, "run_sweep", fake_sweep)
     try:
         reports = [
-            metadata_errors.run_metadata_error_sweep(target, RUN_ID, None, "kafka_metadata_error_sweep")
+            metadata_errors.run_metadata_error_sweep(_options(target), RUN_ID, None)
             for target in sweep_targets(["kafka_a", "kafka_b"])
         ]
         assert [(s[0], s[2], s[3]) for s in seen] == [
@@ -196,7 +203,7 @@ def test_a_broken_connection_is_that_clusters_alert(tmp_path, monkeypatch):
     storage._STORES.clear()
     try:
         target = sweep_targets(["kafka_gone"])[0]  # no such connection
-        report = metadata_errors.run_metadata_error_sweep(target, RUN_ID, None, "kafka_metadata_error_sweep")
+        report = metadata_errors.run_metadata_error_sweep(_options(target), RUN_ID, None)
         assert report["kafka_config_id"] == "kafka_gone" and report["nodes"] == []
         assert report["restart_requests"] == [] and report["controller_escalation"] is None
         assert [a["alert"] for a in report["alerts"]] == [report["discovery_errors"][0]]
