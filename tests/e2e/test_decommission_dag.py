@@ -5,6 +5,11 @@ the approval is answered through the API, the run succeeds, and the cluster itse
 read here, not the run's log) shows broker 4 with no replica and no leadership and no throttle
 left, the producer without a failed send. A second run naming broker 99, which is not
 registered, fails before any gate with the reason.
+
+One disruptive runbook per cluster (issue #27): while the decommission holds the cluster's lease
+(from acquire_lease through its gate), a full rebalance asked on the same cluster with
+on_lease_held=fail fails at acquire_lease naming the holder and changes nothing; once the
+decommission has ended, its teardown has given the lease back.
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from __future__ import annotations
 import pytest
 
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from kafka_runbooks.lease import Holder, LeaseRecord
+from kafka_runbooks.storage import Records, store
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import create_topic, produce, unique_topic
 
 DAG_ID = "kafka_broker_decommission"
+REBALANCE = "kafka_rebalance"
+CLUSTER = "kafka_default"
 DRAINED = 4
 pytestmark = pytest.mark.timeout(1500)
 
@@ -39,6 +48,7 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
     producer.start()
     try:
         run = airflow_local.trigger(DAG_ID, {"broker_ids": str(DRAINED), "throttle_bytes_per_sec": "20 MiB"})
+        _a_rebalance_fails_while_the_decommission_holds_the_lease(airflow_local, admin, run)
         # the Spark plan is most of the wait: ~30 s on an idle machine, 3 min at a load average of 28
         request = airflow_local.wait_for_approval(DAG_ID, run, "approval_gate", timeout=600)
         assert request["subject"].startswith(f"Decommission broker(s) [{DRAINED}]: move "), request["subject"]
@@ -64,6 +74,7 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
     assert [p.name for p in parts if set(p.isr) != set(p.replicas)] == []
     assert leftover_throttles(admin, [1, 2, 3, DRAINED], topics) == {}
     assert producer.failed == [] and producer.acked > 100
+    assert _lease_holder(airflow_local) is None, "the decommission's teardown gave the lease back"
 
     # a broker that is not registered: refused by validate, before any gate, with the reason
     refused = airflow_local.trigger(DAG_ID, {"broker_ids": "99"})
@@ -76,3 +87,35 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
         "skipped",
         "upstream_failed",
     )
+
+
+def _lease_holder(airflow_local: AirflowLocal) -> Holder | None:
+    """The run holding the cluster's lease, read the way the runbooks read it (the test Airflow's data
+    store), or None when the cluster is free."""
+    text = Records(store(str(airflow_local.home / "kafka_runbooks")), "state/leases").read(CLUSTER)
+    return None if text is None else LeaseRecord.from_json(text).holder
+
+
+def _a_rebalance_fails_while_the_decommission_holds_the_lease(
+    airflow_local: AirflowLocal, admin, holder: str
+) -> None:
+    """Issue #27: the two planned runbooks exclude each other on one cluster, as reassign and restart
+    do. The decommission takes the lease before it plans; a full rebalance asked meanwhile with
+    on_lease_held=fail stops at acquire_lease naming the holder, runs none of its cluster steps, and
+    its teardown leaves the holder's lease alone. The decommission moves nothing before its gate is
+    answered, so any reassignment in flight now would be the rebalance's: there must be none."""
+    airflow_local.wait_for_task_state(DAG_ID, holder, "acquire_lease", "success", timeout=600)
+    assert _lease_holder(airflow_local) == Holder(DAG_ID, holder)
+    refused = airflow_local.trigger(REBALANCE, {"mode": "full", "on_lease_held": "fail"})
+    # a rebalance let through would go on to its own gate: fail at once when acquire_lease succeeds
+    airflow_local.wait_for_task_state(REBALANCE, refused, "acquire_lease", "failed", timeout=300)
+    assert airflow_local.wait_for_run(REBALANCE, refused, timeout=300) == "failed"
+    states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(REBALANCE, refused)}
+    assert (states["check_input"], states["acquire_lease"]) == ("success", "failed"), states
+    cluster_steps = ("validate", "snapshot_cluster", "plan_reassignment", "approval_gate", "execute_chunks")
+    assert [t for t in cluster_steps if states.get(t) not in (None, "upstream_failed")] == [], states
+    lease_log = airflow_local.task_log_text(REBALANCE, refused, "acquire_lease")
+    assert f"cluster {CLUSTER} is held by {DAG_ID} run {holder} since" in lease_log, lease_log[-3000:]
+    assert "on_lease_held=fail" in lease_log
+    assert _lease_holder(airflow_local) == Holder(DAG_ID, holder)
+    assert admin.list_reassignments() == {}
