@@ -20,6 +20,10 @@ rules live here, in two methods, on one per-attempt deadline:
 - ``_to_controller``: a request kafka-python sends to the broker it cached as "the
   controller" (under KRaft any broker from metadata) forgets that broker after any
   failure, so a retry goes to a live one.
+- bootstrap (``_kafka_python``): a bootstrap server that refuses connections has no broker
+  behind it and gets no attempt; a cluster whose every server refuses for one attempt's
+  deadline is ``ClusterUnreachable`` ("nothing listens at ..."), see
+  :mod:`kafka_runbooks.bootstrap`.
 
 Errors leave the facade in the library's tree (``kafka_runbooks.errors``): a client
 library's error is translated once, as it leaves a public method (``_rpc``), into
@@ -41,6 +45,7 @@ from functools import cache, cached_property, wraps
 from typing import Any, TypeVar
 
 from kafka_runbooks import retries
+from kafka_runbooks.bootstrap import bootstrap_servers, until_one_listens
 from kafka_runbooks.client_config import redact, require_bootstrap
 from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
 from kafka_runbooks.model import Broker, ClusterState, LogDir, LogDirReplica, PartitionState, Quorum
@@ -130,31 +135,46 @@ class ClusterAdmin:
     # Lazily built clients ------------------------------------------------------
     @cached_property
     def _kafka_python(self):
-        """kafka-python's client (private to the facade), one attempt's deadline per request."""
+        """kafka-python's client (private to the facade), one attempt's deadline per request.
+
+        Bootstrap servers that refuse connections (nothing listens there) are left out; when
+        every one refuses for one attempt's deadline the cluster is ``ClusterUnreachable`` at
+        once, instead of a bootstrap deadline for all of them and another for each alone.
+        """
+        servers = bootstrap_servers(self.bootstrap_servers)
+        seen = until_one_listens(servers, self.attempt_timeout_s)
+        if not seen.others:
+            raise ClusterUnreachable(
+                f"nothing listens at {self.bootstrap_servers}: every bootstrap server refused the "
+                f"connection for {self.attempt_timeout_s:.0f} s (the cluster is down or not there)"
+            )
+        refused = "".join(f"; {server} refused the connection" for server in seen.refused)
+        return self._bootstrap(list(seen.others), refused)
+
+    def _bootstrap(self, servers: list[str], refused: str):
+        """Bootstrap through ``servers`` together, then (if more than one) through each alone:
+        kafka-python can stay stuck on a bootstrap server that accepts connections but never
+        answers (a hung broker: exactly when runbooks run)."""
         from kafka.errors import KafkaError
 
         from kafka_runbooks._kafka_python import KafkaPythonClient
 
         attempt_ms = int(self.attempt_timeout_s * 1000)
         suspect_ms = int(self.timeout_s * 1000)
-        try:
-            return KafkaPythonClient(self.config, request_timeout_ms=attempt_ms, suspect_ms=suspect_ms)
-        except KafkaError as exc:
-            first_error = exc
-        # kafka-python can stay stuck on a bootstrap server that accepts connections but
-        # never answers (a hung broker: exactly when runbooks run). Try each one alone.
-        servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
-        for server in servers if len(servers) > 1 else []:
+        first_error: KafkaError | None = None
+        for group in [servers] + ([[s] for s in servers] if len(servers) > 1 else []):
             try:
                 return KafkaPythonClient(
-                    {**self.config, "bootstrap.servers": server},
+                    {**self.config, "bootstrap.servers": ",".join(group)},
                     request_timeout_ms=attempt_ms,
                     suspect_ms=suspect_ms,
                 )
             except KafkaError as exc:
-                log.info("bootstrap through %s failed: %s", server, exc)
+                first_error = first_error or exc
+                log.info("bootstrap through %s failed: %s", ",".join(group), exc)
         raise ClusterUnreachable(
-            f"no broker of {self.bootstrap_servers} answered ({type(first_error).__name__}: {first_error})"
+            f"no broker of {self.bootstrap_servers} answered "
+            f"({type(first_error).__name__}: {first_error}){refused}"
         ) from first_error
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
@@ -12,16 +13,27 @@ from kafka_runbooks.errors import ClusterUnreachable
 from kafka_runbooks_airflow import console_listener  # imports Airflow (its logging set-up) before caplog
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _stopping_port() -> int:
+    """A port that accepts one connection and then stops listening (a broker being restarted):
+    the facade's bootstrap probe finds it listening, the client's connections are then reset or
+    refused. A port that refuses from the start is never handed to the client at all."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def stop_after_one() -> None:
+        conn, _ = server.accept()
+        conn.close()
+        server.close()
+
+    threading.Thread(target=stop_after_one, daemon=True).start()
+    return server.getsockname()[1]
 
 
 def test_a_refused_broker_is_not_an_error_from_the_real_clients(caplog):
     """librdkafka and kafka-python against a port nobody listens on (a broker being restarted)."""
     with caplog.at_level(logging.DEBUG):
-        admin = ClusterAdmin({"bootstrap.servers": f"127.0.0.1:{_closed_port()}"}, timeout_s=2)
+        admin = ClusterAdmin({"bootstrap.servers": f"127.0.0.1:{_stopping_port()}"}, timeout_s=2)
         for call in (admin.ping, admin.describe_brokers):
             try:
                 call()
