@@ -27,8 +27,6 @@ from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.errors import BadInput, RunbookFailed
 from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-__all__ = ["ConnectorRestartRequest", "AutoRestartRequest"]
-
 log = logging.getLogger(__name__)
 EXCLUDE_VARIABLE = "kafka_connect_autorestart_exclude"
 
