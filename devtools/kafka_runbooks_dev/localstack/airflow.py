@@ -77,6 +77,7 @@ class AirflowLocal:
         self.pid_file = self.home / "standalone.pid"
         self.log_file = self.home / "standalone.log"
         self._proc: subprocess.Popen | None = None
+        self._scheduler_proc: subprocess.Popen | None = None  # a scheduler restart_scheduler started
         self._token: str | None = None
         self._http = requests.Session()
 
@@ -242,31 +243,109 @@ class AirflowLocal:
             raise failure from exc
 
     def stop(self, timeout: float = 30) -> None:
-        """Stop the whole process group (standalone, its components and their task processes)."""
+        """Stop the whole process group (standalone, its components and their task processes),
+        and a scheduler :meth:`restart_scheduler` started (a process group of its own)."""
+        scheduler = self._restarted_scheduler_pid()
+        if scheduler is not None:
+            _stop_group(scheduler, self._scheduler_proc, timeout)
+        self.scheduler_pid_file.unlink(missing_ok=True)
+        self._scheduler_proc = None
         pid = self._pid()
         if pid is not None:
-            _signal_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while self._group_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if self._group_alive(pid):
-                _signal_group(pid, signal.SIGKILL)
-                while self._group_alive(pid) and time.monotonic() < deadline + 10:
-                    time.sleep(0.2)
+            _stop_group(pid, self._proc, timeout)
         self.pid_file.unlink(missing_ok=True)
         self._proc = None
         self._token = None
 
-    def _group_alive(self, pgid: int) -> bool:
-        if self._proc is not None:
-            self._proc.poll()  # reap our child, else it lingers as a zombie in the group
+    def restart_scheduler(self, timeout: float = 180) -> None:
+        """Stop the scheduler and start a new one; the api-server, dag-processor and triggerer run on.
+
+        The scheduler is the process that runs every task (its LocalExecutor's workers start the
+        task processes), so whatever a task kept in memory is gone with it, as in a restart of
+        all of Airflow: what a test finds kept across the restart came from a store. No run may
+        be running: its task processes stop with the scheduler. A restart of the whole
+        standalone took ~50 s on the loaded machine (DB check, four components, the execution
+        API's lazy start), most of it not the scheduler's.
+
+        Ready when the API's health shows a scheduler heartbeat other than the last one it
+        showed once the old scheduler was gone (the same field from the same source: only the
+        new scheduler can have written it).
+        """
+        old = self._scheduler_pid()
+        if old is None:
+            raise AirflowError(f"no scheduler of {self.home} runs: nothing to restart")
+        if old == self._restarted_scheduler_pid():
+            _stop_group(old, self._scheduler_proc, 30)
+        else:
+            _stop_process(old, 30)
+        stale = self._last_heartbeat(timeout)
+        with self.log_file.open("ab") as log:
+            self._scheduler_proc = subprocess.Popen(
+                [str(self.airflow_bin), "scheduler"],
+                # its lines go straight to the log (wait_for_approval reads the scheduler's there)
+                env={**self.env(), "PYTHONUNBUFFERED": "1"},
+                cwd=self.home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # standalone's group is in another session; stop() stops both
+            )
+        self.scheduler_pid_file.write_text(f"{self._scheduler_proc.pid}\n")
+        self._wait_for_new_scheduler(stale, timeout)
+
+    def _wait_for_new_scheduler(self, stale: str | None, timeout: float) -> None:
+        """Until the health shows a healthy scheduler with a heartbeat other than ``stale``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            health = self._scheduler_health()
+            beat = health.get("latest_scheduler_heartbeat")
+            if health.get("status") == "healthy" and beat is not None and beat != stale:
+                return
+            failure = None
+            if self._restarted_scheduler_pid() is None:
+                failure = self._start_failure("the restarted scheduler exited")
+            elif time.monotonic() > deadline:
+                failure = self._start_failure(f"no new scheduler heartbeat after {timeout:.0f}s")
+            if failure:
+                raise failure
+            time.sleep(0.5)
+
+    def _last_heartbeat(self, timeout: float) -> str | None:
+        """The scheduler heartbeat the health shows now (None: no scheduler ever beat); waits for
+        an answer: a missed one would let the old scheduler's heartbeat pass for a new one."""
+        deadline = time.monotonic() + timeout
+        while (health := self.health()) is None:
+            if time.monotonic() > deadline:
+                raise self._start_failure(f"the API's health did not answer for {timeout:.0f}s")
+            time.sleep(0.5)
+        return (health.get("scheduler") or {}).get("latest_scheduler_heartbeat")
+
+    def _scheduler_health(self) -> dict:
+        """The scheduler's part of the API's health (status, latest heartbeat); {} without an answer."""
+        return (self.health() or {}).get("scheduler") or {}
+
+    @property
+    def scheduler_pid_file(self) -> Path:
+        """Where the pid of a scheduler :meth:`restart_scheduler` started is kept."""
+        return self.home / "scheduler.pid"
+
+    def _restarted_scheduler_pid(self) -> int | None:
+        """The scheduler restart_scheduler started, if it still runs in ``home``."""
         try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+            pid = int(self.scheduler_pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if self._scheduler_proc is not None and self._scheduler_proc.pid == pid:
+            self._scheduler_proc.poll()  # reap it if it exited
+        return pid if _alive(pid) and _cwd(pid) == self.home else None
+
+    def _scheduler_pid(self) -> int | None:
+        """The running scheduler: the one restart_scheduler started, else standalone's own."""
+        restarted = self._restarted_scheduler_pid()
+        standalone = self._pid()
+        if restarted is not None or standalone is None:
+            return restarted
+        return next((c for c in _children(standalone) if _argv(c)[-1:] == ["scheduler"]), None)
 
     # ------------------------------------------------------------------ HTTP
 
@@ -541,3 +620,82 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def _stop_group(pgid: int, proc: subprocess.Popen | None, timeout: float) -> None:
+    """SIGTERM the process group, SIGKILL what is left after ``timeout``; wait until it is gone."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid, proc) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _group_alive(pgid, proc):
+        _signal_group(pgid, signal.SIGKILL)
+        while _group_alive(pgid, proc) and time.monotonic() < deadline + 10:
+            time.sleep(0.2)
+
+
+def _stop_process(pid: int, timeout: float) -> None:
+    """SIGTERM one process (standalone's scheduler: it stops its executor's workers and its log
+    server), SIGKILL what is left of it and its children after ``timeout``; wait until all are gone."""
+    family = [pid, *_children(pid)]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for p in [p for p in family if _alive(p)]:
+        os.kill(p, signal.SIGKILL)
+    while any(_alive(p) for p in family) and time.monotonic() < deadline + 10:
+        time.sleep(0.2)
+
+
+def _group_alive(pgid: int, proc: subprocess.Popen | None) -> bool:
+    if proc is not None:
+        proc.poll()  # reap our child, else it lingers as a zombie in the group
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (in parentheses, it may hold spaces):
+    [state, ppid, ...]; [] when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie: an exited child that its parent has not reaped counts as gone
+    (standalone never reaps a component that exited)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if len(fields) > 1 and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def _cwd(pid: int) -> Path | None:
+    try:
+        return Path(f"/proc/{pid}/cwd").resolve(strict=True)
+    except OSError:
+        return None
