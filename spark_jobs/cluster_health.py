@@ -46,6 +46,9 @@ leader id is missing from brokers.parquet; an id known to neither counts as dead
   Topics with RF == min ISR are excluded: there they are "at min" whenever they are fully healthy,
   so the flag would carry no signal.
 * ``under_replicated``: online and ``isr_size < replication_factor``.
+* ``min_isr_unknown``: online and ``min_insync_replicas`` null (DescribeConfigs did not answer for
+  the topic). Neither ``under_min_isr`` nor ``at_min_isr`` can be judged there: both read false and
+  this flag says so, so a report never shows "0 under min ISR" for partitions nobody could judge.
 
 Offline partitions get none of the other flags: they need a different remedy (bring a replica back
 or elect), and counting them twice would inflate the under-replicated numbers.
@@ -74,7 +77,7 @@ DEFAULT_MAX_LISTED = 1000
 DEFAULT_IMBALANCE_THRESHOLD_PCT = 10.0
 
 # Order matters: it is the order of the report's keys.
-FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
+FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr", "min_isr_unknown")
 
 # The fields of each listed partition in report.json.
 LISTED_FIELDS = (
@@ -365,7 +368,8 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
     """One row per (topic, partition) with its assignment, ISR and boolean health flags.
 
     Partition-level columns (leader, epoch, RF, ISR size, min ISR) are repeated on every replica
-    row; max() picks them deterministically. Flags are never null (null inputs count as false).
+    row; max() picks them deterministically. Flags are never null: a min-ISR rule Spark cannot
+    decide (the topic's min.insync.replicas unread) reads false and sets ``min_isr_unknown``.
     """
     joined = _with_leader_broker(_per_partition(replicas), brokers)
     leader_alive = (F.col("leader") >= 0) & F.coalesce(
@@ -384,6 +388,7 @@ def partition_health(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
         .withColumn("under_replicated", flag(online & (isr_size < rf)))
         .withColumn("under_min_isr", flag(online & (isr_size < min_isr)))
         .withColumn("at_min_isr", flag(online & (isr_size == min_isr) & (rf > min_isr)))
+        .withColumn("min_isr_unknown", flag(online & min_isr.isNull()))
         .select(
             "topic",
             "partition",

@@ -37,7 +37,14 @@ COUNTS = (
     ("under_min_isr", "Under min ISR", "acks=all producers are rejected"),
     ("at_min_isr", "At min ISR", "one more lost replica stops acks=all writes"),
     ("under_replicated", "Under-replicated (URP)", "redundancy reduced"),
+    (
+        "min_isr_unknown",
+        "Min ISR unknown",
+        "min.insync.replicas not read: the min-ISR counts leave these out",
+    ),
 )
+
+SHOWN_WHEN_ANY = {"min_isr_unknown"}  # a tile that says "0 unknown" would only be noise
 
 
 # ------------------------------------------------------------------ reading the artifacts
@@ -130,8 +137,15 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
             "offline": len(state.offline()),
             "under_min_isr": len(state.under_min_isr()),
             "under_replicated": len(state.under_replicated()),
+            "min_isr_unknown": len(_online(state, state.min_isr_unknown())),
         },
     }
+
+
+def _online(state: ClusterState, partitions: list) -> list:
+    """Those of ``partitions`` that have a live leader (an offline one is counted as offline only)."""
+    offline = {p.name for p in state.offline()}
+    return [p for p in partitions if p.name not in offline]
 
 
 def _live_broker(b: Broker) -> dict[str, Any]:
@@ -444,6 +458,8 @@ def _live(cluster: dict[str, Any]) -> str:
         if key not in counts:
             continue
         n = counts[key]
+        if key in SHOWN_WHEN_ANY and not n:
+            continue
         cls = "bad" if n and key in ("offline", "under_min_isr") else "warn" if n else "ok"
         tiles.append(
             f"<div class='tile {cls}' data-live-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"
@@ -523,6 +539,8 @@ def _health(report: dict[str, Any]) -> str:
     tiles = []
     for key, label, why in COUNTS:
         n = int(counts.get(key, 0) or 0)
+        if key in SHOWN_WHEN_ANY and not n:
+            continue
         cls = "bad" if n and key in ("offline", "under_min_isr") else "warn" if n else "ok"
         tiles.append(
             f"<div class='tile {cls}' data-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"

@@ -19,12 +19,14 @@ from kafka_runbooks.errors import BadInput
 from kafka_runbooks.log_dirs import OFFLINE
 from kafka_runbooks.log_dirs import UNKNOWN as DIRS_UNKNOWN
 
-CATEGORIES = ("offline", "under_min_isr", "at_min_isr", "under_replicated")
+CATEGORIES = ("offline", "under_min_isr", "at_min_isr", "under_replicated", "min_isr_unknown")
 WHY = {
     "offline": "no leader: producers and consumers of these partitions are down",
     "under_min_isr": "ISR below min.insync.replicas: acks=all producers are rejected",
     "at_min_isr": "ISR at min.insync.replicas: one more replica lost and acks=all writes stop",
     "under_replicated": "ISR smaller than the replica set: redundancy is reduced",
+    "min_isr_unknown": "min.insync.replicas was not read (DescribeConfigs did not answer for the topic): "
+    "whether acks=all producers are refused there is unknown, and the min-ISR counts leave them out",
 }
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 JOB_PATH = Path(__file__).resolve().parents[2] / "spark_jobs" / "cluster_health.py"
-FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr")
+FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr", "min_isr_unknown")
 
 
 def _load_job():
@@ -209,7 +209,13 @@ def test_one_dead_broker(spark, make_snapshot):
     assert flagged(rows, "under_replicated") == orders | payments_hit
     assert flagged(rows, "at_min_isr") == orders
     assert flagged(rows, "under_min_isr") == payments_hit
-    assert report["counts"] == {"offline": 0, "under_replicated": 8, "under_min_isr": 2, "at_min_isr": 6}
+    assert report["counts"] == {
+        "offline": 0,
+        "under_replicated": 8,
+        "under_min_isr": 2,
+        "at_min_isr": 6,
+        "min_isr_unknown": 0,
+    }
     assert listed(report, "at_min_isr") == sorted(orders)
     assert listed(report, "under_min_isr") == [("payments", 1), ("payments", 2)]
     assert report["at_min_isr"][1] == {
@@ -253,7 +259,13 @@ def test_offline_partitions_get_no_other_flag(spark, make_snapshot):
     assert flagged(rows, "offline") == offline
     for flag in ("under_replicated", "under_min_isr", "at_min_isr"):
         assert flagged(rows, flag) == set(), flag
-    assert report["counts"] == {"offline": 5, "under_replicated": 0, "under_min_isr": 0, "at_min_isr": 0}
+    assert report["counts"] == {
+        "offline": 5,
+        "under_replicated": 0,
+        "under_min_isr": 0,
+        "at_min_isr": 0,
+        "min_isr_unknown": 0,
+    }
     assert listed(report, "offline") == sorted(offline)
     assert report["offline"][0] == {
         "topic": "dead",
@@ -281,8 +293,39 @@ def test_leader_alive_isr_below_min(spark, make_snapshot):
     assert flagged(rows, "under_replicated") == {("t", 0), ("t", 1)}
     assert flagged(rows, "at_min_isr") == set()
     assert flagged(rows, "offline") == set()
-    assert report["counts"] == {"offline": 0, "under_replicated": 2, "under_min_isr": 2, "at_min_isr": 0}
+    assert report["counts"] == {
+        "offline": 0,
+        "under_replicated": 2,
+        "under_min_isr": 2,
+        "at_min_isr": 0,
+        "min_isr_unknown": 0,
+    }
     assert report["under_min_isr"][0]["isr"] == [1]
+
+
+def test_an_unread_min_isr_is_counted_as_unknown_never_as_within(spark, make_snapshot):
+    """A topic whose min.insync.replicas DescribeConfigs did not answer: neither under nor at min
+    ISR can be judged, and the report says how many partitions that leaves out (it used to read
+    them as fine: 0 under min ISR)."""
+    parts = [
+        part("unread", 0, [1, 2, 3], [1], 1, min_isr=None),  # would be under min ISR at 2
+        part("unread", 1, [2, 3, 1], [2, 3, 1], 2, min_isr=None),
+        part("unread", 2, [3, 1, 2], [3, 1, 2], 4, min_isr=None),  # offline: counted there only
+        part("read", 0, [1, 2, 3], [1], 1),
+    ]
+    report, rows = analyse(spark, make_snapshot([1, 2, 3], parts))
+
+    assert flagged(rows, "min_isr_unknown") == {("unread", 0), ("unread", 1)}
+    assert flagged(rows, "under_min_isr") == {("read", 0)}
+    assert report["counts"] == {
+        "offline": 1,
+        "under_replicated": 2,
+        "under_min_isr": 1,
+        "at_min_isr": 0,
+        "min_isr_unknown": 2,
+    }
+    assert listed(report, "min_isr_unknown") == [("unread", 0), ("unread", 1)]
+    assert report["min_isr_unknown"][0]["min_insync_replicas"] is None
 
 
 def test_rf_equal_to_min_isr_is_not_at_min(spark, make_snapshot):
@@ -319,6 +362,7 @@ def test_lists_are_capped_and_sorted(spark, make_snapshot):
         "under_replicated": True,
         "under_min_isr": False,
         "at_min_isr": True,
+        "min_isr_unknown": False,
     }
 
     report, _ = analyse(spark, snapshot, max_listed=15)  # exactly the count: not truncated

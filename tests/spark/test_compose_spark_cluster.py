@@ -147,6 +147,12 @@ def test_health_job_runs_on_the_cluster_through_spark_default(cluster, make_snap
 
     report = json.loads((output / "report.json").read_text())
     assert report["partitions"] == 3
-    assert report["counts"] == {"offline": 0, "under_replicated": 3, "under_min_isr": 0, "at_min_isr": 3}
+    assert report["counts"] == {
+        "offline": 0,
+        "under_replicated": 3,
+        "under_min_isr": 0,
+        "at_min_isr": 3,
+        "min_isr_unknown": 0,
+    }
     # The executors ran on the worker, not in the driver: the worker kept their logs.
     assert list(cluster["work"].glob("app-*/*/stderr")), "no executor ran on the standalone worker"

@@ -342,3 +342,38 @@ def test_a_replica_order_left_changed_by_an_unclean_recovery_is_on_the_live_sect
     assert "data-pending-restores='unknown'" in page and "store down" in page
     page = console.render_page(console.overview([], [], live=[{**live, "pending_restores": []}]))
     assert "data-pending-restores" not in page
+
+
+def test_a_topic_whose_min_isr_was_not_read_is_counted_unknown_live_never_within():
+    """DescribeConfigs did not answer for one topic: its partitions are in neither min-ISR count,
+    and the live section says how many were left out (it used to show only "0 under min ISR")."""
+    from kafka_runbooks.model import Broker, PartitionState, Quorum, QuorumMember
+
+    class Admin:
+        def ping(self):
+            return "cluster-x"
+
+        def describe_brokers(self):
+            return {b: Broker(b) for b in (1, 2, 3)}
+
+        def describe_quorum(self):
+            return Quorum(1, 1, 10, (QuorumMember(1, 10, None, None),), ())
+
+        def describe_partitions(self):
+            return [
+                PartitionState("unread", 0, 1, 1, (1, 2, 3), (1,), min_insync_replicas=None),
+                PartitionState("unread", 1, 2, 1, (2, 3, 1), (2, 3, 1), min_insync_replicas=None),
+                PartitionState("unread", 2, -1, 1, (3, 1, 2), (3,), min_insync_replicas=None),  # offline
+                PartitionState("read", 0, 1, 1, (1, 2, 3), (1, 2, 3), min_insync_replicas=2),
+            ]
+
+    live = console.read_live(Admin())
+    assert live["counts"] == {"offline": 1, "under_min_isr": 0, "under_replicated": 1, "min_isr_unknown": 2}
+    page = console._live({**live, "kafka_config_id": "kafka_default"})
+    assert re.search(
+        r"class='tile warn' data-live-count='min_isr_unknown'[^>]*><b>2</b>Min ISR unknown", page
+    )
+    known = console._live(
+        {**live, "kafka_config_id": "k", "counts": {**live["counts"], "min_isr_unknown": 0}}
+    )
+    assert "min_isr_unknown" not in known  # no "0 unknown" tile

@@ -47,3 +47,23 @@ def test_leader_imbalance_is_a_finding_with_its_threshold(caplog):
     assert "more than 10% from the mean" in recs[0].reason and "[4] above 29" in recs[0].reason
     assert recs[0].observed["per_broker"] == {1: 21, 2: 25, 3: 26, 4: 31}
     assert caplog.records[-1].levelno == logging.WARNING
+
+
+def test_partitions_whose_min_isr_was_not_read_are_a_finding_never_healthy(caplog):
+    """The health job counts online partitions whose min.insync.replicas is unread apart: the
+    sweep says so and never logs "healthy" over them."""
+    caplog.set_level(logging.INFO)
+    report = {
+        "partitions": 3,
+        "counts": {
+            "offline": 0,
+            "under_replicated": 0,
+            "under_min_isr": 0,
+            "at_min_isr": 0,
+            "min_isr_unknown": 2,
+        },
+        "min_isr_unknown": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}],
+    }
+    recs = log_findings(report)
+    assert [r.decision for r in recs] == ["2 partition(s) min isr unknown"]
+    assert "not read" in recs[0].reason and recs[0].observed["partitions"] == ["t-0", "t-1"]
