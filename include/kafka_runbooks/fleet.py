@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
@@ -47,8 +47,9 @@ RENAMED_PARAMS = {"kafka_conn_id": "kafka_config_id", "kafka_conn_ids": "kafka_c
 
 
 def refuse_renamed_params(params: Any) -> None:
-    """Raise BadInput naming every old param name in ``params`` and its new name."""
-    old = [name for name in RENAMED_PARAMS if isinstance(params, dict) and name in params]
+    """Raise BadInput naming every old param name in ``params`` and its new name (any mapping:
+    Airflow's ``ParamsDict`` is no ``dict``, and an old name in it must be refused all the same)."""
+    old = [name for name in RENAMED_PARAMS if isinstance(params, Mapping) and name in params]
     if old:
         renamed = ", ".join(f"{name} is now {RENAMED_PARAMS[name]}" for name in old)
         raise BadInput(f"renamed params: {renamed}; nothing was done")

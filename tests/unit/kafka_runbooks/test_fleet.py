@@ -182,3 +182,18 @@ def test_a_record_written_before_the_rename_still_names_its_cluster():
     assert config_id_of({"kafka_config_id": "kafka_new", "kafka_conn_id": "x"}) == "kafka_new"
     assert config_id_of({}, "kafka_default") == "kafka_default"
     assert config_id_of(None, "kafka_default") == "kafka_default"
+
+
+def test_an_old_param_name_is_refused_in_airflows_params_dict_too():
+    """Airflow hands params as ``ParamsDict`` (a mapping, not a dict): the old cluster name in it is
+    refused all the same, naming the new one (it passed silently before)."""
+    from airflow.sdk.definitions.param import ParamsDict
+
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks.fleet import refuse_renamed_params
+
+    refuse_renamed_params(ParamsDict({"kafka_config_id": "kafka_default"}))
+    with pytest.raises(BadInput, match="kafka_conn_id is now kafka_config_id"):
+        refuse_renamed_params(ParamsDict({"kafka_conn_id": "kafka_dr"}))
+    with pytest.raises(BadInput, match="kafka_conn_id is now kafka_config_id"):
+        refuse_renamed_params({"kafka_conn_id": "kafka_dr"})
