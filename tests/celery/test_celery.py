@@ -15,12 +15,17 @@ S3Proxy +2, api-server +10, log servers +11..+14, Spark Connect +20); folder: ``
 
 1. The Connect sweep: worker a restarts a failed task; worker b, which never saw a's disk,
    counts on from a's count: the count came from the object store.
-2. A failed broker healed by ``kafka_failed_broker_reassignment`` on worker a: snapshot, Spark
+2. A failed broker healed by ``kafka_failed_broker_reassignment`` on worker b: snapshot, Spark
    plan on a Spark Connect server that reads and writes the bucket over ``s3a://`` (started
-   beside Airflow: a deployment's long-running Spark), approval, chunks under a throttle; worker a is SIGKILLed in the
+   beside Airflow: a deployment's long-running Spark, warmed by one small job while the sweep
+   runs), approval, chunks under a throttle; worker b is SIGKILLed in the
    middle of a poke while a chunk copies; the task is failed by the scheduler (its heartbeat
-   stopped), the cleanup takes the throttle off on worker b, the cleared task resumes on
-   worker b from the state in the object store, submits nothing twice, and the run verifies.
+   stopped), the cleanup takes the throttle off on worker a, the cleared task resumes on
+   worker a from the state in the object store, submits nothing twice, and the run verifies.
+
+Worker starts cost ~10-16 s each here, so the module starts only worker a, and each test
+leaves the one worker the next needs: the sweep ends on b alone, the heal starts on b alone.
+Each test still sets its own workers (a start or stop of one already so is free).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -61,7 +67,10 @@ AUTO = "kafka_connect_autorestart"
 REASSIGN = "kafka_failed_broker_reassignment"
 RESTART = "kafka_broker_restart"
 DEAD = 4
-HEARTBEAT_TIMEOUT_S = 30  # a task whose worker died is failed after this (Airflow's default: 300 s)
+# a task whose worker died is failed after this (Airflow's default: 300 s; 30 s here before):
+# its supervisor heartbeats every second here (below), so this is 20 missed heartbeats, and the
+# other worker's start (~10-16 s under load) fits inside it
+HEARTBEAT_TIMEOUT_S = 20
 PREFIX = "fleet"  # the runbooks' keys live under s3://<bucket>/fleet/
 STATE_KEY = "state/connect_autorestart/kafka_connect_default.json"
 REPORT_KEY = "reports/connect_autorestart/by_connection/kafka_default.json"
@@ -135,6 +144,32 @@ def celery_spark(celery_home, celery_store) -> Iterator[connect_server.ConnectSe
         server.stop()
 
 
+# One small parquet round trip over s3a, as a deployment's long-running server has long served:
+# the first job on a fresh server pays the JVM's warm-up (class loading, JIT, S3A's client), and
+# the heal's plan is that first job otherwise (~29 s where a warm session runs it in a few).
+WARM_UP = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.builder.remote(sys.argv[1]).create()
+try:
+    rows = spark.range(1000).selectExpr("id % 7 AS k", "id AS v")
+    rows.write.mode("overwrite").parquet(sys.argv[2])
+    spark.read.parquet(sys.argv[2]).groupBy("k").agg(F.sum("v")).collect()
+finally:
+    spark.stop()
+"""
+
+
+def _warm_up(server: connect_server.ConnectServer, store: S3Proxy, log: Path) -> subprocess.Popen:
+    """Run the warm-up job in the background (it overlaps the Connect sweep, which needs no
+    Spark), outside the bucket's runbook prefix: the tests' listings never see it."""
+    path = f"s3a://{store.bucket}/warm-up/rows"
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", WARM_UP, server.url, path], stdout=out, stderr=subprocess.STDOUT
+        )
+
+
 @pytest.fixture(scope="module")
 def celery_airflow(
     celery_home, postgres, redis, celery_store, celery_spark, airflow_connections
@@ -169,21 +204,28 @@ def celery_airflow(
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
             # ... found by a check every 10 s by default: up to 10 s after the timeout
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            # a supervisor heartbeats (and notices its task process's exit) every 5 s by default:
+            # a parked gate was reported up to 5 s late (as in tests/e2e/conftest.py)
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
             # the scheduler's idle loop sleeps 1 s by default: ~1 s per task hand-off (as in
             # tests/e2e/conftest.py)
             "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
         },
     )
-    started = time.monotonic()
+    started, warm = time.monotonic(), None
     try:
-        airflow.start(timeout=START_TIMEOUT_S)
+        airflow.start(timeout=START_TIMEOUT_S, workers=("a",))  # the first test's; b when asked
         connect_server.wait_answering(celery_spark, START_TIMEOUT_S)
         print(
             f"\nCelery Airflow and Spark started in {time.monotonic() - started:.1f}s at {airflow.base_url}"
         )
+        warm = _warm_up(celery_spark, celery_store, celery_home / "spark-warm-up.log")
         yield airflow
     finally:
         airflow.stop()
+        if warm is not None and warm.poll() is None:  # long done unless the server hung
+            warm.kill()
+            warm.wait(30)
 
 
 @pytest.fixture
@@ -256,6 +298,7 @@ def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
     fast = {"minute_seconds": 1}  # a policy minute is a second: restarts at 0, 2, 6, ... s
     try:
         # 1. only worker a serves: it restarts the failed task and records the restart
+        airflow.start_worker("a")
         airflow.stop_worker("b")
         first, report = _sweep_on(airflow, "a", fast)
         row = _row(report, name)
@@ -278,9 +321,7 @@ def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
         assert row2["total_restarts"] == row["total_restarts"] + 1, (row, row2)
         b_log = airflow.worker_task_log("b", AUTO, second, "cluster.sweep", map_index=0)
         assert any("DECISION connect-autorestart" in str(r.get("event")) for r in b_log), b_log[-10:]
-    finally:
-        airflow.start_worker("a")
-        airflow.start_worker("b")
+    finally:  # worker b alone is left running: the heal's first worker
         mask, paused = {"update_mask": "is_paused"}, {"is_paused": True}
         airflow.api("PATCH", f"/dags/{AUTO}", params=mask, json=paused)
 
@@ -332,6 +373,9 @@ def bulky_topic(restore_stack) -> str:
     return name
 
 
+KILLED, TAKEOVER = "b", "a"  # the heal's workers: b (the sweep left it running) dies, a takes over
+
+
 def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     celery_airflow, celery_store, restore_stack, admin, bulky_topic
 ):
@@ -342,10 +386,15 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     store = _store(celery_store)
     airflow.wait_for_dag(REASSIGN, timeout=180)
     airflow.unpause(REASSIGN)
-    airflow.stop_worker("b")  # worker a alone runs everything until it dies
+    airflow.start_worker(KILLED)  # alone, it runs everything until it dies
+    airflow.stop_worker(TAKEOVER)
     restore_stack.kill(f"broker-{DEAD}")
     wait_until(lambda: not (b := admin.describe_brokers().get(DEAD)) or b.fenced, 60, 1, "broker 4 fenced")
-    conf = {"failed_brokers": str(DEAD), "throttle_bytes_per_sec": 50_000, "max_partitions_per_chunk": 50}
+    # one chunk, whatever else the stack keeps on broker 4: on a fresh stack its 50 offsets
+    # partitions made a first chunk, the worker died copying those, and the bulky topic's chunk
+    # then copied after the resume at the throttle (66 s); in one chunk it is what copies at the
+    # kill, and the cleanup's removal of the throttle lets it finish before the resume
+    conf = {"failed_brokers": str(DEAD), "throttle_bytes_per_sec": 50_000, "max_partitions_per_chunk": 500}
     run = airflow.trigger(REASSIGN, conf)
     state_key = f"reassign/{REASSIGN}/{safe_name(run)}/exec-state.json"
 
@@ -371,7 +420,7 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     airflow.wait_for_approval(REASSIGN, run, "approval_gate", timeout=600)
     airflow.answer(REASSIGN, run, "approval_gate", ["Approve"])
 
-    # kill worker a in the middle of a poke of execute_chunks, while a chunk copies under its throttle
+    # kill the worker in the middle of a poke of execute_chunks, while a chunk copies under its throttle
     first_seen: dict[int, float] = {}
 
     def copying_mid_poke():
@@ -387,20 +436,20 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
         return None
 
     moving = wait_until(copying_mid_poke, 900, 0.3, "execute_chunks mid-poke while a chunk copies")
-    airflow.kill_worker("a")
+    airflow.kill_worker(KILLED)
     started_before_kill = [c["index"] for c in moving["chunks"] if c["status"] != "pending"]
     submitted_before_kill = {k for c in moving["chunks"] for k in c["moving"]}
-    airflow.start_worker("b")
+    airflow.start_worker(TAKEOVER)  # its start overlaps the heartbeat timeout
 
-    # the scheduler fails the task whose heartbeat stopped; the cleanup runs on worker b
+    # the scheduler fails the task whose heartbeat stopped; the cleanup runs on the other worker
     assert airflow.wait_for_run(REASSIGN, run, timeout=HEARTBEAT_TIMEOUT_S + 600) == "failed"
     hosts = _hosts(airflow, run)
-    assert hosts["plan_reassignment"] == "a" and hosts["remove_throttles"] == "b", hosts
+    assert hosts["plan_reassignment"] == KILLED and hosts["remove_throttles"] == TAKEOVER, hosts
     assert airflow.task_instance(REASSIGN, run, "remove_throttles")["state"] == "success"
     assert json.loads(store.read_text(state_key))["throttle"] is None
     assert leftover_throttles(admin, [1, 2, 3], [bulky_topic]) == {}
 
-    # clear the killed task: its attempt on worker b resumes from the state in the object store
+    # clear the killed task: its attempt on the other worker resumes from the state in the object store
     airflow.api(
         "POST",
         f"/dags/{REASSIGN}/clearTaskInstances",
@@ -415,15 +464,15 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     )
     wait_until(lambda: airflow.dag_run(REASSIGN, run)["state"] != "failed", 60, 1, "the run re-queued")
     state = airflow.wait_for_run(REASSIGN, run, timeout=900)
-    resumed = _log_text(airflow, "b", "execute_chunks", run, try_number=2)
-    verify_log = _log_text(airflow, "b", "verify_result", run)
+    resumed = _log_text(airflow, TAKEOVER, "execute_chunks", run, try_number=2)
+    verify_log = _log_text(airflow, TAKEOVER, "verify_result", run)
     assert state == "success", (
         f"{airflow.task_instances(REASSIGN, run)}\n{resumed[-3000:]}\n{verify_log[-2000:]}"
     )
-    assert _try_host(airflow, run, "execute_chunks", 1) == "a"
-    assert _try_host(airflow, run, "execute_chunks", 2) == "b"
+    assert _try_host(airflow, run, "execute_chunks", 1) == KILLED
+    assert _try_host(airflow, run, "execute_chunks", 2) == TAKEOVER
     assert "DECISION verify: healed" in verify_log, verify_log[-3000:]
-    # nothing submitted twice: the resumed attempt adopted what worker a had in flight
+    # nothing submitted twice: the resumed attempt adopted what the killed worker had in flight
     final = json.loads(store.read_text(state_key))
     assert final["finished"] and final["throttle"] is None
     assert started_before_kill
