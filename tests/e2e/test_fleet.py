@@ -216,16 +216,20 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     cluster_b.stop()
     state_a = airflow_local.home / "kafka_runbooks" / "state" / "failed_brokers" / "kafka_default.json"
     before = state_a.stat().st_mtime_ns
+    # both sweeps at once: B's groups spend their time waiting for B to listen, side by side
     sweep = airflow_local.trigger(FAILED_SWEEP, {})
+    metadata = airflow_local.trigger(METADATA_SWEEP, {})
     assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "failed"
     assert _instances(airflow_local, FAILED_SWEEP, sweep, "cluster.sweep") == {0: "success", 1: "failed"}
     assert state_a.stat().st_mtime_ns > before
     log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=0)
     assert "'run_id': 'sweep__kafka_default__" in log and "'brokers': 4" in log
+    # nothing listens at B's bootstrap servers: said so, after one attempt's deadline, not three
+    b_log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=1)
+    assert "every bootstrap server refused the connection" in b_log, b_log[-2000:]
 
     # and B's metadata-error group: B unreachable is B's alert (its raise_alerts fails), A's
     # group sweeps and writes its report as before
-    metadata = airflow_local.trigger(METADATA_SWEEP, {})
     assert airflow_local.wait_for_run(METADATA_SWEEP, metadata, timeout=600) == "failed"
     assert _instances(airflow_local, METADATA_SWEEP, metadata, "cluster.raise_alerts") == {
         0: "success",
