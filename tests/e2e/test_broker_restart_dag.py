@@ -20,9 +20,11 @@ pytestmark = pytest.mark.timeout(900)
 
 
 class Producer(threading.Thread):
-    """acks=all, idempotent, writing until stopped; counts acknowledged and failed sends."""
+    """acks=all (idempotent unless told otherwise), writing until stopped; counts acknowledged and
+    failed sends. A fatal client error or the thread's own death is a failure too: without that,
+    a producer that died early left ``failed == []`` and proved nothing."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, idempotent: bool = True) -> None:
         super().__init__(daemon=True)
         from confluent_kafka import Producer as KafkaProducer
 
@@ -30,9 +32,10 @@ class Producer(threading.Thread):
             {
                 "bootstrap.servers": bootstrap,
                 "acks": "all",
-                "enable.idempotence": True,
+                "enable.idempotence": idempotent,
                 "linger.ms": 10,
                 "message.timeout.ms": 300000,
+                "error_cb": self._client_error,
             }
         )
         self.topic = topic
@@ -46,13 +49,26 @@ class Producer(threading.Thread):
         else:
             self.failed.append(str(err))
 
+    def _client_error(self, err) -> None:
+        if err.fatal():  # the client stops producing for good
+            self.failed.append(f"fatal client error: {err}")
+
     def run(self) -> None:
-        i = 0
-        while not self.stop_event.is_set():
-            self.producer.produce(self.topic, b"v" * 100, key=str(i).encode(), on_delivery=self._delivered)
-            self.producer.poll(0.005)
-            i += 1
-        self.producer.flush(300)
+        try:
+            i = 0
+            while not self.stop_event.is_set():
+                try:
+                    self.producer.produce(
+                        self.topic, b"v" * 100, key=str(i).encode(), on_delivery=self._delivered
+                    )
+                except BufferError:  # the local queue is full: let deliveries drain, then go on
+                    self.producer.poll(0.1)
+                    continue
+                self.producer.poll(0.005)
+                i += 1
+            self.producer.flush(300)
+        except BaseException as exc:  # noqa: BLE001 - the thread's death is the test's failure
+            self.failed.append(f"producer thread died: {exc!r}")
 
 
 class Monitor(threading.Thread):
@@ -74,7 +90,8 @@ class Monitor(threading.Thread):
                 continue
             self.samples += 1
             for p in state.offline() + state.under_min_isr():
-                if p.replication_factor > p.min_insync_replicas:
+                # an unread min ISR cannot excuse a partition (RF == min ISR is the excused case)
+                if p.min_insync_replicas is None or p.replication_factor > p.min_insync_replicas:
                     self.violations.add(f"{p.name} isr={list(p.isr)}")
             time.sleep(0.5)
 
