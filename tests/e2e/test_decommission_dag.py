@@ -21,7 +21,7 @@ from kafka_runbooks.lease import Holder, LeaseRecord
 from kafka_runbooks.storage import Records, store
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests.e2e.test_broker_restart_dag import Producer
-from tests.helpers import create_topic, produce, unique_topic
+from tests.helpers import SHARED_DISK_CEILING, create_topic, produce, unique_topic
 
 DAG_ID = "kafka_broker_decommission"
 REBALANCE = "kafka_rebalance"
@@ -47,7 +47,14 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
     producer = Producer(bs, topic)
     producer.start()
     try:
-        run = airflow_local.trigger(DAG_ID, {"broker_ids": str(DRAINED), "throttle_bytes_per_sec": "20 MiB"})
+        run = airflow_local.trigger(
+            DAG_ID,
+            {
+                "broker_ids": str(DRAINED),
+                "throttle_bytes_per_sec": "20 MiB",
+                "max_disk_usage_percent": SHARED_DISK_CEILING,
+            },
+        )
         _a_rebalance_fails_while_the_decommission_holds_the_lease(airflow_local, admin, run)
         # the Spark plan is most of the wait: ~30 s on an idle machine, 3 min at a load average of 28
         request = airflow_local.wait_for_approval(DAG_ID, run, "approval_gate", timeout=600)

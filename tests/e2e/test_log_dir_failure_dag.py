@@ -40,7 +40,7 @@ from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from kafka_runbooks_dev.localstack.stack import LocalStack
 from kafka_runbooks_dev.localstack.topology import Topology
 from tests.e2e.test_broker_restart_dag import Producer
-from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.helpers import SHARED_DISK_CEILING, create_topic, produce, unique_topic, wait_until
 from tests.quorum_watch import MAX_LAG_MS, QuorumWatch, created
 from tests.unclean_scenario import count_messages
 
@@ -171,7 +171,12 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
         assert truth and stayed, before
         stack.fail_log_dir(BROKER, 2)
         wait_until(lambda: failing not in _dirs(admin), 60, 0.5, "broker 1's failed dir offline")
-        conf = {"broker_id": BROKER, "kafka_config_id": jbod_conn, "throttle_bytes_per_sec": "10 MiB"}
+        conf = {
+            "broker_id": BROKER,
+            "kafka_config_id": jbod_conn,
+            "throttle_bytes_per_sec": "10 MiB",
+            "max_disk_usage_percent": SHARED_DISK_CEILING,
+        }
 
         rejected = airflow_local.trigger(DAG_ID, conf)
         _at_gate(airflow_local, rejected, truth)

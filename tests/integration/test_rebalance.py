@@ -45,7 +45,7 @@ from kafka_runbooks.replication_factor import (
 )
 from kafka_runbooks.snapshot import write_snapshot
 from tests.e2e.test_broker_restart_dag import Producer
-from tests.helpers import create_topic, produce, unique_topic, wait_until
+from tests.helpers import SHARED_DISK_CEILING, create_topic, produce, unique_topic, wait_until
 from tests.unclean_scenario import count_messages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,13 @@ def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore
     producer.start()
     try:
         request = build_rebalance_request(
-            {"mode": "add-brokers", "new_brokers": "4", "max_replica_spread": "1", "max_leader_spread": "1"}
+            {
+                "mode": "add-brokers",
+                "new_brokers": "4",
+                "max_replica_spread": "1",
+                "max_leader_spread": "1",
+                "max_disk_usage_percent": SHARED_DISK_CEILING,
+            }
         )
         state = _only(admin.read_state(), topic)
         assert resolve_rebalance(request, state) == ([1, 2, 3], [4])
@@ -172,7 +178,7 @@ def test_replication_factor_1_to_3_under_acks_all_spreads_racks_and_loses_nothin
     producer.start()
     try:
         params = {"mode": "replication-factor", "replication_factor": 3, "topics": topic}
-        request = build_rebalance_request(params)
+        request = build_rebalance_request({**params, "max_disk_usage_percent": SHARED_DISK_CEILING})
         state = _only(admin.read_state(), topic)
         assert resolve_rebalance(request, state) == ([1, 2, 3, 4], [1, 2, 3, 4])
         assert select_topics(build_rf_request(params), state).below == {topic: 4}
