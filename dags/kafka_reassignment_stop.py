@@ -23,7 +23,8 @@ runbook stays for API and CLI users.
 
 It never cancels a reassignment the runbook did not start. The chunks already done stay
 where they are; the partitions of the stopped chunk go back to their replicas before the
-move. A stopped run is final: clearing it does not resume it, and a new run of the
+move, in their order (Kafka's cancel restores the set only: the stop puts the order back, no
+data copied). A stopped run is final: clearing it does not resume it, and a new run of the
 reassignment plans afresh (it never adopts what was stopped). A run still waiting at its
 approval gate stops as soon as its execution would start.
 """

@@ -187,6 +187,14 @@ def checked_sweep_settings(params: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _stopped(dag_id: str):
+    """Run id -> how that run of ``dag_id`` was stopped on purpose (None: it was not): a sweep never
+    starts the same failure's run again after an operator stopped it."""
+    from kafka_runbooks.failed_broker.stop import stopped_on_purpose
+
+    return lambda run_id: stopped_on_purpose([run_dir(dag_id, run_id) / n for n in (ADOPT_STATE, EXEC_STATE)])
+
+
 def read_and_track(conn_id: str, thresholds: Thresholds, ti) -> SweepReading:
     """One read of the cluster, with every available broker's DescribeLogDirs answer (an unanswered one
     is unknown, never healthy), through both trackers; the heal's leftover throttles come off when no
@@ -199,8 +207,12 @@ def read_and_track(conn_id: str, thresholds: Thresholds, ti) -> SweepReading:
     )
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
-    tracker = FailureTracker(FailureStore(conn_id), thresholds, logger=log)
-    dir_tracker = OfflineDirTracker(OfflineDirStore(conn_id), thresholds, logger=log)
+    tracker = FailureTracker(
+        FailureStore(conn_id), thresholds, logger=log, stopped_runs=_stopped(REASSIGN_DAG_ID)
+    )
+    dir_tracker = OfflineDirTracker(
+        OfflineDirStore(conn_id), thresholds, logger=log, stopped_runs=_stopped(LOG_DIR_FAILURE_DAG_ID)
+    )
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
     try:
         state = read_with_log_dirs(admin)

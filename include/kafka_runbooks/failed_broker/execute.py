@@ -102,6 +102,9 @@ class ChunkState:
     # A drain refuses the chunk when the cluster holds something else (stale_moves); a partition
     # missing here (a state written before they were recorded) cannot be told stale
     planned_from: dict[str, list[int]] = field(default_factory=dict)
+    # adopted partitions whose origin is known as a SET only (the in-flight replicas minus those being
+    # added, target first): a stop never "restores" a guessed replica order for them
+    origin_order_unknown: list[str] = field(default_factory=list)
 
     @property
     def planned_bytes(self) -> int:
@@ -202,6 +205,19 @@ def fenced_checkpoint(
         state.fence = fence_id
 
     return save
+
+
+def adopted_origin(
+    k: str, inflight: dict[str, list[int]], recorded: dict[str, list[int]], unknown: list[str]
+) -> list[int]:
+    """The replicas before an adopted move: in their order as this run recorded them before it
+    submitted, else the in-flight replicas minus those being added, whose ORDER is not known (the
+    controller lists the target's first): then ``k`` is added to ``unknown``."""
+    kept = [b for b in inflight["replicas"] if b not in inflight["adding"]]
+    if k in recorded and sorted(recorded[k]) == sorted(kept):
+        return list(recorded[k])
+    unknown.append(k)
+    return kept
 
 
 def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
@@ -440,12 +456,14 @@ class ChunkExecutor:
         task, a broker back, a foreign reassignment or a partition already moved are all decided
         afresh here, before any throttle is set or anything submitted (in that order)."""
         live, partitions, inflight = self._cluster(list(chunk.targets))
+        recorded = chunk.origin  # what a killed task recorded before it submitted: the order kept
         chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
+        chunk.origin_order_unknown = []
         self._stop_if_failed_back(state, chunk, live)
         self._refuse_foreign(state, chunk, inflight)
         if state.drain:
             self._refuse_stale(chunk, partitions, inflight)
-        submit = self._sort_partitions(state, chunk, live, partitions, inflight)
+        submit = self._sort_partitions(state, chunk, live, partitions, inflight, recorded)
         if chunk.skipped:
             self._record(
                 "drop from the chunk",
@@ -533,7 +551,13 @@ class ChunkExecutor:
         raise ReassignError(f"the plan is stale: {shown}")
 
     def _sort_partitions(
-        self, state: ExecState, chunk: ChunkState, live: set[int], partitions: dict, inflight: dict[str, dict]
+        self,
+        state: ExecState,
+        chunk: ChunkState,
+        live: set[int],
+        partitions: dict,
+        inflight: dict[str, dict],
+        recorded: dict[str, list[int]],
     ) -> dict[str, list[int]]:
         """Each partition of the chunk is skipped, adopted (already moving to the plan's target) or to
         be submitted; returns those to submit. Nothing moves twice, and nothing moves onto a broker
@@ -545,7 +569,7 @@ class ChunkExecutor:
                 chunk.skipped[k] = "the topic or partition no longer exists"
             elif k in inflight:
                 chunk.moving.append(k)
-                chunk.origin[k] = [b for b in inflight[k]["replicas"] if b not in inflight[k]["adding"]]
+                chunk.origin[k] = adopted_origin(k, inflight[k], recorded, chunk.origin_order_unknown)
                 self._record(
                     "adopt",
                     f"{k} is already being reassigned to exactly the plan's target {target} (a task killed "

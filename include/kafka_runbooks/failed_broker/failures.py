@@ -222,7 +222,12 @@ class EntryStore(Protocol[K, T]):
 class SweepTracker(Generic[K, T]):
     """What the failed-broker and the offline-dir trackers share: their state file, thresholds,
     clock (the worker's: its times are compared only with each other) and decision log, and the
-    mark that a run was started, written under the file's lock like every sweep's update."""
+    mark that a run was started, written under the file's lock like every sweep's update, and the
+    rule that a run an operator stopped on purpose is not started again for the same failure.
+
+    ``stopped_runs``: run id -> how that run was stopped on purpose (its state's "stopped by <user>:
+    <reason>"), or None when it was not; when that cannot be read it says so (unknown is not "not
+    stopped"). Left out, no run counts as stopped."""
 
     def __init__(
         self,
@@ -230,11 +235,39 @@ class SweepTracker(Generic[K, T]):
         thresholds: Thresholds,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
+        stopped_runs: Callable[[str], str | None] | None = None,
     ) -> None:
         self.store = store
         self.thresholds = thresholds
         self.clock = clock
         self.log = logger
+        self.stopped_runs = stopped_runs or (lambda run_id: None)
+
+    def _stopped_on_purpose(
+        self, records: list[decisions.DecisionRecord], entries: list[T], subject: str, runbook: str
+    ) -> bool:
+        """The run last started for exactly this failure (every one of ``entries``: a failure seen
+        since is a new one) was stopped on purpose: the operator's stop stands, and re-triggering it
+        after ``retrigger_after`` would undo it. The same failure starts again only by hand; a new
+        failure (the entry forgotten and seen again) starts afresh. Recorded in ``records``."""
+        runs = {e.triggered_run_id for e in entries}
+        run_id = next(iter(runs)) if len(runs) == 1 else None
+        stopped = self.stopped_runs(run_id) if run_id else None
+        if stopped is None:
+            return False
+        records.append(
+            self._record(
+                "sweep",
+                f"do not start another {runbook}",
+                f"run {run_id}, started for this same failure, was {stopped}: a run stopped on purpose "
+                "is not started again by the sweep for the same failure (start it by hand; a new failure "
+                "starts afresh)",
+                subject=subject,
+                observed={"run_id": run_id, "stopped": stopped},
+                level=logging.WARNING,
+            )
+        )
+        return True
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -367,7 +400,9 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
                 )
             )
             return
-        if a.outage or self._started_recently(a, broker_id, entry):
+        if a.outage or self._stopped_on_purpose(a.records, [entry], f"broker {broker_id}", "reassignment"):
+            return
+        if self._started_recently(a, broker_id, entry):
             return
         a.due.append(broker_id)
 

@@ -20,7 +20,8 @@ What each answer means for a remembered dir:
 
 A broker is due when every offline dir of it is past the failure threshold (the runbook moves the
 replicas of all of them; naming one of several is refused there), some replica sat in them, and
-no run was started for it within ``retrigger_after``. Whether a due broker's run starts is
+no run was started for it within ``retrigger_after``, nor a run for the same failure that an
+operator stopped on purpose (never re-triggered: start it by hand). Whether a due broker's run starts is
 decided by :func:`choose_log_dir_start`: only when the setting allows it (alert-only by default),
 never while a broker is failed (the dead broker's heal goes first) or a reassignment runs on the
 cluster, and one broker per cluster at a time.
@@ -253,6 +254,8 @@ class OfflineDirTracker(SweepTracker[str, OfflineDir]):
         if not a.replicas.get(broker_id):
             why = f"no replica of broker {broker_id} sat in its offline log dir(s): nothing to move (alert only)"
             a.records.append(self._record("log dir tracking", "nothing to move", why, subject=subject))
+            return
+        if self._stopped_on_purpose(a.records, dirs, subject, LOG_DIR_FAILURE_DAG_ID):
             return
         if self._started_recently(a, broker_id, dirs):
             return

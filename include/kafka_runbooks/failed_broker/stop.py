@@ -11,6 +11,10 @@ connection, asked after the run started), stops:
   that someone else started, or re-targeted, is left alone and named;
 - takes its replication throttle off (broker rates back to what they were, its
   ``partition:broker`` items out of the topics' throttled-replica lists);
+- puts each cancelled partition's replicas back in their order before the move once the cancel is
+  confirmed: Kafka's cancel restores the replica set, not its order, so the preferred leader would
+  change silently (a reorder copies no data; a partition not back on its origin's replicas, or whose
+  origin is unknown, is reported and left as the cancel left it);
 - marks the state file stopped (the moving chunk becomes ``stopped``, the request is
   recorded): a stopped state is final. Clearing the task does not resume it, and a new
   run never adopts what was stopped (it is no longer "ours in flight"; anything a failed
@@ -19,7 +23,9 @@ connection, asked after the run started), stops:
 
 When no task is executing (worker dead, run killed), the stop DAG does the same itself
 from the state files. Either way the result is read back from the cluster: none of the
-run's reassignments in flight, none of its throttle configs set.
+run's reassignments in flight, none of its throttle configs set, the restored orders in place.
+No preferred-leader election is run for a cancelled partition: the reorder keeps its leader, and
+with the order back its preferred leader is the one before the run again.
 """
 
 from __future__ import annotations
@@ -34,7 +40,16 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.failed_broker import progress, throttle
-from kafka_runbooks.failed_broker.execute import DONE, MOVING, PENDING, ExecState, key, split, target_of
+from kafka_runbooks.failed_broker.execute import (
+    DONE,
+    MOVING,
+    PENDING,
+    ExecState,
+    key,
+    load_state,
+    split,
+    target_of,
+)
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.storage import StorePath
 
@@ -106,6 +121,24 @@ def owned(state: ExecState) -> dict[str, list[int]]:
     return {k: c.targets[k] for c in state.chunks if c.status in (MOVING, STOPPED) for k in c.moving}
 
 
+def stopped_on_purpose(states: list[StorePath | Path]) -> str | None:
+    """How a run was stopped on purpose by an operator (``stopped by <user>: <reason>``), read from its
+    state files (``states``: the ones it may have), or None when none records an operator's stop (never
+    executed, finished, failed, or stopped by the executor itself because a failed broker came back).
+    A state that cannot be read is unknown, not "not stopped": said so instead."""
+    for where in states:
+        path = storage.locate(where)
+        try:
+            if not path.exists():
+                continue
+            state = load_state(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return f"perhaps stopped on purpose (unknown: its state {path} could not be read: {exc})"
+        if state.stopped and state.stop_request:
+            return state.stopped
+    return None
+
+
 def needs_stopping(state: ExecState) -> bool:
     """Something of this state may be on the cluster: a chunk moving (or stopped) or a throttle."""
     return not state.finished and (state.throttle is not None or bool(owned(state)))
@@ -118,7 +151,8 @@ def stop(
     checkpoint,
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
-    """Cancel this state's reassignments in flight, take its throttle off, mark it stopped.
+    """Cancel this state's reassignments in flight, take its throttle off, mark it stopped, and put
+    the cancelled partitions back in their replica order before the move (:func:`restore_order`).
 
     Idempotent: a second stop cancels whatever is still in flight and finds no throttle.
     Returns what was done and what is left (for the read-back and the caller's record).
@@ -143,7 +177,15 @@ def stop(
     left = ChunkExecutor(admin, logger=logger, checkpoint=checkpoint).remove_throttle(state, live)
     settle(state, replicas_now(admin, state), cancelled_now)
     checkpoint(state)
-    return {"cancelled": cancel, "errors": errors, "throttle": record, "throttle_left": left}
+    order = restore_order(admin, state, logger)
+    checkpoint(state)
+    return {
+        "cancelled": cancel,
+        "errors": errors,
+        "throttle": record,
+        "throttle_left": left,
+        "order": asdict(order),
+    }
 
 
 def _mark_stopped(state: ExecState, request: StopRequest, checkpoint) -> dict | None:
@@ -194,11 +236,106 @@ def _record_cancel(
 
 def replicas_now(admin, state: ExecState) -> dict[str, list[int]]:
     """The replicas the cluster names now for the partitions of the state's stopped chunks."""
-    keys = [k for c in state.chunks if c.status == STOPPED for k in c.moving]
+    return replicas_of(admin, [k for c in state.chunks if c.status == STOPPED for k in c.moving])
+
+
+def replicas_of(admin, keys: list[str]) -> dict[str, list[int]]:
+    """The replicas, in order, that the metadata names now for ``keys``; a partition of a topic that
+    no longer exists is absent."""
     topics = sorted({split(k)[0] for k in keys})
     existing = set(admin.list_topics()) if topics else set()
     parts = admin.describe_partitions([t for t in topics if t in existing]) if topics else []
-    return {key(p.topic, p.partition): list(p.replicas) for p in parts if key(p.topic, p.partition) in keys}
+    wanted = set(keys)
+    return {key(p.topic, p.partition): list(p.replicas) for p in parts if key(p.topic, p.partition) in wanted}
+
+
+@dataclass(frozen=True)
+class OrderCheck:
+    """Each cancelled partition's replica order against its origin (its replicas before the move, in
+    order). Kafka's cancel restores the replica SET, not its order (4.3.1: [1, 2] moving to [2, 3]
+    comes back as [2, 1]), and the first replica is the preferred leader."""
+
+    reorder: dict[str, list[int]] = field(default_factory=dict)  # origin's replicas, another order: put back
+    in_order: list[str] = field(default_factory=list)
+    set_differs: dict[str, list[int]] = field(default_factory=dict)  # not the origin's replicas: left
+    origin_unknown: list[str] = field(default_factory=list)  # never guessed: reported
+    unknown: list[str] = field(default_factory=list)  # its cancel not confirmed yet: still in flight
+    left_alone: list[str] = field(default_factory=list)  # in flight to someone else's target: theirs
+    gone: list[str] = field(default_factory=list)  # its topic no longer exists: no order to keep
+
+    @property
+    def settled(self) -> bool:
+        """Nothing in flight or unread, and every known origin's replica set is back: the read can be
+        trusted (a broker's metadata can lag the controller for a moment after the cancel)."""
+        return not self.unknown and not self.set_differs
+
+
+def order_check(
+    keys: list[str],
+    origins: dict[str, list[int]],
+    replicas: dict[str, list[int]],
+    inflight: set[str],
+    retargeted: frozenset[str] | set[str] = frozenset(),
+) -> OrderCheck:
+    """Sort the cancelled partitions ``keys`` by how their replicas now (``replicas``, from the
+    metadata; a partition missing there has lost its topic) stand against their ``origins``. One in
+    flight (``inflight``) is not judged yet; one in flight to someone else's target (``retargeted``)
+    is theirs."""
+    check = OrderCheck()
+    for k in sorted(set(keys)):
+        origin, now = origins.get(k), replicas.get(k)
+        if origin is None:
+            check.origin_unknown.append(k)
+        elif k in retargeted:
+            check.left_alone.append(k)
+        elif k in inflight:
+            check.unknown.append(k)
+        elif now is None:
+            check.gone.append(k)
+        elif now == origin:
+            check.in_order.append(k)
+        elif set(now) == set(origin) and len(now) == len(origin):
+            check.reorder[k] = list(origin)
+        else:
+            check.set_differs[k] = now
+    return check
+
+
+def cancelled(state: ExecState) -> list[str]:
+    """The stopped chunks' partitions that did not finish before the stop (see :func:`settle`)."""
+    return sorted(
+        k for c in state.chunks if c.status == STOPPED for k in c.moving if k not in set(c.completed)
+    )
+
+
+def known_origins(state: ExecState) -> dict[str, list[int]]:
+    """The stopped chunks' partitions' replicas before the move, in order, where the order is known
+    (an adopted move's may be known as a set only: not a basis for reordering)."""
+    return {
+        k: list(c.origin[k])
+        for c in state.chunks
+        if c.status == STOPPED
+        for k in c.moving
+        if k in c.origin and k not in c.origin_order_unknown
+    }
+
+
+def read_order(
+    admin, state: ExecState, wait_s: float = 15.0, sleep=time.sleep, clock=time.monotonic
+) -> OrderCheck:
+    """:func:`order_check` of the state's cancelled partitions, re-read (ListPartitionReassignments and
+    the metadata) until it is settled or ``wait_s`` has passed: the last read then, as it is."""
+    keys = cancelled(state)
+    origins = known_origins(state)
+    targets = {k: set(c.targets[k]) for c in state.chunks if c.status == STOPPED for k in c.moving}
+    deadline = clock() + wait_s
+    while True:
+        inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
+        theirs = {k for k in keys if k in inflight and target_of(inflight[k]) != targets.get(k)}
+        check = order_check(keys, origins, replicas_of(admin, keys), set(inflight), theirs)
+        if check.settled or clock() >= deadline:
+            return check
+        sleep(1.0)
 
 
 def settle(state: ExecState, replicas: dict[str, list[int]], cancelled: set[str]) -> None:
@@ -225,6 +362,64 @@ def _on_target(replicas: list[int], target: list[int], failed: set[int]) -> bool
     on its old replicas, which lack a receiver of the target."""
     now, want = set(replicas), set(target)
     return now == want or (want < now and now - want <= failed)
+
+
+def restore_order(
+    admin, state: ExecState, logger: logging.Logger | None = None, wait_s: float = 15.0
+) -> OrderCheck:
+    """Put each cancelled partition back in its origin's replica ORDER once its cancel is confirmed
+    (nothing in flight, the origin's replica set back): a reorder-only reassignment copies no data
+    and keeps the leader, and without it the stop would silently change the preferred leader. What
+    the stop vouches for (put back or already in order) is kept in ``state.stop_request`` for
+    :func:`verify_stopped` to read back in order; the rest is reported, never guessed."""
+    if not cancelled(state):
+        return OrderCheck()
+    check = read_order(admin, state, wait_s=wait_s)
+    errors: dict[str, str] = {}
+    if check.reorder:
+        answer = admin.reorder_replicas({split(k): v for k, v in check.reorder.items()})
+        errors = {key(*tp): e for tp, e in answer.items() if e}
+    vouched = {k: v for k, v in check.reorder.items() if k not in errors}
+    origins = known_origins(state)
+    vouched.update({k: origins[k] for k in check.in_order})
+    if state.stop_request is not None:
+        state.stop_request["replica_order"] = vouched
+    _record_order(state, check, errors, logger)
+    return check
+
+
+def _record_order(
+    state: ExecState, check: OrderCheck, errors: dict[str, str], logger: logging.Logger | None
+) -> None:
+    """The decision record of the order restore: what was put back, and what was not and why."""
+    done = len(check.reorder) - len(errors)
+    decisions.record(
+        "stop",
+        f"restored replica order of {done} partition(s)" if check.reorder else "no replica order to restore",
+        "Kafka's cancel restores the replica set, not its order, and the first replica is the preferred "
+        "leader: a reorder-only reassignment (no data copied, the leader kept) puts the order before the "
+        "move back, once nothing is in flight for the partition. A partition not on its origin's "
+        "replicas (its move finished, or someone else moved it), whose origin this run did not record, "
+        "or whose cancel is not confirmed (still in flight) is left as the cancel left it and named here",
+        subject=f"run {state.run_id}",
+        observed={
+            "restored": dict(list(check.reorder.items())[:50]),
+            "errors": errors,
+            "already_in_order": len(check.in_order),
+            "not_on_origin_replicas_left_as_is": dict(list(check.set_differs.items())[:50]),
+            "origin_unknown": check.origin_unknown[:50],
+            "cancel_not_confirmed_still_in_flight": check.unknown[:50],
+            "left_alone_retargeted_by_someone_else": check.left_alone[:50],
+            "topic_gone": check.gone[:50],
+        },
+        action=f"AlterPartitionReassignments to the origin order for {len(check.reorder)} partition(s)"
+        if check.reorder
+        else None,
+        logger=logger,
+        level=logging.WARNING
+        if errors or check.set_differs or check.origin_unknown or check.unknown
+        else logging.INFO,
+    )
 
 
 def moved(state: ExecState) -> list[str]:
@@ -258,15 +453,12 @@ class Ending:
 
 def ending(state: ExecState) -> Ending:
     """The ending of a stopped state, as the chunks were settled against the cluster (:func:`settle`)."""
-    cancelled = [
-        k for c in state.chunks if c.status == STOPPED for k in c.moving if k not in set(c.completed)
-    ]
     return Ending(
         stopped=state.stopped or "stopped",
         chunks_done=sum(1 for c in state.chunks if c.status == DONE),
         chunks=len(state.chunks),
         completed=moved(state),
-        cancelled=sorted(cancelled),
+        cancelled=cancelled(state),
         not_started=sorted(k for c in state.chunks if c.status == PENDING for k in c.targets),
         leaders=leaders_text(state),
     )
@@ -316,6 +508,21 @@ def our_throttles_left(admin: ClusterAdmin, record: dict[str, Any] | None, live:
     return found
 
 
+def out_of_order(admin, state: ExecState, inflight: set[str]) -> dict[str, Any]:
+    """Of the partitions whose order the stop put back or found in order, those the cluster does not
+    show on exactly their origin's replicas in order (or shows in flight again): their replicas now,
+    ``None`` when in flight. A partition gone with its topic has no order to keep."""
+    order = (state.stop_request or {}).get("replica_order") or {}
+    if not order:
+        return {}
+    now = replicas_of(admin, list(order))
+    return {
+        k: None if k in inflight else now[k]
+        for k, origin in sorted(order.items())
+        if k in inflight or (k in now and now[k] != origin)
+    }
+
+
 def verify_stopped(
     admin,
     stopped: dict[str, tuple[ExecState, dict[str, Any] | None]],
@@ -324,8 +531,10 @@ def verify_stopped(
     sleep=time.sleep,
     clock=time.monotonic,
 ) -> dict[str, Any]:
-    """Read back until none of these runs' reassignments is in flight and none of their throttles
-    is set, and still so after ``settle_s``; returns what is left (empty: stopped)."""
+    """Read back until none of these runs' reassignments is in flight, none of their throttles is set
+    and every partition whose order the stop put back (or found in order) shows its origin's replicas
+    in order, and still so after ``settle_s`` (one broker's metadata can lag); returns what is left
+    (empty: stopped)."""
 
     def left() -> dict[str, Any]:
         """One read: per run, its reassignments still in flight (to its own targets) and its throttles
@@ -338,8 +547,9 @@ def verify_stopped(
                 k for k, t in owned(state).items() if k in inflight and target_of(inflight[k]) == set(t)
             )
             throttles = our_throttles_left(admin, record, live)
-            if moving or throttles:
-                out[run_id] = {"in_flight": moving[:50], "throttles": throttles}
+            order = out_of_order(admin, state, set(inflight))
+            if moving or throttles or order:
+                out[run_id] = {"in_flight": moving[:50], "throttles": throttles, "order": order}
         return out
 
     deadline = clock() + timeout_s

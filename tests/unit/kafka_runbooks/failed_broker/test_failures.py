@@ -263,3 +263,18 @@ def test_check_outage_counts_failed_against_all_brokers(tmp_path):
     assert not a.outage and a.records == []
     t._check_outage(a, [1, 2, 3])
     assert a.outage and a.records[-1].decision == "refuse to move replicas"
+
+
+def test_a_heal_an_operator_stopped_is_not_started_again_for_the_same_failure(tmp_path):
+    """The rule the log-dir sweep shares (SweepTracker): a stopped run's failure waits for a human."""
+    clock = Clock()
+    th = Thresholds(alert_after_s=60, failure_threshold_s=300)
+    stopped = {"sweep__2": "stopped by alice: maintenance"}
+    t = FailureTracker(FailureStore("kafka_default", tmp_path), th, clock=clock, stopped_runs=stopped.get)
+    t.observe(cluster({2: "gone"}))
+    clock.t += 300
+    assert t.observe(cluster({2: "gone"})).due == [2]
+    t.mark_triggered([2], "sweep__2")
+    clock.t += 10_000
+    a = t.observe(cluster({2: "gone"}))
+    assert a.due == [] and "was stopped by alice: maintenance" in a.records[-1].reason

@@ -237,3 +237,64 @@ def test_neither_unknown_nor_down_is_ever_a_trigger_even_at_threshold_zero(tmp_p
     t = tracker(tmp_path, clock, threshold_s=0)
     state = cluster(unknown={1: "timed out"}) if kind == "unknown" else cluster(down=(1,))
     assert t.observe(state).due == []
+
+
+def _run_state(folder, run_id: str, stopped: str | None, by_operator: bool):
+    """A log-dir run's exec-state.json as the run left it: stopped by an operator's request, by the
+    executor itself (a failed broker came back), or not at all."""
+    from kafka_runbooks.failed_broker.execute import ExecState, save_state
+
+    state = ExecState(run_id=run_id, failed_brokers=[1], throttle_bytes_per_sec=1, chunks=[], stopped=stopped)
+    state.stop_request = {"request_id": "stop-1", "by": "alice"} if by_operator else None
+    (folder / run_id).mkdir(parents=True)
+    save_state(folder / run_id / "exec-state.json", state)
+
+
+def test_a_run_an_operator_stopped_is_not_started_again_for_the_same_failure(tmp_path):
+    """The sweep re-triggered kafka_log_dir_failure after retrigger_after even when its last run was
+    stopped on purpose: the stop must stand for that failure, and the record says why."""
+    from kafka_runbooks.failed_broker.stop import stopped_on_purpose
+
+    runs = tmp_path / "runs"
+    clock = Clock()
+    th = Thresholds(alert_after_s=60, failure_threshold_s=300, retrigger_after_s=600)
+
+    def t():
+        store = OfflineDirStore("kafka_default", tmp_path)
+        return OfflineDirTracker(
+            store, th, clock=clock, stopped_runs=lambda r: stopped_on_purpose([runs / r / "exec-state.json"])
+        )
+
+    t().observe(cluster({1: (D2,)}))
+    clock.t += 400
+    assert t().observe(cluster({1: (D2,)})).due == [1]
+    t().mark_triggered(1, "sweep__r1")
+    _run_state(runs, "sweep__r1", "stopped by alice: wrong disk", by_operator=True)
+    clock.t += 10_000  # long past retrigger_after: still not started again
+    a = t().observe(cluster({1: (D2,)}))
+    assert a.due == [] and a.records[-1].decision == "do not start another kafka_log_dir_failure"
+    assert (
+        "run sweep__r1, started for this same failure, was stopped by alice: wrong disk"
+        in a.records[-1].reason
+    )
+    # the dir back online, then offline again: a new failure, counted and started afresh
+    t().observe(cluster())
+    t().observe(cluster({1: (D2,)}))
+    clock.t += 400
+    assert t().observe(cluster({1: (D2,)})).due == [1]
+
+
+def test_only_an_operators_stop_holds_the_sweep_back(tmp_path):
+    """A run stopped by the executor itself (a failed broker came back) or never stopped is started
+    again after retrigger_after as before; a state that cannot be read is not taken for "not
+    stopped"."""
+    from kafka_runbooks.failed_broker.stop import stopped_on_purpose
+
+    _run_state(tmp_path, "by-executor", "failed broker(s) [1] came back before chunk 2", by_operator=False)
+    _run_state(tmp_path, "by-alice", "stopped by alice: why", by_operator=True)
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "exec-state.json").write_text("{not json")
+    assert stopped_on_purpose([tmp_path / "by-executor" / "exec-state.json"]) is None
+    assert stopped_on_purpose([tmp_path / "never-ran" / "exec-state.json"]) is None
+    assert stopped_on_purpose([tmp_path / "by-alice" / "exec-state.json"]) == "stopped by alice: why"
+    assert "unknown" in stopped_on_purpose([tmp_path / "garbled" / "exec-state.json"])

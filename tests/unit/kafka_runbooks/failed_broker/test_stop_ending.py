@@ -82,3 +82,42 @@ def test_the_ending_says_whether_leadership_was_rebalanced():
     nothing = _state([_chunk(0, STOPPED, ["b:0"])])
     settle(nothing, {"b:0": [1, 4]}, cancelled={"b:0"})
     assert "nothing moved, no election needed" in ending(nothing).line()
+
+
+def test_a_cancel_that_restored_the_set_in_another_order_is_put_back_in_order():
+    """Kafka 4.3.1's cancel restores the replica SET, not its order ([1, 2] moving to [2, 3] comes back
+    as [2, 1]: broker 2 then preferred); only such a partition is reordered, nothing is guessed."""
+    from kafka_runbooks.failed_broker.stop import cancelled, order_check
+
+    origins = {"a:0": [1, 2], "a:1": [4, 2], "a:2": [3, 4], "a:3": [1, 4], "a:4": [1, 4], "a:5": [1, 2]}
+    replicas = {"a:0": [2, 1], "a:1": [2, 4], "a:2": [3, 4], "a:3": [1, 2], "a:4": [1, 2, 4], "a:6": [5, 6]}
+    origins["a:7"] = [1, 2]
+    keys = [*origins, "a:6"]  # a:5's topic is gone; a:6's origin never recorded; a:7 someone else's
+    check = order_check(keys, origins, replicas, inflight={"a:4", "a:7"}, retargeted={"a:7"})
+    assert check.reorder == {"a:0": [1, 2], "a:1": [4, 2]}
+    assert check.in_order == ["a:2"]
+    assert check.set_differs == {"a:3": [1, 2]}, "not the origin's replicas: left as the cancel left it"
+    assert check.origin_unknown == ["a:6"], "an unknown origin stays unknown"
+    assert check.unknown == ["a:4"], "still in flight: its cancel is not confirmed, not judged"
+    assert (check.gone, check.left_alone) == (["a:5"], ["a:7"])
+    assert not check.settled
+    assert order_check(["a:0"], origins, replicas, inflight=set()).settled
+    state = _state([_chunk(0, STOPPED, ["b:0", "b:1"]), _chunk(1, DONE, ["c:0"])])
+    settle(state, {"b:0": [1, 2], "b:1": [4, 1]}, cancelled={"b:1"})
+    assert cancelled(state) == ["b:1"] == ending(state).cancelled
+
+
+def test_an_adopted_moves_order_is_known_only_as_this_run_recorded_it():
+    """A move adopted in flight shows its replicas target first ([1, 2, 4] for [4, 2] -> [1, 2]):
+    without the order this run recorded before it submitted, the origin is a set, and a stop must not
+    'restore' that guessed order (it would vouch for the preferred leader the cancel changed)."""
+    from kafka_runbooks.failed_broker.execute import adopted_origin
+    from kafka_runbooks.failed_broker.stop import known_origins
+
+    inflight = {"replicas": [1, 2, 4], "adding": [1], "removing": [4]}
+    unknown: list[str] = []
+    assert adopted_origin("a:1", inflight, {"a:1": [4, 2]}, unknown) == [4, 2] and unknown == []
+    assert adopted_origin("a:2", inflight, {}, unknown) == [2, 4] and unknown == ["a:2"]
+    chunk = _chunk(0, STOPPED, ["a:1", "a:2"])
+    chunk.origin, chunk.origin_order_unknown = {"a:1": [4, 2], "a:2": [2, 4]}, unknown
+    assert known_origins(_state([chunk])) == {"a:1": [4, 2]}
