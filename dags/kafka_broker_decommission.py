@@ -69,6 +69,7 @@ with DAG(
     reassignment_tasks(
         ReassignmentRunbook(
             check_input=f"{GLUE}:check_input",
+            request=f"{GLUE}:decommission_request",
             validate=f"{GLUE}:validate",
             review_plan=f"{GLUE}:review_plan",
             subject="Decommission broker(s) {{ {checked}['failed'] }}: move {{ {reviewed}['replicas'] }} "

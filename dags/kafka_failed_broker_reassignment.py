@@ -78,6 +78,7 @@ with DAG(
     reassignment_tasks(
         ReassignmentRunbook(
             check_input="kafka_runbooks_airflow.inputs:check_runbook_input",
+            request=f"{GLUE}:reassign_request",
             validate=f"{GLUE}:validate",
             review_plan=f"{GLUE}:review_plan",
             subject="Move {{ {reviewed}['replicas'] }} replica(s) of {{ {reviewed}['partitions'] }} "

@@ -127,11 +127,11 @@ with DAG(
     @task(multiple_outputs=True)
     def sweep(kafka_config_id: str) -> dict:
         """Read, track, decide for one cluster; the decision records are the sweep's report."""
-        from kafka_runbooks_airflow.failed_broker import run_sweep
+        from kafka_runbooks_airflow.failed_broker import checked_sweep_settings, run_sweep
 
         context = get_current_context()
-        params = {**context["params"], "kafka_config_id": kafka_config_id}
-        return run_sweep(params, context["run_id"], context["ti"])
+        settings = checked_sweep_settings(dict(context["params"]))  # the run's params, read once here
+        return run_sweep(settings, kafka_config_id, context["run_id"], context["ti"])
 
     @task_group
     def cluster(kafka_config_id: str):

@@ -82,6 +82,7 @@ with DAG(
     reassignment_tasks(
         ReassignmentRunbook(
             check_input=f"{GLUE}:check_input",
+            request=f"{GLUE}:log_dir_request",
             validate=f"{GLUE}:validate",
             review_plan=f"{GLUE}:review_plan",
             subject="Broker {{ {checked}['failed'] }} lost a log dir: move {{ {reviewed}['replicas'] }} "

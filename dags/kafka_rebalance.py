@@ -143,6 +143,7 @@ with DAG(
     reassignment_tasks(
         ReassignmentRunbook(
             check_input=f"{GLUE}:check_input",
+            request=f"{GLUE}:rebalance_request",
             validate=f"{GLUE}:validate",
             review_plan=f"{GLUE}:review_plan",
             subject="Rebalance ({{ {checked}['rebalance'] }}): move {{ {reviewed}['replicas'] }} replica(s) "

@@ -35,7 +35,7 @@ from kafka_runbooks.failed_broker.request import (
     build_request,
 )
 from kafka_runbooks.model import ClusterState, LogDir
-from kafka_runbooks.replication_factor import build_rf_request
+from kafka_runbooks.replication_factor import RfRequest, build_rf_request
 
 MODES = ("add-brokers", "full", "remove-brokers", "replication-factor")
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
@@ -86,6 +86,24 @@ def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
             "max_disk_usage_percent": _percent(params.get("max_disk_usage_percent")),
         }
     )
+
+
+@dataclass(frozen=True)
+class RebalanceRequest:
+    """The run's whole request, parsed once by its validate task: ``reassign`` is what the shared
+    pipeline reads (mode, new brokers, spreads, chunks); ``replication_factor`` is mode
+    replication-factor's own (target, topics, lowering allowed), None in the other modes."""
+
+    reassign: ReassignRequest
+    replication_factor: RfRequest | None = None
+
+
+def build_rebalance_run(params: Mapping[str, Any]) -> RebalanceRequest:
+    """``build_rebalance_request`` and, in mode replication-factor, ``build_rf_request``, from one
+    reading of the params (no cluster call)."""
+    reassign = build_rebalance_request(params)
+    rf = build_rf_request(params) if reassign.rebalance == "replication-factor" else None
+    return RebalanceRequest(reassign, rf)
 
 
 def resolve_rebalance(request: ReassignRequest, state: ClusterState) -> tuple[list[int], list[int]]:

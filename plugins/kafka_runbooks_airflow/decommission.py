@@ -28,14 +28,23 @@ def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, A
     return checked
 
 
-def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+def decommission_request(params: dict[str, Any]):
+    """The run's typed request (``build_decommission_request``), built once by the validate task; a
+    bad one is a ``refuse`` DECISION before any cluster call."""
+    from kafka_runbooks.failed_broker.decommission import build_decommission_request
+    from kafka_runbooks_airflow.failed_broker import reassign_request
+
+    return reassign_request(params, build_decommission_request)
+
+
+def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """The heal's validate with the decommission's request: the brokers to drain are live and
     registered, the brokers left can hold their replicas (replication factor, racks)."""
-    from kafka_runbooks.failed_broker.decommission import build_decommission_request, resolve_drain
-    from kafka_runbooks_airflow.failed_broker import validate as shared
+    from kafka_runbooks.failed_broker.decommission import resolve_drain
+    from kafka_runbooks_airflow.failed_broker import validate_request
 
-    checked = shared(params, dag_id, run_id, parse=build_decommission_request, choose=resolve_drain)
-    return {**checked, "kafka_config_id": params["kafka_config_id"]}  # review_plan reads the disks there
+    checked = validate_request(request, kafka_config_id, dag_id, run_id, resolve_drain)
+    return {**checked, "kafka_config_id": kafka_config_id}  # review_plan reads the disks there
 
 
 def review_plan(

@@ -145,18 +145,16 @@ class SweepReading:
     heal_active: list[str]  # runs of the heal active on the cluster
 
 
-def run_sweep(params: dict[str, Any], run_id: str, ti) -> dict[str, Any]:
-    """Read the cluster once, track failed brokers and offline log dirs, decide what to start.
+def run_sweep(settings: dict[str, Any], conn_id: str, run_id: str, ti) -> dict[str, Any]:
+    """Read the cluster ``conn_id`` once, track failed brokers and offline log dirs, decide what to start.
 
     The order is the contract (each step is its own function so it can be read alone): the settings
-    are checked before the cluster is read (a bad one fails the sweep, where alerts fire), one read
-    feeds both trackers, and the dead broker's heal is decided before a log dir's run, which never
-    starts while a broker is failed. One sweep run covers every cluster: the cluster is in the
-    started run's id."""
-    settings = checked_sweep_settings(params)
+    (``checked_sweep_settings``, read once from the params by the task) are checked before the
+    cluster is read (a bad one fails the sweep, where alerts fire), one read feeds both trackers,
+    and the dead broker's heal is decided before a log dir's run, which never starts while a broker
+    is failed. One sweep run covers every cluster: the cluster is in the started run's id."""
     thresholds = sweep_thresholds(settings)
     sizes = sweep_sizes(settings)  # a bad size fails the sweep here, before it reads the cluster
-    conn_id = params["kafka_config_id"]
     reading = read_and_track(conn_id, thresholds, ti)
     started_id = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
     passed_on = {
@@ -407,23 +405,19 @@ def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
     raise AirflowSkipException(reason)
 
 
-def validate(params: dict[str, Any], dag_id: str, run_id: str, parse=None, choose=None) -> dict[str, Any]:
-    """Check the params against the cluster before anything moves; prepare adoption.
-
-    ``parse`` (params -> ReassignRequest) and ``choose`` ((request, ClusterState) -> (brokers to
-    empty, receivers)) default to the heal's; the decommission passes its own (live brokers to
-    drain, what the rest can hold). A RequestError of either is the run's ``refuse`` DECISION.
-    The task's adapter: the request is built once here, then only it crosses into the glue."""
+def validate(request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The heal's validate: the failed brokers and receivers chosen the heal's way (``resolve``:
+    named or detected brokers that are down, live receivers); the decommission, the log-dir
+    failure and the rebalance call ``validate_request`` with their own choice."""
     from kafka_runbooks.failed_broker.request import resolve
 
-    request = reassign_request(params, parse)  # before any cluster call
-    return validate_request(request, params["kafka_config_id"], dag_id, run_id, choose or resolve)
+    return validate_request(request, kafka_config_id, dag_id, run_id, resolve)
 
 
 def reassign_request(params: Mapping[str, Any], parse=None) -> ReassignRequest:
     """The run's params as the library's request (``parse``, default the heal's ``build_request``),
-    built once per task and before any cluster call: a bad one fails the task with a decision
-    record, nothing moved."""
+    built once by the validate task and before any cluster call: a bad one fails the task with a
+    decision record, nothing moved."""
     from kafka_runbooks.failed_broker.request import build_request
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
@@ -433,8 +427,10 @@ def reassign_request(params: Mapping[str, Any], parse=None) -> ReassignRequest:
 def validate_request(
     request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str, choose
 ) -> dict[str, Any]:
-    """The request against the cluster ``kafka_config_id``: the runbook's checks, adoption
-    prepared, the checked values as XCom (reads no params)."""
+    """The request against the cluster ``kafka_config_id`` before anything moves: the brokers to
+    empty and the receivers as ``choose`` ((request, ClusterState) -> (brokers, receivers)) picks
+    them, the runbook's checks, adoption prepared, the checked values as XCom. A RequestError is
+    the run's ``refuse`` DECISION."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
 
@@ -557,27 +553,15 @@ def _load_plan(plan_dir: StorePath) -> Any:
         ) from exc
 
 
-def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """After the last chunk: read the cluster back and apply the runbook's "healed" rule.
-
-    The task's adapter: of the params it takes only the cluster; what the run asked for
-    (brokers, drain, election) comes from validate's checked request."""
-    return verify_reassignment(checked, params["kafka_config_id"], dag_id, run_id)
-
-
 def verify_reassignment(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict:
-    """The cluster read back until the "healed" rule holds; then the asked-for election."""
+    """After the last chunk: the cluster read back until the "healed" rule holds; then the asked-for
+    election. What the run asked for (brokers, drain, election) is validate's checked request."""
     from kafka_runbooks.failed_broker import runbook
-    from kafka_runbooks.failed_broker.execute import load_state
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.verify_settings import verify_timeouts
 
-    state_path = run_dir(dag_id, run_id) / EXEC_STATE
-    planned: dict[str, list[int]] = {}
-    if state_path.exists():
-        for chunk in load_state(state_path).chunks:
-            planned.update(chunk.targets)
+    planned = _planned_targets(dag_id, run_id)
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     drain = bool(checked.get("drain"))
 
@@ -617,9 +601,16 @@ def verify_reassignment(checked: dict[str, Any], kafka_config_id: str, dag_id: s
     return out
 
 
-def elect_moved_partitions(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
-    """``elect_preferred_on`` the run's cluster (the rebalance's verify calls it with its params)."""
-    return elect_preferred_on(params["kafka_config_id"], keys)
+def _planned_targets(dag_id: str, run_id: str) -> dict[str, list[int]]:
+    """Every chunk's targets from the run's execution state (none: the run planned no move)."""
+    from kafka_runbooks.failed_broker.execute import load_state
+
+    state_path = run_dir(dag_id, run_id) / EXEC_STATE
+    planned: dict[str, list[int]] = {}
+    if state_path.exists():
+        for chunk in load_state(state_path).chunks:
+            planned.update(chunk.targets)
+    return planned
 
 
 def elect_preferred_on(kafka_config_id: str, keys: set[str]) -> dict[str, Any]:
@@ -659,16 +650,17 @@ def _elect_preferred(admin: ClusterAdmin, keys: set[str]):
     )
 
 
-def remove_run_throttles(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """The all_done cleanup: whatever happened to the run, its throttles come off."""
+def remove_run_throttles(kafka_config_id: str, elect: bool, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The all_done cleanup: whatever happened to the run, its throttles come off; with ``elect``
+    (the run's ``elect_preferred_leaders``) a run that ended early elects what it moved."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     folder = run_dir(dag_id, run_id)
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         left = clean_leftover_throttles(admin, dag_id, only=[folder / ADOPT_STATE, folder / EXEC_STATE])
         leaders = {
-            path.name: elect_after_stop(admin, path, bool(params.get("elect_preferred_leaders", True)))
+            path.name: elect_after_stop(admin, path, elect)
             for path in (folder / ADOPT_STATE, folder / EXEC_STATE)
             if path.exists()
         }

@@ -51,19 +51,28 @@ def read_failed_dirs(conn_id: str, broker: int, log_dir: str | None):
     return state, failed_dir_replicas(state, broker, log_dir)
 
 
-def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+def log_dir_request(params: dict[str, Any]):
+    """The run's typed request (``build_log_dir_request``: the broker, the dir, the mode and the
+    pipeline's ``reassign``), built once by the validate task; a bad one is a ``refuse`` DECISION
+    before any cluster call."""
+    from kafka_runbooks.log_dir_failure import build_log_dir_request
+    from kafka_runbooks_airflow.inputs import refuse_bad_input
+
+    return refuse_bad_input(build_log_dir_request, params, log.name)
+
+
+def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """The broker is live and has an offline dir (none: nothing to do, a success); the replicas
     that sat in it are chosen; then the heal's validate (receivers, in-flight, adoption).
     ``verify_replaced``: the replacement is verified here and nothing moves."""
-    from kafka_runbooks.log_dir_failure import VERIFY_REPLACED, build_log_dir_request
-    from kafka_runbooks_airflow.failed_broker import validate as shared
+    from kafka_runbooks.log_dir_failure import VERIFY_REPLACED
+    from kafka_runbooks_airflow.failed_broker import validate_request
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    request = refuse_bad_input(build_log_dir_request, params, log.name)
     if request.mode == VERIFY_REPLACED:
-        return {**verify_replaced(params["kafka_config_id"], request.broker_id), "nothing_to_do": True}
+        return {**verify_replaced(kafka_config_id, request.broker_id), "nothing_to_do": True}
     state, found = refuse_bad_input(
-        lambda _: read_failed_dirs(params["kafka_config_id"], request.broker_id, request.log_dir),
+        lambda _: read_failed_dirs(kafka_config_id, request.broker_id, request.log_dir),
         {},
         log.name,
     )
@@ -78,17 +87,17 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
         observed=found.observed(),
         logger=log,
     )
-    checked = shared(
-        params,
+    checked = validate_request(
+        request.reassign,
+        kafka_config_id,
         dag_id,
         run_id,
-        parse=lambda _: request.reassign,
-        choose=lambda req, now: _receivers(req, now, request.broker_id),
+        lambda req, now: _receivers(req, now, request.broker_id),
     )
     return {
         **checked,
         "nothing_to_do": checked["nothing_to_do"],
-        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
+        "kafka_config_id": kafka_config_id,  # review_plan reads the disks there
         "drain_replicas_csv": found.selection_csv,
         "moved": [f"{t}:{p}" for t, p in found.replicas],
         "kept": [f"{t}:{p}" for t, p in found.in_healthy_dirs],
@@ -144,7 +153,7 @@ def _keys(names: list[str]) -> list[tuple[str, int]]:
     return [(t, int(p)) for t, _, p in (n.rpartition(":") for n in names)]
 
 
-def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """After the moves and the cleanup: the moved partitions name the broker no more, its healthy
     dirs' partitions still do, every partition is in sync and no throttle is left, on every read
     for the settle period."""
@@ -155,7 +164,7 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
     broker = int(checked["failed"][0])
     moved, kept = _keys(checked["moved"]), _keys(checked["kept"])
-    admin = KafkaAdminHook(kafka_config_id=params["kafka_config_id"]).admin
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
 
     def read():
         """One read (no log dirs) and the throttles still set: where the moved replicas are now."""

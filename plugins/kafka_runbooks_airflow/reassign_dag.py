@@ -48,24 +48,29 @@ class ReassignmentRunbook:
     """What one reassigning runbook brings to the shared pipeline.
 
     :param check_input: ``(dag_id, run_id, params) -> dict``: what needs no cluster, before the lease.
-    :param validate: ``(params, dag_id, run_id) -> dict``: the request against the cluster
-        (``kafka_runbooks_airflow.failed_broker.validate``'s result).
+    :param request: ``(params) -> request``: the run's typed request, built once by the validate
+        task (bad input: a ``refuse`` DECISION and a failed task, nothing read from the cluster);
+        past it no glue function sees the params.
+    :param validate: ``(request, kafka_config_id, dag_id, run_id) -> dict``: the request against
+        the cluster (``kafka_runbooks_airflow.failed_broker.validate_request``'s result).
     :param review_plan: ``(checked, snapshot_info, dag_id, run_id) -> dict``: the plan checked,
         the gate's Markdown, the execution state written.
     :param subject: the gate's one-line question (Jinja; ``{reviewed}`` and ``{checked}`` stand
         for the review's and validate's XCom).
     :param plan_flags: extra arguments of ``spark_jobs/failed_broker_plan.py`` (``--drain``; Jinja
         allowed, e.g. validate's replica selection for ``--drain-replicas``).
-    :param verify: ``(params, checked, dag_id, run_id) -> dict``: the end state read back (default:
-        the heal's and the decommission's rule; a failed log dir's moves have their own).
+    :param verify: ``(checked, kafka_config_id, dag_id, run_id) -> dict``: the end state read back
+        (default: the heal's and the decommission's rule; a failed log dir's moves have their own);
+        what the run asked for is validate's checked request, of the params only the cluster.
     """
 
     check_input: str
+    request: str
     validate: str
     review_plan: str
     subject: str
     plan_flags: tuple[str, ...] = ()
-    verify: str = "kafka_runbooks_airflow.failed_broker:verify"
+    verify: str = "kafka_runbooks_airflow.failed_broker:verify_reassignment"
 
 
 def call(target: str, *args: Any) -> Any:
@@ -205,7 +210,8 @@ def _deciding_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
         from kafka_runbooks_airflow.gate import refuse_ungated_run
 
         refuse_ungated_run(dag_run.dag_id, bool(params["require_approval"]), bool(params["dry_run"]))
-        return call(runbook.validate, dict(params), dag_run.dag_id, run_id)
+        request = call(runbook.request, dict(params))  # once, before any cluster call
+        return call(runbook.validate, request, params["kafka_config_id"], dag_run.dag_id, run_id)
 
     @task.short_circuit
     def anything_to_move(checked: dict) -> bool:
@@ -237,15 +243,18 @@ def _ending_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
 
     @task(trigger_rule="all_done")
     def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
-        """Whatever happened (done, failed, stopped), this run's throttles come off."""
+        """Whatever happened (done, failed, stopped), this run's throttles come off. It runs after bad
+        input too, so it reads its two values from the params instead of building the request (that
+        would refuse the run a second time)."""
         from kafka_runbooks_airflow.failed_broker import remove_run_throttles
 
-        return remove_run_throttles(dict(params), dag_run.dag_id, run_id)
+        elect = bool(params.get("elect_preferred_leaders", True))
+        return remove_run_throttles(params["kafka_config_id"], elect, dag_run.dag_id, run_id)
 
     @task
     def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
         """Read the cluster back until the runbook's end state has held for the settle period."""
-        return call(runbook.verify, dict(params), checked, dag_run.dag_id, run_id)
+        return call(runbook.verify, checked, params["kafka_config_id"], dag_run.dag_id, run_id)
 
     return {"remove_throttles": remove_throttles, "verify_result": verify_result}
 

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.rebalance import DEFAULT_SPREAD  # the trigger form's target default, one place
+
+if TYPE_CHECKING:
+    from kafka_runbooks.failed_broker.request import ReassignRequest
+    from kafka_runbooks.rebalance import RebalanceRequest
+    from kafka_runbooks.replication_factor import RfRequest
 
 __all__ = ["DEFAULT_SPREAD"]
 
@@ -44,18 +49,27 @@ def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, A
     return checked
 
 
-def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
-    """The heal's validate with the rebalance's request and brokers; then the spreads now (within
-    the target and nothing adopted: nothing to do) and each receiver's room under the disk ceiling."""
-    from kafka_runbooks.rebalance import build_rebalance_request, resolve_rebalance
-    from kafka_runbooks_airflow.failed_broker import validate as shared
+def rebalance_request(params: dict[str, Any]) -> RebalanceRequest:
+    """The run's typed request (``build_rebalance_run``: the pipeline's request and, in mode
+    replication-factor, the mode's own), built once by the validate task; a bad one is a
+    ``refuse`` DECISION before any cluster call."""
+    from kafka_runbooks.rebalance import build_rebalance_run
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
-    request = refuse_bad_input(build_rebalance_request, params, log.name)
-    if request.rebalance == "replication-factor":
-        return _validate_rf(params, dag_id, run_id, request)
-    checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=resolve_rebalance)
-    now, room, errors = _spread_and_room(params["kafka_config_id"], request, checked["receivers"])
+    return refuse_bad_input(build_rebalance_run, params, log.name)
+
+
+def validate(run: RebalanceRequest, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The heal's validate with the rebalance's request and brokers; then the spreads now (within
+    the target and nothing adopted: nothing to do) and each receiver's room under the disk ceiling."""
+    from kafka_runbooks.rebalance import resolve_rebalance
+    from kafka_runbooks_airflow.failed_broker import validate_request
+
+    request = run.reassign
+    if run.replication_factor is not None:
+        return _validate_rf(run.replication_factor, request, kafka_config_id, dag_id, run_id)
+    checked = validate_request(request, kafka_config_id, dag_id, run_id, resolve_rebalance)
+    now, room, errors = _spread_and_room(kafka_config_id, request, checked["receivers"])
     within = now.within(*now.limits)
     nothing = checked["nothing_to_do"] or (within and not checked["adopted"])
     decisions.record(
@@ -75,7 +89,7 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     return {
         **checked,
         "nothing_to_do": nothing,
-        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
+        "kafka_config_id": kafka_config_id,  # review_plan reads the disks there
         "new_brokers_csv": ",".join(str(b) for b in request.new_brokers or ()),
         "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
         "spread_before": now.observed()["spread"],
@@ -85,29 +99,47 @@ def validate(params: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]
     }
 
 
-def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> dict[str, Any]:
+def _validate_rf(
+    rf_request: RfRequest, request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str
+) -> dict[str, Any]:
     """Mode replication-factor: the heal's validate with the topics chosen from the cluster it read
     (a target above the live brokers, unknown topics, a lowering not allowed or not safe: the run's
     ``refuse`` DECISION); nothing off the target: nothing to do; each live broker's room under the
     disk ceiling."""
     from kafka_runbooks.rebalance import resolve_rebalance
-    from kafka_runbooks.replication_factor import build_rf_request, select_topics
-    from kafka_runbooks_airflow.failed_broker import validate as shared
+    from kafka_runbooks.replication_factor import select_topics
+    from kafka_runbooks_airflow.failed_broker import validate_request
 
-    rf_request, chosen = build_rf_request(params), []
+    chosen = []
 
     def choose(req, state):
         """Choose the topics off the target from the state validate read (refusals first), check any
         lowering, then resolve the run's brokers."""
         chosen.append(select_topics(rf_request, state))  # the refusals come first
         if chosen[0].above:
-            _check_lowering(params["kafka_config_id"], chosen[0], state)
+            _check_lowering(kafka_config_id, chosen[0], state)
         return resolve_rebalance(req, state)
 
-    checked = shared(params, dag_id, run_id, parse=lambda _: request, choose=choose)
+    checked = validate_request(request, kafka_config_id, dag_id, run_id, choose)
     selection = chosen[0]
-    _, room, errors = _spread_and_room(params["kafka_config_id"], request, checked["receivers"])
+    _, room, errors = _spread_and_room(kafka_config_id, request, checked["receivers"])
     nothing = checked["nothing_to_do"] or (not selection.changed and not checked["adopted"])
+    _record_rf_selection(selection, rf_request, nothing, room, errors)
+    return {
+        **checked,
+        "nothing_to_do": nothing,
+        "kafka_config_id": kafka_config_id,  # review_plan reads the disks there
+        "new_brokers_csv": "",
+        "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
+        "replication_factor": str(selection.replication_factor),
+        "topics_csv": ",".join(selection.changed),
+        "allow_replication_factor_decrease": "true" if rf_request.allow_decrease else "",
+    }
+
+
+def _record_rf_selection(selection, rf_request: RfRequest, nothing: bool, room: dict, errors) -> None:
+    """The replication-factor decision record: nothing off the target, or what is below and above it,
+    with each receiver's room read under the disk ceiling."""
     decisions.record(
         "replication factor",
         "nothing to do" if nothing else ("plan the lowering" if selection.above else "plan the raise"),
@@ -124,16 +156,6 @@ def _validate_rf(params: dict[str, Any], dag_id: str, run_id: str, request) -> d
         },
         logger=log,
     )
-    return {
-        **checked,
-        "nothing_to_do": nothing,
-        "kafka_config_id": params["kafka_config_id"],  # review_plan reads the disks there
-        "new_brokers_csv": "",
-        "room_csv": ",".join(f"{b}={n}" for b, n in sorted(room.items())),
-        "replication_factor": str(selection.replication_factor),
-        "topics_csv": ",".join(selection.changed),
-        "allow_replication_factor_decrease": "true" if rf_request.allow_decrease else "",
-    }
 
 
 def _check_lowering(conn_id: str, selection, state) -> None:
@@ -189,7 +211,7 @@ def _summary(checked: dict[str, Any]) -> dict[str, Any]:
     return json.loads((storage.locate(checked["plan_dir"]) / SUMMARY_FILE).read_text())
 
 
-def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """After the chunks and the cleanup: the moved partitions on their targets and in sync with no
     throttle left; then the approved leader-only moves and the preferred-leader election; then the
     spreads read back within the target (or the plan's own "as close as it gets"), each held for
@@ -198,17 +220,17 @@ def verify(params: dict[str, Any], checked: dict[str, Any], dag_id: str, run_id:
 
     summary = _summary(checked)
     planned = {f"{m['topic']}:{m['partition']}": m["to"] for m in summary.get("moves", [])}
-    moved = _await_moved(params["kafka_config_id"], planned)
+    moved = _await_moved(kafka_config_id, planned)
     if summary.get("rebalance") == "replication-factor":
-        return {"moved": moved, "replication_factor": _await_rf(params["kafka_config_id"], summary)}
-    reordered = _leader_only_moves(params["kafka_config_id"], summary.get("leader_moves") or [])
+        return {"moved": moved, "replication_factor": _await_rf(kafka_config_id, summary)}
+    reordered = _leader_only_moves(kafka_config_id, summary.get("leader_moves") or [])
     out: dict[str, Any] = {"moved": moved, "leader_only_moves": reordered}
     keys = set(planned) | {f"{m['topic']}:{m['partition']}" for m in summary.get("leader_moves") or []}
     if checked.get("elect_preferred_leaders", True) and keys:
-        from kafka_runbooks_airflow.failed_broker import elect_moved_partitions
+        from kafka_runbooks_airflow.failed_broker import elect_preferred_on
 
-        out["election"] = elect_moved_partitions(params, keys)
-    spread = _await_spread(params["kafka_config_id"], summary)
+        out["election"] = elect_preferred_on(kafka_config_id, keys)
+    spread = _await_spread(kafka_config_id, summary)
     out["spread"] = spread
     if not spread["done"]:
         raise RunbookFailed(f"the spread read back is not what the plan promised: {spread}")

@@ -57,6 +57,18 @@ def test_a_request_carries_the_mode_the_new_brokers_and_the_targets():
     assert request.max_leader_spread == "10%" and request.drain and request.max_disk_usage_percent == 85
 
 
+def test_the_runs_request_is_read_once_with_the_replication_factor_modes_own():
+    """The validate task builds one RebalanceRequest: the pipeline's request and, in mode
+    replication-factor only, the mode's own (before, its glue read the params a second time)."""
+    from kafka_runbooks.rebalance import build_rebalance_run
+
+    rf = build_rebalance_run({"mode": "replication-factor", "replication_factor": 3, "topics": "a,b"})
+    assert rf.reassign.rebalance == "replication-factor"
+    assert (rf.replication_factor.replication_factor, rf.replication_factor.topics) == (3, ("a", "b"))
+    add = build_rebalance_run({"mode": "add-brokers", "new_brokers": "4"})
+    assert add.replication_factor is None and add.reassign.new_brokers == (4,)
+
+
 def test_the_brokers_of_each_mode():
     add = build_rebalance_request({"mode": "add-brokers", "new_brokers": "4"})
     assert resolve_rebalance(add, cluster(ON_THREE)) == ([1, 2, 3], [4])

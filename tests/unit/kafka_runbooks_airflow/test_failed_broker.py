@@ -53,11 +53,13 @@ def test_a_sweep_set_to_start_ungated_runs_is_refused_unless_the_deployment_allo
         raise ClusterRead("the sweep went on to read the cluster")
 
     monkeypatch.setattr("kafka_runbooks_airflow.hooks.kafka_admin.KafkaAdminHook", no_cluster)
+    params = {"kafka_config_id": "kafka_default"}
+    # the sweep task reads its settings first (checked_sweep_settings), then hands them to run_sweep
     with pytest.raises(AirflowFailException, match="require_approval=false is not allowed"):
-        reassign.run_sweep({"kafka_config_id": "kafka_default"}, "scheduled__x", ti=None)
+        reassign.checked_sweep_settings(params)
     variables[approval.ALLOW_UNGATED_VARIABLE] = "true"  # allowed: it goes on (here: to the cluster)
     with pytest.raises(ClusterRead):
-        reassign.run_sweep({"kafka_config_id": "kafka_default"}, "scheduled__x", ti=None)
+        reassign.run_sweep(reassign.checked_sweep_settings(params), "kafka_default", "scheduled__x", ti=None)
 
 
 def test_the_sweeps_thresholds_and_sizes_take_units_like_the_reassignments_form():
@@ -99,11 +101,8 @@ def test_a_bad_sweep_size_fails_the_sweep_before_it_reads_the_cluster(monkeypatc
 
     monkeypatch.setattr("kafka_runbooks_airflow.hooks.kafka_admin.KafkaAdminHook", no_cluster)
     with pytest.raises(SizeError, match="throttle_bytes_per_sec must be a size such as '1 GiB'"):
-        reassign.run_sweep(
-            {"kafka_config_id": "kafka_default", "throttle_bytes_per_sec": "50 Mib/s"},
-            "scheduled__x",
-            ti=None,
-        )
+        settings = reassign.checked_sweep_settings({"throttle_bytes_per_sec": "50 Mib/s"})
+        reassign.run_sweep(settings, "kafka_default", "scheduled__x", ti=None)
 
 
 class _Sweep:
@@ -147,7 +146,8 @@ class _Sweep:
                 raise LookupError(f"no run {dag_id}/{run_id}")
 
         self.states.append(state)
-        return self.glue.run_sweep({"kafka_config_id": "kafka_a", **params}, "scheduled__x", TI())
+        settings = self.glue.checked_sweep_settings(params)  # as the sweep task reads them
+        return self.glue.run_sweep(settings, "kafka_a", "scheduled__x", TI())
 
 
 def test_the_sweep_reads_log_dirs_and_alerts_only_unless_start_log_dir_failure_is_on(monkeypatch, tmp_path):

@@ -33,3 +33,81 @@ def test_verifying_and_electing_read_the_checked_request_and_the_cluster_not_the
 def test_the_request_is_built_in_one_place():
     """``reassign_request`` is the only caller of the library's parser in the glue."""
     assert callers_of(glue, "build_request") == ["reassign_request"]
+
+
+# ------------------------------------------------------------------ the reassigning runbooks' glue
+
+GLUE_MODULES = ("failed_broker", "decommission", "log_dir_failure", "rebalance")
+# who may still take the params: the request builders, the inputs checked before the lease, the
+# sweep's settings and the stop's request (each the parser of its task's params)
+PARAMS_TAKERS = {
+    "failed_broker": {"reassign_request", "sweep_settings", "checked_sweep_settings", "request_stop"},
+    "decommission": {"check_input", "decommission_request"},
+    "log_dir_failure": {"check_input", "log_dir_request"},
+    "rebalance": {"check_input", "rebalance_request"},
+}
+
+
+def _glue(name: str):
+    import importlib
+
+    return importlib.import_module(f"kafka_runbooks_airflow.{name}")
+
+
+def _takers(module) -> set[str]:
+    """The module's functions (nested ones too) with a ``params`` argument or a ``params`` read."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and ("params" in [a.arg for a in node.args.args] or params_reads(node))
+    }
+
+
+def test_past_the_request_builders_no_reassigning_glue_takes_the_params():
+    """The validate task builds the run's request once (the runbook's ``request``) and hands it on
+    with the cluster; verify and the cleanup take validate's checked request and the cluster; the
+    sweep takes its settings read once. Before, validate, verify, the cleanup, the rebalance's
+    election and the sweep each took the params and indexed the cluster again."""
+    for name in GLUE_MODULES:
+        assert _takers(_glue(name)) == PARAMS_TAKERS[name], name
+
+
+def test_each_reassigning_dag_names_the_request_its_validate_task_builds():
+    """The builder's validate task calls ``request`` then ``validate(request, kafka_config_id, ...)``;
+    verify defaults to the heal's ``verify_reassignment(checked, kafka_config_id, ...)``."""
+    import inspect
+
+    from kafka_runbooks_airflow.reassign_dag import ReassignmentRunbook, call
+
+    assert ReassignmentRunbook.__dataclass_fields__["verify"].default.endswith(":verify_reassignment")
+    builders = {
+        "failed_broker": ("reassign_request", {"failed_brokers": "4"}, "failed_brokers"),
+        "decommission": ("decommission_request", {"broker_ids": "4"}, "failed_brokers"),
+        "log_dir_failure": ("log_dir_request", {"broker_id": 4}, "broker_id"),
+        "rebalance": ("rebalance_request", {"mode": "add-brokers", "new_brokers": "4"}, "reassign"),
+    }
+    for name, (builder, params, field) in builders.items():
+        request = call(f"kafka_runbooks_airflow.{name}:{builder}", {"kafka_config_id": "k", **params})
+        assert hasattr(request, field), name
+        validate = inspect.signature(_glue(name).validate).parameters
+        assert list(validate)[1:4] == ["kafka_config_id", "dag_id", "run_id"], name
+    for name in ("log_dir_failure", "rebalance"):
+        assert list(inspect.signature(_glue(name).verify).parameters)[:2] == ["checked", "kafka_config_id"]
+
+
+def test_a_bad_rebalance_request_is_refused_once_as_a_decision(caplog):
+    import logging
+
+    import pytest
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caplog.set_level(logging.INFO)
+    with pytest.raises(AirflowFailException, match="needs new_brokers"):
+        _glue("rebalance").rebalance_request({"kafka_config_id": "k", "mode": "add-brokers"})
+    refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
+    assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR

@@ -132,12 +132,12 @@ def test_review_after_a_failed_validate_skips_and_names_it(caplog):
 def test_bad_params_end_in_a_refuse_decision_before_any_cluster_call(caplog, params, message):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_runbooks_airflow.failed_broker import validate
+    from kafka_runbooks_airflow.failed_broker import reassign_request
 
     caplog.set_level(logging.INFO)
-    # no connection exists: reaching the cluster would fail differently
+    # the validate task's first step; no connection exists: reaching the cluster would fail differently
     with pytest.raises(AirflowFailException) as err:
-        validate({"kafka_config_id": "no_such_connection", **params}, "kafka_failed_broker_reassignment", "r")
+        reassign_request({"kafka_config_id": "no_such_connection", **params})
     assert message in str(err.value)
     refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
     assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR
