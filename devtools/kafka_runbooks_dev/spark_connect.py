@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_runbooks_dev.local_spark import spark_submit_command
+from kafka_runbooks_dev.processes import group_alive
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PORT_OFFSET = 2  # from the stack's (or the test session's) port base
@@ -212,16 +213,8 @@ def stop_recorded(home: Path, timeout_s: float = 30.0) -> None:
         except ProcessLookupError:
             break
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and _group_alive(pid):
+        while time.monotonic() < deadline and group_alive(pid):
             time.sleep(0.2)
-        if not _group_alive(pid):
+        if not group_alive(pid):
             break
     path.unlink(missing_ok=True)
-
-
-def _group_alive(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import requests
 
+from kafka_runbooks_dev.processes import group_alive, stat_fields
+
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 LOG_TAIL_LINES = 60
 REQUEST_TIMEOUT = 90  # seconds; generous, the api-server stalls for many seconds on a busy machine
@@ -626,11 +628,11 @@ def _stop_group(pgid: int, proc: subprocess.Popen | None, timeout: float) -> Non
     """SIGTERM the process group, SIGKILL what is left after ``timeout``; wait until it is gone."""
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _group_alive(pgid, proc) and time.monotonic() < deadline:
+    while group_alive(pgid, proc) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _group_alive(pgid, proc):
+    if group_alive(pgid, proc):
         _signal_group(pgid, signal.SIGKILL)
-        while _group_alive(pgid, proc) and time.monotonic() < deadline + 10:
+        while group_alive(pgid, proc) and time.monotonic() < deadline + 10:
             time.sleep(0.2)
 
 
@@ -648,31 +650,10 @@ def _stop_process(pid: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _group_alive(pgid: int, proc: subprocess.Popen | None) -> bool:
-    if proc is not None:
-        proc.poll()  # reap our child, else it lingers as a zombie in the group
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/<pid>/stat after the command name (in parentheses, it may hold spaces):
-    [state, ppid, ...]; [] when the process is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
 def _alive(pid: int) -> bool:
     """Running, not a zombie: an exited child that its parent has not reaped counts as gone
     (standalone never reaps a component that exited)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] not in ("Z", "X")
 
 
@@ -681,7 +662,7 @@ def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
+            fields = stat_fields(int(entry.name))
             if len(fields) > 1 and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
                 found.append(int(entry.name))
     return found

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_runbooks_dev.localstack.airflow import AirflowError, AirflowLocal, _port_open, _signal_group
+from kafka_runbooks_dev.processes import group_alive
 
 # one port base for the whole Celery test (docs/testing.md); off the other tests' 28080 and 29000+
 DEFAULT_PORT_BASE = 28200
@@ -79,26 +80,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    # a group whose only members are zombies (our unreaped children) is gone
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 def _stop_group(pgid: int, timeout: float, sig: signal.Signals = signal.SIGTERM) -> None:
     """Signal a process group, wait for it to go; SIGKILL what is left after ``timeout``."""
     _stop_groups([pgid], timeout, sig)
@@ -109,11 +90,11 @@ def _stop_groups(pgids: list[int], timeout: float, sig: signal.Signals = signal.
     for pgid in pgids:
         _signal_group(pgid, sig)
     deadline = time.monotonic() + timeout
-    while any(_group_alive(p) for p in pgids) and time.monotonic() < deadline:
+    while any(group_alive(p) for p in pgids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for pgid in [p for p in pgids if _group_alive(p)]:
+    for pgid in [p for p in pgids if group_alive(p)]:
         _signal_group(pgid, signal.SIGKILL)
-        _wait(lambda pgid=pgid: not _group_alive(pgid), 30, f"process group {pgid} gone after SIGKILL")
+        _wait(lambda pgid=pgid: not group_alive(pgid), 30, f"process group {pgid} gone after SIGKILL")
 
 
 # ---------------------------------------------------------------------------- PostgreSQL
