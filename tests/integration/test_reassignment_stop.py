@@ -3,7 +3,8 @@
 Broker 4 is killed for good; the executor submits a chunk moving its replicas under a low
 throttle (minutes of copying). Then a reassignment nobody in the run started is put in
 flight, and the run is stopped: exactly the run's reassignments are cancelled (read back:
-none of them in flight, the partitions back on their replicas before the move), its
+none of them in flight, the partitions back on their replicas before the move, in their order:
+Kafka's cancel brings [4, 2] -> [1, 2] back as [2, 4], and the stop reorders it), its
 throttle configs are gone (an unrelated rate set before on a broker is put back, not
 deleted), the foreign reassignment is untouched, and the stopped state is final: the
 executor refuses to go on with it and a new run would not adopt any of it.
@@ -63,7 +64,7 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     assert produce(bs, topic, 60000, size=200) == 60000  # ~4 MB per partition: minutes at 50 kB/s
     # a rate someone set on broker 1 before the run: a stop must put it back, not delete it
     assert admin.incremental_alter_configs("broker", {"1": {LEADER_RATE: ("SET", "7777777")}}) == {"1": "OK"}
-    before = {p.partition: set(p.replicas) for p in admin.describe_partitions([topic])}
+    before = {p.partition: list(p.replicas) for p in admin.describe_partitions([topic])}
     stack.kill(f"broker-{DEAD}")
     wait_until(
         lambda: not admin.describe_brokers().get(DEAD) or admin.describe_brokers()[DEAD].fenced,
@@ -116,16 +117,21 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
         "only the rate set before the run is left, back at its value"
     )
     assert admin.describe_config_values("broker", ["1"], [FOLLOWER_RATE])["1"] == {}
-    # the cancelled partitions are back on their replicas before the move (as sets: the revert
-    # need not keep the order of the replica list)
+    # the cancelled partitions are back on their replicas before the move IN ORDER: Kafka's cancel
+    # restores the set only ([4, 2] moving to [1, 2] comes back as [2, 4], broker 2 then preferred),
+    # so the stop puts the order back with a reorder-only reassignment (issues #27/#28)
+    assert {int(k.rsplit(":", 1)[1]): v for k, v in stopping.chunks[0].origin.items()} == before
     wait_until(
-        lambda: {p.partition: set(p.replicas) for p in admin.describe_partitions([topic])} == before,
+        lambda: {p.partition: list(p.replicas) for p in admin.describe_partitions([topic])} == before,
         30,
         1,
-        "the partitions back on their replicas",
+        "the partitions back on their replicas before the move, in their order",
     )
     decisions = [r.getMessage() for r in caplog.records if "DECISION stop" in r.getMessage()]
     assert any("cancel the reassignments this run started" in m and "alice" in m for m in decisions)
+    assert any("restored replica order of 1 partition(s)" in m for m in decisions), decisions
+    assert done["order"]["reorder"] == {f"{topic}:1": [4, 2]}, done["order"]
+    assert sorted(done["order"]["in_order"]) == [f"{topic}:0", f"{topic}:2"], done["order"]
 
     # a stopped state is final: not resumed, not adopted by a new run, not stopped twice
     final = load_state(path)
