@@ -4,10 +4,15 @@ stack with a dynamic controller quorum (issue #28).
 Broker 1's second log dir fails under an acks=all producer (the broker lives on). A first run
 stops at the gate, which names exactly the failed dir's replicas (validate's selection, the
 subject's counts and the plan files the body names); Reject fails the run and nothing moved:
-the assignment read from the cluster is what it was, no throttle. A fresh run is approved: the
-run succeeds, and the cluster read here shows those replicas off broker 1, its healthy dir's
-replicas still on it, every partition in sync, no throttle left, and every acknowledged message
-still there. Then a Clear of the whole successful run: nothing moves again and nothing gets past
+the assignment read from the cluster is what it was, no throttle. A second run is approved at a
+slow throttle (each failed-dir partition holds ~6 MB) and, while its chunk copies, stopped
+through kafka_reassignment_stop: the run fails STOPPED with nothing moved, and read from the
+cluster here its reassignments are cancelled, no throttle is left, every partition is back on the
+replicas it had (as sets: Kafka's cancel restores the set, not the order) with those outside the
+failed dir in sync. A fresh run is approved: the run succeeds, and the cluster read here shows
+those replicas off broker 1, its healthy dir's replicas still on it, every partition in sync, no
+throttle left, and every acknowledged message still there (the producer's messages to the failed
+dir's partitions wait from the failure to the heal: see _Producer). Then a Clear of the whole successful run: nothing moves again and nothing gets past
 the gate without a new approval (docs/approval-gates.md).
 
 Then a controller is killed -9 for good and replaced through kafka_controller_replace's gate by
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +52,7 @@ from tests.unclean_scenario import count_messages
 
 DAG_ID = "kafka_log_dir_failure"
 GATE = "approval_gate"
+STOP_DAG = "kafka_reassignment_stop"
 REPLACE_DAG = "kafka_controller_replace"
 REPLACE_GATE = "approve_replacement"
 CONN = "kafka_jbod_e2e"
@@ -53,6 +60,9 @@ TOPIC = "ldf-e2e"
 BROKER = 1
 # broker 1 holds a replica of every partition but 5; a third broker takes what moves
 ASSIGNMENT = {0: [1, 2], 1: [2, 1], 2: [1, 3], 3: [3, 1], 4: [1, 2], 5: [2, 3], 6: [1, 3], 7: [3, 1]}
+SLOW = 20_000  # bytes/s: the stopped run's throttle; its chunk copies ~6 MB per partition
+BULK_MESSAGES, BULK_SIZE = 60, 100_000  # per partition of the failed dir: ~6 MB
+MESSAGE_TIMEOUT_MS = 900_000  # the producer's, see _Producer
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
 pytestmark = pytest.mark.timeout(1200)
@@ -154,75 +164,226 @@ def _ended_or_asking(airflow: AirflowLocal, run_id: str) -> str | None:
     return "asking" if airflow.task_instance(DAG_ID, run_id, GATE)["state"] == "awaiting_input" else None
 
 
+def _step(what: str) -> None:
+    """A timestamped line in the test's output: where the scenario's time goes (issue #25), next to
+    the Airflow task logs' times."""
+    print(f"{time.strftime('%H:%M:%S')} {what}", flush=True)
+
+
+def _timeline(airflow: AirflowLocal, run_id: str, dag_id: str = DAG_ID) -> None:
+    """The run's tasks, queued/started/ended, in start order: where a run's time went, in the
+    test's output (shown when it fails, or with -s)."""
+    tis = sorted(airflow.task_instances(dag_id, run_id), key=lambda t: t.get("start_date") or "~")
+    for t in tis:
+        print(
+            f"  {dag_id} {t['task_id']:<24} {t['state']!s:<16} q={(t.get('queued_when') or '')[11:19]} "
+            f"s={(t.get('start_date') or '')[11:19]} e={(t.get('end_date') or '')[11:19]} d={t.get('duration')}",
+            flush=True,
+        )
+
+
+class _Producer(Producer):
+    """The module's acks=all producer (idempotent), its messages given MESSAGE_TIMEOUT_MS instead of
+    librdkafka's 300 s: the failed dir's partitions (RF 2, min ISR 2) take no acks=all write from
+    the failure until the heal has moved them, and here that is a Reject, a Stop and a heal through
+    Airflow. A message that timed out fails the test (and made the idempotent producer go FATAL
+    _INCONSISTENT, 'Unable to reconstruct MessageSet', helper D's runs): the timeout is the
+    client's, the loss would be the test's, not the runbook's."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
+        from confluent_kafka import Producer as KafkaProducer
+
+        self.producer = KafkaProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 10,
+                "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                "error_cb": self._client_error,
+            }
+        )
+
+
+def _rejected(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: list) -> None:
+    """A run stopped at the gate asks about exactly the failed dir's replicas; Reject fails it and
+    nothing moved (the assignment read from the cluster), no throttle."""
+    rejected = airflow.trigger(DAG_ID, conf)
+    _at_gate(airflow, rejected, truth)
+    assigned = _assignment(admin)
+    airflow.answer(DAG_ID, rejected, GATE, ["Reject"])
+    assert airflow.wait_for_run(DAG_ID, rejected, timeout=300) == "failed"
+    _timeline(airflow, rejected)
+    states = _states(airflow, rejected)
+    assert states[GATE] == "failed" and states["execute_chunks"] in ("upstream_failed", "skipped"), states
+    assert _assignment(admin) == assigned  # nothing moved
+    assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
+
+
+def _copying(admin: ClusterAdmin, truth: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The failed dir's partitions in flight, read from the cluster, once a throttle is set too: a
+    chunk copying under its throttle (empty before)."""
+    inflight = set(admin.list_reassignments()) & set(truth)
+    return inflight if inflight and leftover_throttles(admin, [1, 2, 3], [TOPIC]) else set()
+
+
+def _not_back_in_sync(admin: ClusterAdmin, assigned: dict, truth: list[tuple[str, int]]) -> dict:
+    """What differs from "every partition on the replicas it had before the run, nothing in flight,
+    every replica outside the failed dir in the ISR" (broker 1's replica in the failed dir is
+    offline: not in it). Replicas compared as sets: Kafka 4.3.1's cancel restores the set, not the
+    order (the stop's own reorder is issue #28's next step). Empty once so."""
+    offline = {k: {BROKER} for k in truth}
+    inflight = set(admin.list_reassignments()) & set(assigned)
+    held = {(p.topic, p.partition): p for p in admin.describe_topic_partitions([TOPIC])}
+    differ = {
+        k: (held[k].replicas, held[k].isr)
+        for k, replicas in assigned.items()
+        if set(held[k].replicas) != set(replicas) or set(held[k].isr) != set(replicas) - offline.get(k, set())
+    }
+    return {"in flight": sorted(inflight), "replicas, isr": differ} if inflight or differ else {}
+
+
+def _wait_back_in_sync(admin: ClusterAdmin, assigned: dict, truth: list[tuple[str, int]]) -> None:
+    """Wait until nothing differs (the metadata may trail the cancel); say what still did."""
+    last: list[dict] = [{}]
+
+    def back() -> bool:
+        last[0] = _not_back_in_sync(admin, assigned, truth)
+        return not last[0]
+
+    try:
+        wait_until(back, 60, 0.5, "every partition back on its replicas, in sync")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {last[0]}") from exc
+
+
+def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: list) -> str:
+    """Approve a run at a slow throttle, stop it through kafka_reassignment_stop while its chunk
+    copies, and read the cluster back here: nothing of the run in flight, no throttle, every
+    partition back on its replicas, in sync; the run failed saying who stopped it and why.
+
+    The next run (the heal) is triggered as soon as the stopped one ended, and its steps up to
+    its gate run while the stop is read back here: it moves nothing before its Approve, and a
+    stop request never applies to a run started after it. The heal's run id."""
+    assigned = _assignment(admin)
+    run = airflow.trigger(DAG_ID, {**conf, "throttle_bytes_per_sec": SLOW})
+    _at_gate(airflow, run, truth)
+    airflow.answer(DAG_ID, run, GATE, ["Approve"])
+    copying = wait_until(lambda: _copying(admin, truth), 300, 0.5, "the chunk copying under its throttle")
+    _step(f"copying {sorted(copying)}: stop requested")
+    reason = "e2e: the disk is replaced instead"
+    stop = airflow.trigger(STOP_DAG, {"kafka_config_id": conf["kafka_config_id"], "reason": reason})
+    assert airflow.wait_for_run(DAG_ID, run, timeout=300) == "failed"
+    heal = airflow.trigger(DAG_ID, conf)
+    _step("stopped run failed: heal triggered")
+    _timeline(airflow, run)
+    execute_log = airflow.task_log_text(DAG_ID, run, "execute_chunks")
+    assert f"STOPPED (stopped by admin: {reason}): 0 of " in execute_log, execute_log[-3000:]
+    assert "; 0 partition(s) moved, " in execute_log, execute_log[-3000:]  # none finished before the stop
+    states = _states(airflow, run)
+    assert states["verify_result"] == "upstream_failed" and states["remove_throttles"] == "success", states
+    assert airflow.wait_for_run(STOP_DAG, stop, timeout=300) == "success", _states(airflow, stop, STOP_DAG)
+    _step("stop run succeeded")
+    _timeline(airflow, stop, STOP_DAG)
+    # read from the cluster: the copies cancelled (none was done), no throttle left
+    assert not copying & set(admin.list_reassignments())
+    assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
+    _wait_back_in_sync(admin, assigned, truth)
+    return heal
+
+
+def _healed(airflow: AirflowLocal, admin: ClusterAdmin, approved: str, truth: list, stayed: list) -> None:
+    """The approved run succeeds; read here: the failed dir's replicas are off broker 1, its healthy
+    dir's replicas still on it, every partition in sync, no throttle left."""
+    _at_gate(airflow, approved, truth)
+    airflow.answer(DAG_ID, approved, GATE, ["Approve"])
+    state = airflow.wait_for_run(DAG_ID, approved, timeout=600)
+    _step("healed")
+    _timeline(airflow, approved)
+    verify_log = airflow.task_log_text(DAG_ID, approved, "verify_result")
+    assert state == "success", f"{_states(airflow, approved)}\n{verify_log[-3000:]}"
+    assert "DECISION verify: moved" in verify_log
+    healed = _assignment(admin)
+    assert [k for k in truth if BROKER in healed[k]] == []
+    assert [k for k in stayed if k[0] == TOPIC and BROKER not in healed[k]] == []
+    assert [p.name for p in admin.describe_topic_partitions([TOPIC]) if set(p.isr) != set(p.replicas)] == []
+    assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
+
+
+def _cleared(airflow: AirflowLocal, admin: ClusterAdmin, approved: str) -> None:
+    """A Clear of the whole successful run: nothing moves again, nothing gets past the gate."""
+    healed = _assignment(admin)
+    _clear(airflow, approved)
+    again = wait_until(lambda: _ended_or_asking(airflow, approved), 600, 1, "the cleared run")
+    _step("cleared run ended")
+    _timeline(airflow, approved)
+    assert again == "success", _states(airflow, approved)
+    cleared = airflow.task_log_text(DAG_ID, approved, "validate", try_number=2)
+    # its record says so (it said "go on to the plan" for the broker's healthy replicas)
+    assert (
+        f"DECISION validate: nothing to do because broker {BROKER}'s offline log dir(s) hold none" in cleared
+    )
+    assert "go on to the plan" not in cleared, cleared[-3000:]
+    states = _states(airflow, approved)
+    assert states[GATE] == "skipped" and states["execute_chunks"] == "skipped", states
+    assert _assignment(admin) == healed  # nothing moved again
+
+
+def _fail_dir_under_load(stack: LocalStack, admin: ClusterAdmin) -> tuple[list, list]:
+    """Give each partition of broker 1's second dir ~6 MB (a chunk that copies for minutes at SLOW),
+    then fail that dir; wait until broker 1's DescribeLogDirs no longer lists it. The failed dir's
+    replicas and those of its healthy dir."""
+    failing = str(stack.log_dirs(stack.node(BROKER))[1])
+    before = _dirs(admin)
+    truth, stayed = before[failing], sorted(k for p, ks in before.items() if p != failing for k in ks)
+    assert truth and stayed, before
+    for _, partition in truth:
+        produced = produce(stack.bootstrap_servers, TOPIC, BULK_MESSAGES, partition=partition, size=BULK_SIZE)
+        assert produced == BULK_MESSAGES
+    _step("bulk produced: the dir fails")
+    stack.fail_log_dir(BROKER, 2)
+    wait_until(lambda: failing not in _dirs(admin), 60, 0.5, "broker 1's failed dir offline")
+    return truth, stayed
+
+
 def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
     airflow_local: AirflowLocal, jbod_stack: LocalStack, jbod_conn: str
 ):
     stack, bs = jbod_stack, jbod_stack.bootstrap_servers
+    _step("start")
     airflow_local.wait_for_dag(DAG_ID, timeout=120)
     create_topic(bs, TOPIC, assignment=ASSIGNMENT)
     assert produce(bs, TOPIC, 4000, size=200) == 4000
-    producer = Producer(bs, TOPIC)
+    producer = _Producer(bs, TOPIC)
     producer.start()
     admin = ClusterAdmin({"bootstrap.servers": bs}, timeout_s=15)
     try:
-        failing = str(stack.log_dirs(stack.node(BROKER))[1])
-        before = _dirs(admin)
-        truth, stayed = before[failing], sorted(k for p, ks in before.items() if p != failing for k in ks)
-        assert truth and stayed, before
-        stack.fail_log_dir(BROKER, 2)
-        wait_until(lambda: failing not in _dirs(admin), 60, 0.5, "broker 1's failed dir offline")
+        truth, stayed = _fail_dir_under_load(stack, admin)
+        _step("dir offline")
         conf = {
             "broker_id": BROKER,
             "kafka_config_id": jbod_conn,
             "throttle_bytes_per_sec": "10 MiB",
             "max_disk_usage_percent": SHARED_DISK_CEILING,
         }
-
-        rejected = airflow_local.trigger(DAG_ID, conf)
-        _at_gate(airflow_local, rejected, truth)
-        assigned = _assignment(admin)
-        airflow_local.answer(DAG_ID, rejected, GATE, ["Reject"])
-        assert airflow_local.wait_for_run(DAG_ID, rejected, timeout=300) == "failed"
-        states = _states(airflow_local, rejected)
-        assert states[GATE] == "failed" and states["execute_chunks"] in ("upstream_failed", "skipped"), states
-        assert _assignment(admin) == assigned  # nothing moved
-        assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
-
-        approved = airflow_local.trigger(DAG_ID, conf)
-        _at_gate(airflow_local, approved, truth)
-        airflow_local.answer(DAG_ID, approved, GATE, ["Approve"])
-        state = airflow_local.wait_for_run(DAG_ID, approved, timeout=600)
-        verify_log = airflow_local.task_log_text(DAG_ID, approved, "verify_result")
-        assert state == "success", f"{_states(airflow_local, approved)}\n{verify_log[-3000:]}"
-        assert "DECISION verify: moved" in verify_log
-        healed = _assignment(admin)
-        assert [k for k in truth if BROKER in healed[k]] == []
-        assert [k for k in stayed if k[0] == TOPIC and BROKER not in healed[k]] == []
-        assert [
-            p.name for p in admin.describe_topic_partitions([TOPIC]) if set(p.isr) != set(p.replicas)
-        ] == []
-        assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
-
-        _clear(airflow_local, approved)
-        again = wait_until(lambda: _ended_or_asking(airflow_local, approved), 600, 1, "the cleared run")
-        assert again == "success", _states(airflow_local, approved)
-        cleared = airflow_local.task_log_text(DAG_ID, approved, "validate", try_number=2)
-        # its record says so (it said "go on to the plan" for the broker's healthy replicas)
-        assert (
-            f"DECISION validate: nothing to do because broker {BROKER}'s offline log dir(s) hold none"
-            in cleared
-        )
-        assert "go on to the plan" not in cleared, cleared[-3000:]
-        states = _states(airflow_local, approved)
-        assert states[GATE] == "skipped" and states["execute_chunks"] == "skipped", states
-        assert _assignment(admin) == healed  # nothing moved again
+        _rejected(airflow_local, admin, conf, truth)
+        _step("rejected")
+        approved = _stopped_mid_chunk(airflow_local, admin, conf, truth)
+        _step("stopped")
+        _healed(airflow_local, admin, approved, truth, stayed)
+        _cleared(airflow_local, admin, approved)
     finally:
         producer.stop_event.set()
-        producer.join(300)
+        # healed, its last messages are delivered in seconds; a failed scenario's messages to the
+        # failed dir would be waited for until their timeout: the failure is known already
+        producer.join(60)
         admin.close()
-    assert producer.failed == [] and producer.acked > 0
+        _step(f"producer stopped: {producer.acked} acknowledged, {len(producer.failed)} failed")
+    assert not producer.is_alive(), "the producer has not delivered its last messages within 60 s"
+    assert producer.failed == [] and producer.acked > 0, (len(producer.failed), producer.failed[:3])
     total = sum(count_messages(bs, TOPIC, p) for p in ASSIGNMENT)
-    assert total >= 4000 + producer.acked  # no acknowledged message lost
+    assert total >= 4000 + BULK_MESSAGES * len(truth) + producer.acked  # no acknowledged message lost
 
 
 def _settled_quorum(admin: ClusterAdmin, initial: list[int], spare: int):
