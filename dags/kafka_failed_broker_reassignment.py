@@ -83,7 +83,7 @@ with DAG(
             review_plan=f"{GLUE}:review_plan",
             subject="Move {{ {reviewed}['replicas'] }} replica(s) of {{ {reviewed}['partitions'] }} "
             "partition(s) off failed broker(s) {{ {checked}['failed'] }}?",
-            verify=f"{GLUE}:verify",
+            verify=f"{GLUE}:verify_reassignment",
         ),
         POKE_INTERVAL_S,
     )
