@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -204,26 +204,55 @@ class AirflowLocal:
 
     def start(self, timeout: float = 180) -> None:
         """Start Airflow unless ours already runs, and wait until all components are healthy."""
-        pid = self._pid()
-        if pid is None:
-            if _port_open(self.port):
-                raise AirflowError(f"port {self.port} is in use by something other than {self.home}")
-            self.home.mkdir(parents=True, exist_ok=True)
-            self.plugins_folder.mkdir(parents=True, exist_ok=True)
-            self._link_dags_folders()
-            with self.log_file.open("ab") as log:
-                self._proc = subprocess.Popen(
-                    [str(self.airflow_bin), "standalone"],
-                    env=self.env(),
-                    cwd=self.home,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group, so stop() reaches every component
-                )
-            self.pid_file.write_text(f"{self._proc.pid}\n")
+        self.spawn()
+        self.wait_started(timeout)
+
+    def spawn(self) -> None:
+        """Start ``airflow standalone`` unless ours already runs, without waiting for it
+        (:meth:`wait_started` does): its DB set-up and four components (~25 s idle, minutes
+        under load) come up while the caller starts what else it needs (the test session's
+        Kafka stack and Spark Connect server: nothing of Airflow's start waits on them)."""
+        if self._pid() is not None:
+            return
+        if _port_open(self.port):
+            raise AirflowError(f"port {self.port} is in use by something other than {self.home}")
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.plugins_folder.mkdir(parents=True, exist_ok=True)
+        self._link_dags_folders()
+        with self.log_file.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [str(self.airflow_bin), "standalone"],
+                env=self.env(),
+                cwd=self.home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so stop() reaches every component
+            )
+        self.pid_file.write_text(f"{self._proc.pid}\n")
+
+    def wait_started(self, timeout: float = 180) -> None:
+        """Until every component is healthy and the execution API answers; on failure nothing
+        half-started is left behind.
+
+        The first request to the execution API initialises it lazily and blocks the whole
+        api-server meanwhile (seen: 20 s on a loaded machine, so the first task's calls and REST
+        clients time out; over 60 s with a load average of 45 on 2 cores). It is paid here, as
+        soon as the api-server answers, while the scheduler, dag-processor and triggerer are
+        still starting (after all four were healthy, it came on top of their start)."""
         deadline = time.monotonic() + timeout
-        while not self.is_healthy():
+        self._wait_for(lambda: self.health() is not None, deadline, timeout)
+        try:
+            self._http.get(f"{self.base_url}/execution/health", timeout=max(deadline - time.monotonic(), 300))
+        except requests.RequestException as exc:
+            failure = self._start_failure(f"execution API did not answer: {exc}")
+            self.stop()
+            raise failure from exc
+        self._wait_for(self.is_healthy, deadline, timeout)
+
+    def _wait_for(self, ready: Callable[[], bool], deadline: float, timeout: float) -> None:
+        """Until ``ready()``; stops Airflow and raises once standalone exited or past ``deadline``."""
+        while not ready():
             failure = None
             if self._pid() is None:
                 failure = self._start_failure("airflow standalone exited during start-up")
@@ -232,17 +261,7 @@ class AirflowLocal:
             if failure:
                 self.stop()  # leave nothing half-started behind
                 raise failure
-            time.sleep(1)
-        # The first request to the execution API initialises it lazily and blocks the whole
-        # api-server meanwhile (seen: 20 s on a loaded machine, so the first task's calls and
-        # REST clients time out; over 60 s with a load average of 45 on 2 cores). Pay that here
-        # rather than in the first task, with a budget of its own.
-        try:
-            self._http.get(f"{self.base_url}/execution/health", timeout=max(deadline - time.monotonic(), 300))
-        except requests.RequestException as exc:
-            failure = self._start_failure(f"execution API did not answer: {exc}")
-            self.stop()
-            raise failure from exc
+            time.sleep(0.5)
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the whole process group (standalone, its components and their task processes),
