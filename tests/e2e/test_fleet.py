@@ -171,7 +171,11 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     stopped, B's instance fails and A's still succeeds."""
     reports = airflow_local.home / "kafka_runbooks" / "reports" / "cluster_health" / "by_connection"
     metadata_reports = airflow_local.home / "kafka_runbooks" / "reports" / "metadata_errors" / "by_connection"
+    # the three DAGs run side by side, as the deployment schedules them: the health run's Spark
+    # job is the long one and the sweeps need not wait for it
     run = airflow_local.trigger(HEALTH, {"max_listed": 50})
+    sweep = airflow_local.trigger(FAILED_SWEEP, {})
+    metadata = airflow_local.trigger(METADATA_SWEEP, {})
     assert airflow_local.wait_for_run(HEALTH, run, timeout=1800) == "success"
     assert _instances(airflow_local, HEALTH, run, "cluster.publish_report") == {0: "success", 1: "success"}
     for index, cluster in enumerate(FLEET):
@@ -182,7 +186,6 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     b_brokers = {b["broker_id"] for b in json.loads((reports / f"{CLUSTER_B}.json").read_text())["brokers"]}
     assert b_brokers == {1, 2}  # B's own brokers, not A's four
 
-    sweep = airflow_local.trigger(FAILED_SWEEP, {})
     assert airflow_local.wait_for_run(FAILED_SWEEP, sweep, timeout=600) == "success"
     for index, cluster in enumerate(FLEET):
         log = airflow_local.task_log_text(FAILED_SWEEP, sweep, "cluster.sweep", map_index=index)
@@ -193,7 +196,6 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
 
     # the metadata-error sweep: one group per cluster, each read through its own probe
     # connection (B's nodes are B's three, not A's seven), each report naming its cluster
-    metadata = airflow_local.trigger(METADATA_SWEEP, {})
     assert airflow_local.wait_for_run(METADATA_SWEEP, metadata, timeout=600) == "success"
     assert _instances(airflow_local, METADATA_SWEEP, metadata, "cluster.sweep") == {
         0: "success",
