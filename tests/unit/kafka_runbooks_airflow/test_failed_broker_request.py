@@ -1,14 +1,16 @@
-"""The failed-broker heal's validate builds the typed request once; its cluster work takes that.
+"""The reassigning runbooks build their typed request once; their cluster work takes that (issue #26).
 
-``validate`` is the task's adapter (the reassigning DAGs' shared builder calls it with the
-params, and the decommission, log-dir and rebalance glue call it with their own parser): it
-builds ``ReassignRequest`` once (``reassign_request``) and hands it, with the cluster's
-``kafka_config_id``, to ``validate_request``. A function past that point that indexed the
-params again could see a value the request judged differently. ``verify`` likewise hands
-validate's checked request and the cluster to ``verify_reassignment``.
+The reassigning DAGs' shared builder (``reassign_dag``) has its validate task build the runbook's
+request once (``ReassignmentRunbook.request``: the heal's ``reassign_request``, the decommission's,
+the log-dir failure's, the rebalance's) and hand it with the cluster's ``kafka_config_id`` to the
+runbook's ``validate`` (over ``validate_request``); ``verify`` takes validate's checked request
+and the cluster (default ``verify_reassignment``). A function past that point that indexed the
+params again could see a value the request judged differently.
 """
 
 from __future__ import annotations
+
+import pytest
 
 import kafka_runbooks_airflow.failed_broker as glue
 from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
@@ -103,7 +105,6 @@ def test_each_reassigning_dag_names_the_request_its_validate_task_builds():
 def test_a_bad_rebalance_request_is_refused_once_as_a_decision(caplog):
     import logging
 
-    import pytest
     from airflow.sdk.exceptions import AirflowFailException
 
     caplog.set_level(logging.INFO)
@@ -111,3 +112,45 @@ def test_a_bad_rebalance_request_is_refused_once_as_a_decision(caplog):
         _glue("rebalance").rebalance_request({"kafka_config_id": "k", "mode": "add-brokers"})
     refusals = [r for r in caplog.records if "DECISION validate: refuse the run" in r.getMessage()]
     assert len(refusals) == 1 and refusals[0].levelno == logging.ERROR
+
+
+CONTRACT = {  # ReassignmentRunbook's field -> the glue function's leading parameters
+    "check_input": ["dag_id", "run_id", "params"],
+    "request": ["params"],
+    "validate": [None, "kafka_config_id", "dag_id", "run_id"],  # the request, by any name
+    "review_plan": ["checked", "snapshot_info", "dag_id", "run_id"],
+    "verify": ["checked", "kafka_config_id", "dag_id", "run_id"],
+}
+
+
+@pytest.mark.parametrize(
+    "dag_id",
+    [
+        "kafka_failed_broker_reassignment",
+        "kafka_broker_decommission",
+        "kafka_log_dir_failure",
+        "kafka_rebalance",
+    ],
+)
+def test_every_function_a_reassigning_dag_names_exists_with_the_builders_contract(monkeypatch, dag_id):
+    """The DAGs name their glue as "module:function", imported only when the task runs: a name
+    the glue lost (e765e80 removed ``failed_broker.verify`` while the heal's DAG still named it;
+    its verify_result failed with AttributeError after the chunks) fails here, not on a real run."""
+    import importlib
+    import inspect
+    import runpy
+    from dataclasses import fields
+    from pathlib import Path
+
+    from kafka_runbooks_airflow import reassign_dag
+
+    named = []
+    monkeypatch.setattr(reassign_dag, "reassignment_tasks", lambda runbook, poke_s: named.append(runbook))
+    runpy.run_path(str(Path(__file__).resolve().parents[3] / "dags" / f"{dag_id}.py"))
+    for field in (f.name for f in fields(named[0]) if f.name in CONTRACT):
+        module, _, name = getattr(named[0], field).partition(":")
+        function = getattr(importlib.import_module(module), name, None)
+        assert callable(function), f"{dag_id}: {field} names {module}:{name}, which does not exist"
+        leading = list(inspect.signature(function).parameters)[: len(CONTRACT[field])]
+        expected = [p if p else leading[0] for p in CONTRACT[field]]
+        assert leading == expected, f"{dag_id}: {field} {module}:{name}{leading}"
