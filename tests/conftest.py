@@ -354,18 +354,21 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark_connect():
+def spark_connect(tmp_path_factory):
     """One real Spark Connect server for the session (test port base + 2), on the local data store.
 
     The jobs' Connect path runs against it exactly as an Airflow task does: a new session per run.
+    Its scratch is a folder of the session's, removed once the server is gone (a JVM that does not
+    exit cleanly leaves its ``spark-*``/``blockmgr-*``/``artifacts-*`` behind).
     """
     from kafka_runbooks_dev import spark_connect as connect_server
 
     port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET
-    server = connect_server.start(
-        port, ROOT / ".stack" / f"test-spark-connect-{port}.log", store_url=str(ROOT)
-    )
+    scratch = tmp_path_factory.mktemp("spark-connect-scratch")
+    log = ROOT / ".stack" / f"test-spark-connect-{port}.log"
+    server = connect_server.start(port, log, store_url=str(ROOT), local_dir=scratch)
     try:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(scratch)

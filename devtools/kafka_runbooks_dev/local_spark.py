@@ -24,8 +24,13 @@ def spark_submit_command(
     master: str = "local[2]",
     driver_memory: str | None = None,
     conf: dict[str, str] | None = None,
+    local_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """``(argv, env)`` running ``job`` with ``args``; driver and workers use this interpreter."""
+    """``(argv, env)`` running ``job`` with ``args``; driver and workers use this interpreter.
+
+    ``local_dir``: the folder for the JVM's scratch (see :func:`local_dir_settings`), which the
+    caller removes once the JVM is gone; by default Spark's own, ``/tmp``.
+    """
     bin_dir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -34,12 +39,35 @@ def spark_submit_command(
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    conf = {**LOOPBACK_CONF, **(conf or {})}
+    if local_dir is not None:
+        scratch_env, scratch_conf = local_dir_settings(local_dir, conf)
+        env.update(scratch_env)
+        conf.update(scratch_conf)
     argv = [str(bin_dir / "spark-submit"), "--master", master]
     if driver_memory:
         argv += ["--driver-memory", driver_memory]
-    for key, value in _with_driver_jvm_options({**LOOPBACK_CONF, **(conf or {})}).items():
+    for key, value in _with_driver_jvm_options(conf).items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, str(job), *args], env
+
+
+def local_dir_settings(local_dir: Path, conf: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(env, conf)`` that keep a local-mode Spark JVM's scratch inside ``local_dir``.
+
+    Spark puts its scratch in ``/tmp`` by default: ``spark-<uuid>`` (the driver's and executor's
+    files; in local mode a copy of every ``spark.jars`` jar, 658 MB with the S3A jars),
+    ``blockmgr-<uuid>`` (shuffle blocks), and in the JVM's ``java.io.tmpdir`` Spark Connect's
+    ``artifacts-<uuid>`` and the native libraries snappy and lz4 unpack. The JVM deletes them at
+    a clean exit only: a killed JVM (a test's SIGKILL, a stop that timed out) leaves them
+    behind. ``SPARK_LOCAL_DIRS`` moves the first two, ``-Djava.io.tmpdir`` (added to the
+    driver's Java options in ``conf``) the rest, so whoever started the JVM can remove them all.
+    """
+    local_dir.mkdir(parents=True, exist_ok=True)
+    key = "spark.driver.extraJavaOptions"
+    tmpdir = f"-Djava.io.tmpdir={local_dir}"
+    java = f"{conf[key]} {tmpdir}" if conf.get(key) else tmpdir
+    return {"SPARK_LOCAL_DIRS": str(local_dir)}, {key: java}
 
 
 # Extra options for the driver's JVM (``$KR_SPARK_DRIVER_JVM_OPTIONS``): the test suite sets a

@@ -77,13 +77,20 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
 
 
 def server_command(
-    port: int, *, store_url: str | None = None, conf: dict[str, str] | None = None
+    port: int,
+    *,
+    store_url: str | None = None,
+    conf: dict[str, str] | None = None,
+    local_dir: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` of a Connect server on 127.0.0.1:``port`` that reaches the data store.
 
-    For an ``s3://`` store: the store's S3A settings, the S3A jars (fetched once) and its keys
-    in the server's environment, where S3A's default credential chain reads them. ``conf``
-    adds or overrides Spark settings.
+    For an ``s3://`` store: the store's S3A settings, the S3A jars (fetched once) on the
+    driver's class path and its keys in the server's environment, where S3A's default
+    credential chain reads them. The jars go on the class path, as the Spark images carry them,
+    not in ``spark.jars``: in local mode the executor would copy all 658 MB of them into its
+    scratch folder at the first job of every server. ``conf`` adds or overrides Spark
+    settings; ``local_dir`` holds the server's scratch (``local_spark.local_dir_settings``).
     """
     from kafka_runbooks import storage
 
@@ -98,9 +105,9 @@ def server_command(
         from kafka_runbooks_dev.local_spark import ensure_s3a_jars
 
         settings.update(storage.spark_conf(url))
-        settings["spark.jars"] = ",".join(str(j) for j in ensure_s3a_jars())
+        settings["spark.driver.extraClassPath"] = ":".join(str(j) for j in ensure_s3a_jars())
     argv, env = spark_submit_command(
-        "spark-internal", [], master="local[2]", conf={**settings, **(conf or {})}
+        "spark-internal", [], master="local[2]", conf={**settings, **(conf or {})}, local_dir=local_dir
     )
     env.update(storage.s3_environment(url))
     at = argv.index("spark-internal")
@@ -114,9 +121,10 @@ def start(
     store_url: str | None = None,
     conf: dict[str, str] | None = None,
     timeout_s: float = START_TIMEOUT_S,
+    local_dir: Path | None = None,
 ) -> ConnectServer:
     """Start a server and return it once it accepts connections; its log goes to ``log_path``."""
-    server = spawn(port, log_path, store_url=store_url, conf=conf)
+    server = spawn(port, log_path, store_url=store_url, conf=conf, local_dir=local_dir)
     try:
         wait_answering(server, timeout_s)
     except BaseException:
@@ -126,11 +134,16 @@ def start(
 
 
 def spawn(
-    port: int, log_path: Path, *, store_url: str | None = None, conf: dict[str, str] | None = None
+    port: int,
+    log_path: Path,
+    *,
+    store_url: str | None = None,
+    conf: dict[str, str] | None = None,
+    local_dir: Path | None = None,
 ) -> ConnectServer:
     """Start a server without waiting for it (:func:`wait_answering` does): a caller can start
     other things while its JVM comes up."""
-    argv, env = server_command(port, store_url=store_url, conf=conf)
+    argv, env = server_command(port, store_url=store_url, conf=conf, local_dir=local_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -166,14 +167,23 @@ def make_snapshot(tmp_path: Path) -> SnapshotMaker:
 
 
 @pytest.fixture(scope="package")
-def spark():
+def spark(tmp_path_factory):
     """One quiet local[2] session for the Spark tests (startup costs ~8 s), stopped after the
-    last of them: its JVM (~1 GB resident; ~0.006 cores idle) is not kept to the lane's end."""
+    last of them: its JVM (~1 GB resident; ~0.006 cores idle) is not kept to the lane's end.
+
+    Its scratch (``spark-*``, ``blockmgr-*``, ``artifacts-*``, unpacked native libraries) is in a
+    folder of its own, never ``/tmp``, checked from what the JVM itself reports and removed with
+    the session: the JVM deletes its scratch only when it exits cleanly."""
     from pyspark.sql import SparkSession
+
+    from kafka_runbooks_dev.local_spark import local_dir_settings
 
     # Python workers (if any) must be this interpreter, not whatever python3 is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    scratch = tmp_path_factory.mktemp("spark-scratch")
+    java = {"spark.driver.extraJavaOptions": os.environ.get("KR_SPARK_DRIVER_JVM_OPTIONS", "")}
+    _, java = local_dir_settings(scratch, java)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tests-spark")
@@ -184,12 +194,71 @@ def spark():
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.log.level", "WARN")
-        .config("spark.driver.extraJavaOptions", os.environ.get("KR_SPARK_DRIVER_JVM_OPTIONS", ""))
+        .config("spark.local.dir", str(scratch))
+        .config("spark.driver.extraJavaOptions", java["spark.driver.extraJavaOptions"])
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
+    used = scratch_reported_by(session)
     yield session
     session.stop()
+    shutil.rmtree(scratch)
+    outside = [path for path in used if not inside(Path(path), scratch)]
+    assert not outside, f"the session's JVM kept scratch outside {scratch}: {outside}"
+
+
+def inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def scratch_reported_by(session) -> list[str]:
+    """Where the session's JVM keeps its scratch, as it says: ``java.io.tmpdir``, the
+    ``spark-*`` root of its files and the roots of its ``blockmgr-*`` folders."""
+    from pyspark import SparkFiles
+
+    jvm, conf = session.sparkContext._jvm, session.sparkContext._jsc.sc().conf()
+    roots = jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(conf)
+    return [
+        jvm.java.lang.System.getProperty("java.io.tmpdir"),
+        SparkFiles.getRootDirectory(),
+        *(str(root) for root in roots),
+    ]
+
+
+@dataclass(frozen=True)
+class ClassicRuns:
+    """Both jobs' classic runs (in the shared session) on one snapshot, and their seconds."""
+
+    snapshot: Path
+    health: Path
+    plan: Path
+    health_s: float
+    plan_s: float
+
+
+@pytest.fixture(scope="package")
+def dead_broker_classic(spark, tmp_path_factory) -> ClassicRuns:
+    """The health report and the failed-broker plan of tests/spark/test_jobs_on_s3a.py's cluster
+    with a dead broker, each run once in the shared session: the S3A and the Spark Connect tests
+    compare their runs of the same jobs, flags and snapshot with these (each of them ran the same
+    classic runs again, ~10 s a job here). Tests only read them."""
+    import time
+
+    from tests.spark.test_cluster_health import job as health
+    from tests.spark.test_failed_broker_plan import job as plan
+    from tests.spark.test_jobs_on_s3a import HEALTH_FLAGS, PLAN_FLAGS, cluster_with_a_dead_broker
+
+    root = tmp_path_factory.mktemp("dead-broker-classic")
+    snapshot = write_snapshot(root / "snapshot", *cluster_with_a_dead_broker())
+    seconds = []
+    for run, out, flags in (
+        (health.run, ["--output", str(root / "health")], HEALTH_FLAGS),
+        (plan.run, ["--out", str(root / "plan")], PLAN_FLAGS),
+    ):
+        started = time.monotonic()
+        assert run(spark, ["--snapshot", str(snapshot), *out, *flags]) == 0
+        seconds.append(time.monotonic() - started)
+    return ClassicRuns(snapshot, root / "health", root / "plan", *seconds)
 
 
 #: the fixtures that start (or use) the session's Kafka stack

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_until
+from tests.spark.test_jobs_on_s3a import scratch_and_quick_jit
 from tests.unit.test_docker_compose import load_compose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,7 @@ def cluster(tmp_path_factory):
     services = _compose()["services"]
     ports = {"7077": _free_port(), "8080": _free_port(), "8081": _free_port()}
     work = tmp_path_factory.mktemp("spark-work")
+    scratch = tmp_path_factory.mktemp("spark-cluster-scratch")
     bin_dir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -69,6 +72,9 @@ def cluster(tmp_path_factory):
         "SPARK_LOCAL_HOSTNAME": LOOPBACK,
         "SPARK_WORKER_DIR": str(work),
         "PYSPARK_PYTHON": sys.executable,
+        # every JVM here (master, worker, its executors, the driver) keeps its scratch in the
+        # module's folder, removed below, and starts with the suite's quick JIT
+        **scratch_and_quick_jit(scratch),
     }
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     procs = []
@@ -94,6 +100,7 @@ def cluster(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+        shutil.rmtree(scratch)
 
 
 def test_health_checks_say_unhealthy_when_nothing_listens():
@@ -122,7 +129,7 @@ def test_health_job_runs_on_the_cluster_through_spark_default(cluster, make_snap
     conn["host"] = conn["host"].replace("spark-master", LOOPBACK)
     conn["port"] = cluster["ports"]["7077"]
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
-    for key in ("PATH", "SPARK_LOCAL_HOSTNAME", "PYSPARK_PYTHON"):
+    for key in ("PATH", "SPARK_LOCAL_HOSTNAME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "JAVA_TOOL_OPTIONS"):
         monkeypatch.setenv(key, cluster["env"][key])
 
     brokers = [

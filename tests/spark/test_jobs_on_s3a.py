@@ -27,14 +27,14 @@ from kafka_runbooks import storage
 from kafka_runbooks.failed_broker.plan import check_plan, load_plan, read_snapshot_rows
 from kafka_runbooks_dev.local_spark import LOOPBACK_CONF, ensure_s3a_jars, spark_submit_command
 from kafka_runbooks_dev.localstack.s3proxy import CREDENTIAL
-from tests.spark.test_cluster_health import job as health_job
-from tests.spark.test_failed_broker_plan import job as plan_job
 
 JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
 DEAD = 6
 RACKS = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", DEAD: "c"}
 PARTITIONS = 120
 CHUNK = "8"  # partitions per chunk: the plan is several chunk files, not one
+HEALTH_FLAGS = ["--max-listed", "5"]
+PLAN_FLAGS = ["--failed", str(DEAD), "--max-partitions-per-chunk", CHUNK]
 
 
 def rotated(n: int, rf: int, p: int) -> list[int]:
@@ -74,9 +74,10 @@ class OnTheStore:
         storage._STORES.clear()
         self.store = storage.store()
         self.tmp = tmp_path
-        jars = ensure_s3a_jars()
-        # the same class path for both runs, so the times differ by where the files are only
-        self.conf = {**storage.spark_conf(), "spark.jars": ",".join(str(j) for j in jars)}
+        self.jars = [str(j) for j in ensure_s3a_jars()]
+        # On the driver's class path, as a Spark image carries them: in spark.jars a local[2]
+        # executor copies all 658 MB of them into its scratch first (the task's run does, below).
+        self.conf = {**storage.spark_conf(), "spark.driver.extraClassPath": ":".join(self.jars)}
 
     def upload_snapshot(self, local: Path, key: str) -> str:
         self.store.upload_dir(local, key)
@@ -90,7 +91,10 @@ class OnTheStore:
         folder is a fresh empty folder, so anything it writes locally shows up there."""
         home = self.tmp / f"driver-{where}-{job.removesuffix('.py')}"
         home.mkdir()
-        argv, env = spark_submit_command(JOBS / job, args, master="local[2]", conf=self.conf)
+        scratch = self.tmp / f"scratch-{where}-{job.removesuffix('.py')}"
+        argv, env = spark_submit_command(
+            JOBS / job, args, master="local[2]", conf=self.conf, local_dir=scratch
+        )
         assert CREDENTIAL not in " ".join(argv), "the store's secret on the command line"
         env["HOME"] = str(home)
         started = time.monotonic()
@@ -113,10 +117,12 @@ class OnTheStore:
         home.mkdir()
         conn = {"conn_type": "spark", "host": "local[2]"}
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
-        monkeypatch.setenv(JARS_ENV, self.conf["spark.jars"])
+        monkeypatch.setenv(JARS_ENV, ",".join(self.jars))
         monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
             monkeypatch.setenv(name, sys.executable)
+        for name, value in scratch_and_quick_jit(self.tmp / "scratch-task").items():
+            monkeypatch.setenv(name, value)
         monkeypatch.setenv("HOME", str(home))
         monkeypatch.chdir(home)
         started_commands: list[list[str]] = []
@@ -146,6 +152,16 @@ class OnTheStore:
         return {k[len(prefix) + 1 :]: json.loads(self.store.read_text(k)) for k in keys}
 
 
+def scratch_and_quick_jit(scratch: Path) -> dict[str, str]:
+    """Environment for a spark-submit the test does not build (the provider's hook builds it):
+    the JVMs' scratch in ``scratch`` (not ``/tmp``, where a killed JVM leaves it) and the suite's
+    quick JIT (``$KR_SPARK_DRIVER_JVM_OPTIONS``), through ``JAVA_TOOL_OPTIONS``, which every JVM
+    reads, so the task's Spark settings stay exactly the operator's."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    java = f"{os.environ.get('KR_SPARK_DRIVER_JVM_OPTIONS', '')} -Djava.io.tmpdir={scratch}".strip()
+    return {"SPARK_LOCAL_DIRS": str(scratch), "JAVA_TOOL_OPTIONS": java}
+
+
 def local_json_files(folder: Path) -> dict[str, object]:
     return {
         str(p.relative_to(folder)): json.loads(p.read_text())
@@ -158,14 +174,6 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-def in_process(run, spark, args: list[str]) -> float:
-    """The same job on local folders, in the session the other Spark tests share: seconds.
-    (These are the suite's only spark-submit runs of the jobs outside Airflow.)"""
-    started = time.monotonic()
-    assert run(spark, args) == 0
-    return time.monotonic() - started
-
-
 def report_times(capsys, job: str, local_s: float, s3a_s: float) -> None:
     with capsys.disabled():
         print(
@@ -175,20 +183,22 @@ def report_times(capsys, job: str, local_s: float, s3a_s: float) -> None:
 
 
 @pytest.fixture
-def on_the_store(s3proxy, monkeypatch, tmp_path) -> OnTheStore:
-    return OnTheStore(s3proxy, monkeypatch, tmp_path)
+def on_the_store(s3proxy, monkeypatch, tmp_path):
+    """The test's store; afterwards the scratch of its spark-submits goes (a JVM that did not exit
+    cleanly, one timed out by the test, leaves 658 MB of copied jars there)."""
+    import shutil
+
+    yield OnTheStore(s3proxy, monkeypatch, tmp_path)
+    for scratch in tmp_path.glob("scratch-*"):
+        shutil.rmtree(scratch)
 
 
-def test_cluster_health_reads_and_writes_the_store(on_the_store, spark, make_snapshot, capsys):
-    brokers, parts = cluster_with_a_dead_broker()
-    local_snapshot = make_snapshot(brokers, parts)
+def test_cluster_health_reads_and_writes_the_store(on_the_store, dead_broker_classic, make_snapshot, capsys):
+    local_snapshot, local_out = dead_broker_classic.snapshot, dead_broker_classic.health
     snapshot = on_the_store.upload_snapshot(local_snapshot, "snapshots/health")
-    local_out = on_the_store.tmp / "local-health"
-    flags = ["--max-listed", "5"]
+    flags = HEALTH_FLAGS
+    local_s = dead_broker_classic.health_s
 
-    local_s = in_process(
-        health_job.run, spark, ["--snapshot", str(local_snapshot), "--output", str(local_out), *flags]
-    )
     assert sorted(p.name for p in local_out.iterdir()) == [
         "partitions.parquet",
         "report.json",
@@ -217,17 +227,13 @@ def test_cluster_health_reads_and_writes_the_store(on_the_store, spark, make_sna
 
 
 def test_failed_broker_plan_reads_and_writes_the_store(
-    on_the_store, spark, make_snapshot, capsys, monkeypatch
+    on_the_store, dead_broker_classic, make_snapshot, capsys, monkeypatch
 ):
-    brokers, parts = cluster_with_a_dead_broker()
-    local_snapshot = make_snapshot(brokers, parts)
+    local_snapshot, local_out = dead_broker_classic.snapshot, dead_broker_classic.plan
     snapshot = on_the_store.upload_snapshot(local_snapshot, "snapshots/plan")
-    local_out = on_the_store.tmp / "local-plan"
-    flags = ["--failed", str(DEAD), "--max-partitions-per-chunk", CHUNK]
+    flags = PLAN_FLAGS
+    local_s = dead_broker_classic.plan_s
 
-    local_s = in_process(
-        plan_job.run, spark, ["--snapshot", str(local_snapshot), "--out", str(local_out), *flags]
-    )
     assert sorted(p.name for p in local_out.iterdir()) == [
         "chunks",
         "plan.json",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -28,7 +29,13 @@ from kafka_runbooks_airflow.spark import (
     session_id,
     spark_job_path,
 )
-from tests.spark.test_jobs_on_s3a import DEAD, PARTITIONS, cluster_with_a_dead_broker, local_json_files
+from tests.spark.test_jobs_on_s3a import (
+    HEALTH_FLAGS,
+    PARTITIONS,
+    PLAN_FLAGS,
+    cluster_with_a_dead_broker,
+    local_json_files,
+)
 
 HEALTH = spark_job_path("cluster_health.py")
 PLAN = spark_job_path("failed_broker_plan.py")
@@ -45,30 +52,42 @@ def spark_connect(s3proxy, tmp_path_factory):
 
     port = int(os.environ.get("KR_TEST_PORT_BASE", "29000")) + connect_server.PORT_OFFSET + 2
     log = tmp_path_factory.mktemp("spark-connect") / "connect.log"
+    scratch = tmp_path_factory.mktemp("spark-connect-scratch")
     with pytest.MonkeyPatch.context() as env:  # the store's settings, for the server's start only
         for key, value in s3proxy.env("jobs-over-connect").items():
             env.setenv(key, value)
         server = connect_server.start(
-            port, log, store_url=storage.data_url(), conf={"spark.log.level": "INFO"}
+            port, log, store_url=storage.data_url(), conf={"spark.log.level": "INFO"}, local_dir=scratch
         )
     try:
         yield server
     finally:
         server.stop()
+        remove_scratch(scratch, log)
+
+
+def remove_scratch(scratch: Path, log: Path) -> None:
+    """Remove what the server (killed by the last test, so it could not clean up) left in its
+    scratch folder; every folder its log says it created was there, none in ``/tmp``."""
+    import shutil
+
+    created = re.findall(r"Created local directory at (\S+)", log.read_text(errors="replace"))
+    shutil.rmtree(scratch)
+    assert created, "the server's log names no local directory (is it at INFO?)"
+    outside = [path for path in created if scratch not in Path(path).parents]
+    assert not outside, f"the Spark Connect server kept scratch outside {scratch}: {outside}"
 
 
 def over_connect(server, application: str, args: list[str], name: str) -> int:
     return run_over_connect(application, args, server.url, session_id("tests", name))
 
 
-def test_cluster_health_over_connect_matches_the_classic_run(spark, spark_connect, make_snapshot, tmp_path):
-    from tests.spark.test_cluster_health import job
+def test_cluster_health_over_connect_matches_the_classic_run(
+    dead_broker_classic, spark_connect, make_snapshot, tmp_path
+):
+    flags = ["--snapshot", str(dead_broker_classic.snapshot), *HEALTH_FLAGS]
+    classic, remote = dead_broker_classic.health, tmp_path / "connect"
 
-    snapshot = make_snapshot(*cluster_with_a_dead_broker())
-    flags = ["--snapshot", str(snapshot), "--max-listed", "5"]
-    classic, remote = tmp_path / "classic", tmp_path / "connect"
-
-    assert job.run(spark, [*flags, "--output", str(classic)]) == 0
     assert over_connect(spark_connect, HEALTH, [*flags, "--output", str(remote)], "health") == 0
 
     report = json.loads((remote / "report.json").read_text())
@@ -81,15 +100,12 @@ def test_cluster_health_over_connect_matches_the_classic_run(spark, spark_connec
 
 
 def test_failed_broker_plan_over_connect_matches_the_classic_run(
-    spark, spark_connect, make_snapshot, tmp_path
+    dead_broker_classic, spark_connect, tmp_path
 ):
-    from tests.spark.test_failed_broker_plan import job
+    snapshot = dead_broker_classic.snapshot
+    flags = ["--snapshot", str(snapshot), *PLAN_FLAGS]
+    classic, remote = dead_broker_classic.plan, tmp_path / "connect"
 
-    snapshot = make_snapshot(*cluster_with_a_dead_broker())
-    flags = ["--snapshot", str(snapshot), "--failed", str(DEAD), "--max-partitions-per-chunk", "8"]
-    classic, remote = tmp_path / "classic", tmp_path / "connect"
-
-    assert job.run(spark, [*flags, "--out", str(classic)]) == 0
     assert over_connect(spark_connect, PLAN, [*flags, "--out", str(remote)], "plan") == 0
 
     written = local_json_files(remote)
@@ -103,10 +119,16 @@ def test_failed_broker_plan_over_connect_matches_the_classic_run(
     assert "[42] unknown" in json.loads((remote / "error.json").read_text())["error"]
 
 
-def test_a_server_that_is_not_there_fails_naming_it(make_snapshot, tmp_path):
-    """Nothing listens on the port: the job fails with the server's URL, never hangs."""
+def test_a_server_that_is_not_there_fails_naming_it(make_snapshot, monkeypatch, tmp_path):
+    """Nothing listens on the port: the job fails with the server's URL, never hangs. With two
+    quick retries: that the client's own bounded retries (~16 s) end is the unit test's
+    (tests/unit/kafka_runbooks_airflow/operators/test_spark.py, through the task's operator)."""
     import socket
 
+    from kafka_runbooks_airflow import spark as glue
+
+    quick = {**glue.CONNECT_RETRIES, "max_retries": 2, "initial_backoff": 100, "max_backoff": 200}
+    monkeypatch.setattr(glue, "CONNECT_RETRIES", quick)
     with socket.socket() as probe:  # a port that was free a moment ago, and nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -188,7 +210,7 @@ def kill_mid_job(server, log: Path, args: list[str], name: str) -> None:
 
 
 def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
-    s3proxy, spark, spark_connect, make_snapshot, monkeypatch, tmp_path
+    s3proxy, dead_broker_classic, spark_connect, monkeypatch, tmp_path
 ):
     """On an s3:// store (a real S3Proxy) the server reads and writes the parquet files over s3a://
     with the store's settings and keys, the client the small files through the store: the report
@@ -196,23 +218,13 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
     made replaces them in the store with error.json (exit code 2). Then the server is killed in
     the middle of a job: the job fails naming it, and writes no report (the module's last test:
     the server is the module's)."""
-    from tests.spark.test_cluster_health import job as health
-    from tests.spark.test_failed_broker_plan import job as plan
     from tests.spark.test_jobs_on_s3a import OnTheStore
 
     on_store = OnTheStore(s3proxy, monkeypatch, tmp_path)
-    local = make_snapshot(*cluster_with_a_dead_broker())
-    snapshot = on_store.upload_snapshot(local, "snapshots/connect")
+    snapshot = on_store.upload_snapshot(dead_broker_classic.snapshot, "snapshots/connect")
     server = spark_connect  # at INFO its log names each operation's session
     try:
-        health_flags, plan_flags = (
-            ["--max-listed", "5"],
-            ["--failed", str(DEAD), "--max-partitions-per-chunk", "8"],
-        )
-        assert (
-            health.run(spark, ["--snapshot", str(local), "--output", str(tmp_path / "h"), *health_flags]) == 0
-        )
-        assert plan.run(spark, ["--snapshot", str(local), "--out", str(tmp_path / "p"), *plan_flags]) == 0
+        health_flags, plan_flags = HEALTH_FLAGS, PLAN_FLAGS
         out = ["--output", on_store.url("connect/health")]
         assert (
             run_over_connect(
@@ -227,7 +239,7 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
             )
             == 0
         )
-        written, classic = on_store.json_files("connect/plan"), local_json_files(tmp_path / "p")
+        written, classic = on_store.json_files("connect/plan"), local_json_files(dead_broker_classic.plan)
         # a second run that cannot plan replaces the first run's files in the store with error.json
         impossible = ["--snapshot", snapshot, *out, "--failed", "42"]
         assert run_over_connect(PLAN, impossible, server.url, session_id("s3", "p2")) == 2
@@ -242,7 +254,7 @@ def test_both_jobs_over_connect_on_s3proxy_match_the_classic_run(
     assert not on_store.store.list("killed")  # no report of the killed job
 
     assert on_store.json_files("connect/health") == {
-        "report.json": json.loads((tmp_path / "h" / "report.json").read_text())
+        "report.json": json.loads((dead_broker_classic.health / "report.json").read_text())
     }
     assert written.pop("summary.json") | {"snapshot": None} == classic.pop("summary.json") | {
         "snapshot": None
