@@ -8,8 +8,8 @@ the assignment read from the cluster is what it was, no throttle. A second run i
 slow throttle (each failed-dir partition holds ~6 MB) and, while its chunk copies, stopped
 through kafka_reassignment_stop: the run fails STOPPED with nothing moved, and read from the
 cluster here its reassignments are cancelled, no throttle is left, every partition is back on the
-replicas it had (as sets: Kafka's cancel restores the set, not the order) with those outside the
-failed dir in sync. A fresh run is approved: the run succeeds, and the cluster read here shows
+replicas it had in their order (Kafka's cancel restores the set; the stop puts the order back)
+with those outside the failed dir in sync. A fresh run is approved: the run succeeds, and the cluster read here shows
 those replicas off broker 1, its healthy dir's replicas still on it, every partition in sync, no
 throttle left, and every acknowledged message still there (the producer's messages to the failed
 dir's partitions wait from the failure to the heal: see _Producer). Then a Clear of the whole successful run: nothing moves again and nothing gets past
@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,11 @@ def jbod_stack():
         stack.start(timeout=START_TIMEOUT_S)
         yield stack
     finally:
-        stack.stop()
+        _step("JBOD stack teardown")
+        # thrown away (the next start destroys it): no controlled shutdown to wait for
+        for node in (*topology.broker_nodes, *topology.controller_nodes, *topology.spare_controller_nodes):
+            stack.kill(node.name)
+        _step("JBOD stack killed")
 
 
 @pytest.fixture(scope="module")
@@ -229,17 +234,17 @@ def _copying(admin: ClusterAdmin, truth: list[tuple[str, int]]) -> set[tuple[str
 
 
 def _not_back_in_sync(admin: ClusterAdmin, assigned: dict, truth: list[tuple[str, int]]) -> dict:
-    """What differs from "every partition on the replicas it had before the run, nothing in flight,
-    every replica outside the failed dir in the ISR" (broker 1's replica in the failed dir is
-    offline: not in it). Replicas compared as sets: Kafka 4.3.1's cancel restores the set, not the
-    order (the stop's own reorder is issue #28's next step). Empty once so."""
+    """What differs from "every partition on the replicas it had before the run IN THEIR ORDER,
+    nothing in flight, every replica outside the failed dir in the ISR" (broker 1's replica in the
+    failed dir is offline: not in it). The order too: Kafka 4.3.1's cancel restores the set, not
+    the order, and the stop puts the order back (the preferred leaders). Empty once so."""
     offline = {k: {BROKER} for k in truth}
     inflight = set(admin.list_reassignments()) & set(assigned)
     held = {(p.topic, p.partition): p for p in admin.describe_topic_partitions([TOPIC])}
     differ = {
         k: (held[k].replicas, held[k].isr)
         for k, replicas in assigned.items()
-        if set(held[k].replicas) != set(replicas) or set(held[k].isr) != set(replicas) - offline.get(k, set())
+        if tuple(held[k].replicas) != replicas or set(held[k].isr) != set(replicas) - offline.get(k, set())
     }
     return {"in flight": sorted(inflight), "replicas, isr": differ} if inflight or differ else {}
 
@@ -253,7 +258,7 @@ def _wait_back_in_sync(admin: ClusterAdmin, assigned: dict, truth: list[tuple[st
         return not last[0]
 
     try:
-        wait_until(back, 60, 0.5, "every partition back on its replicas, in sync")
+        wait_until(back, 60, 0.5, "every partition back on its replicas in their order, in sync")
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {last[0]}") from exc
 
@@ -261,7 +266,8 @@ def _wait_back_in_sync(admin: ClusterAdmin, assigned: dict, truth: list[tuple[st
 def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: list) -> str:
     """Approve a run at a slow throttle, stop it through kafka_reassignment_stop while its chunk
     copies, and read the cluster back here: nothing of the run in flight, no throttle, every
-    partition back on its replicas, in sync; the run failed saying who stopped it and why.
+    partition back on its replicas in their order, in sync; the run failed saying who stopped it
+    and why.
 
     The next run (the heal) is triggered as soon as the stopped one ended, and its steps up to
     its gate run while the stop is read back here: it moves nothing before its Approve, and a
@@ -382,7 +388,8 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
         _step(f"producer stopped: {producer.acked} acknowledged, {len(producer.failed)} failed")
     assert not producer.is_alive(), "the producer has not delivered its last messages within 60 s"
     assert producer.failed == [] and producer.acked > 0, (len(producer.failed), producer.failed[:3])
-    total = sum(count_messages(bs, TOPIC, p) for p in ASSIGNMENT)
+    with ThreadPoolExecutor(len(ASSIGNMENT)) as pool:  # each partition read to its end, side by side
+        total = sum(pool.map(lambda p: count_messages(bs, TOPIC, p), ASSIGNMENT))
     assert total >= 4000 + BULK_MESSAGES * len(truth) + producer.acked  # no acknowledged message lost
 
 
