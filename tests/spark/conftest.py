@@ -171,6 +171,12 @@ def spark(tmp_path_factory):
     """One quiet local[2] session for the Spark tests (startup costs ~8 s), stopped after the
     last of them: its JVM (~1 GB resident; ~0.006 cores idle) is not kept to the lane's end.
 
+    Without whole-stage code generation and adaptive query execution: these tests are about the
+    jobs' logic on a few hundred rows, where compiling each query's code and re-planning it after
+    each shuffle cost more than the data (the Spark tests' in-process part took 168 s with them,
+    126 s without, back to back); the spark-submit, Connect and cluster runs keep Spark's
+    defaults and are compared with runs in this session.
+
     Its scratch (``spark-*``, ``blockmgr-*``, ``artifacts-*``, unpacked native libraries) is in a
     folder of its own, never ``/tmp``, checked from what the JVM itself reports and removed with
     the session: the JVM deletes its scratch only when it exits cleanly."""
@@ -194,6 +200,8 @@ def spark(tmp_path_factory):
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.log.level", "WARN")
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.local.dir", str(scratch))
         .config("spark.driver.extraJavaOptions", java["spark.driver.extraJavaOptions"])
         .getOrCreate()

@@ -133,8 +133,8 @@ def test_preferred_leaders_apart_from_leaders_and_topics_below_the_minimum(spark
     parts += [part("b", 0, [2], [2], 2, min_isr=1), part("c", 0, [1], [1], 1, min_isr=1)]
     parts += [part("c", 1, [1, 2], [1, 2], 1)]
     replicas, broker_df, meta = job.load_snapshot(spark, str(make_snapshot(brokers, parts)))
-    partitions = job.partition_health(replicas, broker_df)
-    load = job.broker_load(replicas, broker_df)
+    partitions = job.partition_health(replicas, broker_df).cache()  # two reports read it
+    load = job.broker_load(replicas, broker_df).cache()
     report = job.build_report(partitions, load, meta=meta, max_listed=1)
     by_id = brokers_by_id(report)
     assert {b: (by_id[b]["leader_count"], by_id[b]["preferred_leader_count"]) for b in (1, 2)} == {
@@ -148,6 +148,8 @@ def test_preferred_leaders_apart_from_leaders_and_topics_below_the_minimum(spark
     set_to_3 = job.build_report(partitions, load, meta=meta, min_replication_factor=3)["replication"]
     assert (set_to_3["minimum"], set_to_3["minimum_from"], set_to_3["below_minimum"]) == (3, "setting", 3)
     assert [t["topic"] for t in set_to_3["listed"]] == ["b", "c", "a"]
+    partitions.unpersist()
+    load.unpersist()
 
 
 def test_leader_imbalance_is_flagged_with_its_threshold(spark, make_snapshot):
