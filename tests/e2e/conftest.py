@@ -38,16 +38,42 @@ def _connections(request: pytest.FixtureRequest) -> dict[str, dict]:
     """The session's connections; on the local stack, ``spark_default`` names the session's
     running Spark Connect server, as ``make demo``'s does: every analysis of the e2e runs starts
     in seconds instead of a spark-submit each (spark-submit through the runbooks' operator is
-    tests/spark/test_jobs_on_s3a.py)."""
+    tests/spark/test_jobs_on_s3a.py). Requesting them starts the stack and the server."""
     try:
         conns = dict(request.getfixturevalue("airflow_connections"))
     except pytest.FixtureLookupError:
         return {}
-    if os.environ.get("KR_E2E_SPARK_SUBMIT") or os.environ.get("KR_BOOTSTRAP_SERVERS"):
+    if _spark_submit_per_analysis():
         return conns  # spark-submit per analysis, as the connection fixture gives it
-    server = request.getfixturevalue("spark_connect")
-    conns["spark_default"] = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
-    return conns
+    return _on_spark_connect(conns, request.getfixturevalue("spark_connect").port)
+
+
+def _spark_submit_per_analysis() -> bool:
+    return bool(os.environ.get("KR_E2E_SPARK_SUBMIT") or os.environ.get("KR_BOOTSTRAP_SERVERS"))
+
+
+def _on_spark_connect(conns: dict[str, dict], port: int) -> dict[str, dict]:
+    return {**conns, "spark_default": {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}}
+
+
+def _planned_connections() -> dict[str, dict] | None:
+    """What :func:`_connections` will return, known before anything starts: the session's own
+    stack takes its ports and folder from the environment, its Spark Connect server the port
+    base + 2. None where only the started fixtures know (an external or a reused stack, or a
+    conftest without the stack's connections)."""
+    import tests.conftest as session
+
+    if os.environ.get("KR_TEST_STACK_DIR") or _spark_submit_per_analysis():
+        return None
+    if not hasattr(session, "airflow_connections"):
+        return None
+    from kafka_runbooks_dev import spark_connect
+    from kafka_runbooks_dev.localstack import LocalStack, Topology
+
+    base = int(os.environ.get("KR_TEST_PORT_BASE", "29000"))
+    stack = LocalStack(home=session._stack_home(), topology=Topology(port_base=base))
+    conns = stack.airflow_connections(spark_master="local[2]")
+    return _on_spark_connect(conns, base + spark_connect.PORT_OFFSET)
 
 
 @pytest.fixture(scope="package")
@@ -68,7 +94,6 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
         port=port,
         dags_folders=[ROOT / "dags", HERE / "dags"],
         plugins_folder=ROOT / "plugins",
-        connections=_connections(request),
         extra_env={
             "KAFKA_RUNBOOKS_DATA_DIR": str(AIRFLOW_TEST_HOME / "kafka_runbooks"),
             # spark-submit runs the PySpark driver with this interpreter (the venv's)
@@ -115,11 +140,30 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             pytest.fail(f"another test session is using {AIRFLOW_TEST_HOME}; wait for it to finish")
         airflow.stop()  # one left over from an interrupted session
         shutil.rmtree(AIRFLOW_TEST_HOME, ignore_errors=True)
-        started = time.monotonic()
-        # ~25 s on an idle machine, ~2 min with stress-ng on both cores, over 4 min at load 40
-        airflow.start(timeout=float(os.environ.get("KR_AIRFLOW_TEST_START_TIMEOUT", "600")))
-        print(f"\nAirflow started in {time.monotonic() - started:.1f}s at {airflow.base_url}")
         try:
+            _start(airflow, request)
             yield airflow
         finally:
             airflow.stop()
+
+
+def _start(airflow: AirflowLocal, request: pytest.FixtureRequest) -> None:
+    """Start Airflow while the session's stack and Spark Connect server start (nothing of
+    Airflow's start waits on them: its connections are known beforehand). Before, the three
+    started one after the other: the first e2e test's set-up took ~100 s in the loaded suite.
+    Connections that turn out other than planned restart Airflow with the real ones."""
+    started = time.monotonic()
+    planned = _planned_connections()
+    airflow.connections = planned if planned is not None else _connections(request)
+    airflow.spawn()
+    if planned is not None:
+        actual = _connections(request)
+        print(f"\nstack and Spark Connect ready {time.monotonic() - started:.1f}s after Airflow's spawn")
+        if actual != planned:
+            print(f"connections differ from the planned ones: restarting Airflow\n{actual}\n{planned}")
+            airflow.stop()
+            airflow.connections = actual
+            airflow.spawn()
+    # ~25 s on an idle machine, ~2 min with stress-ng on both cores, over 4 min at load 40
+    airflow.wait_started(timeout=float(os.environ.get("KR_AIRFLOW_TEST_START_TIMEOUT", "600")))
+    print(f"\nAirflow started in {time.monotonic() - started:.1f}s at {airflow.base_url}")
