@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.failed_broker.failures import FailureStore
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
@@ -29,6 +30,7 @@ REASSIGN = "kafka_failed_broker_reassignment"
 DEAD = 4
 RACK = {1: "rack-a", 2: "rack-b", 3: "rack-a", 4: "rack-b"}
 pytestmark = pytest.mark.timeout(1200)
+FAILURES = AIRFLOW_TEST_HOME / "kafka_runbooks" / "state" / "failed_brokers"  # the sweeps' memory
 
 
 def state_file(run_id: str, name: str = "exec-state.json") -> Path:
@@ -88,13 +90,14 @@ def add_balanceable_topics(admin, bs: str) -> list[str]:
     create_topic(bs, even2, assignment=dict(enumerate(rf2)))
     if rf3:
         create_topic(bs, even3, assignment=dict(enumerate(rf3)))
-    # ~5 MB per partition, one forced move to 1 and one to 3: past the first fetch (1 MB per
-    # partition, 10 MB per response, unthrottled) the copy takes over a minute at 50 kB/s: time
-    # enough to kill the task mid-chunk, and not the 6 minutes 20 MB took to finish after it
+    # ~2.5 MB per partition, one forced move to 1 and one to 3: past the first fetch (1 MB per
+    # partition, 10 MB per response, unthrottled) the copy takes ~30 s at 50 kB/s: time enough to
+    # see it moving for 5 s and kill the task mid-chunk (the kill lands within ~1 s), while 5 MB
+    # a partition kept the resumed run copying for 80 s (and 20 MB for 6 minutes)
     bulky = unique_topic("heal-bulky")
     create_topic(bs, bulky, assignment={0: only_to[1], 1: only_to[3]})
     assert produce(bs, even2, 20000, size=200) == 20000
-    assert produce(bs, bulky, 25000, size=400) == 25000
+    assert produce(bs, bulky, 12500, size=400) == 12500
     even = even2
     return [even, bulky, even3] if rf3 else [even, bulky]
 
@@ -189,7 +192,8 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
 
     # the sweep sees it and waits, then starts the reassignment once past the threshold
     conf = {
-        "failure_threshold_minutes": 0.25,
+        # the first sweep sees the broker failed and waits: any threshold above 0 proves that
+        "failure_threshold_minutes": 0.1,
         "alert_after_minutes": 0.1,
         "throttle_bytes_per_sec": 50_000,
         "max_partitions_per_chunk": 30,  # the biggest partitions come last: the bulky ones
@@ -203,7 +207,11 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
         == "skipped"
     )
     assert {r["dag_run_id"] for r in reassign_runs(airflow_local)} == runs_before
-    time.sleep(16)  # the failure threshold (15 s) passes
+    # the next sweep once the threshold has passed since the sweep first saw the broker failed (its
+    # first-seen time is on the workers' clock: this machine's, as the test's); not a fixed sleep
+    first_seen_ms = FailureStore("kafka_default", directory=FAILURES).load()[DEAD].first_seen_ms
+    threshold_ms = conf["failure_threshold_minutes"] * 60_000
+    wait_until(lambda: time.time() * 1000 > first_seen_ms + threshold_ms, 60, 0.2, "the failure threshold")
     sweep_run, log = sweep(airflow_local, conf)
     assert "DECISION sweep [brokers [4]]: start the reassignment" in log
     assert (
@@ -258,7 +266,7 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     ]
     # the kill landed mid-chunk: the executor takes its own throttle off when a chunk is verified, so a
     # throttle still recorded at the kill (taken off by the killed task's on_kill or by the cleanup task,
-    # whichever came first) means the chunk was still moving (at 50 kB/s it takes minutes)
+    # whichever came first) means the chunk was still moving (at 50 kB/s it takes ~30 s)
     killed_and_cleanup = airflow_local.task_log_text(
         REASSIGN, run1, "execute_chunks", try_number=1
     ) + airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")
