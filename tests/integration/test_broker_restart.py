@@ -45,9 +45,11 @@ def _roll(roller, state, timeout_s=300.0, interval_s=0.3):
         time.sleep(interval_s)
 
 
-def _fill_and_crash(stack, admin, broker: int, seconds: float = 3.0) -> str:
+def _fill_and_crash(stack, admin, broker: int, seconds: float = 1.0) -> str:
     """Unflushed data on many small segments, then kill -9: its logs need real recovery
-    at its next start (which the caller makes, see :func:`_frozen_quorum`).
+    at its next start (which the caller makes, see :func:`_frozen_quorum`). A second of
+    acks=1 writes leaves unflushed data in each of the 60 logs; 3 s of them only made the
+    flush, the recovery and the topic's deletion longer (nothing here counts segments).
 
     Returns once the controller has fenced the dead broker (its session timed out), as it
     would be by the time a crashed broker is started again: a quorum frozen before that
@@ -254,7 +256,8 @@ def test_a_restart_that_would_break_min_isr_is_refused_with_the_reason(restore_s
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
     roller = Roller(admin, backend, probe)
-    state = roller.plan([1], "test: availability", RollOptions(operation_timeout_s=3, max_attempts=1))
+    # broker 3 stays dead: any operation timeout ends in the refusal (1 s: it waits, then gives up)
+    state = roller.plan([1], "test: availability", RollOptions(operation_timeout_s=1, max_attempts=1))
     with pytest.raises(
         RollFailed, match="broker 1 was not restarted: restarting it would hurt availability"
     ) as failed:
@@ -292,7 +295,8 @@ def test_a_restart_is_counted_only_on_evidence_changed_since_the_request(restore
     backend = RequestOnlyBackend(stack, probe)
     pid_before = stack.pid(2)
     roller = Roller(admin, backend, probe)
-    state = roller.plan([2, 3], "test: evidence", RollOptions(operation_timeout_s=3, max_attempts=2))
+    # nothing is restarted: no evidence ever changes, whatever the timeout (1 s per attempt)
+    state = roller.plan([2, 3], "test: evidence", RollOptions(operation_timeout_s=1, max_attempts=2))
     with pytest.raises(RollFailed, match=r"broker 2: its restart was requested but never observed") as failed:
         _roll(roller, state, timeout_s=120)
     assert "no evidence changed since just before the restart request" in str(failed.value)
