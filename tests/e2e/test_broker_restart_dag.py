@@ -24,7 +24,9 @@ class Producer(threading.Thread):
     failed sends. A fatal client error or the thread's own death is a failure too: without that,
     a producer that died early left ``failed == []`` and proved nothing."""
 
-    def __init__(self, bootstrap: str, topic: str, idempotent: bool = True) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, idempotent: bool = True, message_timeout_ms: int = 300_000
+    ) -> None:
         super().__init__(daemon=True)
         from confluent_kafka import Producer as KafkaProducer
 
@@ -34,7 +36,7 @@ class Producer(threading.Thread):
                 "acks": "all",
                 "enable.idempotence": idempotent,
                 "linger.ms": 10,
-                "message.timeout.ms": 300000,
+                "message.timeout.ms": message_timeout_ms,
                 "error_cb": self._client_error,
             }
         )

@@ -12,7 +12,7 @@ replicas it had in their order (Kafka's cancel restores the set; the stop puts t
 with those outside the failed dir in sync. A fresh run is approved: the run succeeds, and the cluster read here shows
 those replicas off broker 1, its healthy dir's replicas still on it, every partition in sync, no
 throttle left, and every acknowledged message still there (the producer's messages to the failed
-dir's partitions wait from the failure to the heal: see _Producer). Then a Clear of the whole successful run: nothing moves again and nothing gets past
+dir's partitions wait from the failure to the heal: see where the producer is built). Then a Clear of the whole successful run: nothing moves again and nothing gets past
 the gate without a new approval (docs/approval-gates.md).
 
 Then a controller is killed -9 for good and replaced through kafka_controller_replace's gate by
@@ -63,7 +63,7 @@ BROKER = 1
 ASSIGNMENT = {0: [1, 2], 1: [2, 1], 2: [1, 3], 3: [3, 1], 4: [1, 2], 5: [2, 3], 6: [1, 3], 7: [3, 1]}
 SLOW = 20_000  # bytes/s: the stopped run's throttle; its chunk copies ~6 MB per partition
 BULK_MESSAGES, BULK_SIZE = 60, 100_000  # per partition of the failed dir: ~6 MB
-MESSAGE_TIMEOUT_MS = 900_000  # the producer's, see _Producer
+MESSAGE_TIMEOUT_MS = 900_000  # the producer's, see where it is built
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
 pytestmark = pytest.mark.timeout(1200)
@@ -184,32 +184,6 @@ def _timeline(airflow: AirflowLocal, run_id: str, dag_id: str = DAG_ID) -> None:
             f"  {dag_id} {t['task_id']:<24} {t['state']!s:<16} q={(t.get('queued_when') or '')[11:19]} "
             f"s={(t.get('start_date') or '')[11:19]} e={(t.get('end_date') or '')[11:19]} d={t.get('duration')}",
             flush=True,
-        )
-
-
-class _Producer(Producer):
-    """The module's acks=all producer (idempotent), its messages given MESSAGE_TIMEOUT_MS instead of
-    librdkafka's 300 s: the failed dir's partitions (RF 2, min ISR 2) take no acks=all write from
-    the failure until the heal has moved them, and here that is a Reject, a Stop and a heal through
-    Airflow (141-162 s here, more on a loaded machine). Messages that reached the 300 s timeout
-    made the idempotent producer go FATAL _INCONSISTENT ('Unable to reconstruct MessageSet', 300-315
-    s after its start in three runs on Nov 26) and failed the test: a loss the client's timeout
-    made, not the runbook. Built again from Producer's settings, only the timeout longer (Producer
-    takes no timeout)."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(bootstrap, topic)
-        from confluent_kafka import Producer as KafkaProducer
-
-        self.producer = KafkaProducer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 10,
-                "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-                "error_cb": self._client_error,
-            }
         )
 
 
@@ -363,7 +337,12 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
     airflow_local.wait_for_dag(DAG_ID, timeout=120)
     create_topic(bs, TOPIC, assignment=ASSIGNMENT)
     assert produce(bs, TOPIC, 4000, size=200) == 4000
-    producer = _Producer(bs, TOPIC)
+    # the failed dir's partitions (RF 2, min ISR 2) take no acks=all write from the failure until
+    # the heal has moved them: a Reject, a Stop and a heal through Airflow (141-162 s here, more on
+    # a loaded machine). Messages that reached librdkafka's default 300 s timeout made the
+    # idempotent producer go FATAL _INCONSISTENT ('Unable to reconstruct MessageSet') and failed the
+    # test: a loss the client's timeout made, not the runbook; hence MESSAGE_TIMEOUT_MS
+    producer = Producer(bs, TOPIC, message_timeout_ms=MESSAGE_TIMEOUT_MS)
     producer.start()
     admin = ClusterAdmin({"bootstrap.servers": bs}, timeout_s=15)
     try:
