@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 import kafka_runbooks_airflow.failed_broker as glue
+from tests.unit.dags.test_reassign_callables import REASSIGNING, _runbook
 from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
 
 
@@ -123,34 +124,19 @@ CONTRACT = {  # ReassignmentRunbook's field -> the glue function's leading param
 }
 
 
-@pytest.mark.parametrize(
-    "dag_id",
-    [
-        "kafka_failed_broker_reassignment",
-        "kafka_broker_decommission",
-        "kafka_log_dir_failure",
-        "kafka_rebalance",
-    ],
-)
-def test_every_function_a_reassigning_dag_names_exists_with_the_builders_contract(monkeypatch, dag_id):
-    """The DAGs name their glue as "module:function", imported only when the task runs: a name
-    the glue lost (e765e80 removed ``failed_broker.verify`` while the heal's DAG still named it;
-    its verify_result failed with AttributeError after the chunks) fails here, not on a real run."""
+@pytest.mark.parametrize("path", REASSIGNING, ids=lambda p: p.stem)
+def test_the_glue_each_reassigning_dag_names_takes_what_the_builder_hands_it(path, monkeypatch):
+    """The builder calls each named function with its contract's arguments (the request and the
+    cluster, not the params, past the request builder); that each name exists at all is
+    ``tests/unit/dags/test_reassign_callables.py``'s check."""
     import importlib
     import inspect
-    import runpy
-    from dataclasses import fields
-    from pathlib import Path
 
-    from kafka_runbooks_airflow import reassign_dag
-
-    named = []
-    monkeypatch.setattr(reassign_dag, "reassignment_tasks", lambda runbook, poke_s: named.append(runbook))
-    runpy.run_path(str(Path(__file__).resolve().parents[3] / "dags" / f"{dag_id}.py"))
-    for field in (f.name for f in fields(named[0]) if f.name in CONTRACT):
-        module, _, name = getattr(named[0], field).partition(":")
-        function = getattr(importlib.import_module(module), name, None)
-        assert callable(function), f"{dag_id}: {field} names {module}:{name}, which does not exist"
-        leading = list(inspect.signature(function).parameters)[: len(CONTRACT[field])]
-        expected = [p if p else leading[0] for p in CONTRACT[field]]
-        assert leading == expected, f"{dag_id}: {field} {module}:{name}{leading}"
+    runbook = _runbook(path, monkeypatch)
+    for field, contract in CONTRACT.items():
+        module, _, name = getattr(runbook, field).partition(":")
+        function = getattr(importlib.import_module(module), name)
+        leading = list(inspect.signature(function).parameters)[: len(contract)]
+        assert leading == [p or leading[0] for p in contract], (
+            f"{path.stem}: {field} {module}:{name}{leading}"
+        )
