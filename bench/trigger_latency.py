@@ -35,6 +35,10 @@ MANUAL = {  # dag_id -> conf: a dry run, or the defaults (refused by the first t
     "kafka_connect_restart": {},
     "kafka_reassignment_stop": {},
     "kafka_unclean_recovery": {},
+    "kafka_broker_decommission": {},
+    "kafka_rebalance": {},
+    "kafka_log_dir_failure": {},
+    "kafka_controller_replace": {},
 }
 
 
