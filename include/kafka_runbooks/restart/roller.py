@@ -1,5 +1,6 @@
-"""The rolling-restart state machine: one node at a time, never below min ISR,
-never restarting a broker that is recovering its logs.
+"""The rolling-restart state machine: one broker and one follower controller at a time at
+most (``restart.lanes``), never below min ISR, never restarting a broker that is recovering
+its logs.
 
 Per node: ``wait_ready`` -> ``check_availability`` -> ``restart`` -> ``wait_back`` ->
 ``wait_isr`` -> ``done``. Each call to :meth:`Roller.step` advances as far as the cluster
@@ -27,13 +28,14 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import AdminError, BadInput, RunbookFailed
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
+from kafka_runbooks.restart.lanes import ALONE, in_turn, lane_of, stages_text
 from kafka_runbooks.restart.safety import (
     broker_verdict,
     controller_verdict,
@@ -69,6 +71,9 @@ class RollOptions:
     allow_force_restart: bool = False
     dry_run: bool = False
     quorum_max_lag_ms: int = 5_000
+    # a broker and a follower controller in flight together (restart.lanes); False: one node
+    # at a time. A state file without it was planned one node at a time (see from_json)
+    overlap: bool = True
 
 
 @dataclass
@@ -95,6 +100,8 @@ class NodeProgress:
     # a controller: the quorum leader's log end offset once its new process was seen (None:
     # not yet); it is back when the leader reports it fetching past this offset
     quorum_offset_at_restart: int | None = None
+    # restart.lanes: "broker", "controller" or "alone"; nodes of an old state file roll alone
+    lane: str = ALONE
 
 
 @dataclass
@@ -109,6 +116,19 @@ class RollState:
     def current(self) -> NodeProgress | None:
         """The first node in roll order not yet done, or None when the roll is over."""
         return next((self.nodes[n] for n in self.order if self.nodes[n].phase != DONE), None)
+
+    def in_turn(self) -> list[NodeProgress]:
+        """The nodes the roll works on now: one, or a broker and a controller (``restart.lanes``)."""
+        return in_turn(self.order, self.nodes, DONE)
+
+    def in_flight(self) -> list[NodeProgress]:
+        """Nodes asked to restart (or about to be) and not yet back in sync."""
+        return [self.nodes[n] for n in self.order if self.nodes[n].phase in (RESTART, WAIT_BACK, WAIT_ISR)]
+
+    @property
+    def stages_text(self) -> str:
+        """The plan as it will be executed: which nodes roll alone, which side by side."""
+        return stages_text(self.order, {n: p.lane for n, p in self.nodes.items()})
 
     @property
     def finished(self) -> bool:
@@ -130,13 +150,15 @@ class RollState:
 
     @classmethod
     def from_json(cls, text: str) -> RollState:
-        """Read the state file written by :meth:`to_json` (``gate_rows`` absent in older files)."""
+        """Read the state file written by :meth:`to_json`. Older files lack ``gate_rows``, and
+        lanes and ``overlap``: their roll was planned (and approved) one node at a time, so it
+        resumes that way."""
         data = json.loads(text)
         return cls(
             reason=data["reason"],
             order=[int(n) for n in data["order"]],
             nodes={int(k): _node_progress(v) for k, v in data["nodes"].items()},
-            options=RollOptions(**data["options"]),
+            options=RollOptions(**{"overlap": False, **data["options"]}),
             gate_rows=data.get("gate_rows", []),
         )
 
@@ -203,26 +225,47 @@ class Roller:
         seen = {n: self.observe(n, roles[n]) for n in requested}
         ready = {n: seen[n][0] for n in requested}
         order = restart_order(requested, ready, state.active_controller)
+        lanes = {
+            n: lane_of(
+                n,
+                is_broker=n in brokers,
+                is_controller=n in controllers,
+                ready=ready[n],
+                active_controller=state.active_controller,
+                overlap=options.overlap,
+            )
+            for n in order
+        }
         state = with_reassignments(state, self._reassignments())
-        rows = [self._gate_row(state, n, roles[n], ready[n], options) for n in order]
+        rows = [self._gate_row(state, n, roles[n], ready[n], options) | {"lane": lanes[n]} for n in order]
+        self._record_plan(reason, order, lanes, ready, state.active_controller, rows, options)
+        now = self.clock()
+        nodes = {n: NodeProgress(n, roles[n], phase_since_ms=now, lane=lanes[n]) for n in order}
+        for n, progress in nodes.items():  # counts seen now are the first progress report
+            self._remember_counts(progress, seen[n][2])
+        return RollState(reason=reason, order=order, nodes=nodes, options=options, gate_rows=rows)
+
+    def _record_plan(self, reason, order, lanes, ready, active_controller, rows, options) -> None:
+        """The plan's decision record: the order and the stages as they will be executed."""
         decisions.record(
             "plan",
-            f"restart {len(order)} node(s) in this order: {order}",
-            "unready nodes first, then ready ones, the active controller last; one at a time",
+            f"restart {len(order)} node(s) in this order: {order}; stages: "
+            + stages_text(order, lanes).replace("\n", "; "),
+            "unready nodes first, then ready ones, the active controller last; a broker and a "
+            "follower controller side by side (at most one of each away), the active controller, "
+            "combined and unready nodes alone"
+            if options.overlap
+            else "unready nodes first, then ready ones, the active controller last; one at a time",
             observed={
                 "ready": {str(k): v for k, v in ready.items()},
-                "active_controller": state.active_controller,
+                "active_controller": active_controller,
+                "lanes": {str(k): v for k, v in lanes.items()},
                 "availability": rows,
             },
             action="dry run: nothing will be restarted" if options.dry_run else None,
             subject=reason,
             logger=self.log,
         )
-        now = self.clock()
-        nodes = {n: NodeProgress(n, roles[n], phase_since_ms=now) for n in order}
-        for n, progress in nodes.items():  # counts seen now are the first progress report
-            self._remember_counts(progress, seen[n][2])
-        return RollState(reason=reason, order=order, nodes=nodes, options=options, gate_rows=rows)
 
     def _gate_row(self, state, node_id: int, role: str, ready: bool, options: RollOptions) -> dict:
         """What the availability check sees for one node now, for the approver."""
@@ -343,22 +386,30 @@ class Roller:
 
     # -- stepping ------------------------------------------------------------------
     def step(self, state: RollState) -> bool:
-        """Advance as far as possible; True once every node is done. Raises RollFailed."""
+        """Advance as far as possible; True once every node is done. Raises RollFailed.
+
+        Each pass advances every node in turn (one, or a broker and a follower controller:
+        ``restart.lanes``) by one phase step; it stops at the first pass where none moved."""
         for _ in range(50):  # bounded: each pass either waits (returns) or changes a phase
-            node = state.current()
-            if node is None:
+            turn = state.in_turn()
+            if not turn:
                 return True
-            before = (node.node_id, node.phase)
-            try:
-                self._advance(state, node)
-            except AdminError as exc:
-                # Reads fail while a node restarts (a controller election, a broker
-                # going away): that is a reason to look again, never to act or give up.
-                self._record(
-                    "observe", node, "wait", f"the cluster could not be read: {exc}", level=logging.WARNING
-                )
-                return False
-            if (node.node_id, node.phase) == before:
+            before = [(node.node_id, node.phase) for node in turn]
+            for node in turn:
+                try:
+                    self._advance(state, node)
+                except AdminError as exc:
+                    # Reads fail while a node restarts (a controller election, a broker
+                    # going away): that is a reason to look again, never to act or give up.
+                    self._record(
+                        "observe",
+                        node,
+                        "wait",
+                        f"the cluster could not be read: {exc}",
+                        level=logging.WARNING,
+                    )
+                    return False
+            if [(node.node_id, node.phase) for node in turn] == before:
                 return False
         return state.finished
 
@@ -418,6 +469,7 @@ class Roller:
             verdict = controller_verdict(
                 quorum, node.node_id, opts.quorum_max_lag_ms, self._voters_down(quorum, node.node_id)
             )
+        verdict = self._alone_if_leading(state, node, verdict)
         if verdict.safe:
             self._record(
                 "availability",
@@ -451,6 +503,31 @@ class Roller:
         raise RollFailed(
             f"{node.role} {node.node_id} was not restarted: restarting it would hurt availability "
             f"for {opts.operation_timeout_s:.0f}s: " + "; ".join(verdict.reasons)
+        )
+
+    def _alone_if_leading(self, state: RollState, node: NodeProgress, verdict):
+        """The active controller restarts with no other node in flight, whatever the plan's lanes
+        said: a broker's controlled shutdown and registration need it, and leadership can move
+        after the plan (the roll is then stricter than planned, never looser). Read only when
+        another node is in flight; a quorum with no known leader counts as the worst case."""
+        others = [n for n in state.in_flight() if n is not node]
+        if not verdict.safe or not others:
+            return verdict
+        if node.role == BROKER and all(n.role != CONTROLLER for n in others):
+            return verdict
+        leader = self.admin.describe_quorum().leader_id
+        known = leader is not None and leader >= 0
+        controllers = [n.node_id for n in [node, *others] if n.role == CONTROLLER]
+        if known and leader not in controllers:
+            return verdict
+        who = f"controller {leader} leads the quorum" if known else "the quorum leader is unknown"
+        return replace(
+            verdict,
+            safe=False,
+            reasons=(
+                f"{who}: the active controller restarts only with no other node in flight "
+                f"(in flight: {[n.node_id for n in others]})",
+            ),
         )
 
     def _restart(self, state: RollState, node: NodeProgress) -> None:

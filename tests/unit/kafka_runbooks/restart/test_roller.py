@@ -37,6 +37,7 @@ class Cluster:
         self.log_end = 5
         self.behind_ms: dict[int, int] = {}  # voter -> how long ago the leader saw it caught up
         self.not_fetching: dict[int, QuorumMember] = {}
+        self.leader = 9001
 
     def list_reassignments(self):
         return dict(self.reassignments)
@@ -57,7 +58,7 @@ class Cluster:
             seen = now - self.behind_ms.get(n, 0)
             return QuorumMember(n, self.log_end, seen, seen)
 
-        return Quorum(9001, 1, self.log_end, tuple(member(n) for n in (9001, 9002, 9003)), ())
+        return Quorum(self.leader, 1, self.log_end, tuple(member(n) for n in (9001, 9002, 9003)), ())
 
     def read_state(self, include_log_dirs=True):
         isr = tuple(b for b in (1, 2, 3) if b not in self.stuck)
@@ -170,9 +171,129 @@ def test_a_run_killed_during_a_restart_resumes_by_waiting_not_restarting(rig):
 
 def test_every_node_rolls_in_order_and_each_once(rig):
     _, _, backend, roller = rig
-    state = roller.plan(None, "t", RollOptions())
+    state = roller.plan(None, "t", RollOptions(overlap=False))
     assert _until_done(roller, state)
     assert backend.calls == [("restart", n) for n in (1, 2, 3, 9002, 9003, 9001)]
+
+
+# -- lanes: a broker and a follower controller in flight together, nothing else ------------------
+
+IN_FLIGHT = ("restart", "wait_back", "wait_isr")
+
+
+def _watch_in_flight(roller) -> list[tuple[int, ...]]:
+    """What was in flight each time the roller checkpointed (it does before every restart
+    request): read from the phases, as the state file shows them."""
+    seen: list[tuple[int, ...]] = []
+    roller.checkpoint = lambda s: seen.append(tuple(n for n in s.order if s.nodes[n].phase in IN_FLIGHT))
+    return seen
+
+
+def _never_more_than_the_lanes_allow(seen, active=9001) -> None:
+    for flight in seen:
+        brokers = [n for n in flight if n < 9000]
+        voters = [n for n in flight if n >= 9000]
+        assert len(brokers) <= 1 and len(voters) <= 1, flight
+        assert active not in flight or flight == (active,), flight
+
+
+def test_a_broker_and_a_follower_controller_roll_side_by_side(rig):
+    """Issue #25: with dedicated controllers, broker 1 and follower 9002 are in flight
+    together (one of each at most); the active controller 9001 restarts alone, last."""
+    _, _, backend, roller = rig
+    seen = _watch_in_flight(roller)
+    state = roller.plan(None, "t", RollOptions())
+    assert _until_done(roller, state)
+    assert (1, 9002) in seen  # the overlap happened
+    _never_more_than_the_lanes_allow(seen)
+    assert backend.calls[-1] == ("restart", 9001)
+    assert sorted(c[1] for c in backend.calls) == sorted(state.order)
+
+
+def test_one_node_at_a_time_when_the_run_asks_for_it(rig):
+    _, _, backend, roller = rig
+    seen = _watch_in_flight(roller)
+    state = roller.plan(None, "t", RollOptions(overlap=False))
+    assert _until_done(roller, state)
+    assert seen and all(len(flight) == 1 for flight in seen), seen
+
+
+def test_the_lane_rule():
+    from kafka_runbooks.restart.lanes import ALONE, BROKER_LANE, CONTROLLER_LANE, lane_of
+
+    def lane(node, **kw):
+        given = dict(is_broker=node < 9000, is_controller=node >= 9000, ready=True, active_controller=9001)
+        return lane_of(node, **{**given, "overlap": True, **kw})
+
+    assert lane(1) == BROKER_LANE and lane(9002) == CONTROLLER_LANE
+    assert lane(9001) == ALONE  # the active controller
+    assert lane(9002, active_controller=None) == ALONE  # leader unknown: never overlapped
+    assert lane(5, is_controller=True) == ALONE  # a combined node is in both lanes
+    assert lane(1, ready=False) == ALONE and lane(9002, ready=False) == ALONE
+    assert lane(1, overlap=False) == ALONE and lane(9002, overlap=False) == ALONE
+
+
+def test_nodes_in_turn_follow_the_lanes_and_an_alone_node_waits_for_both():
+    from types import SimpleNamespace as Node
+
+    from kafka_runbooks.restart.lanes import in_turn, stages_text
+
+    lanes = {7: "alone", 1: "broker", 2: "broker", 9002: "controller", 9003: "controller", 9001: "alone"}
+    order = [7, 1, 2, 9002, 9003, 9001]
+    nodes = {n: Node(node_id=n, phase="wait_ready", lane=lane) for n, lane in lanes.items()}
+
+    def turn():
+        return [n.node_id for n in in_turn(order, nodes, "done")]
+
+    assert turn() == [7]  # unready first, alone
+    nodes[7].phase = "done"
+    assert turn() == [1, 9002]
+    nodes[9002].phase = nodes[9003].phase = "done"
+    assert turn() == [1]  # 9001 waits for the broker lane too
+    nodes[1].phase = nodes[2].phase = "done"
+    assert turn() == [9001]
+    assert stages_text(order, lanes).splitlines() == [
+        "1. node 7 alone",
+        "2. brokers 1 -> 2 side by side with controllers 9002 -> 9003 (one node at a time in each lane)",
+        "3. node 9001 alone",
+    ]
+
+
+def test_a_controller_that_took_over_leadership_waits_for_the_broker_in_flight(rig):
+    """Planned in the controller lane, 9002 leads the quorum by the time its turn comes:
+    it restarts only with nothing else in flight."""
+    _, cluster, backend, roller = rig
+    seen = _watch_in_flight(roller)
+    state = roller.plan(None, "t", RollOptions())
+    assert state.nodes[9002].lane == "controller"
+    cluster.leader = 9002
+    assert _until_done(roller, state)
+    assert all(flight == (9002,) for flight in seen if 9002 in flight), seen
+    _never_more_than_the_lanes_allow(seen)
+
+
+def test_a_state_file_of_a_one_node_at_a_time_roll_resumes_one_node_at_a_time(rig):
+    """A state file written before lanes (no lane per node, no overlap option), killed with
+    broker 1 mid-restart: it loads, waits for broker 1's evidence instead of restarting it
+    again, and rolls the rest one node at a time, as it was approved."""
+    import json
+
+    _, _, backend, roller = rig
+    data = json.loads(roller.plan(None, "t", RollOptions()).to_json())
+    del data["options"]["overlap"]
+    for node in data["nodes"].values():
+        del node["lane"]
+    data["nodes"]["1"].update(
+        phase="wait_back", evidence_before={"source": "fake", "identity": "process 1.0"}
+    )
+    backend.generation[1] = 1  # its restart happened before the kill
+    resumed = RollState.from_json(json.dumps(data))
+    assert resumed.options.overlap is False
+    assert [n.node_id for n in resumed.in_turn()] == [1]
+    seen = _watch_in_flight(roller)
+    assert _until_done(roller, resumed)
+    assert seen and all(len(flight) == 1 for flight in seen), seen
+    assert backend.calls == [("restart", n) for n in (2, 3, 9002, 9003, 9001)]
 
 
 # -- the broker-state table (restart.states) as the roller applies it ---------------------------
