@@ -667,6 +667,31 @@ def moves_lower_bound(values, limit):
     return best
 
 
+def bytes_spread_limit(percent, sizes, brokers):
+    """The largest allowed bytes spread (most minus least bytes per broker): ``percent`` of the mean
+    bytes per broker of ``brokers``, rounded down (Cruise Control's DiskUsageDistributionGoal keeps
+    each broker's disk usage within a threshold around the mean the same way). None when
+    ``percent`` is not a number >= 0, or when a broker's bytes are unknown (None or missing in
+    ``sizes``: its log dirs did not answer): no limit is judged from a mean that is not known."""
+    try:
+        amount = float(str(percent).strip().removesuffix("%").strip())
+    except ValueError:
+        return None
+    values = [sizes.get(b) for b in brokers]
+    if amount != amount or amount < 0 or any(v is None for v in values):
+        return None
+    return int(amount * (sum(values) / len(values) if values else 0) / 100.0)
+
+
+def within_bytes_spread(sizes, brokers, limit):
+    """Bytes per broker within the spread: True or False, or None when it cannot be judged (a
+    broker's bytes unknown, or no limit): unknown is never taken as within, nor as 0 bytes."""
+    values = [sizes.get(b) for b in brokers]
+    if limit is None or any(v is None for v in values):
+        return None
+    return (max(values) - min(values) if values else 0) <= limit
+
+
 def fits(room, broker, gained):
     """A broker may gain ``gained`` bytes: no room map means no disk rule was asked for; a broker
     missing from it has unknown room, which is no room."""

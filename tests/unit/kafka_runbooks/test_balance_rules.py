@@ -145,3 +145,31 @@ def test_a_lowering_keeps_only_in_sync_replicas():
     assert rules.kept_in_sync([1, 2, 3], [3], {1, 2})
     assert not rules.kept_in_sync([1, 2, 3], [3], {1})  # 2 kept out of sync
     assert not rules.kept_in_sync([1, 2], [1], {1})  # the only in-sync replica dropped
+
+
+@pytest.mark.parametrize(
+    ("percent", "sizes", "limit"),
+    [
+        ("20", {1: 100, 2: 300}, 40),  # 20 % of the mean 200
+        ("20%", {1: 100, 2: 300}, 40),
+        (" 0 ", {1: 5, 2: 5}, 0),
+        (10, {1: 0, 2: 0}, 0),  # an empty cluster: nothing to spread
+    ],
+)
+def test_the_bytes_spread_is_a_percentage_of_the_mean_bytes_per_broker(percent, sizes, limit):
+    assert rules.bytes_spread_limit(percent, sizes, [1, 2]) == limit
+
+
+@pytest.mark.parametrize("percent", ["", "ten", "-1", "nan", "2 GiB"])
+def test_a_bytes_spread_that_is_not_a_percentage_has_no_limit(percent):
+    assert rules.bytes_spread_limit(percent, {1: 100, 2: 300}, [1, 2]) is None
+
+
+def test_unknown_bytes_are_never_within_the_spread_nor_zero():
+    # broker 3's log dirs did not answer: no mean, no limit, no judgement either way
+    assert rules.bytes_spread_limit("20", {1: 100, 2: 100, 3: None}, [1, 2, 3]) is None
+    assert rules.bytes_spread_limit("20", {1: 100, 2: 100}, [1, 2, 3]) is None  # missing is unknown too
+    assert rules.within_bytes_spread({1: 100, 2: 100, 3: None}, [1, 2, 3], 1000) is None
+    assert rules.within_bytes_spread({1: 100, 2: 140}, [1, 2], 40) is True
+    assert rules.within_bytes_spread({1: 100, 2: 141}, [1, 2], 40) is False
+    assert rules.within_bytes_spread({1: 100, 2: 141}, [1, 2], None) is None
