@@ -143,7 +143,7 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
         return done
 
     def _keep_poking(self, state, elapsed_at_next_step: float) -> bool:
-        """Within ``max_poke_s`` always; past it, up to ``max_hold_s``, only while the current node
+        """Within ``max_poke_s`` always; past it, up to ``max_hold_s``, only while a node in turn
         was asked to restart and is not done yet (it comes back in seconds: noticing it now
         instead of a reschedule later is what keeps the roll near its nodes' own times)."""
         if elapsed_at_next_step < self.max_poke_s:
@@ -152,8 +152,8 @@ class KafkaRollingRestartSensor(BaseSensorOperator):
 
 
 def mid_restart(state) -> bool:
-    """The roll's current node has been asked to restart (or is being) and is not back in sync yet."""
+    """A node the roll works on now (one, or one per lane: ``restart.lanes``) has been asked to
+    restart (or is being) and is not back in sync yet."""
     from kafka_runbooks.restart.roller import RESTART, WAIT_BACK, WAIT_ISR
 
-    node = state.current()
-    return node is not None and node.phase in (RESTART, WAIT_BACK, WAIT_ISR)
+    return any(node.phase in (RESTART, WAIT_BACK, WAIT_ISR) for node in state.in_turn())

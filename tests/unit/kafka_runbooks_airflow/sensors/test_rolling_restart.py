@@ -176,14 +176,20 @@ class _Node:
 
 
 class _Roll:
-    """A roll of one node whose phase the stand-in roller walks through, one step at a time."""
+    """A roll of one node whose phase the stand-in roller walks through, one step at a time
+    (``beside``: the phase of a node in the other lane, which stays where it is)."""
 
-    def __init__(self, phases):
+    def __init__(self, phases, beside=None):
         self.phases = list(phases)
+        self.beside = beside
         self.steps = 0
 
     def current(self):
         return _Node(self.phases[0]) if self.phases else None
+
+    def in_turn(self):
+        nodes = [_Node(self.phases[0])] if self.phases and self.phases[0] != DONE else []
+        return nodes + ([_Node(self.beside)] if self.beside else [])
 
     def step(self, state):
         self.steps += 1
@@ -226,3 +232,13 @@ def test_a_node_that_does_not_come_back_ends_the_poke_at_max_hold_s():
     sensor = _sensor(max_poke_s=0, max_hold_s=0.2)
     assert sensor._steps(roll, roll, lambda s: None) is False
     assert 1 < roll.steps < 1_000_000
+
+
+def test_a_poke_past_its_time_goes_on_while_the_node_in_the_other_lane_comes_back():
+    """Two lanes (issue #25): the broker in turn waits to be ready, the controller beside it was
+    restarted: the poke goes on until it is back, as for a roll of one node at a time."""
+    from kafka_runbooks.restart.roller import WAIT_BACK, WAIT_READY
+
+    roll = _Roll([WAIT_READY, WAIT_READY, WAIT_READY, DONE], beside=WAIT_BACK)
+    assert _sensor(max_poke_s=0, max_hold_s=60)._steps(roll, roll, lambda s: None) is True
+    assert roll.steps == 3
