@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.settings import DEFAULT, ENVIRONMENT, PARAM, UNSET, VARIABLE, first_set
 
 CLUSTERS_VARIABLE = "kafka_runbooks_clusters"
 CLUSTERS_ENV = "KAFKA_RUNBOOKS_CLUSTERS"
@@ -96,14 +97,18 @@ def parse_clusters(raw: Any, source: str) -> list[str]:
 
 
 def resolve_clusters(param: Any, variable: str | None, env: str | None) -> tuple[list[str], str]:
-    """The clusters to sweep and which setting named them (first found wins)."""
-    if param not in (None, "", []):
-        return parse_clusters(param, "the run's kafka_config_ids param"), "param kafka_config_ids"
-    if variable not in (None, ""):
-        return parse_clusters(variable, f"Variable {CLUSTERS_VARIABLE}"), f"Variable {CLUSTERS_VARIABLE}"
-    if env not in (None, ""):
-        return parse_clusters(env, f"environment {CLUSTERS_ENV}"), f"environment {CLUSTERS_ENV}"
-    return [DEFAULT_CLUSTER], "default"
+    """The clusters to sweep and which setting named them (the sweeps' one rule,
+    ``kafka_runbooks.settings.first_set``; an empty value is not set)."""
+    raw, layer = first_set(*(UNSET if v in (None, "", []) else v for v in (param, variable, env)), None)
+    if layer == DEFAULT:
+        return [DEFAULT_CLUSTER], "default"
+    source = {
+        PARAM: "param kafka_config_ids",
+        VARIABLE: f"Variable {CLUSTERS_VARIABLE}",
+        ENVIRONMENT: f"environment {CLUSTERS_ENV}",
+    }[layer]
+    where = "the run's kafka_config_ids param" if layer == PARAM else source
+    return parse_clusters(raw, where), source
 
 
 def probe_conn_id(kafka_config_id: str, default: str = DEFAULT_PROBE) -> str:

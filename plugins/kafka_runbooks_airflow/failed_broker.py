@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,15 +18,12 @@ from typing import TYPE_CHECKING, Any
 from kafka_runbooks import decisions, storage
 from kafka_runbooks import failed_broker as failed_broker_dags
 from kafka_runbooks.errors import BadInput, RunbookFailed
-from kafka_runbooks.failed_broker.request import (
-    DEFAULT_MAX_BYTES_PER_CHUNK,
-    DEFAULT_MAX_PARTITIONS_PER_CHUNK,
-    DEFAULT_THROTTLE_BYTES_PER_SEC,
-)
+from kafka_runbooks.failed_broker.sweep import SWEEP_DEFAULTS, SWEEP_ENV_PREFIX, SWEEP_VARIABLE, SweepSettings
 from kafka_runbooks.fleet import RENAMED_PARAMS, config_id_of
 from kafka_runbooks.paths import safe_name
+from kafka_runbooks.settings import layered_settings
 from kafka_runbooks.storage import StorePath
-from kafka_runbooks.units import format_duration, parse_duration, parse_size
+from kafka_runbooks.units import format_duration
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
 from kafka_runbooks_airflow.run_state import (
     ADOPT_STATE,
@@ -45,28 +41,12 @@ if TYPE_CHECKING:
     from kafka_runbooks.failed_broker.offline_dirs import DirAssessment, OfflineDirTracker
     from kafka_runbooks.failed_broker.request import ReassignRequest
 
-SWEEP_VARIABLE = "kafka_failed_broker_sweep"
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
 LOG_DIR_FAILURE_DAG_ID = "kafka_log_dir_failure"
 # every DAG that moves replicas with the chunked executor: one stop request reaches them all
 REASSIGNING_DAG_IDS = failed_broker_dags.REASSIGNING_DAG_IDS
 
 log = logging.getLogger("kafka_runbooks.failed_broker")
-
-SWEEP_DEFAULTS: dict[str, Any] = {
-    "alert_after_minutes": 15,
-    "failure_threshold_minutes": 30,
-    "max_failed_fraction": 1 / 3,
-    "retrigger_after_minutes": None,
-    "max_partitions_per_chunk": DEFAULT_MAX_PARTITIONS_PER_CHUNK,
-    "max_bytes_per_chunk": DEFAULT_MAX_BYTES_PER_CHUNK,
-    "throttle_bytes_per_sec": DEFAULT_THROTTLE_BYTES_PER_SEC,
-    "require_approval": True,
-    "elect_preferred_leaders": True,
-    # a live broker's offline log dir past the failure threshold starts kafka_log_dir_failure only
-    # when this is on; off (the default), the sweep tracks and alerts only
-    "start_log_dir_failure": False,
-}
 
 
 def reassignment_active_on(ti, cluster: str, dag_ids: tuple[str, ...] = REASSIGNING_DAG_IDS) -> list[str]:
@@ -114,24 +94,10 @@ def reassignment_active_on(ti, cluster: str, dag_ids: tuple[str, ...] = REASSIGN
 
 def sweep_settings(params: dict[str, Any], variable: str | None) -> dict[str, Any]:
     """Run params (when not null) > Variable ``kafka_failed_broker_sweep`` (JSON) >
-    env ``KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`` > defaults."""
-    from_var = json.loads(variable) if variable else {}
-    if not isinstance(from_var, dict):
-        raise BadInput(f"Variable {SWEEP_VARIABLE} must be a JSON object, not {variable!r}")
-    unknown = set(from_var) - set(SWEEP_DEFAULTS)
-    if unknown:
-        raise BadInput(
-            f"Variable {SWEEP_VARIABLE} has unknown keys {sorted(unknown)}; known: {sorted(SWEEP_DEFAULTS)}"
-        )
-    out = {}
-    for name, default in SWEEP_DEFAULTS.items():
-        env = os.environ.get(f"KAFKA_RUNBOOKS_FAILED_BROKER_{name.upper()}")
-        value = default if env is None else json.loads(env)
-        value = from_var.get(name, value)
-        if params.get(name) is not None:
-            value = params[name]
-        out[name] = value
-    return out
+    env ``KAFKA_RUNBOOKS_FAILED_BROKER_<KEY>`` > defaults: the sweeps' one rule."""
+    return layered_settings(
+        SWEEP_DEFAULTS, params, variable, variable_name=SWEEP_VARIABLE, env_prefix=SWEEP_ENV_PREFIX
+    )
 
 
 @dataclass
@@ -145,44 +111,37 @@ class SweepReading:
     heal_active: list[str]  # runs of the heal active on the cluster
 
 
-def run_sweep(settings: dict[str, Any], conn_id: str, run_id: str, ti) -> dict[str, Any]:
+def run_sweep(settings: SweepSettings, conn_id: str, run_id: str, ti) -> dict[str, Any]:
     """Read the cluster ``conn_id`` once, track failed brokers and offline log dirs, decide what to start.
 
     The order is the contract (each step is its own function so it can be read alone): the settings
-    (``checked_sweep_settings``, read once from the params by the task) are checked before the
-    cluster is read (a bad one fails the sweep, where alerts fire), one read feeds both trackers,
+    (``checked_sweep_settings``, read and parsed once from the params by the task: a bad one failed
+    the sweep there, where alerts fire) come before the cluster is read, one read feeds both trackers,
     and the dead broker's heal is decided before a log dir's run, which never starts while a broker
     is failed. One sweep run covers every cluster: the cluster is in the started run's id."""
-    thresholds = sweep_thresholds(settings)
-    sizes = sweep_sizes(settings)  # a bad size fails the sweep here, before it reads the cluster
-    reading = read_and_track(conn_id, thresholds, ti)
+    reading = read_and_track(conn_id, settings.thresholds, ti)
     started_id = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
-    passed_on = {
-        "max_partitions_per_chunk": int(settings["max_partitions_per_chunk"]),
-        **sizes,
-        "require_approval": bool(settings["require_approval"]),
-        "elect_preferred_leaders": bool(settings["elect_preferred_leaders"]),
-    }
     return {
         "assessment": reading.assessment.as_dict(),
         "log_dirs": reading.dirs.as_dict(),
-        "settings": settings,
-        **decide_heal(reading, passed_on, thresholds, conn_id, started_id),
-        **decide_log_dir_run(reading, settings, passed_on, thresholds, conn_id, started_id, ti),
+        "settings": dict(settings.given),
+        **decide_heal(reading, settings, conn_id, started_id),
+        **decide_log_dir_run(reading, settings, conn_id, started_id, ti),
     }
 
 
-def checked_sweep_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The sweep's settings; a sweep set to start ungated runs fails here, before it reads the cluster,
-    unless the deployment allows them (who may remove the gate is the deployment's decision)."""
+def checked_sweep_settings(params: dict[str, Any]) -> SweepSettings:
+    """The sweep's settings, typed; a sweep set to start ungated runs fails here, before it reads the
+    cluster, unless the deployment allows them (who may remove the gate is the deployment's decision),
+    and so does a bad threshold or size."""
     from airflow.sdk import Variable
 
-    settings = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
-    if not settings["require_approval"]:
+    given = sweep_settings(params, Variable.get(SWEEP_VARIABLE, default=None))
+    if not given["require_approval"]:
         from kafka_runbooks_airflow.gate import refuse_ungated_run
 
         refuse_ungated_run(REASSIGN_DAG_ID, False, False)  # fails until the setting is fixed
-    return settings
+    return SweepSettings.from_given(given)
 
 
 def _stopped(dag_id: str):
@@ -225,7 +184,7 @@ def read_and_track(conn_id: str, thresholds: Thresholds, ti) -> SweepReading:
 
 
 def decide_heal(
-    reading: SweepReading, passed_on: dict[str, Any], thresholds: Thresholds, conn_id: str, started_id: str
+    reading: SweepReading, settings: SweepSettings, conn_id: str, started_id: str
 ) -> dict[str, Any]:
     """Start ``kafka_failed_broker_reassignment`` for the brokers past the threshold, unless a heal
     already runs on the cluster (one at a time): its ``trigger``, ``run_id`` and ``conf``."""
@@ -246,7 +205,7 @@ def decide_heal(
     conf = {
         "failed_brokers": assessment.due,
         "receivers": "all",
-        **passed_on,
+        **settings.passed_on(),
         "dry_run": False,
         "kafka_config_id": conn_id,
     }
@@ -254,7 +213,7 @@ def decide_heal(
     decisions.record(
         "sweep",
         "start the reassignment",
-        f"broker(s) {assessment.due} failed more than {format_duration(thresholds.failure_threshold_s)} ago and "
+        f"broker(s) {assessment.due} failed more than {format_duration(settings.thresholds.failure_threshold_s)} ago and "
         f"are still failed; {len(assessment.failed)} of {assessment.brokers} brokers failed is not an outage",
         subject=f"brokers {assessment.due}",
         observed={"failed": assessment.as_dict()["failed"]},
@@ -265,13 +224,7 @@ def decide_heal(
 
 
 def decide_log_dir_run(
-    reading: SweepReading,
-    settings: dict[str, Any],
-    passed_on: dict[str, Any],
-    thresholds: Thresholds,
-    conn_id: str,
-    started_id: str,
-    ti,
+    reading: SweepReading, settings: SweepSettings, conn_id: str, started_id: str, ti
 ) -> dict[str, Any]:
     """Start ``kafka_log_dir_failure`` for one live broker whose offline log dirs are past the threshold,
     only where ``start_log_dir_failure`` allows it (off: alert only), no broker is failed (the dead
@@ -284,42 +237,15 @@ def decide_log_dir_run(
         reading.dirs,
         sorted(reading.assessment.failed),
         lambda: reassignment_active_on(ti, conn_id),
-        bool(settings["start_log_dir_failure"]),
+        settings.start_log_dir_failure,
         logger=log,
     )
     if start is None:
         return out
-    conf = start.conf(conn_id, passed_on)
+    conf = start.conf(conn_id, settings.passed_on())
     reading.dir_tracker.mark_triggered(start.broker_id, started_id)
-    start.record(started_id, conf, thresholds.failure_threshold_s, logger=log)
+    start.record(started_id, conf, settings.thresholds.failure_threshold_s, logger=log)
     return {**out, "log_dir_trigger": True, "log_dir_conf": conf}
-
-
-def sweep_thresholds(settings: dict[str, Any]):
-    """The sweep's thresholds in seconds: each '30m', '2h' or a number of minutes; 'off' or a negative
-    number is -1 (turned off); retrigger_after_minutes null = the failure threshold."""
-    from kafka_runbooks.failed_broker.failures import Thresholds
-
-    def seconds(name: str) -> float:
-        """One threshold in seconds (-1 when turned off)."""
-        return parse_duration(settings[name], name, "minutes", allow_off=True)
-
-    return Thresholds(
-        alert_after_s=seconds("alert_after_minutes"),
-        failure_threshold_s=seconds("failure_threshold_minutes"),
-        max_failed_fraction=float(settings["max_failed_fraction"]),
-        retrigger_after_s=None
-        if settings["retrigger_after_minutes"] is None
-        else seconds("retrigger_after_minutes"),
-    )
-
-
-def sweep_sizes(settings: dict[str, Any]) -> dict[str, int]:
-    """The sizes passed on to the reassignment, in bytes: '1 GiB' / '50 MiB' from the form or the
-    Variable, or bytes (the run takes either; bytes keep its conf plain)."""
-    return {
-        name: parse_size(settings[name], name) for name in ("max_bytes_per_chunk", "throttle_bytes_per_sec")
-    }
 
 
 # ------------------------------------------------------------------ the reassignment run

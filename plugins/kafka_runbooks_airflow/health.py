@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from typing import Any
 
@@ -28,9 +27,11 @@ from kafka_runbooks.health import (
 )
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.rebalance import DEFAULT_SPREAD
+from kafka_runbooks.settings import layered_settings
 from kafka_runbooks.units import parse_duration
 
 HEALTH_VARIABLE = "kafka_cluster_health"
+HEALTH_ENV_PREFIX = "KAFKA_RUNBOOKS_HEALTH_"
 REBALANCE_DAG_ID = "kafka_rebalance"
 HEALTH_DEFAULTS: dict[str, Any] = {
     # like the failed-broker sweep's start_log_dir_failure: off, the sweep reports only
@@ -49,21 +50,13 @@ log = logging.getLogger("kafka_runbooks.health")
 
 def health_settings(params: dict[str, Any], variable: str | None) -> dict[str, Any]:
     """Run params (when not null) > Variable ``kafka_cluster_health`` (JSON) > env
-    ``KAFKA_RUNBOOKS_HEALTH_<KEY>`` (JSON values) > defaults; each checked before any cluster is read."""
-    from_var = json.loads(variable) if variable else {}
-    if not isinstance(from_var, dict):
-        raise BadInput(f"Variable {HEALTH_VARIABLE} must be a JSON object, not {variable!r}")
-    unknown = set(from_var) - set(HEALTH_DEFAULTS)
-    if unknown:
-        raise BadInput(
-            f"Variable {HEALTH_VARIABLE} has unknown keys {sorted(unknown)}; known: {sorted(HEALTH_DEFAULTS)}"
+    ``KAFKA_RUNBOOKS_HEALTH_<KEY>`` (JSON values) > defaults (the sweeps' one rule); each checked
+    before any cluster is read."""
+    return checked_settings(
+        layered_settings(
+            HEALTH_DEFAULTS, params, variable, variable_name=HEALTH_VARIABLE, env_prefix=HEALTH_ENV_PREFIX
         )
-    out = {}
-    for name, default in HEALTH_DEFAULTS.items():
-        env = os.environ.get(f"KAFKA_RUNBOOKS_HEALTH_{name.upper()}")
-        value = from_var.get(name, default if env is None else json.loads(env))
-        out[name] = params[name] if params.get(name) is not None else value
-    return checked_settings(out)
+    )
 
 
 def checked_settings(settings: dict[str, Any]) -> dict[str, Any]:

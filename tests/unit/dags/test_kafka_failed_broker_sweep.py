@@ -42,7 +42,7 @@ def test_the_conf_the_sweep_sends_passes_the_log_dir_runbooks_params():
     from airflow.dag_processing.dagbag import DagBag
 
     from kafka_runbooks.failed_broker.offline_dirs import LogDirStart
-    from kafka_runbooks_airflow.failed_broker import SWEEP_DEFAULTS, sweep_sizes
+    from kafka_runbooks.failed_broker.sweep import SWEEP_DEFAULTS, sweep_sizes
 
     bag = DagBag(dag_folder=str(ROOT / "dags" / "kafka_log_dir_failure.py"), safe_mode=False)
     assert not bag.import_errors

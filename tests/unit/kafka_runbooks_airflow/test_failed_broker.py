@@ -64,7 +64,7 @@ def test_a_sweep_set_to_start_ungated_runs_is_refused_unless_the_deployment_allo
 
 def test_the_sweeps_thresholds_and_sizes_take_units_like_the_reassignments_form():
     """'2h' / '90s' / minutes, 'off' or -1; '50 MiB' / bytes: the sweep passes bytes on (issue #24.4)."""
-    from kafka_runbooks_airflow.failed_broker import sweep_sizes, sweep_thresholds
+    from kafka_runbooks.failed_broker.sweep import sweep_sizes, sweep_thresholds
 
     settings = sweep_settings(
         {
