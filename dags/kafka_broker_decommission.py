@@ -1,7 +1,7 @@
 """
 ### Drain live brokers (or a whole rack) of every replica, in throttled chunks
 
-The planned counterpart of `kafka_failed_broker_reassignment` (issue #27): the same tasks,
+The planned counterpart of `kafka_failed_broker_reassignment`: the same tasks,
 gate, executor, stop, lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a
 request for live brokers:
 

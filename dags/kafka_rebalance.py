@@ -1,7 +1,7 @@
 """
 ### Rebalance: spread replicas and leaders evenly (onto new brokers, or over the whole cluster)
 
-The planned counterpart of the decommission (issue #27): the same tasks, gate, executor, stop,
+The planned counterpart of the decommission: the same tasks, gate, executor, stop,
 lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a rebalance's request:
 
 1. **check_input**: `mode` `add-brokers` needs `new_brokers`; `full` uses every live broker;

@@ -6,7 +6,7 @@ reason; action: ...``); the observed facts follow on a second, bounded line (``f
 key=value, ...``) that names the record's id, and the whole record, facts included, is in
 the structured ``decision_record`` key of the JSON log record (machines query it) and in
 the decision journal (the Kafka page shows it under that id). A blob of JSON in the prose
-line made every DECISION line need horizontal scrolling in the log view (issue #24.7).
+line made every DECISION line need horizontal scrolling in the log view.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def _overview(user) -> dict[str, Any]:
     return overview(runs, gates, live=live_clusters())
 
 
-# ------------------------------------------------------------------ each run's true state (issue #24 item 3)
+# ------------------------------------------------------------------ each run's true state
 
 FAILED_RUNS_SHOWN_H = 24  # failed runs stay on the page this long, with their reason
 
@@ -179,7 +179,7 @@ def _add_run_facts(runs: list[dict[str, Any]]) -> None:
         r["tasks"] = tasks.get((r["dag_id"], r["run_id"]), {})
 
 
-# ------------------------------------------------------------------ live cluster state (issue #24 item 1)
+# ------------------------------------------------------------------ live cluster state
 
 _live_reader = None
 
@@ -251,7 +251,7 @@ def api_overview(user: GetUserDep) -> JSONResponse:
     return JSONResponse(_overview(user))
 
 
-# ------------------------------------------------------------------ Stop (issue #24 item 2)
+# ------------------------------------------------------------------ Stop
 
 
 def _stop_path(dag_id: str, run_id: str) -> str:
@@ -370,7 +370,7 @@ async def stop_run(dag_id: str, run_id: str, request: Request, user: GetUserDep)
     )
 
 
-# ------------------------------------------------------------------ one decision record (issue #24 item 7)
+# ------------------------------------------------------------------ one decision record
 
 RECORD_ID = re.compile(r"[0-9a-f]{12}")  # decisions.DecisionRecord.record_id
 
