@@ -1,7 +1,10 @@
 """
 ### Safe broker / controller restart (rolling restart)
 
-Restarts the nodes you name, **one at a time**, the way a careful Kafka engineer would:
+Restarts the nodes you name the way a careful Kafka engineer would: **one broker and one
+follower controller at a time at most** (two lanes stepped side by side, each one node at a
+time; the active controller, a combined broker+controller node and a node not ready at
+planning time restart alone), or strictly one node at a time with `one_node_at_a_time`:
 
 1. waits for each node to be ready first (sensor in reschedule mode: no worker slot held);
 2. if it does not get ready, reads its **broker state** (JMX exporter or Strimzi's agent):
@@ -34,8 +37,9 @@ and the roll (renewed before every step) and gives it back in `release_lease`, w
 happened. Held by another run: `on_lease_held=wait` waits (reschedule mode), `fail` fails
 naming the holder. Runs on other clusters run in parallel; a dry run takes no lease.
 
-It will never restart two nodes at once, never restart a broker in log recovery, and
-never force-restart anything unless the run allows it.
+It will never restart two brokers or two controllers at once, never restart the active
+controller beside anything, never restart a broker in log recovery, and never force-restart
+anything unless the run allows it.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ with DAG(
             None,
             **node_list_schema(),
             description="Required. Node ids to restart, separated by commas, e.g. '2' or '1,2,9001' (brokers "
-            "and/or controllers); 'all' restarts every node of the cluster, one at a time. An unknown id stops "
+            "and/or controllers); 'all' restarts every node of the cluster. An unknown id stops "
             "the run before anything is restarted; left empty, the run refuses at once (a DECISION record "
             "says so) and restarts nothing.",
         ),
@@ -103,6 +107,13 @@ with DAG(
             False,
             type="boolean",
             description="On: check readiness and availability for each node and log it; restart nothing.",
+        ),
+        "one_node_at_a_time": Param(
+            False,
+            type="boolean",
+            description="On: strictly one node at a time. Off (default): a broker and a follower controller "
+            "restart side by side (at most one broker and one voter away, each checked before its restart); "
+            "the active controller, combined and unready nodes restart alone. The gate shows which overlap.",
         ),
         "allow_force_restart": Param(
             False,
@@ -158,7 +169,9 @@ with DAG(
         subject="Restart Kafka nodes {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}?",
         body=(
             "Reason: {{ params.reason }}\n\n"
-            "Order (one at a time): {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}\n"
+            "Order: {{ ti.xcom_pull(task_ids='plan_restart')['order'] }}\n\n"
+            "As it will be executed (stages in order; within a stage the two lanes side by side):\n\n"
+            "{{ ti.xcom_pull(task_ids='plan_restart')['stages'] }}\n\n"
             "Force restart of stuck nodes allowed: {{ params.allow_force_restart }}\n\n"
             "What the availability check saw, per node in restart order (it is checked again "
             "right before each restart):\n\n"

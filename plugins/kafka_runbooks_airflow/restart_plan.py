@@ -82,6 +82,7 @@ def _summary(state: RollState, resumed: bool) -> dict:
     Markdown table for the approval gate's body (the UI renders tables, not code blocks)."""
     return {
         "order": state.order,
+        "stages": state.stages_text,
         "gate_markdown": gate_markdown(state.gate_rows),
         "phases": {str(n): p.phase for n, p in state.nodes.items()},
         "dry_run": state.options.dry_run,
@@ -95,7 +96,7 @@ def restart_action(context) -> dict[str, Any]:
     """kafka_broker_restart: the roll the sensor will drive (from the roll-state file it reads).
 
     Covers everything the roll reads that decides what it does or how it checks: the
-    order, each node's role, every option (timeouts, attempts, force, quorum lag), the
+    order, each node's role and lane (which nodes are in flight together), every option (timeouts, attempts, force, quorum lag), the
     evidence rows the approver was shown (``gate_rows``), and the connections the sensor
     acts through (cluster, probe, restart back end). Not the progress (phases, attempts,
     evidence read during the roll): it changes at every step of an approved roll.
@@ -104,7 +105,7 @@ def restart_action(context) -> dict[str, Any]:
     params = context["params"]
     plan = run_xcom(context, "plan_restart") or {}
     state = json.loads(read_roll_state(dag_id, run_id) or "{}")
-    return {
+    return _with_lanes(state) | {
         "runbook": dag_id,
         "run_id": run_id,
         "kafka_config_id": params.get("kafka_config_id"),
@@ -118,3 +119,11 @@ def restart_action(context) -> dict[str, Any]:
         "dry_run": bool((state.get("options") or {}).get("dry_run", plan.get("dry_run"))),
         "require_approval": bool(params["require_approval"]),
     }
+
+
+def _with_lanes(state: dict) -> dict[str, Any]:
+    """Which nodes restart side by side (``restart.lanes``), for the digest. A state file from
+    before lanes has none (its nodes roll alone) and adds nothing: a roll approved before the
+    upgrade still matches its approval and resumes one node at a time."""
+    lanes = {n: p["lane"] for n, p in (state.get("nodes") or {}).items() if "lane" in p}
+    return {"lanes": lanes} if lanes else {}

@@ -24,6 +24,8 @@ class RestartRequest:
     allow_force_restart: bool = False
     dry_run: bool = False
     require_approval: bool = True
+    # a broker and a follower controller side by side (restart.lanes); True: strictly one node
+    one_node_at_a_time: bool = False
 
     def roll_options(self) -> RollOptions:
         """The options the roll plan keeps (and the gate's digest covers)."""
@@ -32,6 +34,7 @@ class RestartRequest:
             max_attempts=self.max_attempts,
             allow_force_restart=self.allow_force_restart,
             dry_run=self.dry_run,
+            overlap=not self.one_node_at_a_time,
         )
 
 
@@ -65,4 +68,5 @@ def build_request(params: dict[str, Any]) -> RestartRequest:
         allow_force_restart=bool(params.get("allow_force_restart", False)),
         dry_run=bool(params.get("dry_run", False)),
         require_approval=bool(params.get("require_approval", True)),
+        one_node_at_a_time=bool(params.get("one_node_at_a_time", False)),
     )

@@ -189,26 +189,46 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+#: a gate row's lane (``restart.lanes``) as the approver reads it; rows without one: alone
+_LANE_CELL = {
+    "broker": "beside a follower controller (broker lane)",
+    "controller": "beside a broker (controller lane)",
+    None: "alone",
+    "alone": "alone",
+}
+
+
+def _row_value(position: int, row: dict, key: str):
+    """One cell's value: the row's position, its lane in words, or the row's own field."""
+    if key == "position":
+        return position
+    if key == "lane":
+        return _LANE_CELL.get(row.get("lane"), row.get("lane"))
+    return row.get(key, "")
+
+
 def gate_markdown(rows: list[dict]) -> str:
-    """The approval gate's evidence: one table row per node, in restart order.
+    """The approval gate's evidence: one table row per node, in restart order, with whether it
+    restarts alone or side by side with a node of the other lane.
 
     A Markdown table because the Airflow UI renders tables in a gate's body but folds a
     fenced code block into one line (FIELD_NOTES, Airflow 3.3.2).
     """
     header = (
-        "| # | node | role | partitions hosted | leaders | under-replicated now | at min ISR now "
+        "| # | node | role | restarts | partitions hosted | leaders | under-replicated now | at min ISR now "
         "| in a reassignment | controller lag (ms) | restart safe now? |"
     )
-    lines = [header, "|" + "---|" * 10]
+    lines = [header, "|" + "---|" * 11]
     for i, row in enumerate(rows, 1):
         lines.append(
             "| "
             + " | ".join(
-                _cell(i if k == "position" else row.get(k, ""))
+                _cell(_row_value(i, row, k))
                 for k in (
                     "position",
                     "node",
                     "role",
+                    "lane",
                     "partitions_hosted",
                     "leaders",
                     "under_replicated",

@@ -119,6 +119,8 @@ RESTART_INPUTS = {
     "evidence: rows dropped": ("roll", ("gate_rows",), []),
     "order": ("roll", ("order",), [1, 2]),
     "role": ("roll", ("nodes", "1", "role"), "controller"),
+    # issue #25: which nodes are in flight together (a node's lane; absent = alone)
+    "lane": ("roll", ("nodes", "1", "lane"), "broker"),
     "reason": ("roll", ("reason",), "another reason"),
     "force restart": ("roll", ("options", "allow_force_restart"), True),
     "operation timeout": ("roll", ("options", "operation_timeout_s"), 5.0),

@@ -28,3 +28,8 @@ def test_the_roll_options_are_the_requests_own():
     assert request.roll_options() == RollOptions(
         operation_timeout_s=90.0, max_attempts=4, allow_force_restart=True, dry_run=True
     )
+
+
+def test_a_broker_and_a_follower_controller_overlap_unless_the_run_asks_for_one_node_at_a_time():
+    assert build_request(FORM).roll_options().overlap is True
+    assert build_request({**FORM, "one_node_at_a_time": True}).roll_options().overlap is False

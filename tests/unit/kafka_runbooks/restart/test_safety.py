@@ -131,6 +131,7 @@ def test_the_gate_evidence_is_a_markdown_table_one_row_per_node_in_order():
             {
                 "node": 2,
                 "role": "broker",
+                "lane": "broker",
                 "partitions_hosted": 10,
                 "leaders": 4,
                 "verdict": "would wait: a|b",
@@ -144,8 +145,10 @@ def test_the_gate_evidence_is_a_markdown_table_one_row_per_node_in_order():
         ]
     )
     lines = text.splitlines()
-    assert lines[0].startswith("| # | node | role | partitions hosted | leaders |")
-    assert lines[1] == "|" + "---|" * 10
-    assert lines[2].startswith("| 1 | 2 | broker | 10 | 4 |") and "would wait: a\\|b" in lines[2]
-    assert lines[3].startswith("| 2 | 9001 | controller (active) |") and "```" not in text
-    assert all(line.count("|") - line.count("\\|") == 11 for line in lines)
+    assert lines[0].startswith("| # | node | role | restarts | partitions hosted | leaders |")
+    assert lines[1] == "|" + "---|" * 11
+    assert lines[2].startswith("| 1 | 2 | broker | beside a follower controller (broker lane) | 10 | 4 |")
+    assert "would wait: a\\|b" in lines[2]
+    # a row without a lane (a plan from before lanes) restarts alone
+    assert lines[3].startswith("| 2 | 9001 | controller (active) | alone |") and "```" not in text
+    assert all(line.count("|") - line.count("\\|") == 12 for line in lines)
