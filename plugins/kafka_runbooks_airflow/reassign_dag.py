@@ -33,9 +33,10 @@ from kafka_runbooks.units import exact_size
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, kafka_config_param, size_schema
-from kafka_runbooks_airflow.lease import lease_tasks, on_lease_held_param
+from kafka_runbooks_airflow.lease import on_lease_held_param
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
+from kafka_runbooks_airflow.sensors.lease import lease_tasks
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
 from kafka_runbooks_airflow.spark import spark_job_path
 

@@ -31,7 +31,7 @@ def dags():
 
 @pytest.mark.parametrize("dag_id", sorted(DISRUPTIVE))
 def test_one_run_per_cluster_by_lease_not_one_run_per_dag(dags, dag_id):
-    from kafka_runbooks_airflow.lease import ClusterLeaseSensor
+    from kafka_runbooks_airflow.sensors.lease import ClusterLeaseSensor
 
     dag = dags[dag_id]
     plan, act = DISRUPTIVE[dag_id]
@@ -130,7 +130,7 @@ def _sensor_and_context(run_id: str, params: dict, states: dict):
     import pendulum
     from airflow.sdk import DAG
 
-    from kafka_runbooks_airflow.lease import ClusterLeaseSensor
+    from kafka_runbooks_airflow.sensors.lease import ClusterLeaseSensor
 
     with DAG("kafka_broker_restart", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
         sensor = ClusterLeaseSensor(

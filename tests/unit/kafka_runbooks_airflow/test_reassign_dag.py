@@ -77,6 +77,6 @@ def test_every_reassigning_dag_runs_the_one_pipeline_reassign_dag_builds():
     lands in all four, because no DAG builds its own copy of the tasks."""
     wirings = {dag_id: _wiring(dag_id) for dag_id in REASSIGNING_DAGS}
     heal, modules = wirings["kafka_failed_broker_reassignment"]
-    assert modules == {"kafka_runbooks_airflow.reassign_dag", "kafka_runbooks_airflow.lease"}
+    assert modules == {"kafka_runbooks_airflow.reassign_dag", "kafka_runbooks_airflow.sensors.lease"}
     for dag_id, (wiring, its_modules) in wirings.items():
         assert (wiring, its_modules) == (heal, modules), dag_id
