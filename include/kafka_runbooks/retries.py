@@ -112,3 +112,43 @@ def exponential(attempts: int = 4, first_s: float = 0.5, max_s: float = 5.0) -> 
     at most ``max_s`` (a controller request: the cluster needs a moment to stop naming a
     broker that has just died)."""
     return RetryPolicy(attempts, tenacity.wait_exponential(multiplier=first_s, max=max_s))
+
+
+class _stop_at_deadline(stop_base):
+    """Stop once ``timeout_s`` has passed since ``started`` by ``clock``, judged right after a read
+    (the last read is the first one at or past the deadline, as the loops this replaced did)."""
+
+    def __init__(self, timeout_s: float, clock: Callable[[], float], started: float) -> None:
+        self.timeout_s, self.clock, self.started = timeout_s, clock, started
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.clock() - self.started >= self.timeout_s
+
+
+def poll_until(
+    read: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    timeout_s: float,
+    interval_s: float,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+) -> tuple[T, bool]:
+    """``read()`` every ``interval_s`` until ``done`` holds on one answer or ``timeout_s`` has passed
+    since the first read: (the last answer, whether it was done). The caller says what a timeout
+    means (a RunbookFailed naming the last answer, or the last answer as the evidence); an error
+    of ``read`` is raised as it came (a failed read is not a "not yet")."""
+    clock = clock or time.monotonic
+    retrying = tenacity.Retrying(
+        stop=_stop_at_deadline(timeout_s, clock, clock()),
+        wait=tenacity.wait_fixed(interval_s),
+        retry=tenacity.retry_if_result(lambda answer: not answer[1]),
+        sleep=sleep or (lambda seconds: time.sleep(seconds)),  # time.sleep as it is when called
+        retry_error_callback=lambda state: state.outcome.result(),
+    )
+
+    def judged() -> tuple[T, bool]:
+        answer = read()
+        return answer, bool(done(answer))
+
+    return retrying(judged)

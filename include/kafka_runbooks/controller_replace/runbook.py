@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kafka_runbooks import retries
 from kafka_runbooks.controller_replace.plan import (
     ADD,
     ReplaceRequest,
@@ -150,17 +151,20 @@ class ControllerReplacement:
 
     def _wait(self, what: str, ready: Callable[[Quorum], bool], timeout_s: float) -> Quorum:
         """DescribeQuorum every ``poll_s`` until ``ready`` holds on one answer; RunbookFailed after ``timeout_s``."""
-        deadline = self.monotonic() + timeout_s
-        while True:
-            quorum = self.admin.describe_quorum()
-            if ready(quorum):
-                return quorum
-            if self.monotonic() >= deadline:
-                raise RunbookFailed(
-                    f"{what}: not seen within {timeout_s:.0f} s; last DescribeQuorum: "
-                    f"{quorum_report(quorum, max_lag_ms=self.request.max_lag_ms)}"
-                )
-            self.sleep(self.request.poll_s)
+        quorum, seen = retries.poll_until(
+            self.admin.describe_quorum,
+            ready,
+            timeout_s=timeout_s,
+            interval_s=self.request.poll_s,
+            clock=self.monotonic,
+            sleep=self.sleep,
+        )
+        if not seen:
+            raise RunbookFailed(
+                f"{what}: not seen within {timeout_s:.0f} s; last DescribeQuorum: "
+                f"{quorum_report(quorum, max_lag_ms=self.request.max_lag_ms)}"
+            )
+        return quorum
 
     def add(self, step: Step) -> dict[str, Any]:
         """AddRaftVoter once the observer caught up and the majority check passes; then wait

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kafka_runbooks import decisions, storage
+from kafka_runbooks import decisions, retries, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.fence import Superseded  # a superseded run acts no more: never swallowed as a call error
 from kafka_runbooks.model import PartitionState
@@ -160,12 +160,13 @@ def _poll(
     admin: ClusterAdmin, keys, done, timeout_s: float, interval_s: float = 0.3
 ) -> dict[tuple[str, int], PartitionState]:
     """Describe ``keys`` until ``done(state)`` holds for all of them or ``timeout_s`` passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        states = _describe(admin, keys)
-        if all(k in states and done(states[k]) for k in keys) or time.monotonic() >= deadline:
-            return states
-        time.sleep(interval_s)
+    states, _ = retries.poll_until(
+        lambda: _describe(admin, keys),
+        lambda states: all(k in states and done(states[k]) for k in keys),
+        timeout_s=timeout_s,
+        interval_s=interval_s,
+    )
+    return states
 
 
 def _probe_chosen(

@@ -145,3 +145,28 @@ def test_listing_reassignments_keeps_its_attempts_and_waits(monkeypatch):
         admin.list_reassignments()
     assert len(calls) == 4
     assert clock.slept == [0.5, 1.0, 1.5]
+
+
+def test_poll_until_reads_until_done_or_the_deadline_then_says_which():
+    """The poll-until loops' one shape: read, judge, wait; the last read is the first at or past the
+    deadline (a read that errs is raised, never taken for "not yet")."""
+    clock = Clock()
+    answers = iter([1, 2, 3, 4, 5])
+    got = retries.poll_until(
+        lambda: next(answers), lambda n: n == 3, timeout_s=10, interval_s=2, clock=clock, sleep=clock.sleep
+    )
+    assert got == (3, True) and clock.slept == [2, 2]
+    clock, reads = Clock(), []
+    got = retries.poll_until(
+        lambda: reads.append(clock.now) or len(reads),
+        lambda n: False,
+        timeout_s=5,
+        interval_s=2,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert got == (4, False) and reads == [100.0, 102.0, 104.0, 106.0]  # 106: the first at or past 105
+    with pytest.raises(KafkaConnectionError):
+        retries.poll_until(
+            failing([KafkaConnectionError("lost")])[0], bool, timeout_s=5, interval_s=1, sleep=clock.sleep
+        )
