@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_runbooks import decisions, storage
+from kafka_runbooks import decisions, retries, storage
 from kafka_runbooks.failed_broker import progress, throttle
 from kafka_runbooks.failed_broker.execute import (
     DONE,
@@ -328,14 +328,17 @@ def read_order(
     keys = cancelled(state)
     origins = known_origins(state)
     targets = {k: set(c.targets[k]) for c in state.chunks if c.status == STOPPED for k in c.moving}
-    deadline = clock() + wait_s
-    while True:
+
+    def read() -> OrderCheck:
+        """One read of the cancelled partitions' order and who moves them now."""
         inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         theirs = {k for k in keys if k in inflight and target_of(inflight[k]) != targets.get(k)}
-        check = order_check(keys, origins, replicas_of(admin, keys), set(inflight), theirs)
-        if check.settled or clock() >= deadline:
-            return check
-        sleep(1.0)
+        return order_check(keys, origins, replicas_of(admin, keys), set(inflight), theirs)
+
+    check, _ = retries.poll_until(
+        read, lambda c: c.settled, timeout_s=wait_s, interval_s=1.0, clock=clock, sleep=sleep
+    )
+    return check
 
 
 def settle(state: ExecState, replicas: dict[str, list[int]], cancelled: set[str]) -> None:
