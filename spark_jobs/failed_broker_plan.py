@@ -6,7 +6,8 @@ Usage::
         [--receivers 1,2,3] [--max-partitions-per-chunk 50] [--max-bytes-per-chunk 1073741824] [--drain]
         [--drain-replicas topic:partition@broker,...]
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL --rebalance add-brokers|full
-        [--new-brokers 4[,5...]] [--max-replica-spread 10%|N] [--max-leader-spread 10%|N] [--room 1=BYTES,...]
+        [--new-brokers 4[,5...]] [--max-replica-spread 10%|N] [--max-leader-spread 10%|N] [--max-bytes-spread-percent 20]
+        [--room 1=BYTES,...]
     spark-submit spark_jobs/failed_broker_plan.py --snapshot DIR|URL --out DIR|URL
         --rebalance replication-factor --replication-factor 3 --topics a,b [--room 1=BYTES,...]
         [--allow-replication-factor-decrease=true]
@@ -1423,6 +1424,216 @@ def _leader_path(bal: Balance, led, scope: set[int], s: int) -> list[tuple[tuple
     return None
 
 
+def _size_on(p: Affected, b: int) -> int:
+    """Bytes a replica of ``p`` takes on broker ``b``: what ``b`` reported when it holds one today,
+    else the partition's size (a new replica copies the whole log)."""
+    if b in p.replicas:
+        reported = p.sizes[p.replicas.index(b)]
+        if reported is not None:
+            return reported
+    return p.size
+
+
+def _added(p: Affected, t: list[int]) -> list[int]:
+    """The brokers of target ``t`` that do not hold a replica of ``p`` today (what gets copied)."""
+    return [b for b in t if b not in p.replicas]
+
+
+def _shift(bal: Balance, key: tuple[str, int], s: int, d: int) -> None:
+    """The bytes pass's move: the replica of ``key`` on ``s`` goes to ``d`` at the same position. A
+    replica going back to a broker that holds it today undoes an earlier move (nothing is copied),
+    so the move tallies are recounted from the partition's target rather than added up."""
+    p, t = bal.parts[key], bal.target[key]
+    was = _added(p, t)
+    i = t.index(s)
+    t[i] = d
+    now = _added(p, t)
+    out, into = _size_on(p, s), _size_on(p, d)
+    bal.brokers[s].replicas -= 1
+    bal.brokers[d].replicas += 1
+    bal.brokers[s].bytes -= out
+    bal.brokers[d].bytes += into
+    if i == 0:
+        bal.brokers[s].leaders -= 1
+        bal.brokers[d].leaders += 1
+    bal.gained[s] = bal.gained.get(s, 0) - out
+    bal.gained[d] = bal.gained.get(d, 0) + into
+    for b in was:
+        bal.moved[b] -= 1
+    for b in now:
+        bal.moved[b] = bal.moved.get(b, 0) + 1
+    bal.replica_moves += len(now) - len(was)
+    bal.bytes_copied += p.size * (len(now) - len(was))
+
+
+class Held:
+    """The partitions each broker holds in the targets, sorted by size only for the brokers the
+    bytes pass looks at (a handful of the most and least loaded), kept in step with each move."""
+
+    def __init__(self, bal: Balance) -> None:
+        self.keys: dict[int, list[tuple[str, int]]] = {}
+        for k, t in bal.target.items():
+            for b in t:
+                self.keys.setdefault(b, []).append(k)
+        self.by_size: dict[int, list[tuple[int, tuple[str, int]]]] = {}
+        self.sources, self.receivers = set(bal.sources), set(bal.receivers)
+
+    def of(self, bal: Balance, b: int) -> list[tuple[int, tuple[str, int]]]:
+        """Broker ``b``'s partitions as (size, key), smallest first."""
+        if b not in self.by_size:
+            self.by_size[b] = sorted((bal.parts[k].size, k) for k in self.keys.pop(b, ()))
+        return self.by_size[b]
+
+    def moved(self, bal: Balance, key: tuple[str, int], s: int, d: int) -> None:
+        """The partition ``key`` left ``s`` for ``d``."""
+        entry = (bal.parts[key].size, key)
+        if s in self.by_size:
+            del self.by_size[s][bisect_left(self.by_size[s], entry)]
+        else:
+            self.keys[s].remove(key)
+        if d in self.by_size:
+            insort(self.by_size[d], entry)
+        else:
+            self.keys.setdefault(d, []).append(key)
+
+
+BYTES_PAIRS = 4  # the most loaded broker against the 4 least, and the least against the 4 most
+BYTES_NEAR = 16  # partitions looked at on each side of the ideal size, per pair
+
+
+def _near(held: list[tuple[int, tuple[str, int]]], size: float, n: int = BYTES_NEAR):
+    """Up to ``n`` entries on each side of ``size`` in a size-sorted list, nearest first."""
+    i = bisect_left(held, (size,))
+    return sorted(held[max(0, i - n) : i + n], key=lambda e: abs(e[0] - size))
+
+
+def _may(bal: Balance, held: Held, key: tuple[str, int], s: int, d: int) -> bool:
+    """A replica may go from ``s`` to ``d``: a source to a receiver, or back to a broker that holds
+    it today (undoing a planned move: no replica lands anywhere new)."""
+    return (s in held.sources and d in held.receivers) or d in bal.parts[key].replicas
+
+
+def _pair_steps(bal: Balance, held: Held, h: int, low: int, counts: Ranking, keep: int):
+    """Ways to bring brokers ``h`` (more bytes) and ``low`` closer: one replica moved from ``h``
+    (when the replica spread stays within ``keep``), or a large replica of ``h`` swapped for a
+    small one of ``low`` (the counts stay); each as the (key, from, to) steps it takes."""
+    gap = bal.brokers[h].bytes - bal.brokers[low].bytes
+    counts.shift(h, -1)
+    counts.shift(low, 1)
+    count_ok = counts.spread() <= keep
+    counts.shift(h, 1)
+    counts.shift(low, -1)
+    if count_ok:
+        for _, k in _near(held.of(bal, h), gap / 2):
+            if _may(bal, held, k, h, low) and _blocked(bal, k, h, low) is None:
+                yield [(k, h, low)]
+    for size_q, q in held.of(bal, low)[:BYTES_NEAR]:
+        if not _may(bal, held, q, low, h) or _blocked(bal, q, low, h) is not None:
+            continue
+        for size_p, k in _near(held.of(bal, h), size_q + gap / 2, 4):
+            if size_p > size_q and _may(bal, held, k, h, low) and _blocked(bal, k, h, low) is None:
+                yield [(k, h, low), (q, low, h)]
+
+
+def _bytes_step(bal: Balance, held: Held, sizes: Ranking, counts: Ranking, keep: int):
+    """The step that brings a pair closest together: the most loaded broker against the least
+    loaded few, then the least loaded against the most loaded few; each step must narrow its pair
+    from both ends (so the sum of squares falls and the pass ends); fewer moves, then fewer bytes
+    copied, break ties. None when no pair has one."""
+    low = [b for _, b in sizes.items[:BYTES_PAIRS]]
+    high = [b for _, b in sizes.items[-BYTES_PAIRS:]][::-1]
+    for h, lo in [(high[0], b) for b in low] + [(b, low[0]) for b in high[1:]]:
+        bh, bl = bal.brokers[h].bytes, bal.brokers[lo].bytes
+        best = None
+        for steps in _pair_steps(bal, held, h, lo, counts, keep):
+            dh = sum(_size_on(bal.parts[k], d) if d == h else -_size_on(bal.parts[k], s) for k, s, d in steps)
+            dl = sum(
+                _size_on(bal.parts[k], d) if d == lo else -_size_on(bal.parts[k], s) for k, s, d in steps
+            )
+            nh, nl = bh + dh, bl + dl
+            if max(nh, nl) < bh and min(nh, nl) > bl:
+                score = (abs(nh - nl), len(steps), sum(bal.parts[k].size for k, _, _ in steps))
+                best = (score, steps) if best is None or score < best[0] else best
+        if best is not None:
+            return best[1]
+    return None
+
+
+def balance_bytes(bal: Balance, limit: int, replica_limit: int) -> str | None:
+    """Bring bytes per broker within ``limit`` (most minus least) after the replica pass, keeping
+    the replica spread within ``replica_limit`` (or where the replica pass left it), the racks and
+    the disk room: move a replica from the broker with the most bytes to one with the fewest when
+    the counts allow, else swap a large replica for a small one (add-brokers: only onto the new
+    brokers, a swap handing back a replica the plan gave them). None when reached, else why."""
+    sizes = Ranking({b: bal.brokers[b].bytes for b in bal.scope})
+    if sizes.spread() <= limit:
+        return None
+    counts = Ranking({b: bal.count(b) for b in bal.scope})
+    keep = max(replica_limit, counts.spread())
+    held = Held(bal)
+    for _ in range(BYTES_STEPS_PER_BROKER * len(bal.scope)):
+        if sizes.spread() <= limit:
+            return None
+        steps = _bytes_step(bal, held, sizes, counts, keep)
+        if steps is None:
+            return _why_bytes(bal, sizes, keep)
+        for k, s, d in steps:
+            was = (bal.brokers[s].bytes, bal.brokers[d].bytes)
+            _shift(bal, k, s, d)
+            held.moved(bal, k, s, d)
+            sizes.shift(s, bal.brokers[s].bytes - was[0])
+            sizes.shift(d, bal.brokers[d].bytes - was[1])
+            counts.shift(s, -1)
+            counts.shift(d, 1)
+    if sizes.spread() <= limit:
+        return None
+    return f"the bytes pass stopped after {BYTES_STEPS_PER_BROKER} steps per broker, bytes spread {sizes.spread()}"
+
+
+BYTES_STEPS_PER_BROKER = 20
+
+
+def _why_bytes(bal: Balance, sizes: Ranking, keep: int) -> str:
+    """Why no move or swap narrows the bytes spread any more."""
+    low, high = sizes.items[0][1], sizes.items[-1][1]
+    only = (
+        ""
+        if set(bal.receivers) == set(bal.scope)
+        else f" (add-brokers: replicas go only onto {bal.receivers})"
+    )
+    return (
+        f"bytes per broker: broker {high} holds {bal.brokers[high].bytes} bytes (the most), broker {low} "
+        f"{bal.brokers[low].bytes} (the fewest), and no replica move or swap between the most and the least "
+        f"loaded keeps the replica spread within {keep}, the racks and the disk room{only}"
+    )
+
+
+def bytes_target(bal: Balance, text: str | None, replica_limit: int, bytes0: dict[int, int]):
+    """The bytes pass and the summary's bytes spread: (why not reached or None, figure). No target
+    asked (``text`` None): the spread is shown, not judged. A broker with a replica whose size its
+    log dirs did not report has unknown bytes: the target is not judged and the plan says so."""
+    unknown = sorted(
+        {b for p in bal.parts.values() if None in p.sizes for b, z in zip(p.replicas, p.sizes) if z is None}
+        & set(bal.scope)
+    )
+    known = {b: (None if b in unknown else n) for b, n in bytes0.items()}
+    figure = {"target": text, "limit": None, "unknown": unknown, "before": spread(bytes0, bal.scope)}
+    if text is None:
+        return None, figure
+    if unknown:
+        figure["before"] = None
+        return (
+            f"bytes per broker unknown for broker(s) {unknown} (their log dirs reported no size for some "
+            "replicas): the bytes target is not judged",
+            figure,
+        )
+    figure["limit"] = bytes_spread_limit(text, known, bal.scope)
+    if figure["limit"] is None:
+        raise PlanImpossible(f"--max-bytes-spread-percent: a percentage of the mean >= 0, not {text!r}")
+    why = balance_bytes(bal, figure["limit"], replica_limit)
+    return why, figure
+
+
 def rebalance_scope(
     brokers: dict[int, BrokerInfo], mode: str, new: list[int] | None
 ) -> tuple[list[int], list[int], list[int]]:
@@ -1448,9 +1659,12 @@ def rebalance_scope(
 
 
 def rebalance(
-    inputs: Inputs, mode: str, new: list[int] | None, spreads: tuple[str, str], room: dict[int, int] | None
+    inputs: Inputs, mode: str, new: list[int] | None, spreads: tuple[str, ...], room: dict[int, int] | None
 ) -> tuple[list[Move], list[dict], dict[str, Any]]:
-    """Plan a rebalance: (replica moves, leader-only moves, the summary's rebalance figures)."""
+    """Plan a rebalance: (replica moves, leader-only moves, the summary's rebalance figures).
+    ``spreads``: the replica and leader targets, and optionally the bytes target (a percentage of
+    the mean bytes per broker; absent or None: bytes are shown, not judged). The bytes pass runs
+    between the replica pass and the leader pass, which only reorders."""
     brokers = inputs.brokers
     scope, sources, receivers = rebalance_scope(brokers, mode, new)
     parts = {(p.topic, p.partition): p for p in inputs.affected}
@@ -1464,6 +1678,7 @@ def rebalance(
         _spread(spreads[1], "--max-leader-spread", leaders0),
     )
     why = balance_replicas(bal, limits[0])
+    why_bytes, bytes_figure = bytes_target(bal, (list(spreads) + [None])[2], limits[0], bytes0)
     why_leaders = balance_leaders_within(bal, limits[1])
     moves, leader_moves = [], []
     for k, t in sorted(bal.target.items()):
@@ -1476,12 +1691,16 @@ def rebalance(
         live_isr = sum(1 for b, isr in zip(p.replicas, p.in_isr) if isr and brokers[b].alive)
         moves.append(Move(k[0], k[1], p.replicas, t, p.size, live_isr))
     figures = _rebalance_figures(
-        bal, mode, spreads, limits, (replicas0, leaders0, bytes0), (why, why_leaders)
+        bal, mode, spreads, limits, (replicas0, leaders0, bytes0), (why, why_leaders, why_bytes)
     )
+    after_bytes = figures["spread"]["bytes"]["after"] if bytes_figure["before"] is not None else None
+    figures["spread"]["bytes"] = {**bytes_figure, "after": after_bytes}
     figures["leader_moves"] = leader_moves
     figures["leader_changes"] = sum(1 for k, t in bal.target.items() if t[0] != parts[k].replicas[0])
     if not moves and not leader_moves and not figures["reached"]:
-        raise PlanImpossible(f"no move brings the cluster closer to the target: {why or why_leaders}")
+        raise PlanImpossible(
+            f"no move brings the cluster closer to the target: {why or why_leaders or why_bytes}"
+        )
     return moves, leader_moves, figures
 
 
@@ -1526,7 +1745,7 @@ def _rebalance_figures(bal, mode, spreads, limits, before, why) -> dict[str, Any
                 "after": spread({b: bal.brokers[b].bytes for b in bal.scope}, bal.scope),
             },
         },
-        "reached": why[0] is None and why[1] is None,
+        "reached": all(w is None for w in why),
         "why_not": "; ".join(w for w in why if w) or None,
     }
 
@@ -1910,6 +2129,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-leader-spread", default="10%", help="count ('2') or percent of the mean ('10%%')"
     )
     parser.add_argument(
+        "--max-bytes-spread-percent",
+        default=None,
+        help="most minus least bytes per broker, percent of the mean (absent: bytes shown, not judged)",
+    )
+    parser.add_argument(
         "--room",
         default=None,
         help="bytes each broker may gain (disk ceiling): broker=bytes, comma-separated",
@@ -2028,7 +2252,8 @@ def _rebalance_line(out: str, mode: str, summary: dict[str, Any], seconds: float
         f"{s['leaders']['lower_bound_moves']} leader changes, {summary['leader_changes']} planned), "
         f"{summary['bytes_copied']} bytes; replica spread {s['replicas']['before']} -> {s['replicas']['after']} "
         f"(target {s['replicas']['limit']}), leader spread {s['leaders']['before']} -> {s['leaders']['after']} "
-        f"(target {s['leaders']['limit']}); {'reached' if summary['reached'] else 'NOT reached: ' + summary['why_not']}; "
+        f"(target {s['leaders']['limit']}), bytes spread {s['bytes']['before']} -> {s['bytes']['after']} "
+        f"(target {s['bytes'].get('limit')}); {'reached' if summary['reached'] else 'NOT reached: ' + summary['why_not']}; "
         f"{seconds:.1f}s"
     )
 
@@ -2092,7 +2317,7 @@ def _plan_mode(
             raise PlanImpossible("--rebalance replication-factor needs --topics: the topics to raise")
         lower = (args.allow_replication_factor_decrease or "").strip().lower() == "true"
         return raise_replication(inputs, rf, topics, room, lower)
-    spreads = (args.max_replica_spread, args.max_leader_spread)
+    spreads = (args.max_replica_spread, args.max_leader_spread, args.max_bytes_spread_percent)
     moves, _, figures = rebalance(inputs, args.rebalance, new, spreads, room)
     return moves, figures
 

@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from kafka_runbooks.balance_rules import distinct_racks
@@ -298,3 +299,89 @@ def test_a_large_plan_is_written_compact_and_a_small_one_indented(spark, make_sn
     )
     assert (tmp_path / "small" / "summary.json").read_text().startswith('{\n "failed_brokers"')
     assert len(small.partitions) > 0
+
+
+def _bytes_after(plan) -> dict[int, int]:
+    return {int(b): v["bytes_after"] for b, v in plan.summary["per_broker"].items()}
+
+
+def test_full_rebalance_brings_a_cluster_skewed_by_bytes_within_the_bytes_spread_by_swaps(
+    spark, make_snapshot, tmp_path
+):
+    # ten partitions a broker (replicas even), but broker 1 holds the ten smallest and broker 4 the
+    # ten largest: 55 kB against 355 kB (replica_size grows with the partition)
+    parts = [part("t", p, [p // 10 + 1]) for p in range(40)]
+    snapshot = make_snapshot([1, 2, 3, 4], parts)
+    plan = plan_of(
+        spark, snapshot, tmp_path / "plan", "--rebalance", "full", "--max-replica-spread", "1",
+        "--max-bytes-spread-percent", "20",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    s = plan.summary
+    b = s["spread"]["bytes"]
+    # 20 % of the mean 205,025 bytes (replica_size adds the broker id): 41,005
+    assert b["target"] == "20" and b["limit"] == 41_005 and b["before"] == 300_030 and b["unknown"] == []
+    after_bytes = _bytes_after(plan)
+    assert b["after"] == max(after_bytes.values()) - min(after_bytes.values()) <= 41_005
+    assert s["reached"] and s["why_not"] is None
+    replicas = Counter(b for r in after(parts, plan).values() for b in r)
+    assert set(replicas.values()) == {10}  # swapped: the replica counts stay even
+    gate = plan_markdown(s, 10 << 20, "plan", True)
+    assert "| bytes | 293.0 KiB | 27.3 KiB | 40.0 KiB (`20%`) |" in gate
+
+
+def test_add_brokers_gives_the_new_broker_data_not_only_the_smallest_partitions(
+    spark, make_snapshot, tmp_path
+):
+    parts = [part("t", p, [p % 3 + 1]) for p in range(36)]
+    snapshot = make_snapshot([1, 2, 3, 4], parts)
+    args = ["--rebalance", "add-brokers", "--new-brokers", "4", "--max-replica-spread", "1"]
+    counts_only = plan_of(spark, snapshot, tmp_path / "counts", *args)
+    plan = plan_of(spark, snapshot, tmp_path / "plan", *args, "--max-bytes-spread-percent", "20")
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    s = plan.summary
+    assert s["reached"] and s["spread"]["bytes"]["after"] <= s["spread"]["bytes"]["limit"]
+    mean = sum(_bytes_after(plan).values()) / 4
+    assert _bytes_after(counts_only)[4] < 0.3 * mean  # replicas only: the smallest nine, little data
+    assert _bytes_after(plan)[4] > 0.8 * mean  # with the bytes target: its share of the data
+    assert all(set(t.replicas) - {4} == set() for t in plan.partitions)  # still only onto broker 4
+    replicas = Counter(b for r in after(parts, plan).values() for b in r)
+    assert max(replicas.values()) - min(replicas.values()) <= 1
+
+
+def test_unknown_bytes_leave_the_bytes_target_unjudged_and_the_plan_says_so(spark, make_snapshot, tmp_path):
+    import pyarrow.parquet as pq
+
+    parts = [part("t", p, [p // 10 + 1]) for p in range(40)] + [part("u", p, [4]) for p in range(4)]
+    snapshot = make_snapshot([1, 2, 3, 4], parts)
+    table = pq.read_table(snapshot / "replicas.parquet").to_pylist()
+    for row in table:  # broker 2's log dirs did not answer DescribeLogDirs: no size for its replicas
+        if row["replica"] == 2:
+            row["size_bytes"] = row["log_dir"] = None
+    schema = pq.read_schema(snapshot / "replicas.parquet")
+    pq.write_table(pa.Table.from_pylist(table, schema=schema), snapshot / "replicas.parquet")
+    plan = plan_of(
+        spark, snapshot, tmp_path / "plan", "--rebalance", "full", "--max-replica-spread", "1",
+        "--max-leader-spread", "1", "--max-bytes-spread-percent", "20",
+    )  # fmt: skip
+    assert check_plan(plan, *read_snapshot_rows(snapshot)) == []
+    s = plan.summary
+    b = s["spread"]["bytes"]
+    assert b["unknown"] == [2] and b["before"] is None and b["after"] is None and b["limit"] is None
+    assert not s["reached"] and "unknown for broker(s) [2]" in s["why_not"]
+    # the replicas are evened (broker 4's four extra), nothing is moved for bytes it cannot see
+    assert s["replica_moves"] == s["spread"]["replicas"]["lower_bound_moves"] == 3
+    assert "| bytes (broker(s) 2: size unknown) | unknown | unknown |" in plan_markdown(
+        s, 10 << 20, "plan", True
+    )
+    evened = [p for p in parts if p["topic"] == "t"]  # the same with the replicas even: nothing to do but
+    snapshot = make_snapshot([1, 2, 3, 4], evened)  # the bytes, which it cannot see: refused before the gate
+    table = [
+        dict(r, size_bytes=None) if r["replica"] == 2 else r
+        for r in pq.read_table(snapshot / "replicas.parquet").to_pylist()
+    ]
+    pq.write_table(pa.Table.from_pylist(table, schema=schema), snapshot / "replicas.parquet")
+    with pytest.raises(PlanImpossible, match=r"unknown for broker\(s\) \[2\]"):
+        plan_of(
+            spark, snapshot, tmp_path / "evened", "--rebalance", "full", "--max-bytes-spread-percent", "20"
+        )

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_runbooks import storage
-from kafka_runbooks.balance_rules import fits, moves_lower_bound, racks_kept, spread, spread_limit
+from kafka_runbooks.balance_rules import (
+    bytes_spread_limit,
+    fits,
+    moves_lower_bound,
+    racks_kept,
+    spread,
+    spread_limit,
+    within_bytes_spread,
+)
 from kafka_runbooks.snapshot_contract import (
     BROKERS_FILE,
     ERROR_FILE,
@@ -966,6 +974,61 @@ class RebalanceSpread(RuleFamily):
         return out
 
 
+def bytes_per_broker(model: PlanModel) -> tuple[dict[int, int | None], dict[int, int | None]]:
+    """Bytes per broker before and after the plan (``PerBrokerFigures``' counting: a replica left at
+    its report, a new one at the partition's size); a broker with a replica whose size was not
+    reported has unknown bytes (None): the bytes spread is not judged from a guess."""
+    before = Counter(model.reported)
+    unknown = set()
+    for key, rows in model.rows_of.items():
+        for r in rows:
+            if r["size_bytes"] is None:
+                before[int(r["replica"])] += model.size[key]
+                unknown.add(int(r["replica"]))
+    after = Counter(before)
+    for b, n in bytes_gained(model).items():
+        after[b] += n
+    brokers = set(before) | set(model.alive)
+    return (
+        {b: None if b in unknown else before[b] for b in brokers},
+        {b: None if b in unknown else after[b] for b in brokers},
+    )
+
+
+class RebalanceBytes(RuleFamily):
+    """The bytes spread (``max_bytes_spread_percent``, judged by ``bytes_spread_limit`` and
+    ``within_bytes_spread``): the limit, before and after are what the snapshot and the plan give;
+    a plan that says it reached its targets is within it; unknown bytes are never called within."""
+
+    name = "bytes spread against the target"
+
+    def check(self, plan: Plan, model: PlanModel) -> list[Violation]:
+        """Violations: bytes figures the snapshot and the plan do not give, a plan said to reach its
+        targets outside the bytes spread (or with bytes unknown), unknown bytes not named."""
+        said = (plan.summary.get("spread") or {}).get("bytes") or {}
+        if said.get("target") is None:
+            return []  # no bytes target asked: the spread is shown, not judged
+        scope = scope_of(model)
+        before, after = bytes_per_broker(model)
+        limit = bytes_spread_limit(said["target"], before, scope)
+        unknown = sorted(b for b in scope if before.get(b) is None)
+        want = {
+            "limit": limit,
+            "unknown": unknown,
+            "before": None if unknown else spread(before, scope),
+            "after": None if unknown else spread(after, scope),
+        }
+        out = []
+        wrong = {k: (said.get(k), v) for k, v in want.items() if said.get(k) != v}
+        if wrong:
+            out.append(self.broken(f"bytes spread figures wrong (summary, recomputed): {wrong}"))
+        if plan.summary.get("reached") and within_bytes_spread(after, scope, limit) is not True:
+            out.append(
+                self.broken(f"summary says the targets are reached, the bytes spread is {want['after']}")
+            )
+        return out
+
+
 class RebalanceDisk(RuleFamily):
     """No broker gains more than its room under the disk ceiling (``fits``; unknown room is none)."""
 
@@ -987,6 +1050,7 @@ REBALANCE_RULES: tuple[PlanRule, ...] = (
     RebalanceBrokers(),
     RebalanceTargets(),
     RebalanceSpread(),
+    RebalanceBytes(),
     RebalanceDisk(),
     Chunks(),
     SummaryFigures(),

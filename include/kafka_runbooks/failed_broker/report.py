@@ -176,6 +176,21 @@ def _spread_row(what: str, figures: dict[str, Any], moves: Any) -> str:
     )
 
 
+def _bytes_row(figures: dict[str, Any]) -> str:
+    """The bytes spread before and after beside its target (``max_bytes_spread_percent`` of the mean,
+    shown as its limit); unknown bytes (a broker's log dirs reported no size) say so, never 0."""
+
+    def size(n: Any) -> str:
+        return "unknown" if n is None else format_size(n)
+
+    limit = figures.get("limit")
+    target = figures.get("target")
+    said = "-" if target is None else f"{size(limit)} (`{str(target).strip().removesuffix('%')}%`)"
+    unknown = figures.get("unknown") or []
+    note = f" (broker(s) {', '.join(map(str, unknown))}: size unknown)" if unknown else ""
+    return f"| bytes{note} | {size(figures['before'])} | {size(figures['after'])} | {said} | - | - |"
+
+
 def rebalance_markdown(
     summary: dict[str, Any], throttle_bytes_per_sec: int, plan_dir: str, elect_preferred_leaders: bool
 ) -> str:
@@ -199,7 +214,7 @@ def rebalance_markdown(
         "|---|---:|---:|---:|---:|---:|",
         _spread_row("replicas", s["replicas"], summary["replica_moves"]),
         _spread_row("preferred leaders", s["leaders"], summary.get("leader_changes", 0)),
-        f"| bytes | {format_size(s['bytes']['before'])} | {format_size(s['bytes']['after'])} | - | - | - |",
+        _bytes_row(s["bytes"]),
         "",
         *_rebalance_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
         *per_broker_rows(summary["per_broker"], lambda b, _: f"**{b}** (new)" if int(b) in new else b),
