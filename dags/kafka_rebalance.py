@@ -64,7 +64,7 @@ from kafka_runbooks_airflow.reassign_dag import (
     disk_ceiling_param,
     reassignment_tasks,
 )
-from kafka_runbooks_airflow.rebalance import DEFAULT_SPREAD
+from kafka_runbooks_airflow.rebalance import DEFAULT_BYTES_SPREAD_PERCENT, DEFAULT_SPREAD
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
 GLUE = "kafka_runbooks_airflow.rebalance"
@@ -136,6 +136,16 @@ with DAG(
             description="Target for preferred leaders per broker, the same way: a count ('2') or a percentage "
             "of the mean ('10%', at least 1). Leadership moves by reordering replicas only (no data).",
         ),
+        "max_bytes_spread_percent": Param(
+            float(DEFAULT_BYTES_SPREAD_PERCENT),
+            type="number",
+            minimum=0,
+            description="Target for bytes per broker (DescribeLogDirs): the broker holding the most data holds "
+            "at most this percentage of the mean bytes per broker more than the one holding the least (20: "
+            "Cruise Control's disk.balance.threshold 1.10, each broker within 10 % of the mean). Reached by "
+            "moving or swapping replicas without breaking the replica spread; a broker whose log dirs do "
+            "not answer leaves it unknown (refused, never taken as empty).",
+        ),
         "max_disk_usage_percent": disk_ceiling_param(),
         **chunk_params(None),  # no receivers param: the mode picks the receivers
     },
@@ -153,6 +163,7 @@ with DAG(
                 _flag("--new-brokers", "new_brokers_csv"),
                 _flag("--max-replica-spread", "max_replica_spread"),
                 _flag("--max-leader-spread", "max_leader_spread"),
+                _flag("--max-bytes-spread-percent", "max_bytes_spread_percent"),
                 _flag("--room", "room_csv"),
                 _flag("--replication-factor", "replication_factor"),
                 _flag("--topics", "topics_csv"),

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_runbooks.balance_rules import spread, spread_limit
+from kafka_runbooks.balance_rules import bytes_spread_limit, spread, spread_limit, within_bytes_spread
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import (
     ReassignRequest,
@@ -40,6 +40,9 @@ from kafka_runbooks.replication_factor import RfRequest, build_rf_request
 MODES = ("add-brokers", "full", "remove-brokers", "replication-factor")
 DECOMMISSION_DAG_ID = "kafka_broker_decommission"
 DEFAULT_SPREAD = "10%"
+# Cruise Control's DiskUsageDistributionGoal keeps each broker within 10 % of the mean disk usage
+# (disk.balance.threshold 1.10): most minus least within 20 % of the mean is the same window's width
+DEFAULT_BYTES_SPREAD_PERCENT = "20"
 
 
 def _spread_param(params: Mapping[str, Any], name: str) -> str:
@@ -48,6 +51,16 @@ def _spread_param(params: Mapping[str, Any], name: str) -> str:
     if spread_limit(text, 100) is None:
         raise RequestError(f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {value!r}")
     return text
+
+
+def _bytes_spread_param(params: Mapping[str, Any]) -> str:
+    value = params.get("max_bytes_spread_percent")
+    text = DEFAULT_BYTES_SPREAD_PERCENT if value is None or not str(value).strip() else str(value).strip()
+    if bytes_spread_limit(text, {}, []) is None:
+        raise RequestError(
+            f"max_bytes_spread_percent: a percentage of the mean bytes per broker >= 0 ('20'), not {value!r}"
+        )
+    return text.removesuffix("%").strip()
 
 
 def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
@@ -83,6 +96,7 @@ def build_rebalance_request(params: Mapping[str, Any]) -> ReassignRequest:
             "new_brokers": new,
             "max_replica_spread": _spread_param(params, "max_replica_spread"),
             "max_leader_spread": _spread_param(params, "max_leader_spread"),
+            "max_bytes_spread_percent": _bytes_spread_param(params),
             "max_disk_usage_percent": _percent(params.get("max_disk_usage_percent")),
         }
     )
@@ -150,42 +164,82 @@ class Spread:
     preferred: dict[int, int]
     leaders: dict[int, int]
     limits: tuple[int, int]
+    # with a bytes target and the log dirs read: bytes per live broker from DescribeLogDirs (a
+    # broker's None: unknown) and the target's limit (None: bytes unknown); else None, not judged
+    bytes: dict[int, int | None] | None = None
+    bytes_limit: int | None = None
 
     @property
-    def figures(self) -> dict[str, int]:
-        """Most minus least per live broker for replicas, preferred leaders and leaders."""
+    def figures(self) -> dict[str, int | None]:
+        """Most minus least per live broker for replicas, preferred leaders and leaders, and bytes
+        when they were read (None when a broker's bytes are unknown)."""
         scope = sorted(self.replicas)
-        return {
+        out: dict[str, int | None] = {
             "replicas": spread(self.replicas, scope),
             "preferred_leaders": spread(self.preferred, scope),
             "leaders": spread(self.leaders, scope),
         }
+        if self.bytes is not None:
+            known = all(self.bytes.get(b) is not None for b in scope)
+            out["bytes"] = spread(self.bytes, scope) if known else None
+        return out
 
     def within(self, replicas_max: int, leaders_max: int) -> bool:
         """Replicas and preferred leaders per broker within the limits. The leaders themselves follow
         the preferred ones after an election or the controller's auto leader rebalance: they are
         shown (``observed``), and the runbook elects and reads back the partitions it changed."""
         f = self.figures
-        return f["replicas"] <= replicas_max and f["preferred_leaders"] <= leaders_max
+        counts = f["replicas"] <= replicas_max and f["preferred_leaders"] <= leaders_max
+        if self.bytes is None:
+            return counts
+        # a bytes target asked and bytes read: within it too (unknown bytes are not within: the
+        # planner then says why, never "nothing to do" on bytes it cannot see)
+        return counts and within_bytes_spread(self.bytes, sorted(self.replicas), self.bytes_limit) is True
 
     def observed(self) -> dict[str, Any]:
         """The spreads, the limits and each broker's counts, for the decision record."""
         return {
             "spread": self.figures,
-            "limits": {"replicas": self.limits[0], "leaders": self.limits[1]},
+            "limits": {"replicas": self.limits[0], "leaders": self.limits[1], "bytes": self.bytes_limit},
             "per_broker": {
-                str(b): {"replicas": n, "preferred_leaders": self.preferred[b], "leaders": self.leaders[b]}
+                str(b): {
+                    "replicas": n,
+                    "preferred_leaders": self.preferred[b],
+                    "leaders": self.leaders[b],
+                    **({} if self.bytes is None else {"bytes": self.bytes.get(b)}),
+                }
                 for b, n in sorted(self.replicas.items())
             },
         }
 
 
-def spread_now(state: ClusterState, request_or_texts: ReassignRequest | tuple[str, str]) -> Spread:
-    """The spreads of the live brokers now, and the targets' limits at the cluster's means."""
+def bytes_per_broker(state: ClusterState) -> dict[int, int | None] | None:
+    """Bytes each live broker holds, from the DescribeLogDirs answers the state carries (future
+    replicas of an intra-broker move left out); None when the state was read without log dirs. A
+    broker whose log dirs did not answer, or with a dir offline, has unknown bytes (None, not 0)."""
+    if not state.log_dir_states and not state.log_dir_errors:
+        return None
+    out: dict[int, int | None] = {}
+    for b in state.alive_broker_ids():
+        dirs = state.log_dir_states.get(b)
+        if b in state.log_dir_errors or not dirs or not all(d.online for d in dirs):
+            out[b] = None
+            continue
+        out[b] = sum(r.size_bytes for d in dirs for r in d.replicas if not r.is_future)
+    return out
+
+
+def spread_now(state: ClusterState, request_or_texts: ReassignRequest | tuple[str | None, ...]) -> Spread:
+    """The spreads of the live brokers now, and the targets' limits at the cluster's means (the
+    bytes target's only when the state carries the log dirs and a bytes target is asked)."""
     texts = (
         request_or_texts
         if isinstance(request_or_texts, tuple)
-        else (request_or_texts.max_replica_spread, request_or_texts.max_leader_spread)
+        else (
+            request_or_texts.max_replica_spread,
+            request_or_texts.max_leader_spread,
+            request_or_texts.max_bytes_spread_percent,
+        )
     )
     scope = state.alive_broker_ids()
     replicas = Counter(b for p in state.partitions for b in p.replicas)
@@ -198,11 +252,15 @@ def spread_now(state: ClusterState, request_or_texts: ReassignRequest | tuple[st
     )
     if limits[0] is None or limits[1] is None:
         raise RequestError(f"the targets {list(texts)} are not counts or percentages")
+    bytes_text = texts[2] if len(texts) > 2 else None
+    sizes = None if bytes_text is None else bytes_per_broker(state)  # no bytes target: not judged
     return Spread(
         {b: replicas[b] for b in scope},
         {b: preferred[b] for b in scope},
         {b: leaders[b] for b in scope},
         limits,
+        sizes,
+        None if sizes is None or bytes_text is None else bytes_spread_limit(bytes_text, sizes, scope),
     )
 
 

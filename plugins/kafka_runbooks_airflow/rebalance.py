@@ -19,14 +19,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.rebalance import DEFAULT_SPREAD  # the trigger form's target default, one place
+from kafka_runbooks.rebalance import (  # the trigger form's target defaults, one place
+    DEFAULT_BYTES_SPREAD_PERCENT,
+    DEFAULT_SPREAD,
+)
 
 if TYPE_CHECKING:
     from kafka_runbooks.failed_broker.request import ReassignRequest
     from kafka_runbooks.rebalance import RebalanceRequest
     from kafka_runbooks.replication_factor import RfRequest
 
-__all__ = ["DEFAULT_SPREAD"]
+__all__ = ["DEFAULT_BYTES_SPREAD_PERCENT", "DEFAULT_SPREAD"]
 
 log = logging.getLogger("kafka_runbooks.rebalance")
 
@@ -75,10 +78,11 @@ def validate(run: RebalanceRequest, kafka_config_id: str, dag_id: str, run_id: s
     decisions.record(
         "spread",
         "nothing to do" if nothing else "plan the rebalance",
-        f"replicas and leaders per broker are within the target (replicas {now.limits[0]}, leaders "
-        f"{now.limits[1]})"
+        f"replicas, leaders and bytes per broker are within the target (replicas {now.limits[0]}, leaders "
+        f"{now.limits[1]}, bytes {now.bytes_limit})"
         if within
-        else f"the spread is above the target (replicas {now.limits[0]}, leaders {now.limits[1]})",
+        else f"the spread is above the target or unknown (replicas {now.limits[0]}, leaders {now.limits[1]}, "
+        f"bytes {now.bytes_limit}: None when a broker's bytes are unknown)",
         observed={
             **now.observed(),
             "room_bytes": {str(b): n for b, n in room.items()},
@@ -182,14 +186,14 @@ def _spread_and_room(conn_id: str, request, receivers: list[int]):
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=conn_id).admin
-    try:
-        state = admin.read_state(include_log_dirs=False)
-        dirs, errors = admin.describe_log_dir_states(list(receivers))
+    try:  # every live broker's dirs: the receivers' room and everyone's bytes (the bytes target)
+        state = admin.read_state(include_log_dirs=True)
     finally:
         admin.close()
+    errors = {b: e for b, e in state.log_dir_errors.items() if b in receivers}
     return (
         spread_now(state, request),
-        room(dirs, list(receivers), float(request.max_disk_usage_percent)),
+        room(state.log_dir_states, list(receivers), float(request.max_disk_usage_percent)),
         errors,
     )
 

@@ -52,6 +52,7 @@ class ReassignRequest:
     new_brokers: tuple[int, ...] | None = None
     max_replica_spread: str | None = None
     max_leader_spread: str | None = None
+    max_bytes_spread_percent: str | None = None  # kafka_rebalance: bytes per broker, percent of the mean
 
     def as_dict(self) -> dict[str, Any]:
         """The validated request as the run's decision record and XCom carry it."""

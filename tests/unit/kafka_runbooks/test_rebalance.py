@@ -122,3 +122,48 @@ def test_the_read_back_holds_the_cluster_to_the_target_or_to_the_plans_own_figur
     leaders_ok = _summary(False, 8)
     leaders_ok["spread"]["leaders"]["after"] = 4
     assert judge_spread(skewed, leaders_ok).done
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(None, "20"), ("", "20"), (15, "15"), ("12.5%", "12.5"), (0, "0")]
+)
+def test_the_bytes_spread_is_a_percentage_of_the_mean_default_20(value, text):
+    request = build_rebalance_request({"mode": "full", "max_bytes_spread_percent": value})
+    assert request.max_bytes_spread_percent == text
+
+
+@pytest.mark.parametrize("value", ["ten", "-1", "1 GiB", "nan"])
+def test_a_bytes_spread_that_is_not_a_percentage_is_refused(value):
+    with pytest.raises(RequestError, match="max_bytes_spread_percent"):
+        build_rebalance_request({"mode": "full", "max_bytes_spread_percent": value})
+
+
+def _with_dirs(state: ClusterState, sizes: dict[int, int], failed: tuple[int, ...] = ()) -> ClusterState:
+    """``state`` with each broker's log dir answering DescribeLogDirs with one replica of ``sizes[b]``
+    bytes (a broker in ``failed`` did not answer)."""
+    from kafka_runbooks.model import LogDirReplica
+
+    for b, n in sizes.items():
+        if b in failed:
+            state.log_dir_errors[b] = "NodeNotReadyError"
+            continue
+        replica = LogDirReplica(b, "t", 0, n, "/data")
+        state.log_dir_states[b] = (LogDir(b, "/data", 0, (replica,), 100 << 30, 50 << 30),)
+    return state
+
+
+def test_the_spread_now_judges_bytes_from_describe_log_dirs_and_unknown_is_not_within():
+    from kafka_runbooks.rebalance import spread_now
+
+    even = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}  # replicas and leaders even
+    texts = ("1", "1", "20")
+    skewed = spread_now(_with_dirs(cluster(even), {1: 100, 2: 100, 3: 100, 4: 500}), texts)
+    assert skewed.bytes_limit == 40 and skewed.figures["bytes"] == 400  # 20 % of the mean 200
+    assert not skewed.within(*skewed.limits)  # replicas even, bytes not: a plan, not "nothing to do"
+    level = spread_now(_with_dirs(cluster(even), {1: 190, 2: 200, 3: 210, 4: 200}), texts)
+    assert level.within(*level.limits) and level.observed()["per_broker"]["4"]["bytes"] == 200
+    unknown = spread_now(_with_dirs(cluster(even), {1: 200, 2: 200, 3: 200, 4: 200}, failed=(4,)), texts)
+    assert unknown.bytes[4] is None and unknown.figures["bytes"] is None and unknown.bytes_limit is None
+    assert not unknown.within(*unknown.limits)  # unknown is never within, never 0
+    # no bytes target (the verify's read-back, or an older request): bytes are not judged
+    assert spread_now(_with_dirs(cluster(even), {1: 100, 2: 100, 3: 100, 4: 500}), ("1", "1")).within(1, 1)
