@@ -5,7 +5,7 @@ Without this, a value the schema let through but the runbook rejects (an unknown
 traceback; the person who filled in the form needs one line: which param, what was
 wrong, and that nothing was done.
 
-The form fields' schemas (``kafka_runbooks.forms``) and the duration parser are re-exported
+The form fields' schemas (``kafka_runbooks_airflow.forms``) and the duration parser are re-exported
 here, so the DAGs import only the plugin layer.
 """
 
@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.fleet import DEFAULT_CLUSTER, refuse_renamed_params
-from kafka_runbooks.forms import (
+from kafka_runbooks.units import parse_duration
+from kafka_runbooks_airflow.forms import (
     broker_list_schema,
     duration_schema,
     id_list_schema,
@@ -26,7 +27,6 @@ from kafka_runbooks.forms import (
     partition_items_schema,
     size_schema,
 )
-from kafka_runbooks.units import parse_duration
 
 __all__ = [
     "broker_list_schema",

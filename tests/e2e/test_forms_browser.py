@@ -3,7 +3,7 @@ Airflow of tests/e2e and the real Kafka stack.
 
 A bad value submitted from a form must come back with its reason on the page, not only a
 "Bad Request" toast: Airflow 3.3's trigger form shows the API's 400 detail above its fields,
-and our patterns start with their rule in words (``kafka_runbooks.forms.explained``). The
+and our patterns start with their rule in words (``kafka_runbooks_airflow.forms.explained``). The
 restart form, whose node list has no safe default, must be triggerable as it opens, and
 the run must then refuse before anything is done, with a DECISION record saying why.
 """

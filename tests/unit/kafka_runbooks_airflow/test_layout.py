@@ -47,3 +47,23 @@ def test_operators_live_in_operators_and_sensors_in_sensors():
     assert not {m: n for m, n in misplaced.items() if n}, (
         f"operator or sensor classes outside their folder: {misplaced}"
     )
+
+
+def test_the_trigger_forms_schemas_live_in_the_plugin():
+    """How Airflow's trigger form renders a param (``forms.py``) is the plugin's business; the
+    Airflow-free library keeps the parsers the schemas agree with (units, requests)."""
+    library = ROOT / "include" / "kafka_runbooks"
+    schemas = {
+        str(path.relative_to(library)): [
+            n.name
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.FunctionDef) and n.name.endswith("_schema")
+        ]
+        for path in sorted(library.rglob("*.py"))
+    }
+    assert "size_schema" in [
+        n.name
+        for n in ast.walk(ast.parse((PLUGIN / "forms.py").read_text()))
+        if isinstance(n, ast.FunctionDef)
+    ]  # the scan works
+    assert not {m: n for m, n in schemas.items() if n}, "form schemas in the Airflow-free library"

@@ -124,18 +124,3 @@ def id_list_schema() -> dict[str, Any]:
             {"type": "null"},
         ]
     }
-
-
-def parse_id_list(value: Any, what: str) -> list[int]:
-    """ "0, 2" / [0, 2] / None -> [0, 2] / []; anything else is a ValueError naming ``what``."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        bad = [p for p in parts if not p.isdigit()]
-        if bad:
-            raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
-        return [int(p) for p in parts]
-    if isinstance(value, list | tuple):
-        return list(value)
-    raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
