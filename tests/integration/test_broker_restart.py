@@ -424,15 +424,22 @@ LEADERLESS_MAX_S = 6.0
 
 class QuorumWatch:
     """Polls DescribeQuorum every 200 ms with its own client, and the controllers' processes,
-    from outside the roll. A failed read is a sample with no leader seen."""
+    from outside the roll. A failed read is a sample with no leader seen.
 
-    def __init__(self, stack, kafka_config):
+    Each sample also reads the brokers (away: process down, or not registered and unfenced)
+    and the ISR of every partition of ``watched`` (topic -> min.insync.replicas, read once
+    before the roll): those under min ISR, or without a leader, would refuse acks=all
+    writes. A failed read of these is kept as unknown (``None``), never as fine."""
+
+    def __init__(self, stack, kafka_config, watched: dict[str, int] | None = None):
         import threading
 
         from kafka_runbooks.admin import ClusterAdmin
 
         self.stack = stack
         self.controllers = {n.node_id: n.name for n in stack.topology.controller_nodes}
+        self.brokers = {n.node_id: n.name for n in stack.topology.broker_nodes}
+        self.watched = dict(watched or {})
         self.admin = ClusterAdmin(kafka_config, timeout_s=5)
         self.samples: list[dict] = []
         self.stop = threading.Event()
@@ -458,6 +465,21 @@ class QuorumWatch:
             self.stop.wait(0.2)
 
     def sample(self) -> dict:
+        return {**self.sample_quorum(), **self.sample_brokers()}
+
+    def sample_brokers(self) -> dict:
+        """Brokers away and partitions that would refuse acks=all now (None: not read)."""
+        down = {n for n, name in self.brokers.items() if not self.stack.is_running(name)}
+        try:
+            registered = self.admin.describe_brokers()
+            parts = self.admin.describe_topic_partitions(sorted(self.watched)) if self.watched else []
+        except Exception as exc:  # unknown, kept for the failure message
+            return {"brokers_away": None, "under_min_isr": None, "broker_error": repr(exc)}
+        away = down | {n for n in self.brokers if not ((b := registered.get(n)) and b.available)}
+        under = [(p.name, list(p.isr)) for p in parts if p.leader < 0 or len(p.isr) < self.watched[p.topic]]
+        return {"brokers_away": away, "under_min_isr": under}
+
+    def sample_quorum(self) -> dict:
         down = {n for n, name in self.controllers.items() if not self.stack.is_running(name)}
         try:
             quorum = self.admin.describe_quorum()
@@ -510,6 +532,22 @@ def _leaderless_windows(samples: list[dict]) -> list[tuple[float, list[dict]]]:
     return windows
 
 
+def _watched_topics(admin) -> dict[str, int]:
+    """Topic -> min ISR of every topic an acks=all producer could lose by a restart: replication
+    factor above its min ISR (at or below it, no restart can be survived; the roller's rule)."""
+    topics = admin.list_topics()
+    min_isr = admin.min_insync_replicas(topics)
+    rf = {p.topic: len(p.replicas) for p in admin.describe_topic_partitions(topics)}
+    return {t: m for t, m in min_isr.items() if rf.get(t, 0) > m}
+
+
+def _in_flight_at_each_restart(roller) -> list[tuple[int, ...]]:
+    """What the roll state had in flight each time it was checkpointed (before every request)."""
+    seen: list[tuple[int, ...]] = []
+    roller.checkpoint = lambda s: seen.append(tuple(n.node_id for n in s.in_flight()))
+    return seen
+
+
 def test_a_roll_of_every_node_never_takes_two_voters_away_nor_the_quorum_leader_for_long(
     restore_stack, admin, kafka_config, caplog
 ):
@@ -517,21 +555,40 @@ def test_a_roll_of_every_node_never_takes_two_voters_away_nor_the_quorum_leader_
     for back 40 ms after its restart, on the old process's caught-up time). Watched from
     outside the roll, every 200 ms: never two voters away at once, and no leaderless window
     longer than one election (LEADERLESS_MAX_S says why). Each controller counts as back only
-    once the leader reports its new process fetching past the offset recorded at its restart."""
+    once the leader reports its new process fetching past the offset recorded at its restart.
+
+    Issue #25: the roll overlaps a broker and a follower controller (two lanes). Watched from
+    outside too: never two brokers away (process down, or not registered and unfenced), never
+    a partition under its min ISR or leaderless (acks=all refused), and the watch read the
+    partitions while each broker was away (it looked when it mattered)."""
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
+    topic = unique_topic("roll-acks-all")
+    create_topic(stack.bootstrap_servers, topic, partitions=8, config={"min.insync.replicas": "2"})
     probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
     roller = Roller(admin, backend, probe)
+    in_flight = _in_flight_at_each_restart(roller)
     state = roller.plan(None, "test: roll all", RollOptions(operation_timeout_s=300, max_attempts=2))
     controllers = sorted(n.node_id for n in stack.topology.controller_nodes)
-    with QuorumWatch(stack, kafka_config) as watch:
+    brokers = sorted(n.node_id for n in stack.topology.broker_nodes)
+    watched = _watched_topics(admin)
+    assert watched.get(topic) == 2, watched
+    with QuorumWatch(stack, kafka_config, watched) as watch:
         _roll(roller, state, timeout_s=1200)
         ended = time.monotonic()  # the watcher lived through the whole roll:
         wait_until(
             lambda: watch.samples and watch.samples[-1]["t"] > ended, 30, 0.2, "a sample after the roll"
         )
+    _delete_topic(stack, topic)
     samples = watch.samples
+    _assert_the_quorum_kept(samples, state, backend, controllers)
+    _assert_the_lanes_kept(samples, state, in_flight, brokers)
+
+
+def _assert_the_quorum_kept(samples, state, backend, controllers) -> None:
+    """Never two voters away, no leaderless window past one election, every node restarted once,
+    each controller back on its new process's quorum progress."""
     epoch_since: dict = {}
     for sample in samples:
         if sample["leader"] is not None:
@@ -550,3 +607,22 @@ def test_a_roll_of_every_node_never_takes_two_voters_away_nor_the_quorum_leader_
     for n in controllers:
         node = state.nodes[n]
         assert node.quorum_offset_at_restart is not None and "changed from" in node.restart_observed
+
+
+def _assert_the_lanes_kept(samples, state, in_flight, brokers) -> None:
+    """The roll overlapped a broker and a follower controller, never two of a kind nor the
+    active controller with anything; outside, never two brokers away nor acks=all refused."""
+    active = state.order[-1]
+    assert state.nodes[active].lane == "alone"  # a node unready at the plan would be alone too
+    assert any(set(f) & set(brokers) and set(f) - set(brokers) for f in in_flight), in_flight
+    for flight in in_flight:
+        assert len(set(flight) & set(brokers)) <= 1 and len(set(flight) - set(brokers)) <= 1, flight
+        assert active not in flight or flight == (active,), flight
+    known = [s for s in samples if s.get("brokers_away") is not None]
+    print(f"{len(known)} of {len(samples)} samples read the brokers and partitions")  # -rP
+    two_brokers = [(round(s["t"], 1), s["brokers_away"]) for s in known if len(s["brokers_away"]) > 1]
+    assert two_brokers == [], f"two brokers away at once: {two_brokers[:5]}"
+    refused = [(round(s["t"], 1), s["under_min_isr"][:5]) for s in known if s["under_min_isr"]]
+    assert refused == [], f"partitions under min ISR or leaderless (acks=all refused): {refused[:5]}"
+    unseen = [b for b in brokers if not any(b in s["brokers_away"] for s in known)]
+    assert unseen == [], f"the watch never read the partitions while broker(s) {unseen} were away"
