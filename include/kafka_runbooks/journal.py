@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from kafka_runbooks import storage
-from kafka_runbooks.paths import data_dir
 
 MAX_BYTES = 4 << 20
 CONTEXT = {
@@ -35,7 +34,7 @@ CONTEXT = {
 
 def journal_path() -> Path:
     """The local decision journal file (JSON lines) under the data folder."""
-    return data_dir() / "decisions" / "journal.jsonl"
+    return storage.data_dir() / "decisions" / "journal.jsonl"
 
 
 def append(record: dict[str, Any]) -> bool:

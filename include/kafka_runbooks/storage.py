@@ -81,7 +81,9 @@ class ConditionalWritesUnsupported(SafetyRefusal):
     """The store cannot refuse a write on a condition, so a compare-and-set would lie."""
 
 
-def _local_default() -> str:
+def local_default() -> str:
+    """The local data folder when no path or URL is set: ``$KAFKA_RUNBOOKS_DATA_DIR``, else
+    ``$AIRFLOW_HOME/kafka_runbooks``, else ``~/kafka_runbooks``."""
     explicit = os.environ.get(DATA_DIR_ENV)
     if explicit:
         return explicit
@@ -89,10 +91,19 @@ def _local_default() -> str:
     return str(Path(home) / "kafka_runbooks") if home else str(Path.home() / "kafka_runbooks")
 
 
+def data_dir() -> Path:
+    """The local data folder: the data location when it is a path or ``file://``, else the local
+    default (the decision journal's file when the store is local)."""
+    url = data_url()
+    if protocol_of(url) == "file":
+        return Path(url.removeprefix("file://"))
+    return Path(local_default())
+
+
 def data_url() -> str:
     """The data location as configured (see the module docstring), without a trailing slash."""
     url = (os.environ.get(DATA_URL_ENV) or "").strip()
-    return (url or _local_default()).rstrip("/") or "/"
+    return (url or local_default()).rstrip("/") or "/"
 
 
 def protocol_of(url: str) -> str:
