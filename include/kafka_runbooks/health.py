@@ -18,6 +18,7 @@ from kafka_runbooks.balance_rules import moves_lower_bound, spread, spread_limit
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.log_dirs import OFFLINE
 from kafka_runbooks.log_dirs import UNKNOWN as DIRS_UNKNOWN
+from kafka_runbooks.units import parse_duration
 
 CATEGORIES = ("offline", "under_min_isr", "at_min_isr", "under_replicated", "min_isr_unknown")
 WHY = {
@@ -397,6 +398,59 @@ class RebalanceProposal:
     def as_dict(self) -> dict[str, Any]:
         """The proposal as the sweep's report and decision record show it."""
         return {"start": self.start, "decision": self.decision, "why": self.why, "run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class HealthSettings:
+    """The health sweep's settings, checked once by its ``health_settings`` task: whether it may start
+    a rebalance, the rebalance's targets, the minimum replication factor (None: 3, or the live
+    brokers when fewer; the job decides), how long a rejected proposal waits. They cross XCom to
+    each cluster's tasks as :meth:`as_dict` (JSON; Airflow rebuilds no class of ours)."""
+
+    start_rebalance: bool
+    max_replica_spread: str
+    max_leader_spread: str
+    min_replication_factor: int | None
+    retrigger_after_minutes: Any  # as given: '1d', '12h' or minutes
+    retrigger_after_s: float
+
+    @classmethod
+    def from_given(cls, given: Mapping[str, Any]) -> HealthSettings:
+        """Check the layered settings (or their XCom form); a bad one is BadInput, named."""
+        if not isinstance(given["start_rebalance"], bool):
+            raise BadInput(f"start_rebalance must be true or false, not {given['start_rebalance']!r}")
+        for name in ("max_replica_spread", "max_leader_spread"):
+            if spread_limit(given[name], 100) is None:
+                raise BadInput(
+                    f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {given[name]!r}"
+                )
+        rf = given["min_replication_factor"]
+        if rf is not None and (isinstance(rf, bool) or not isinstance(rf, int) or rf < 1):
+            raise BadInput(
+                f"min_replication_factor must be an integer >= 1 or null (3, or the live brokers), not {rf!r}"
+            )
+        retrigger = given["retrigger_after_minutes"]
+        return cls(
+            start_rebalance=given["start_rebalance"],
+            max_replica_spread=str(given["max_replica_spread"]).strip(),
+            max_leader_spread=str(given["max_leader_spread"]).strip(),
+            min_replication_factor=rf,
+            retrigger_after_minutes=retrigger,
+            retrigger_after_s=parse_duration(retrigger, "retrigger_after_minutes", "minutes"),
+        )
+
+    def targets(self) -> dict[str, str]:
+        """The spreads the balance is judged against (``judge_balance``'s targets)."""
+        return {"max_replica_spread": self.max_replica_spread, "max_leader_spread": self.max_leader_spread}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as the sweep read them, checked (its XCom: each cluster's tasks get these)."""
+        return {
+            "start_rebalance": self.start_rebalance,
+            **self.targets(),
+            "min_replication_factor": self.min_replication_factor,
+            "retrigger_after_minutes": self.retrigger_after_minutes,
+        }
 
 
 @dataclass(frozen=True)

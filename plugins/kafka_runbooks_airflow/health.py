@@ -16,9 +16,8 @@ import time
 from typing import Any
 
 from kafka_runbooks import storage
-from kafka_runbooks.balance_rules import spread_limit
-from kafka_runbooks.errors import BadInput
 from kafka_runbooks.health import (
+    HealthSettings,
     LastProposal,
     ProposalInputs,
     RebalanceProposal,
@@ -28,7 +27,6 @@ from kafka_runbooks.health import (
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.rebalance import DEFAULT_SPREAD
 from kafka_runbooks.settings import layered_settings
-from kafka_runbooks.units import parse_duration
 
 HEALTH_VARIABLE = "kafka_cluster_health"
 HEALTH_ENV_PREFIX = "KAFKA_RUNBOOKS_HEALTH_"
@@ -50,32 +48,12 @@ log = logging.getLogger("kafka_runbooks.health")
 
 def health_settings(params: dict[str, Any], variable: str | None) -> dict[str, Any]:
     """Run params (when not null) > Variable ``kafka_cluster_health`` (JSON) > env
-    ``KAFKA_RUNBOOKS_HEALTH_<KEY>`` (JSON values) > defaults (the sweeps' one rule); each checked
-    before any cluster is read."""
-    return checked_settings(
-        layered_settings(
-            HEALTH_DEFAULTS, params, variable, variable_name=HEALTH_VARIABLE, env_prefix=HEALTH_ENV_PREFIX
-        )
+    ``KAFKA_RUNBOOKS_HEALTH_<KEY>`` (JSON values) > defaults (the sweeps' one rule), checked
+    (``HealthSettings``) before any cluster is read; in their XCom form, for each cluster's tasks."""
+    given = layered_settings(
+        HEALTH_DEFAULTS, params, variable, variable_name=HEALTH_VARIABLE, env_prefix=HEALTH_ENV_PREFIX
     )
-
-
-def checked_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings in the forms the job and the proposal take; a bad one is BadInput, named."""
-    if not isinstance(settings["start_rebalance"], bool):
-        raise BadInput(f"start_rebalance must be true or false, not {settings['start_rebalance']!r}")
-    for name in ("max_replica_spread", "max_leader_spread"):
-        if spread_limit(settings[name], 100) is None:
-            raise BadInput(
-                f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {settings[name]!r}"
-            )
-        settings[name] = str(settings[name]).strip()
-    rf = settings["min_replication_factor"]
-    if rf is not None and (isinstance(rf, bool) or not isinstance(rf, int) or rf < 1):
-        raise BadInput(
-            f"min_replication_factor must be an integer >= 1 or null (3, or the live brokers), not {rf!r}"
-        )
-    parse_duration(settings["retrigger_after_minutes"], "retrigger_after_minutes", "minutes")
-    return settings
+    return HealthSettings.from_given(given).as_dict()
 
 
 def _last_key(conn_id: str) -> str:
@@ -92,7 +70,7 @@ def last_proposal(conn_id: str) -> LastProposal | None:
 
 
 def propose(
-    report: dict[str, Any], conn_id: str, run_id: str, settings: dict[str, Any], ti
+    report: dict[str, Any], conn_id: str, run_id: str, settings: HealthSettings, ti
 ) -> RebalanceProposal:
     """Judge the report's balance against the targets and decide the proposal (recorded either way);
     a started run is remembered before the trigger task starts it."""
@@ -103,17 +81,15 @@ def propose(
     if last is not None and _run_state(ti, last.run_id) is None:
         last = None  # never created (its trigger failed, e.g. the DAG paused): nothing to wait for
     inputs = ProposalInputs(
-        balance=judge_balance(report, settings),
+        balance=judge_balance(report, settings.targets()),
         report=report,
-        enabled=settings["start_rebalance"],
-        targets=settings,
+        enabled=settings.start_rebalance,
+        targets=settings.targets(),
         conn_id=conn_id,
         run_id=f"health__{safe_name(conn_id)}__{safe_name(run_id)}",
         last=last,
         now_ms=int(time.time() * 1000),
-        retrigger_after_s=parse_duration(
-            settings["retrigger_after_minutes"], "retrigger_after_minutes", "minutes"
-        ),
+        retrigger_after_s=settings.retrigger_after_s,
     )
 
     def active() -> list[str]:

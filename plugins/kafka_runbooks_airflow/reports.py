@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks import decisions, storage
-from kafka_runbooks.health import log_findings
+from kafka_runbooks.health import HealthSettings, log_findings
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.snapshot_contract import META_FILE, REPORT_FILE
 
@@ -20,9 +20,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ProposalContext:
-    """What the proposal needs from the run: the sweep's settings, its run id, its task instance."""
+    """What the proposal needs from the run: the sweep's settings (checked once by its
+    ``health_settings`` task), its run id, its task instance."""
 
-    settings: dict[str, Any]
+    settings: HealthSettings
     run_id: str
     ti: Any
 
@@ -42,7 +43,7 @@ def publish_health_report(
     if proposal is not None:
         from kafka_runbooks.health import judge_balance
 
-        report["balance"] = judge_balance(report, proposal.settings).as_dict()
+        report["balance"] = judge_balance(report, proposal.settings.targets()).as_dict()
     text = json.dumps(report)
     log_findings(report, logger=log)
     started = propose_from_report(report, conn_id, proposal)

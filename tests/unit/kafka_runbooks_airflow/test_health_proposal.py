@@ -11,6 +11,7 @@ import logging
 
 import pytest
 
+from kafka_runbooks.health import HealthSettings
 from kafka_runbooks_airflow.health import health_settings, last_proposal, propose
 
 SKEWED = {
@@ -43,12 +44,12 @@ def store(tmp_path, monkeypatch):
 
 def test_one_run_per_cluster_the_started_one_counts_while_queued(store, caplog):
     caplog.set_level(logging.INFO)
-    settings = health_settings({"start_rebalance": True}, None)
+    settings = HealthSettings.from_given(health_settings({"start_rebalance": True}, None))
     first = propose(SKEWED, "kafka_a", "scheduled__1", settings, Runs())
     assert first.start and first.run_id == "health__kafka_a__scheduled__1"
     assert last_proposal("kafka_a").run_id == first.run_id
     # the next sweep: the run is queued (no lease yet); retrigger set to 0 so only "active" holds it back
-    now = {**settings, "retrigger_after_minutes": 0}
+    now = HealthSettings.from_given({**settings.as_dict(), "retrigger_after_minutes": 0})
     queued = Runs({("kafka_rebalance", first.run_id): "queued"})
     second = propose(SKEWED, "kafka_a", "scheduled__2", now, queued)
     assert not second.start and second.decision == "do not start another reassignment"
@@ -58,9 +59,40 @@ def test_one_run_per_cluster_the_started_one_counts_while_queued(store, caplog):
 
 
 def test_a_rejected_proposal_is_not_asked_again_at_once_one_never_created_is(store):
-    settings = health_settings({"start_rebalance": True}, None)
+    settings = HealthSettings.from_given(health_settings({"start_rebalance": True}, None))
     first = propose(SKEWED, "kafka_a", "scheduled__1", settings, Runs())
     rejected = Runs({("kafka_rebalance", first.run_id): "failed"})
     assert propose(SKEWED, "kafka_a", "scheduled__2", settings, rejected).decision == "wait"
     never_created = Runs()  # its trigger failed (e.g. the DAG paused): nothing to wait for
     assert propose(SKEWED, "kafka_a", "scheduled__3", settings, never_created).start
+
+
+def test_the_publish_task_judges_and_proposes_from_the_settings_typed_once(store):
+    """What the DAG's publish task does with the health_settings task's XCom: typed once
+    (``HealthSettings.from_given``), the balance judged against its targets and the proposal decided;
+    a value the settings task would refuse is refused here too, before the report is read."""
+    import json
+
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks.snapshot_contract import REPORT_FILE
+    from kafka_runbooks_airflow.reports import HEALTH_DIR, ProposalContext, publish_health_report
+
+    xcom = json.loads(
+        json.dumps(health_settings({"start_rebalance": True, "max_leader_spread": " 2 "}, None))
+    )
+    assert xcom["max_leader_spread"] == "2"  # checked and stripped by the settings task
+    (store / "snap" / HEALTH_DIR).mkdir(parents=True)
+    (store / "snap" / HEALTH_DIR / REPORT_FILE).write_text(json.dumps(SKEWED))
+    checked = HealthSettings.from_given(xcom)
+    out = publish_health_report(
+        str(store / "snap"), conn_id="kafka_a", proposal=ProposalContext(checked, "scheduled__1", Runs())
+    )
+    assert out["rebalance_trigger"] and out["rebalance_run_id"] == "health__kafka_a__scheduled__1"
+    report = json.loads((store / "reports/cluster_health/by_connection/kafka_a.json").read_text())
+    assert (
+        report["balance"]["replicas"]["target"] == "10%"
+        and report["balance"]["preferred_leaders"]["target"] == "2"
+    )
+    assert report["balance"]["state"] == "out of spread" and report["rebalance_proposal"]["start"]
+    with pytest.raises(BadInput, match="min_replication_factor"):
+        HealthSettings.from_given({**xcom, "min_replication_factor": 0})
