@@ -171,11 +171,11 @@ with DAG(
     ) -> dict:
         """Log the findings as decision records, decide the proposal, publish the report (also per
         connection, for the Kafka page)."""
-        from kafka_runbooks.health import HealthSettings
+        from kafka_runbooks_airflow.health import typed_settings
         from kafka_runbooks_airflow.reports import ProposalContext, publish_health_report
 
         context = get_current_context()
-        checked = HealthSettings.from_given(settings)  # the health_settings task's XCom, typed
+        checked = typed_settings(settings)  # the health_settings task's XCom, typed once
         return publish_health_report(
             snapshot_info["path"],
             outlet_events[HEALTH_REPORT],

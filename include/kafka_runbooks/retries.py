@@ -148,6 +148,7 @@ def poll_until(
     )
 
     def judged() -> tuple[T, bool]:
+        """One read and its judgement: tenacity retries on the result, so both travel together."""
         answer = read()
         return answer, bool(done(answer))
 

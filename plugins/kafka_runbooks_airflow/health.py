@@ -56,6 +56,12 @@ def health_settings(params: dict[str, Any], variable: str | None) -> dict[str, A
     return HealthSettings.from_given(given).as_dict()
 
 
+def typed_settings(xcom: dict[str, Any]) -> HealthSettings:
+    """The ``health_settings`` task's XCom as the typed settings, once per publish task (checked by
+    the same rule: the XCom is JSON, and the checks are cheap)."""
+    return HealthSettings.from_given(xcom)
+
+
 def _last_key(conn_id: str) -> str:
     return f"state/health_rebalance/{safe_name(conn_id)}.json"
 

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from kafka_runbooks.health import HealthSettings
-from kafka_runbooks_airflow.health import health_settings, last_proposal, propose
+from kafka_runbooks_airflow.health import health_settings, last_proposal, propose, typed_settings
 
 SKEWED = {
     "brokers": [
@@ -83,7 +83,7 @@ def test_the_publish_task_judges_and_proposes_from_the_settings_typed_once(store
     assert xcom["max_leader_spread"] == "2"  # checked and stripped by the settings task
     (store / "snap" / HEALTH_DIR).mkdir(parents=True)
     (store / "snap" / HEALTH_DIR / REPORT_FILE).write_text(json.dumps(SKEWED))
-    checked = HealthSettings.from_given(xcom)
+    checked = typed_settings(xcom)  # as the DAG's publish task does
     out = publish_health_report(
         str(store / "snap"), conn_id="kafka_a", proposal=ProposalContext(checked, "scheduled__1", Runs())
     )
