@@ -162,18 +162,18 @@ class KafkaReassignmentSensor(BaseSensorOperator):
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kafka_runbooks import decisions
+        from kafka_runbooks import decisions, retries
         from kafka_runbooks.failed_broker.execute import load_state
         from kafka_runbooks.failed_broker.stop import ending
 
         decisions.record("execute", "stop acting", str(exc), logger=self.log, level=logging.ERROR)
-        state = load_state(path)
-        deadline = time.monotonic() + 10  # a stop writes its request into the state right after its claim
-        while not state.stop_request and (state.claimed_by or "").startswith("stop request"):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-            state = load_state(path)
+        # a stop writes its request into the state right after its claim: wait up to 10 s for it
+        state, _ = retries.poll_until(
+            lambda: load_state(path),
+            lambda s: bool(s.stop_request) or not (s.claimed_by or "").startswith("stop request"),
+            timeout_s=10,
+            interval_s=0.5,
+        )
         if state.stop_request:
             raise AirflowFailException(ending(state).line()) from exc
         raise AirflowFailException(str(exc)) from exc
