@@ -29,9 +29,19 @@ def stat_fields(pid: int) -> list[str]:
 
 def group_alive(pgid: int, child: subprocess.Popen | None = None) -> bool:
     """Does a running (not zombie) process remain in group ``pgid``? ``child``, when the group's
-    leader is our own child, is reaped first, so its exit is seen at once."""
+    leader is our own child, is reaped first, so its exit is seen at once; and again once the
+    group is found gone, since it may have exited between that first reap and the look (a
+    gone group leaves no unreaped child of ours behind)."""
     if child is not None:
         child.poll()
+    alive = _members_alive(pgid)
+    if not alive and child is not None:
+        child.poll()
+    return alive
+
+
+def _members_alive(pgid: int) -> bool:
+    """Whether group ``pgid`` has a member that is not a zombie (``killpg`` counts zombies)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -60,3 +60,19 @@ def test_our_own_child_is_reaped_so_its_exit_is_seen_at_once():
     child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     wait_until(lambda: not processes.group_alive(child.pid, child), 30, what="the child's group gone")
     assert child.returncode == 0  # reaped by the check
+
+
+def test_a_child_that_exits_between_the_reap_and_the_look_is_reaped_too():
+    """The loaded suite's race: the first poll saw the child running, it exited before the look
+    at the group; a group found gone leaves no unreaped child of ours."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    wait_until(lambda: _state(child.pid) == "Z", 30, what="the child exited, not reaped")
+    real_poll, polls = child.poll, []
+
+    def poll_first_too_early():
+        polls.append(1)
+        return None if len(polls) == 1 else real_poll()
+
+    child.poll = poll_first_too_early
+    assert processes.group_alive(child.pid, child) is False
+    assert child.returncode == 0
