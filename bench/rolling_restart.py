@@ -1,15 +1,18 @@
 """Benchmark: a rolling restart of the whole local cluster with the roller.
 
     .venv/bin/python bench/rolling_restart.py [--port-base 47000] [--topics 20] [--home DIR]
+        [--one-node-at-a-time]
 
 Starts a fresh stack, creates ``--topics`` topics (6 partitions, RF 3) with some data,
-then rolls every broker and controller one at a time exactly as ``kafka_broker_restart``
-does (availability checks, wait for ready, wait for ISR). Prints the total roll time,
-the sum of the nodes' own start-to-ready times (the floor for a one-at-a-time roll) and
-their ratio: what the safety checks and ISR catch-up cost on top of the restarts.
+then rolls every broker and controller exactly as ``kafka_broker_restart`` does
+(availability checks, wait for ready, wait for ISR): a broker and a follower controller
+side by side (``restart.lanes``), or one node at a time with ``--one-node-at-a-time``.
+Prints the total roll time, the sum of the nodes' own start-to-ready times (issue #25's
+floor; a one-at-a-time roll cannot go below it, two lanes can) and their ratio: what the
+safety checks and ISR catch-up cost on top of the restarts.
 
-Then, per node, where its share of the roll went: ``pick`` (the previous node done, or
-the start, to this node's restart requested: its readiness and availability checks),
+Then, per node, where its share of the roll went: ``pick`` (the previous node of its lane
+done, or the start, to this node's restart requested: its readiness and availability checks),
 ``stop`` (SIGTERM to exit: a broker's controlled shutdown), ``start`` (the new process
 launched to ready by the roller's own test, polled every 100 ms from outside the roll:
 the floor), ``notice`` (ready to the roller taking it for back) and ``isr`` (back to back
@@ -144,12 +147,13 @@ def _fill(stack: LocalStack, topics: int) -> None:
     producer.flush(60)
 
 
-def _roll(stack: LocalStack, backend: TimedBackend) -> tuple[TimedRoller, object, float]:
+def _roll(stack: LocalStack, backend: TimedBackend, overlap: bool) -> tuple[TimedRoller, object, float]:
     """Plan and roll every node as the sensor does, watched by a second roller's readiness test."""
     probe = PrometheusProbe(endpoints={n.node_id: n.metrics_url for n in stack.topology.broker_nodes})
     with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as admin:
         roller = TimedRoller(admin, backend, probe)
-        state = roller.plan(None, "benchmark", RollOptions(operation_timeout_s=300))
+        state = roller.plan(None, "benchmark", RollOptions(operation_timeout_s=300, overlap=overlap))
+        print(state.stages_text)
         with ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}) as watcher:
             observer = Roller(watcher, LocalStackBackend(str(stack.home)), probe)
             backend.ready_check = lambda n, offset: observer.observe(n, state.nodes[n].role, offset)[0]
@@ -167,12 +171,16 @@ def _roll(stack: LocalStack, backend: TimedBackend) -> tuple[TimedRoller, object
     return roller, state, total
 
 
-def _breakdown(roller: TimedRoller, backend: TimedBackend, order: list[int]) -> list[float]:
-    """Per node: pick, stop, start (the floor), notice, isr; returns the sum of each column."""
-    print("node   pick   stop  start notice    isr  (seconds)")
-    previous = roller.entered[-1]["roll_started"]
+def _breakdown(roller: TimedRoller, backend: TimedBackend, state) -> list[float]:
+    """Per node: pick, stop, start (the floor), notice, isr; returns the sum of each column
+    (with two lanes the sums overlap in time: they add up to more than the roll)."""
+    print("node   pick   stop  start notice    isr  lane (seconds)")
+    started = roller.entered[-1]["roll_started"]
+    done_in = {"broker": started, "controller": started}  # each lane's previous node done
     columns = [0.0] * 5
-    for node_id in order:
+    for node_id in state.order:
+        lane = state.nodes[node_id].lane
+        previous = done_in[lane] if lane in done_in else max(done_in.values())
         marks, phases = backend.marks.get(node_id, {}), roller.entered.get(node_id, {})
         points = [
             previous,
@@ -187,8 +195,8 @@ def _breakdown(roller: TimedRoller, backend: TimedBackend, order: list[int]) -> 
             continue
         spans = [b - a for a, b in zip(points, points[1:], strict=False)]
         columns = [c + x for c, x in zip(columns, spans, strict=True)]
-        print(f"{node_id:>4} " + " ".join(f"{x:6.1f}" for x in spans))
-        previous = points[-1]
+        print(f"{node_id:>4} " + " ".join(f"{x:6.1f}" for x in spans) + f"  {lane}")
+        done_in = {k: points[-1] for k in done_in} if lane not in done_in else {**done_in, lane: points[-1]}
     print(" sum " + " ".join(f"{x:6.1f}" for x in columns))
     print("the roller's reads (seconds, calls; the roller's own calls only):")
     for name, (seconds, calls) in sorted(roller.spent.items(), key=lambda kv: -kv[1][0]):
@@ -201,6 +209,7 @@ def main() -> None:
     parser.add_argument("--port-base", type=int, default=47000)
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--home", help="the stack's home (default: a temporary directory)")
+    parser.add_argument("--one-node-at-a-time", action="store_true", help="no lanes: one node at a time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kr-bench-roll-", dir=args.home) as tmp:
         stack = LocalStack(home=Path(tmp), topology=Topology(port_base=args.port_base, connect=False))
@@ -208,7 +217,7 @@ def main() -> None:
         try:
             _fill(stack, args.topics)
             backend = TimedBackend(str(stack.home))
-            roller, state, total = _roll(stack, backend)
+            roller, state, total = _roll(stack, backend, overlap=not args.one_node_at_a_time)
             time.sleep(1)
         finally:
             stack.stop()
@@ -221,7 +230,7 @@ def main() -> None:
     missing = sorted(set(state.order) - set(backend.start_to_ready))
     if missing:  # the floor would be too low: say so rather than print a flattering ratio
         print(f"NO start-to-ready time for node(s) {missing}: the floor lacks them")
-    pick, stop, _, notice, isr = _breakdown(roller, backend, state.order)
+    pick, stop, _, notice, isr = _breakdown(roller, backend, state)
     print(f"ratio total/floor: {total / floor:.2f} (target <= 1.1)")
     # A clean restart's stop (SIGTERM to exit: a broker's controlled shutdown) is Kafka's own
     # work too, and outside the floor above: the roller cannot shorten it without a kill -9.
