@@ -215,8 +215,8 @@ def gate_markdown(rows: list[dict]) -> str:
     fenced code block into one line (FIELD_NOTES, Airflow 3.3.2).
     """
     header = (
-        "| # | node | role | restarts | partitions hosted | leaders | under-replicated now | at min ISR now "
-        "| in a reassignment | controller lag (ms) | restart safe now? |"
+        "| # | node | role | partitions hosted | leaders | under-replicated now | at min ISR now "
+        "| in a reassignment | controller lag (ms) | restart safe now? | restarts |"
     )
     lines = [header, "|" + "---|" * 11]
     for i, row in enumerate(rows, 1):
@@ -228,7 +228,6 @@ def gate_markdown(rows: list[dict]) -> str:
                     "position",
                     "node",
                     "role",
-                    "lane",
                     "partitions_hosted",
                     "leaders",
                     "under_replicated",
@@ -236,6 +235,7 @@ def gate_markdown(rows: list[dict]) -> str:
                     "reassigning",
                     "controller_lag",
                     "verdict",
+                    "lane",
                 )
             )
             + " |"
