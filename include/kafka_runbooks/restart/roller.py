@@ -36,6 +36,7 @@ from kafka_runbooks.errors import AdminError, BadInput, RunbookFailed
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
 from kafka_runbooks.restart.lanes import ALONE, in_turn, lane_of, stages_text
+from kafka_runbooks.restart.quorum import QuorumReadings
 from kafka_runbooks.restart.safety import (
     broker_verdict,
     controller_verdict,
@@ -204,6 +205,7 @@ class Roller:
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.log = logger or logging.getLogger(__name__)
         self.checkpoint = checkpoint or (lambda state: None)
+        self.quorum = QuorumReadings(admin, backend)
 
     # -- planning ---------------------------------------------------------------
     def plan(self, node_ids: list[int] | None, reason: str, options: RollOptions) -> RollState:
@@ -321,7 +323,8 @@ class Roller:
         """
         running = self.backend.is_running(node_id)
         if role == CONTROLLER:
-            return self._observe_controller(node_id, running, past_offset, max_lag_ms)
+            ready, facts = self.quorum.readiness(node_id, running, past_offset, max_lag_ms)
+            return ready, facts, None
         brokers = self.admin.describe_brokers()
         broker = brokers.get(node_id)
         registered = bool(broker and broker.available)
@@ -338,50 +341,22 @@ class Roller:
         state_ok = reading is None or (reading.known and reading.running)
         return bool(registered and state_ok and running is not False), facts, reading
 
-    def _observe_controller(
-        self, node_id: int, running: bool | None, past_offset: int | None, max_lag_ms: int
-    ) -> tuple[bool, dict, None]:
-        """A controller's readiness from one DescribeQuorum answer: its timestamps and offsets
-        are compared only with each other (the leader's clock, the same metadata log)."""
-        quorum = self.admin.describe_quorum()
-        member = next((v for v in quorum.voters if v.node_id == node_id), None)
-        caught_up = node_id in quorum.caught_up_voters(max_lag_ms)
-        progressed = past_offset is None or (member is not None and member.log_end_offset > past_offset)
-        facts = {
-            "process_running": running,
-            "caught_up_in_quorum": caught_up,
-            "lag_ms_by_leader_clock": quorum.lag_ms(node_id),
-            "log_end_offset": None if member is None else member.log_end_offset,
-            "must_fetch_past_offset": past_offset,
-            "quorum_leader": quorum.leader_id,
-        }
-        return bool(caught_up and progressed and running is not False), facts, None
-
-    def _voters_down(self, quorum, node_id: int) -> frozenset[int]:
-        """Other voters whose process the back end says is not running (None: cannot tell)."""
-        return frozenset(
-            v.node_id
-            for v in quorum.voters
-            if v.node_id != node_id and self.backend.is_running(v.node_id) is False
-        )
-
     def _mark_quorum_offset(self, state: RollState, node: NodeProgress) -> None:
         """Once the new process is seen, record the leader's log end offset: the old process is
         gone, so only the new one can be reported fetching past it. Checkpointed at once."""
-        quorum = self.admin.describe_quorum()
-        leader = quorum.leader
-        if leader is None or leader.log_end_offset < 0:
+        offset, leader_id = self.quorum.leader_log_end()
+        if offset is None:
             self._record("readiness", node, "wait", "the quorum leader's log end offset is unknown now")
             return
-        node.quorum_offset_at_restart = leader.log_end_offset
+        node.quorum_offset_at_restart = offset
         self.checkpoint(state)
         self._record(
             "readiness",
             node,
             "wait for quorum progress",
-            f"new process seen; back once the quorum leader {quorum.leader_id} reports it fetching "
-            f"past offset {leader.log_end_offset} of the metadata log",
-            observed={"leader": quorum.leader_id, "leader_log_end_offset": leader.log_end_offset},
+            f"new process seen; back once the quorum leader {leader_id} reports it fetching "
+            f"past offset {offset} of the metadata log",
+            observed={"leader": leader_id, "leader_log_end_offset": offset},
         )
 
     # -- stepping ------------------------------------------------------------------
@@ -465,9 +440,9 @@ class Roller:
             verdict = broker_verdict(cluster, node.node_id)
             node.isr_before = sorted(p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr)
         else:
-            quorum = self.admin.describe_quorum()
+            quorum = self.quorum.describe()
             verdict = controller_verdict(
-                quorum, node.node_id, opts.quorum_max_lag_ms, self._voters_down(quorum, node.node_id)
+                quorum, node.node_id, opts.quorum_max_lag_ms, self.quorum.voters_down(quorum, node.node_id)
             )
         verdict = self._alone_if_leading(state, node, verdict)
         if verdict.safe:
@@ -515,8 +490,8 @@ class Roller:
             return verdict
         if node.role == BROKER and all(n.role != CONTROLLER for n in others):
             return verdict
-        leader = self.admin.describe_quorum().leader_id
-        known = leader is not None and leader >= 0
+        leader = self.quorum.leader_id()
+        known = leader is not None
         controllers = [n.node_id for n in [node, *others] if n.role == CONTROLLER]
         if known and leader not in controllers:
             return verdict
