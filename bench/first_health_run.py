@@ -143,7 +143,7 @@ def _span(a: str | None, b: str | None) -> str:
 def print_breakdown(session: requests.Session, base_url: str) -> None:
     """Each health run and its tasks, by Airflow's own timestamps (one machine, one clock)."""
     api = f"{base_url}/api/v2/dags/{HEALTH_DAG}/dagRuns"
-    runs = session.get(api, params={"order_by": "queued_at"}, timeout=60).json()["dag_runs"]
+    runs = session.get(api, params={"order_by": "id"}, timeout=60).json()["dag_runs"]
     for run in runs:
         print(
             f"run {run['dag_run_id']} ({run['run_type']}, {run['state']}): queued->running "
