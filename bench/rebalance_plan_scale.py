@@ -1,16 +1,24 @@
 """Benchmark: the rebalance planner (Spark) on a synthetic cluster of a million partitions.
 
     .venv/bin/python bench/rebalance_plan_scale.py [--modes add-brokers,full] [--partitions 1000000]
-        [--brokers 1000] [--racks 20] [--new 100] [--workdir DIR]
+        [--brokers 1000] [--racks 20] [--new 100] [--via connect|submit|connect,submit] [--port N]
+        [--workdir DIR]
 
 Issue #27's scale target: a million partitions on 1000 brokers planned in under 60 s on this
 2-core machine. For each mode, writes a snapshot with the facade's own Parquet schemas (RF 3,
 three racks per partition, partition sizes over four orders of magnitude), then runs
-``spark_jobs/failed_broker_plan.py --rebalance`` through ``spark-submit --master local[2]`` exactly
-as the DAG does, and prints: wall time (spark-submit start to exit, JVM start included) beside
-the 60 s floor, replica moves and leader moves beside their lower bounds, and the spreads of
-replicas, preferred leaders and bytes before and after, re-derived here from the plan files (not
-read from the planner's summary).
+``spark_jobs/failed_broker_plan.py --rebalance`` the way the DAG does by default: the local
+stack's ``spark_default`` is its long-lived Spark Connect server (``spark_connect``, issue #25),
+so the task's own process runs the job over a new session on it (``run_over_connect``): Spark
+reads the snapshot on the server, the plan is made and written in the task's process. The bench
+starts one such server (``local[2]``, Spark's default driver memory) before the modes, as a
+deployment runs it, and warms it with one small plan. ``--via submit`` (or ``connect,submit``,
+side by side) also runs ``spark-submit --master local[2]``, a ``spark`` connection's way (the
+compose file's cluster), JVM and session start included. It prints: wall time (the task's process
+start to exit, or spark-submit's) beside the 60 s floor, peak memory (the task's process tree and,
+over Connect, the server's), replica moves and leader moves beside their lower bounds, and the
+spreads of replicas, preferred leaders and bytes before and after, re-derived here from the plan
+files (not read from the planner's summary), and the load average at the end.
 
 * ``add-brokers``: the replicas sit on brokers 1..brokers-new, evenly; the last ``--new`` brokers
   (spread over every rack) were just added and hold nothing.
@@ -31,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -136,22 +146,42 @@ def lower_bound(counts: np.ndarray, limit: int, gives: np.ndarray, takes: np.nda
     return best
 
 
-def run_job(snapshot: Path, out: Path, args: list[str], driver_memory: str) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS of the process tree in KiB, the job's last line) of one spark-submit."""
+CONNECT_TASK = """
+import sys
+from kafka_runbooks_airflow.spark import run_over_connect, session_id
+sys.exit(run_over_connect(sys.argv[1], sys.argv[4:], sys.argv[2], session_id("bench", sys.argv[3])))
+"""
+
+
+def submit_command(job_args: list[str], driver_memory: str, scratch: Path) -> tuple[list[str], dict]:
+    """spark-submit --master local[2] of the planner (its own JVM and session), as a ``spark``
+    connection runs it."""
     from kafka_runbooks_dev.local_spark import spark_submit_command
 
-    cmd, env = spark_submit_command(
-        JOB, ["--snapshot", str(snapshot), "--out", str(out), *args], driver_memory=driver_memory
-    )
-    peak = 0
+    return spark_submit_command(JOB, job_args, driver_memory=driver_memory, local_dir=scratch)
+
+
+def connect_command(job_args: list[str], url: str) -> tuple[list[str], dict]:
+    """A fresh Python process that runs the planner over the Connect server at ``url``, as the
+    task does with a ``spark_connect`` connection (the stack's default): the plan is made in
+    this process, Spark only reads the snapshot."""
+    argv = [sys.executable, "-c", CONNECT_TASK, str(JOB), url, f"{time.time_ns()}", *job_args]
+    return argv, dict(os.environ)
+
+
+def run_job(cmd: list[str], env: dict, watched: list[int]) -> tuple[float, int, int, str]:
+    """(wall seconds, peak RSS of the job's process tree, peak RSS of the ``watched`` trees (the
+    Connect server), both in KiB, the job's last line) of one planner run."""
+    peak, peak_watched = 0, 0
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, peak_watched
         while not stop.is_set():
             peak = max(peak, sum(_rss_kib(p) for p in _tree(proc.pid)))
+            peak_watched = max(peak_watched, sum(_rss_kib(p) for w in watched for p in _tree(w)))
             stop.wait(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -162,7 +192,7 @@ def run_job(snapshot: Path, out: Path, args: list[str], driver_memory: str) -> t
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"planning failed ({proc.returncode}):\n{stdout}\n{stderr[-4000:]}")
-    return wall, peak, stdout.strip().splitlines()[-1]
+    return wall, peak, peak_watched, stdout.strip().splitlines()[-1]
 
 
 def applied(replicas: np.ndarray, out: Path) -> tuple[np.ndarray, dict]:
@@ -239,7 +269,7 @@ def report(mode: str, replicas: np.ndarray, size: np.ndarray, brokers: int, new:
     print(f"    reached: {summary['reached']}{'' if summary['reached'] else ' - ' + str(summary['why_not'])}")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default="add-brokers,full")
     parser.add_argument("--partitions", type=int, default=1_000_000)
@@ -248,6 +278,15 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=100, help="add-brokers: the brokers just added (empty)")
     parser.add_argument("--max-replica-spread", default="10%")
     parser.add_argument("--max-leader-spread", default="10%")
+    parser.add_argument(
+        "--via",
+        default="connect",
+        help="connect (the stack's default spark_default: a long-lived Spark Connect server, the plan "
+        "made in the task's process), submit (spark-submit --master local[2]), or both: connect,submit",
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, help="the Connect server's port (default: base + 2)"
+    )
     parser.add_argument(
         "--driver-memory", default="1g", help="spark-submit --driver-memory (Spark's default)"
     )
@@ -259,41 +298,101 @@ def main() -> None:
         raise SystemExit(
             "--brokers and --new must be multiples of --racks (the new brokers spread over every rack)"
         )
+    return args
 
+
+def job_arguments(args: argparse.Namespace, mode: str) -> list[str]:
+    """The planner's arguments for ``mode``, as the rebalance DAG passes them."""
+    job_args = ["--rebalance", mode, "--max-replica-spread", args.max_replica_spread]
+    job_args += ["--max-leader-spread", args.max_leader_spread]
+    if mode == "add-brokers":
+        first_new = args.brokers - args.new + 1
+        job_args += ["--new-brokers", ",".join(str(b) for b in range(first_new, args.brokers + 1))]
+    return job_args
+
+
+def bench_mode(args: argparse.Namespace, work: Path, mode: str, server) -> None:
+    """Generate ``mode``'s snapshot, plan it each way asked for, print the figures of each."""
+    snapshot = work / f"snapshot-{mode}"
+    t0 = time.monotonic()
+    replicas, size = generate(snapshot, args.partitions, args.brokers, args.racks, args.new, mode)
+    print(
+        f"{mode}: {args.partitions} partitions (RF {RF}), {args.brokers} brokers in {args.racks} racks"
+        f"{f', {args.new} new' if mode == 'add-brokers' else ''}: generated in {time.monotonic() - t0:.1f}s"
+    )
+    for via in args.via.split(","):
+        out = work / f"plan-{mode}-{via}"
+        job_args = ["--snapshot", str(snapshot), "--out", str(out), *job_arguments(args, mode)]
+        if via == "connect":
+            cmd, env = connect_command(job_args, server.url)
+            watched = [server.process.pid]
+        else:
+            cmd, env = submit_command(job_args, args.driver_memory, work / "submit-scratch")
+            watched = []
+        wall, peak_kib, server_kib, line = run_job(cmd, env, watched)
+        verdict = "within" if wall < FLOOR_S else "NOT within"
+        memory = f"peak RSS {peak_kib / 1024:.0f} MiB" + (
+            f" (the task's process; the Connect server's {server_kib / 1024:.0f} MiB)" if watched else ""
+        )
+        print(f"  {via}: planned in {wall:.1f}s wall ({verdict} the {FLOOR_S:.0f}s target), {memory}")
+        print(f"    job: {line}")
+        report(
+            mode,
+            replicas,
+            size,
+            args.brokers,
+            args.new if mode == "add-brokers" else 0,
+            out,
+            spreads_of(args),
+        )
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def spreads_of(args: argparse.Namespace) -> tuple[str, str]:
+    return args.max_replica_spread, args.max_leader_spread
+
+
+def start_server(args: argparse.Namespace, work: Path):
+    """The long-lived Connect server the stack runs (local[2], Spark's default driver memory),
+    started once, as a deployment does; warmed by one small plan, as earlier analyses warm it."""
+    from kafka_runbooks_dev import spark_connect
+
+    started = time.monotonic()
+    server = spark_connect.start(
+        args.port or spark_connect.default_port(),
+        work / "connect.log",
+        store_url=str(work),
+        local_dir=work / "connect-scratch",
+    )
+    print(
+        f"Spark Connect server {server.url} started in {time.monotonic() - started:.1f}s (once per deployment)"
+    )
+    small = work / "snapshot-warm-up"
+    generate(small, 3000, 30, 3, 3, "add-brokers")
+    job_args = ["--snapshot", str(small), "--out", str(work / "plan-warm-up"), "--rebalance", "full"]
+    run_job(*connect_command(job_args, server.url), [])
+    return server
+
+
+def main() -> None:
+    args = parse_args()
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
     print(
         "lower bound = the fewest replica moves (leader changes) that put every broker within one window "
         "as wide as the target, the total kept: the replicas above it must leave, those missing below it "
         "must arrive (add-brokers: only new brokers receive); whatever racks and disks allow"
     )
-    spreads = (args.max_replica_spread, args.max_leader_spread)
+    server = None
     try:
+        server = start_server(args, work) if "connect" in args.via.split(",") else None
         for mode in args.modes.split(","):
-            snapshot, out = work / f"snapshot-{mode}", work / f"plan-{mode}"
-            t0 = time.monotonic()
-            replicas, size = generate(snapshot, args.partitions, args.brokers, args.racks, args.new, mode)
-            generated = time.monotonic() - t0
-            job_args = [
-                "--rebalance",
-                mode,
-                "--max-replica-spread",
-                spreads[0],
-                "--max-leader-spread",
-                spreads[1],
-            ]
-            if mode == "add-brokers":
-                first_new = args.brokers - args.new + 1
-                job_args += ["--new-brokers", ",".join(str(b) for b in range(first_new, args.brokers + 1))]
-            wall, peak_kib, line = run_job(snapshot, out, job_args, args.driver_memory)
-            verdict = "within" if wall < FLOOR_S else "NOT within"
-            print(
-                f"{mode}: {args.partitions} partitions (RF {RF}), {args.brokers} brokers in {args.racks} racks"
-                f"{f', {args.new} new' if mode == 'add-brokers' else ''}: generated in {generated:.1f}s; "
-                f"planned in {wall:.1f}s wall ({verdict} the {FLOOR_S:.0f}s target), peak RSS {peak_kib / 1024:.0f} MiB"
-            )
-            print(f"    job: {line}")
-            report(mode, replicas, size, args.brokers, args.new if mode == "add-brokers" else 0, out, spreads)
+            bench_mode(args, work, mode, server)
+        print(
+            f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+        )
     finally:
+        if server is not None:
+            server.stop()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
 
