@@ -1601,17 +1601,23 @@ BYTES_STEPS_PER_BROKER = 20
 
 
 def _why_bytes(bal: Balance, sizes: Ranking, keep: int) -> str:
-    """Why no move or swap narrows the bytes spread any more."""
+    """Why no move or swap narrows the bytes spread any more: add-brokers' rule when neither end is
+    a new broker (the old brokers cannot be evened out among themselves), else the rules that
+    refuse every way between the ends."""
     low, high = sizes.items[0][1], sizes.items[-1][1]
-    only = (
-        ""
-        if set(bal.receivers) == set(bal.scope)
-        else f" (add-brokers: replicas go only onto {bal.receivers})"
-    )
-    return (
+    said = (
         f"bytes per broker: broker {high} holds {bal.brokers[high].bytes} bytes (the most), broker {low} "
-        f"{bal.brokers[low].bytes} (the fewest), and no replica move or swap between the most and the least "
-        f"loaded keeps the replica spread within {keep}, the racks and the disk room{only}"
+        f"{bal.brokers[low].bytes} (the fewest)"
+    )
+    new = set(bal.receivers)
+    if new != set(bal.scope) and low not in new and high not in new:
+        return (
+            f"{said}: neither is a new broker, and add-brokers moves replicas only onto the {len(new)} new "
+            "broker(s), so the other brokers' bytes cannot be evened out among themselves"
+        )
+    return (
+        f"{said}, and no replica move or swap between the most and the least loaded keeps the replica "
+        f"spread within {keep}, the racks and the disk room"
     )
 
 
