@@ -1542,13 +1542,15 @@ def _pair_steps(bal: Balance, held: Held, h: int, low: int, counts: Ranking, kee
                 yield [(k, h, low), (q, low, h)]
 
 
-def _bytes_step(bal: Balance, held: Held, sizes: Ranking, counts: Ranking, keep: int):
-    """The step that brings a pair closest together: the most loaded broker against the least
-    loaded few, then the least loaded against the most loaded few; each step must narrow its pair
-    from both ends (so the sum of squares falls and the pass ends); fewer moves, then fewer bytes
-    copied, break ties. None when no pair has one."""
-    low = [b for _, b in sizes.items[:BYTES_PAIRS]]
-    high = [b for _, b in sizes.items[-BYTES_PAIRS:]][::-1]
+def _bytes_step(bal: Balance, held: Held, ends: tuple[Ranking, Ranking], counts: Ranking, keep: int):
+    """The step that brings a pair closest together: the source with the most bytes against the
+    receivers with the fewest, then the receiver with the fewest against the sources with the most
+    (``ends``: sources and receivers ranked by bytes; in add-brokers the new brokers are the
+    receivers, so data goes to them even when an old broker holds the fewest bytes); each step must
+    narrow its pair from both ends (so the sum of squares falls and the pass ends); fewer moves,
+    then fewer bytes copied, break ties. None when no pair has one."""
+    low = [b for _, b in ends[1].items[:BYTES_PAIRS]]
+    high = [b for _, b in ends[0].items[-BYTES_PAIRS:]][::-1]
     for h, lo in [(high[0], b) for b in low] + [(b, low[0]) for b in high[1:]]:
         bh, bl = bal.brokers[h].bytes, bal.brokers[lo].bytes
         best = None
@@ -1578,18 +1580,24 @@ def balance_bytes(bal: Balance, limit: int, replica_limit: int) -> str | None:
     counts = Ranking({b: bal.count(b) for b in bal.scope})
     keep = max(replica_limit, counts.spread())
     held = Held(bal)
+    ends = tuple(
+        sizes if set(side) == set(bal.scope) else Ranking({b: bal.brokers[b].bytes for b in side})
+        for side in (bal.sources, bal.receivers)
+    )
+    rankings = [sizes] + [r for r in ends if r is not sizes]
     for _ in range(BYTES_STEPS_PER_BROKER * len(bal.scope)):
         if sizes.spread() <= limit:
             return None
-        steps = _bytes_step(bal, held, sizes, counts, keep)
+        steps = _bytes_step(bal, held, ends, counts, keep)
         if steps is None:
             return _why_bytes(bal, sizes, keep)
         for k, s, d in steps:
             was = (bal.brokers[s].bytes, bal.brokers[d].bytes)
             _shift(bal, k, s, d)
             held.moved(bal, k, s, d)
-            sizes.shift(s, bal.brokers[s].bytes - was[0])
-            sizes.shift(d, bal.brokers[d].bytes - was[1])
+            for ranking in rankings:
+                ranking.shift(s, bal.brokers[s].bytes - was[0])
+                ranking.shift(d, bal.brokers[d].bytes - was[1])
             counts.shift(s, -1)
             counts.shift(d, 1)
     if sizes.spread() <= limit:
