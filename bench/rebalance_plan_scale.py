@@ -260,7 +260,9 @@ def report(mode: str, replicas: np.ndarray, size: np.ndarray, brokers: int, new:
     )
     for what, unit in (("replicas", 1), ("leaders", 1), ("bytes", 1e12)):
         target = (
-            f" target {limits[what]} ({spreads[0 if what == 'replicas' else 1]})" if what in limits else ""
+            f" target {limits[what]} ({spreads[0 if what == 'replicas' else 1]})"
+            if what in limits
+            else f" target {(summary['spread']['bytes'].get('limit') or 0) / unit:.1f} (20% of the mean)"
         )
         print(
             f"    {what}{' (TB)' if unit != 1 else ''} per broker before {spread_text(before_counts[what], unit)}, "
@@ -305,6 +307,7 @@ def job_arguments(args: argparse.Namespace, mode: str) -> list[str]:
     """The planner's arguments for ``mode``, as the rebalance DAG passes them."""
     job_args = ["--rebalance", mode, "--max-replica-spread", args.max_replica_spread]
     job_args += ["--max-leader-spread", args.max_leader_spread]
+    job_args += ["--max-bytes-spread-percent", "20"]  # the DAG's default bytes target
     if mode == "add-brokers":
         first_new = args.brokers - args.new + 1
         job_args += ["--new-brokers", ",".join(str(b) for b in range(first_new, args.brokers + 1))]
