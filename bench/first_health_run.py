@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import requests
 
@@ -149,7 +150,8 @@ def print_breakdown(session: requests.Session, base_url: str) -> None:
             f"run {run['dag_run_id']} ({run['run_type']}, {run['state']}): queued->running "
             f"{_span(run['queued_at'], run['start_date'])}, running->ended {_span(run['start_date'], run['end_date'])}"
         )
-        tis = session.get(f"{api}/{run['dag_run_id']}/taskInstances", timeout=60).json()["task_instances"]
+        tis = session.get(f"{api}/{quote(run['dag_run_id'], safe='')}/taskInstances", timeout=60).json()
+        tis = tis["task_instances"]
         for ti in sorted(tis, key=lambda t: t.get("start_date") or "~"):
             name = ti["task_id"] + (f"[{ti['map_index']}]" if ti["map_index"] >= 0 else "")
             print(
