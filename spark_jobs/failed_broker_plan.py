@@ -1363,14 +1363,18 @@ def balance_leaders_within(bal: Balance, limit: int) -> str | None:
     led = _led(bal)
     ranking = Ranking(bal.leaders(), most_first=True)
     scope = set(bal.scope)
+    read: dict[int, tuple[int, int]] = {}  # see _handover
     while ranking.spread() > limit:
-        path = next((p for s in ranking.ids() if (p := _leader_path(bal, led, scope, s))), None)
+        path = next(
+            (p for s in ranking.ids() if (p := _handover(bal, led, ranking.counts, scope, s, read))), None
+        )
         if path is None:
             top = next(ranking.ids())
             return (
                 f"broker {top} is the preferred leader of {ranking.counts[top]} partitions and no chain of "
                 "their replicas reaches a broker with at least two fewer preferred leaderships"
             )
+        _forget_read(read, path, ranking)
         for k, u, v in path:
             t = bal.target[k]
             del led[u][bisect_left(led[u], (_unmoved(bal, k), k))]
@@ -1381,6 +1385,45 @@ def balance_leaders_within(bal: Balance, limit: int) -> str | None:
             ranking.shift(u, -1)
             ranking.shift(v, 1)
     return None
+
+
+def _handover(bal: Balance, led, leads: dict[int, int], scope: set[int], s: int, read: dict):
+    """``_leader_path`` from ``s``, its first level read first on its own: the first follower, in
+    ``led``'s order, of a partition ``s`` leads that leads at least two fewer (``leads``: the
+    preferred leaderships of the brokers in scope; ``s`` counts as its own partitions' leader, and
+    a broker out of scope is not in it). That is the direct handover the breadth-first search
+    returns first; the search itself runs only when there is none.
+
+    ``read[s]`` = (i, fewer): the first i partitions of ``led[s]`` had no such follower when ``s``
+    last looked, at that threshold; they are not read again while it holds (``_forget_read``
+    says when not). Nearly every handover of a million-partition plan is direct, from the top, and
+    re-read the same hundreds of partitions whose followers lead as many as the top: most of the
+    leader pass."""
+    fewer = leads[s] - 2
+    entries, target = led.get(s, ()), bal.target
+    start, seen_at = read.get(s, (0, fewer))
+    for i in range(start if fewer <= seen_at else 0, len(entries)):
+        for b in target[entries[i][1]]:
+            n = leads.get(b)
+            if n is not None and n <= fewer:
+                read[s] = (i, fewer)
+                return [(entries[i][1], s, b)]
+    read[s] = (len(entries), fewer)
+    return _leader_path(bal, led, scope, s)
+
+
+def _forget_read(read: dict[int, tuple[int, int]], path, ranking: Ranking) -> None:
+    """Before ``path`` is applied: which of ``_handover``'s read prefixes stay true. A partition
+    read stays without a follower leading at most the threshold while no follower's count falls
+    to it. A direct handover from a broker leading the most leaves it leading at least the new
+    most minus one, above every later threshold (the most never grows: the receiver ends below
+    it), so only the receiver's list changes (a partition comes in anywhere in its order): its
+    prefix goes. Any other handover (a chain, or from below the top) forgets every prefix."""
+    (_, u, v), top = path[0], ranking.counts[next(ranking.ids())]
+    if len(path) > 1 or ranking.counts[u] != top:
+        read.clear()
+    else:
+        read.pop(v, None)
 
 
 def _unmoved(bal: Balance, k: tuple[str, int]) -> bool:
