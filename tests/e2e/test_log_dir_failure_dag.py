@@ -9,11 +9,21 @@ slow throttle (each failed-dir partition holds ~6 MB) and, while its chunk copie
 through kafka_reassignment_stop: the run fails STOPPED with nothing moved, and read from the
 cluster here its reassignments are cancelled, no throttle is left, every partition is back on the
 replicas it had in their order (Kafka's cancel restores the set; the stop puts the order back)
-with those outside the failed dir in sync. A fresh run is approved: the run succeeds, and the cluster read here shows
-those replicas off broker 1, its healthy dir's replicas still on it, every partition in sync, no
-throttle left, and every acknowledged message still there (the producer's messages to the failed
-dir's partitions wait from the failure to the heal: see where the producer is built). Then a Clear of the whole successful run: nothing moves again and nothing gets past
-the gate without a new approval (docs/approval-gates.md).
+with those outside the failed dir in sync. A third run (a partition a chunk, at 500 kB/s) is
+approved and, while a chunk copies under its throttle (read from the cluster), cleared as a whole
+through the REST API, as the UI's Clear does: watched from the cluster until it ends, nothing is
+headed anywhere new (what was in flight finishes, adopted by the cleared run before its gate; no
+new chunk starts) and the old try of execute_chunks submitted nothing the cluster did not already
+show at the Clear. Airflow 3.3.2 keeps a cleared gate's first question, so the cleared run, planned
+again without what moved, is another plan: its gate refuses to ask under the old question ("trigger
+a new run"), the run fails, nothing executed, no throttle left. A new run is approved for what is
+still on the failed dir: the run succeeds, and the cluster read here shows those replicas off
+broker 1 (the ones that left at the Clear where they were headed then: none moved twice), its
+healthy dir's replicas still on it, every partition in sync, no throttle left, and every
+acknowledged message still there (the producer's messages to the failed dir's partitions wait from
+the failure to the heal: see where the producer is built). Then a Clear of the whole successful
+run: nothing moves again and nothing gets past the gate without a new approval
+(docs/approval-gates.md).
 
 Then a controller is killed -9 for good and replaced through kafka_controller_replace's gate by
 the spare controller (formatted --no-initial-controllers, an observer), while a thread polls
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,7 +52,7 @@ import pytest
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.controller_replace.plan import caught_up, observer, voter, voter_ids
 from kafka_runbooks.controller_replace.quorum_tool import LIBS_VARIABLE
-from kafka_runbooks.failed_broker.execute import chunks_from_plan_dir, split
+from kafka_runbooks.failed_broker.execute import chunks_from_plan_dir, split, target_of
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from kafka_runbooks_dev.localstack.stack import LocalStack
@@ -62,11 +73,15 @@ BROKER = 1
 # broker 1 holds a replica of every partition but 5; a third broker takes what moves
 ASSIGNMENT = {0: [1, 2], 1: [2, 1], 2: [1, 3], 3: [3, 1], 4: [1, 2], 5: [2, 3], 6: [1, 3], 7: [3, 1]}
 SLOW = 20_000  # bytes/s: the stopped run's throttle; its chunk copies ~6 MB per partition
+# the run cleared mid-chunk: a partition per chunk (the next ones wait while the first copies; a
+# receiver takes two at once) at a throttle under which a partition copies for ~12 s: long enough
+# to see it copying and Clear, no longer (what was in flight finishes before the cleared run's gate)
+CLEARED = {"throttle_bytes_per_sec": 500_000, "max_partitions_per_chunk": 1}
 BULK_MESSAGES, BULK_SIZE = 60, 100_000  # per partition of the failed dir: ~6 MB
 MESSAGE_TIMEOUT_MS = 900_000  # the producer's, see where it is built
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = pytest.mark.timeout(1800)  # 1176 s for the log-dir test at load 19-24 (Nov 26)
 
 
 @pytest.fixture(scope="module")
@@ -245,9 +260,9 @@ def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, t
     partition back on its replicas in their order, in sync; the run failed saying who stopped it
     and why.
 
-    The next run (the heal) is triggered as soon as the stopped one ended, and its steps up to
-    its gate run while the stop is read back here: it moves nothing before its Approve, and a
-    stop request never applies to a run started after it. The heal's run id."""
+    The next run (the one cleared mid-chunk) is triggered as soon as the stopped one ended, and its
+    steps up to its gate run while the stop is read back here: it moves nothing before its Approve,
+    and a stop request never applies to a run started after it. The next run's id."""
     assigned = _assignment(admin)
     run = airflow.trigger(DAG_ID, {**conf, "throttle_bytes_per_sec": SLOW})
     _at_gate(airflow, run, truth)
@@ -257,8 +272,8 @@ def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, t
     reason = "e2e: the disk is replaced instead"
     stop = airflow.trigger(STOP_DAG, {"kafka_config_id": conf["kafka_config_id"], "reason": reason})
     assert airflow.wait_for_run(DAG_ID, run, timeout=300) == "failed"
-    heal = airflow.trigger(DAG_ID, conf)
-    _step("stopped run failed: heal triggered")
+    heal = airflow.trigger(DAG_ID, {**conf, **CLEARED})
+    _step("stopped run failed: the run to clear triggered")
     _timeline(airflow, run)
     execute_log = airflow.task_log_text(DAG_ID, run, "execute_chunks")
     assert f"STOPPED (stopped by admin: {reason}): 0 of " in execute_log, execute_log[-3000:]
@@ -275,10 +290,86 @@ def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, t
     return heal
 
 
-def _healed(airflow: AirflowLocal, admin: ClusterAdmin, approved: str, truth: list, stayed: list) -> None:
-    """The approved run succeeds; read here: the failed dir's replicas are off broker 1, its healthy
-    dir's replicas still on it, every partition in sync, no throttle left."""
-    _at_gate(airflow, approved, truth)
+def _leaving(admin: ClusterAdmin) -> dict | None:
+    """Where each partition is headed, read from the cluster: its reassignment's target while one
+    is in flight, else its replicas. None while the metadata trails a finished reassignment (more
+    replicas than RF and none in flight: ListPartitionReassignments can be ahead of it)."""
+    inflight = admin.list_reassignments()
+    held = _assignment(admin)
+    if any(len(r) > 2 and k not in inflight for k, r in held.items()):
+        return None
+    return {k: frozenset(target_of(inflight[k]) if k in inflight else r) for k, r in held.items()}
+
+
+def _submitted(airflow: AirflowLocal, run_id: str, try_number: int) -> set[tuple[str, int]]:
+    """The partitions one try of execute_chunks submitted, from its DECISION records (the record
+    is in the log line's extra keys; its text names each move as "topic:partition":{"from")."""
+    found = set()
+    for rec in airflow.task_log(DAG_ID, run_id, "execute_chunks", try_number=try_number):
+        record = rec.get("decision_record") or (rec.get("extra") or {}).get("decision_record")
+        if record and record["step"] == "execute" and record["decision"].startswith("submit"):
+            found |= {split(k) for k in record["observed"]["moves"]}
+        elif "]: submit" in str(rec.get("event")):
+            found |= {split(k) for k in re.findall(r'"([^"]+:\d+)":\{"from"', rec["event"])}
+    return found
+
+
+def _cleared_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, run: str, truth: list) -> dict:
+    """Approve the run and, while a chunk copies under its throttle (read from the cluster), Clear
+    the whole run as the UI does. Watched from the cluster until the cleared run ends or asks: no
+    partition is headed anywhere new after the Clear (what was in flight may finish: the cleared
+    run adopts it before its gate, as approved); the old try submitted nothing after the Clear.
+    Airflow 3.3.2 keeps a cleared gate's first question, and the run planned again (without what
+    moved) is another plan: its gate refuses to ask under the old one and the run fails, nothing
+    executed, no throttle left. Where the partitions that left were headed at the Clear."""
+    _at_gate(airflow, run, truth)
+    airflow.answer(DAG_ID, run, GATE, ["Approve"])
+    copying = wait_until(lambda: _copying(admin, truth), 300, 0.5, "a chunk copying under its throttle")
+    executing = airflow.task_instance(DAG_ID, run, "execute_chunks")["state"]
+    body = {"dry_run": False, "dag_run_id": run, "only_failed": False, "reset_dag_runs": True}
+    airflow.api("POST", f"/dags/{DAG_ID}/clearTaskInstances", json=body)
+    inflight = set(admin.list_reassignments())
+    # read after the Clear landed: from here on the old try may act no more
+    at_clear = wait_until(lambda: _leaving(admin), 30, 0.2, "the metadata caught up")
+    _step(f"copying {sorted(copying)} (execute_chunks {executing}): cleared; in flight {sorted(inflight)}")
+    assert inflight, "the chunk finished before the Clear landed: not a Clear mid-chunk"
+    assert airflow.task_instance(DAG_ID, run, GATE)["state"] != "success"
+    headed_anew: dict = {}
+
+    def watched() -> str | None:
+        now = _leaving(admin) or at_clear  # a read that trails a finished copy says nothing
+        headed_anew.update({k: sorted(v) for k, v in now.items() if v != at_clear[k]})
+        return _ended_or_asking(airflow, run)
+
+    ended = wait_until(watched, 600, 0.5, "the cleared run ended or asking")
+    _step(f"cleared run: {ended}")
+    _timeline(airflow, run)
+    assert headed_anew == {}, headed_anew  # no new chunk, not even one of the cleared run's own plan
+    assert ended == "failed", _states(airflow, run)
+    states = _states(airflow, run)
+    assert states[GATE] == "failed" and states["execute_chunks"] == "upstream_failed", states
+    assert states["remove_throttles"] == "success", states
+    gate_log = airflow.task_log_text(DAG_ID, run, GATE, try_number=2)
+    assert "question from an earlier try" in gate_log and "trigger a new run" in gate_log, gate_log[-3000:]
+    # the old try's submissions are all among what was headed off broker 1 at the Clear
+    left = {k: v for k, v in at_clear.items() if k in truth and BROKER not in v}
+    submitted = _submitted(airflow, run, 1)
+    assert submitted and submitted <= set(left), (submitted, left)
+    assert not set(admin.list_reassignments()) & set(truth)  # the adopted copies finished
+    assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
+    return left
+
+
+def _healed(
+    airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: list, stayed: list, left: dict
+) -> str:
+    """A new run plans what is still on the failed dir and is approved: the run succeeds; read here:
+    the failed dir's replicas are off broker 1 (those that left at the Clear where they were headed
+    then: none moved twice), its healthy dir's replicas still on it, every partition in sync, no
+    throttle left. The run's id."""
+    remaining = sorted(k for k, v in _assignment(admin).items() if k in truth and BROKER in v)
+    approved = airflow.trigger(DAG_ID, conf)
+    _at_gate(airflow, approved, remaining)
     airflow.answer(DAG_ID, approved, GATE, ["Approve"])
     state = airflow.wait_for_run(DAG_ID, approved, timeout=600)
     _step("healed")
@@ -288,9 +379,11 @@ def _healed(airflow: AirflowLocal, admin: ClusterAdmin, approved: str, truth: li
     assert "DECISION verify: moved" in verify_log
     healed = _assignment(admin)
     assert [k for k in truth if BROKER in healed[k]] == []
+    assert {k: frozenset(healed[k]) for k in left} == left
     assert [k for k in stayed if k[0] == TOPIC and BROKER not in healed[k]] == []
     assert [p.name for p in admin.describe_topic_partitions([TOPIC]) if set(p.isr) != set(p.replicas)] == []
     assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
+    return approved
 
 
 def _cleared(airflow: AirflowLocal, admin: ClusterAdmin, approved: str) -> None:
@@ -356,9 +449,10 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
         }
         _rejected(airflow_local, admin, conf, truth)
         _step("rejected")
-        approved = _stopped_mid_chunk(airflow_local, admin, conf, truth)
+        cleared = _stopped_mid_chunk(airflow_local, admin, conf, truth)
         _step("stopped")
-        _healed(airflow_local, admin, approved, truth, stayed)
+        left = _cleared_mid_chunk(airflow_local, admin, cleared, truth)
+        approved = _healed(airflow_local, admin, conf, truth, stayed, left)
         _cleared(airflow_local, admin, approved)
     finally:
         producer.stop_event.set()
