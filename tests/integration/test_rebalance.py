@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.balance_rules import bytes_spread_limit, within_bytes_spread
 from kafka_runbooks.failed_broker import runbook
 from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, chunks_from_plan_dir, save_state
 from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
@@ -35,6 +36,7 @@ from kafka_runbooks.rebalance import (
     judge_spread,
     resolve_rebalance,
     room,
+    spread_now,
 )
 from kafka_runbooks.replication_factor import (
     build_rf_request,
@@ -155,6 +157,71 @@ def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore
     assert producer.failed == [] and producer.acked > 0
     total = sum(count_messages(bs, topic, p) for p in ASSIGNMENT)
     assert total >= 2000 + producer.acked  # no acknowledged message lost
+    _full_rebalance_by_bytes(bs, admin, tmp_path / "bytes")
+
+
+# replication factor 1, two partitions a broker: brokers 1 and 2 hold the large ones, 3 and 4 the small
+BYTES_SKEW = {p: [p % 4 + 1] for p in range(8)}
+LARGE = {0, 1, 4, 5}
+
+
+def _topic_bytes(admin, topic: str) -> dict[int, int | None]:
+    """Bytes of ``topic`` each broker holds, as its own DescribeLogDirs answer has them."""
+    dirs, errors = admin.describe_log_dir_states([1, 2, 3, 4])
+    return {
+        b: None if b in errors else sum(r.size_bytes for d in dirs[b] for r in d.replicas if r.topic == topic)
+        for b in (1, 2, 3, 4)
+    }
+
+
+def _full_rebalance_by_bytes(bs: str, admin, tmp_path: Path) -> None:
+    """A full rebalance of a topic whose replicas are even per broker but whose bytes are not (600 KB
+    on brokers 1 and 2, 20 KB on 3 and 4): the plan swaps a large replica for a small one twice
+    (counts kept), and the bytes per broker read back from DescribeLogDirs end within the target."""
+    topic = unique_topic("rebal-bytes")
+    create_topic(bs, topic, assignment=BYTES_SKEW, config={"min.insync.replicas": "1"})
+    for p in BYTES_SKEW:
+        assert produce(bs, topic, 300 if p in LARGE else 10, partition=p, size=1000) == (
+            300 if p in LARGE else 10
+        )
+    request = build_rebalance_request(
+        {"mode": "full", "max_replica_spread": "1", "max_leader_spread": "1", "max_bytes_spread_percent": 20}
+    )
+    now = spread_now(admin.read_state(), request)  # validate's reading: every live broker's log dirs
+    assert sorted(now.bytes) == [1, 2, 3, 4] and None not in now.bytes.values(), now.bytes
+    assert now.bytes_limit is not None and now.figures["bytes"] is not None
+    sizes = _topic_bytes(admin, topic)
+    limit = bytes_spread_limit(request.max_bytes_spread_percent, sizes, [1, 2, 3, 4])
+    assert within_bytes_spread(sizes, [1, 2, 3, 4], limit) is False, (sizes, limit)  # skewed by bytes
+    state = _only(admin.read_state(), topic)
+    snapshot, out = write_snapshot(state, tmp_path / "snapshot"), tmp_path / "plan"
+    _run_plan(
+        snapshot,
+        out,
+        [
+            "--rebalance=full",
+            "--max-replica-spread=1",
+            "--max-leader-spread=1",
+            f"--max-bytes-spread-percent={request.max_bytes_spread_percent}",
+        ],
+    )
+    plan = load_plan(out)
+    runbook.review(plan, *read_snapshot_rows(snapshot), plan.summary)  # the bytes family agrees
+    assert plan.summary["reached"] and plan.summary["replica_moves"] == 4, plan.summary  # two swaps
+    exec_state = ExecState("rebal-bytes", [1, 2, 3, 4], 10 << 20, chunks_from_plan_dir(out), drain=True)
+    executor = ChunkExecutor(
+        admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
+    )
+    wait_until(lambda: executor.step(exec_state), 120, 1, "the executor to finish the swaps")
+    wait_until(
+        lambda: within_bytes_spread(_topic_bytes(admin, topic), [1, 2, 3, 4], limit),
+        60,
+        1,
+        f"bytes per broker read back within {limit} (DescribeLogDirs)",
+    )
+    replicas = admin.read_state([topic], include_log_dirs=False).partitions
+    assert sorted(b for p in replicas for b in p.replicas) == [1, 1, 2, 2, 3, 3, 4, 4]  # counts kept
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
 
 
 RF_ONE = {p: [p + 1] for p in range(4)}  # replication factor 1, one partition on each broker
