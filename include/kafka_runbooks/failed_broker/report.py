@@ -181,6 +181,7 @@ def _bytes_row(figures: dict[str, Any]) -> str:
     shown as its limit); unknown bytes (a broker's log dirs reported no size) say so, never 0."""
 
     def size(n: Any) -> str:
+        """A size as the gate prints it; None (not reported) stays "unknown", never 0."""
         return "unknown" if n is None else format_size(n)
 
     limit = figures.get("limit")
