@@ -7,7 +7,7 @@ Starts a fresh stack, creates ``--topics`` topics (6 partitions, RF 3) with some
 then rolls every broker and controller exactly as ``kafka_broker_restart`` does
 (availability checks, wait for ready, wait for ISR): a broker and a follower controller
 side by side (``restart.lanes``), or one node at a time with ``--one-node-at-a-time``.
-Prints the total roll time, the sum of the nodes' own start-to-ready times (issue #25's
+Prints the total roll time, the sum of the nodes' own start-to-ready times (the
 floor; a one-at-a-time roll cannot go below it, two lanes can) and their ratio: what the
 safety checks and ISR catch-up cost on top of the restarts.
 

@@ -1,5 +1,5 @@
-"""What the roll reads of the KRaft quorum (issue #26: the roller's quorum readings in a class
-of their own, so the state machine only decides).
+"""What the roll reads of the KRaft quorum: the roller's quorum readings in a class of their
+own, so the state machine only decides.
 
 Every reading is taken from one DescribeQuorum answer and compared only within it: the
 leader's own clock for caught-up times, the same metadata log for offsets; never the
