@@ -360,9 +360,12 @@ def start_server(args: argparse.Namespace, work: Path):
     started once, as a deployment does; warmed by one small plan, as earlier analyses warm it."""
     from kafka_runbooks_dev import spark_connect
 
+    port = args.port or spark_connect.default_port()
+    if spark_connect.answers(port):  # start() would take the one already there for its own
+        raise SystemExit(f"port {port} is taken (a stack's Connect server?): pass --port")
     started = time.monotonic()
     server = spark_connect.start(
-        args.port or spark_connect.default_port(),
+        port,
         work / "connect.log",
         store_url=str(work),
         local_dir=work / "connect-scratch",
