@@ -39,11 +39,25 @@ class ExpectedDisconnectFilter(logging.Filter):
     """Demote a client's ERROR about a lost or refused connection to WARNING (never drop it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Lower a client ERROR about an expected disconnect to WARNING; never drops a record."""
-        if record.levelno >= logging.ERROR and EXPECTED_DISCONNECT.search(record.getMessage()):
+        """Lower a client ERROR about an expected disconnect to WARNING; never drops a record.
+
+        The disconnect is in the message, or only in the exception the record carries
+        (kafka-python: "Error receiving network data closing socket" with a ConnectionResetError
+        from a broker going away)."""
+        if record.levelno >= logging.ERROR and (
+            EXPECTED_DISCONNECT.search(record.getMessage()) or _lost_connection(record)
+        ):
             record.levelno = logging.WARNING
             record.levelname = "WARNING"
         return True
+
+
+def _lost_connection(record: logging.LogRecord) -> bool:
+    """Whether the record's exception is a refused, reset or broken connection."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return isinstance(
+        exc, (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+    )
 
 
 _FILTER = ExpectedDisconnectFilter()

@@ -65,3 +65,23 @@ def test_the_task_log_ends_with_a_summary_of_its_decisions(caplog):
     assert "chunk [t-0]: submit chunk 12 of 12" in summary and "submit chunk 2 of 12" not in summary
     console_listener.on_starting(TaskRunnerMarker())  # the next task starts with none
     assert decisions.made() == []
+
+
+def test_a_reset_connection_carried_only_in_the_exception_is_a_warning():
+    """kafka-python 3 logs a broker's reset connection as 'Error receiving network data closing
+    socket' with the ConnectionResetError attached (seen in a clean-clone run, where the broker of
+    the test above reset instead of refusing); an ERROR without a lost connection stays an ERROR."""
+    from kafka_runbooks.quiet_logs import ExpectedDisconnectFilter
+
+    def record(exc: BaseException | None) -> logging.LogRecord:
+        info = (type(exc), exc, None) if exc else None
+        msg = "<KafkaTCPTransport [none]>: Error receiving network data closing socket"
+        return logging.LogRecord("kafka.net.transport", logging.ERROR, __file__, 1, msg, None, info)
+
+    reset, other = (
+        record(ConnectionResetError(104, "Connection reset by peer")),
+        record(ValueError("bad frame")),
+    )
+    assert ExpectedDisconnectFilter().filter(reset) and ExpectedDisconnectFilter().filter(other)
+    assert (reset.levelno, reset.levelname) == (logging.WARNING, "WARNING")
+    assert other.levelno == logging.ERROR
