@@ -39,9 +39,9 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.controller_replace  # noqa: F401 -- registers the gate's "controller_replace" action
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
-from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
 from kafka_runbooks_airflow.lease import on_lease_held_param
+from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 
 POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))

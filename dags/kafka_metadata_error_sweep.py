@@ -60,11 +60,8 @@ from airflow.sdk import DAG, Asset, Param, get_current_context, task, task_group
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.fleet import kafka_config_ids_param
-from kafka_runbooks_airflow.metadata_errors import (
-    OPTION_DEFAULTS,
-    ControllerDecisionOperator,
-    ControllerRestartOperator,
-)
+from kafka_runbooks_airflow.metadata_errors import OPTION_DEFAULTS
+from kafka_runbooks_airflow.operators.controller import ControllerDecisionOperator, ControllerRestartOperator
 from kafka_runbooks_airflow.operators.trigger import UnpausedTriggerDagRunOperator
 
 RESTART_DAG_ID = "kafka_broker_restart"

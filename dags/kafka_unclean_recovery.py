@@ -42,9 +42,9 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.unclean  # noqa: F401 -- registers the gate's "unclean" action
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
-from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param, partition_items_schema
 from kafka_runbooks_airflow.lease import on_lease_held_param
+from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]

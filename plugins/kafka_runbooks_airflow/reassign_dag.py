@@ -31,9 +31,9 @@ from kafka_runbooks.failed_broker.request import (
 )
 from kafka_runbooks.units import exact_size
 from kafka_runbooks_airflow.approvers import assigned_approvers
-from kafka_runbooks_airflow.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.inputs import broker_list_schema, duration_schema, kafka_config_param, size_schema
 from kafka_runbooks_airflow.lease import on_lease_held_param
+from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks

@@ -38,7 +38,7 @@ def _dag(dag_id: str):
 def test_the_destructive_task_runs_only_after_the_gate_succeeded(dag_id):
     """No branch around the gate (today's main: resumed / ungated restart runs skipped it),
     a skipped or failed gate never lets the destructive task run, and the gate keeps a record."""
-    from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator, _PlanGate
+    from kafka_runbooks_airflow.operators.gate import ApprovedTriggerDagRunOperator, _PlanGate
 
     dag = _dag(dag_id)
     gate_id, act_id = GATED[dag_id]
@@ -79,11 +79,13 @@ class FakeTI:
 def restart_run(tmp_path, monkeypatch):
     """A planned kafka_broker_restart run: its roll-state file and plan XCom; policy from a dict."""
     from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.operators import gate as gates
     from kafka_runbooks_airflow.run_state import roll_state_file
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     settings: dict[str, str] = {}
-    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy(settings.get, {}))
+    for module in (gate, gates):  # the glue's check and the gate operators read it
+        monkeypatch.setattr(module, "load_policy", lambda: rules.load_policy(settings.get, {}))
     dag = _dag("kafka_broker_restart")
     run_id = "manual__2026-11-23T15:00:00+00:00"
     roll_state_file(dag.dag_id, run_id).write_text(
@@ -115,7 +117,7 @@ def restart_run(tmp_path, monkeypatch):
     def show_question(operator, ti_id):
         return stored.setdefault("body", operator.body)
 
-    monkeypatch.setattr(gate, "show_question", show_question)
+    monkeypatch.setattr(gates, "show_question", show_question)
     return SimpleNamespace(
         dag=dag,
         context=context,
@@ -409,12 +411,14 @@ def decision(monkeypatch):
     from airflow.sdk import DAG
 
     from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.operators import gate as gates
 
     settings: dict[str, str] = {}
-    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy(settings.get, {}))
-    monkeypatch.setattr(gate, "show_question", lambda operator, ti_id: operator.body)
+    for module in (gate, gates):  # the glue's check and the gate operators read it
+        monkeypatch.setattr(module, "load_policy", lambda: rules.load_policy(settings.get, {}))
+    monkeypatch.setattr(gates, "show_question", lambda operator, ti_id: operator.body)
     with DAG("kafka_metadata_error_sweep", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
-        op = gate.PlanDecisionBranchOperator(
+        op = gates.PlanDecisionBranchOperator(
             task_id="decide",
             action_kind="controller",
             approve_option=RESTART_IT,
@@ -552,7 +556,7 @@ def test_an_escalation_changed_while_the_gate_waited_is_not_approved(decision):
 
 def test_the_decision_gate_refuses_an_unknown_plan_or_an_approve_option_it_does_not_offer():
     from kafka_runbooks.errors import BadInput
-    from kafka_runbooks_airflow.gate import PlanDecisionBranchOperator
+    from kafka_runbooks_airflow.operators.gate import PlanDecisionBranchOperator
 
     common = {"task_id": "d", "options": [RESTART_IT, LEAVE_IT], "subject": "q"}
     with pytest.raises(BadInput, match="unknown action_kind 'reboot'"):
@@ -567,7 +571,7 @@ def test_the_approved_trigger_starts_exactly_the_approved_run_and_only_after_an_
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_runbooks_airflow.gate import ApprovedTriggerDagRunOperator
+    from kafka_runbooks_airflow.operators.gate import ApprovedTriggerDagRunOperator
 
     started: list[tuple[str, dict]] = []
     monkeypatch.setattr(

@@ -389,13 +389,13 @@ def test_the_unclean_gate_shows_the_replica_orders_it_will_also_restore(monkeypa
 
     from kafka_runbooks import approval as rules
     from kafka_runbooks.unclean.elect import ReorderState
-    from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.operators import gate as gates
     from tests.unit.kafka_runbooks_airflow.test_gate import _dag
 
     ReorderState("kafka_default").write_entries({"u-3": {"topic": "u", "partition": 3, "original": [3, 1]}})
-    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
+    monkeypatch.setattr(gates, "load_policy", lambda: rules.load_policy({}.get, {}))
     shown = {}
-    monkeypatch.setattr(gate, "show_question", lambda op, ti_id: shown.setdefault("body", op.body))
+    monkeypatch.setattr(gates, "show_question", lambda op, ti_id: shown.setdefault("body", op.body))
     monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **kw: None)
     task = copy.copy(_dag("kafka_unclean_recovery").get_task("approve_elections"))
     context = _unclean(DOCUMENT, {**UNCLEAN_PARAMS, "approval_timeout_s": 30})

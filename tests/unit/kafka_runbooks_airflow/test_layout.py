@@ -1,23 +1,20 @@
 """Every operator class in ``operators/``, every sensor class in ``sensors/``: where a newcomer looks.
 
-Read from the source (the AST): a class whose base names an Airflow operator or sensor, or one of
-the product's own operator classes, is an operator. The ones still beside their runbook's glue
-are listed with why; the list only shrinks.
+Read twice: from the source (the AST: a class whose base names an operator or a sensor) and from
+the imported modules (every ``BaseOperator`` subclass a plugin module defines, whatever its bases
+are called, e.g. a gate built on a mixin). No exceptions: the plan gates and the metadata-error
+sweep's controller gate moved to ``operators/`` (issue #26).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = ROOT / "plugins" / "kafka_runbooks_airflow"
-# not moved yet: the plan gate's three classes share gate.py's digest and record helpers, the
-# metadata-error sweep's two extend them (moving them is its own change: gate.py, its importers)
-NOT_MOVED_YET = {
-    "gate.py": {"PlanApprovalOperator", "PlanDecisionBranchOperator", "ApprovedTriggerDagRunOperator"},
-    "metadata_errors.py": {"ControllerDecisionOperator", "ControllerRestartOperator"},
-}
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -39,14 +36,34 @@ def _operator_classes() -> dict[str, set[str]]:
 def test_operators_live_in_operators_and_sensors_in_sensors():
     found = _operator_classes()
     assert "ClusterLeaseSensor" in found.get("sensors/lease.py", set())  # the scan works
-    misplaced = {
-        module: names - NOT_MOVED_YET.get(module, set())
-        for module, names in found.items()
-        if not module.startswith(("operators/", "sensors/"))
-    }
-    assert not {m: n for m, n in misplaced.items() if n}, (
-        f"operator or sensor classes outside their folder: {misplaced}"
-    )
+    misplaced = {m: n for m, n in found.items() if not m.startswith(("operators/", "sensors/"))}
+    assert misplaced == {}, f"operator or sensor classes outside their folder: {misplaced}"
+
+
+def _defined_operators() -> dict[str, set[str]]:
+    """Module path (relative to the plugin) -> the ``BaseOperator`` subclasses it defines."""
+    from airflow.sdk import BaseOperator
+
+    found: dict[str, set[str]] = {}
+    for path in sorted(PLUGIN.rglob("*.py")):
+        parts = path.relative_to(PLUGIN.parent).with_suffix("").parts
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and issubclass(value, BaseOperator)
+            ):
+                found.setdefault(str(path.relative_to(PLUGIN)), set()).add(name)
+    return found
+
+
+def test_every_operator_class_a_plugin_module_defines_lives_in_operators_or_sensors():
+    found = _defined_operators()
+    assert "PlanApprovalOperator" in found.get("operators/gate.py", set())  # the scan works
+    assert "KafkaReassignmentSensor" in found.get("sensors/reassignment.py", set())
+    misplaced = {m: n for m, n in found.items() if not m.startswith(("operators/", "sensors/"))}
+    assert misplaced == {}, f"operator or sensor classes outside their folder: {misplaced}"
 
 
 def test_the_trigger_forms_schemas_live_in_the_plugin():

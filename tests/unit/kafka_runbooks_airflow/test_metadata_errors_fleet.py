@@ -87,8 +87,10 @@ def context(ti: MappedTI) -> dict:
 @pytest.fixture
 def policy(monkeypatch):
     from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.operators import gate as gates
 
-    monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
+    for module in (gate, gates):  # the glue's check and the gate operators read it
+        monkeypatch.setattr(module, "load_policy", lambda: rules.load_policy({}.get, {}))
 
 
 # ------------------------------------------------------------------ targets
@@ -349,10 +351,11 @@ def test_the_gate_asks_only_a_cluster_that_escalated_naming_it(sweep_dag, policy
     from airflow.sdk.exceptions import AirflowSkipException, TaskAwaitingInput
 
     from kafka_runbooks_airflow import gate
+    from kafka_runbooks_airflow.operators import gate as gates
 
     shown = {}
     monkeypatch.setattr(
-        gate, "show_question", lambda op, ti_id: shown.update(subject=op.subject, body=op.body)
+        gates, "show_question", lambda op, ti_id: shown.update(subject=op.subject, body=op.body)
     )
     monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **kw: None)
     quiet = MappedTI("cluster.controller_decision", 0, {("cluster.sweep", 0, "controller_escalation"): None})
