@@ -4,7 +4,8 @@
 2. A broker killed for good: the sweep starts the countdown, then (short threshold)
    starts the reassignment; the approval is answered through the API; the execution
    task is killed mid-chunk (marked failed through the API) and its throttle removed by
-   the cleanup task; a new run adopts what was in flight, plans the rest with the Spark
+   the cleanup task (the killed try submits no chunk after Airflow says it failed, before its
+   SIGTERM); a new run adopts what was in flight, plans the rest with the Spark
    job, and finishes: nothing names the dead broker, full RF and ISR, no throttle config
    left, the new replicas spread within 1 among the receivers, nothing moved twice.
 """
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -259,6 +261,9 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     airflow_local.api(
         "PATCH", f"/dags/{REASSIGN}/dagRuns/{run1}/taskInstances/execute_chunks", json={"new_state": "failed"}
     )
+    # Airflow says failed from here on, and its supervisor kills the try seconds later: a chunk the
+    # killed try submits was recorded (its intent) before it last asked Airflow, so before now
+    recorded_at_mark = {c["index"] for c in json.loads(state_file(run1).read_text())["chunks"] if c["moving"]}
     assert airflow_local.wait_for_run(REASSIGN, run1, timeout=300) == "failed"
     cleanup = airflow_local.task_instance(REASSIGN, run1, "remove_throttles")
     assert cleanup["state"] == "success", airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")[
@@ -271,6 +276,8 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
         REASSIGN, run1, "execute_chunks", try_number=1
     ) + airflow_local.task_log_text(REASSIGN, run1, "remove_throttles")
     assert "remove a leftover throttle" in killed_and_cleanup
+    killed_submitted = {int(i) for i in re.findall(r"\[chunk (\d+)\]: submit", killed_and_cleanup)}
+    assert killed_submitted and killed_submitted <= recorded_at_mark, (killed_submitted, recorded_at_mark)
     assert json.loads(state_file(run1).read_text())["throttle"] is None
     assert leftover_throttles(admin, [1, 2, 3], ours) == {}
 

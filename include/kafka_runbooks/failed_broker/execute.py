@@ -31,7 +31,10 @@ bumps its ``fence``, and every later write checks that the fence is still its ow
 keeps running until its supervisor notices and kills it (Airflow 3.3.2: the next heartbeat,
 then SIGTERM, which only calls ``on_kill``, then SIGKILL 5 s later); its next write fails
 with :class:`Superseded` before it sets a throttle or submits anything, because both are
-recorded before they are done.
+recorded before they are done. Before the newer attempt claims (it is only queued), the
+executor's ``still_current`` asks Airflow right before each submission whether this try is still
+``running`` (:mod:`kafka_runbooks.task_state`): a cleared try (``restarting``) or one marked
+failed submits nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from kafka_runbooks.failed_broker import progress, throttle
 from kafka_runbooks.fence import Superseded  # noqa: F401  (callers catch it from here; not a ReassignError: a superseded process takes nothing off)
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.storage import Store, StorePath
+from kafka_runbooks.task_state import StillCurrent, require_running
 
 PENDING, MOVING, DONE = "pending", "moving", "done"
 
@@ -352,7 +356,9 @@ class ChunkExecutor:
     """Advance an :class:`ExecState` against the cluster (``admin`` is a ClusterAdmin).
 
     ``receiver_slots`` 0: each chunk starts when the one before is verified (and its throttle
-    off); > 0: chunks overlap by :func:`next_to_start`.
+    off); > 0: chunks overlap by :func:`next_to_start`. ``still_current``: asked right before
+    each reassignment or throttle submitted (the Airflow task passes one that asks Airflow);
+    None: no Airflow to ask (a bench, a test on the cluster alone).
     """
 
     def __init__(
@@ -365,8 +371,10 @@ class ChunkExecutor:
         progress_file: Path | None = None,
         receiver_slots: int = 0,
         receiver_ceiling: int = RECEIVER_CEILING,
+        still_current: StillCurrent | None = None,
     ) -> None:
         self.admin = admin
+        self.still_current = still_current
         self.receiver_slots = receiver_slots
         self.receiver_ceiling = receiver_ceiling
         self.progress_file = progress_file  # progress.json for the UI page; None: log only
@@ -389,6 +397,12 @@ class ChunkExecutor:
 
     def _record(self, decision: str, reason: str, level=logging.INFO, **kw) -> None:
         decisions.record("execute", decision, reason, logger=self.log, level=level, **kw)
+
+    def _require_running(self, action: str, chunk: ChunkState) -> None:
+        """Right before ``action`` goes to Kafka: Airflow must say this try still runs (a cleared
+        or failed try that its supervisor has not killed yet submits nothing)."""
+        if self.still_current is not None:
+            require_running(self.still_current, action, subject=f"chunk {chunk.index}", logger=self.log)
 
     # -- the state machine -----------------------------------------------------------
     def step(self, state: ExecState) -> bool:
@@ -607,6 +621,7 @@ class ChunkExecutor:
             chunk.copied_at_start = 0
             chunk.started_ms = int(self.clock() * 1000)
         self.checkpoint(state)
+        self._require_running(f"AlterPartitionReassignments for {len(submit)} partition(s)", chunk)
         errors = {key(*tp): e for tp, e in self.admin.alter_partition_reassignments(pairs).items() if e}
         self._record(
             "submit" if not errors else "submit (partly refused)",
@@ -641,6 +656,7 @@ class ChunkExecutor:
         throttle.read_previous_rates(self.admin, addition)
         state.throttle = addition if state.throttle is None else _throttle_union(state.throttle, addition)
         self.checkpoint(state)  # written before it is set: whoever cleans up knows what to take off
+        self._require_running("set the replication throttle", chunk)
         throttle.apply(self.admin, addition, logger=self.log)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:

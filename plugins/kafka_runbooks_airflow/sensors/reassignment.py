@@ -15,6 +15,10 @@ acts (``execute.Superseded``). That matters because Airflow 3.3.2 lets a task it
 failed run on until the next heartbeat, and its SIGTERM only calls ``on_kill``: seen on
 the real stack, a killed poke submitted the next chunk 3 s after its SIGTERM, while the
 cleared task's new attempt was already running, and the throttle it set outlived both.
+Before the newer attempt claims (it is only queued), the executor asks Airflow right before each
+submission whether this try is still ``running`` (``task_state.still_current_from``): a cleared
+try (``restarting``) or one marked ``failed`` submits nothing, and an Airflow that cannot answer
+fails the poke with nothing submitted.
 
 Before every step it reads the stop request of its Kafka connection
 (:mod:`kafka_runbooks.failed_broker.stop`, written by the ``kafka_reassignment_stop`` DAG): one
@@ -85,6 +89,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             fenced_checkpoint,
         )
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+        from kafka_runbooks_airflow.task_state import still_current_from
 
         path = self._checked_state_path(context)
         ti = context["ti"]
@@ -103,6 +108,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             checkpoint=checkpoint,
             progress_file=progress_file,
             receiver_slots=RECEIVER_SLOTS,
+            still_current=still_current_from(context, self.dag_id, self.task_id),
         )
         try:
             done = self._steps(executor, state, stop_asked, admin, checkpoint, path, progress_file, context)

@@ -81,10 +81,27 @@ class FailedBrokerCluster:
 
 
 class FakeTI:
+    """Stands in for the Task SDK's RuntimeTaskInstance: answers as Airflow 3.3's execution API does."""
+
     try_number = 1
+    map_index = -1
+
+    def __init__(self):
+        self.states = ["running"]  # what get_task_states answers, in turn (the last one stays)
+        self.asked: list[dict] = []
 
     def get_dagrun_state(self, dag_id, run_id):  # what the lease asks of a holder's run
         return "running"
+
+    def get_task_states(self, dag_id, map_index=None, task_ids=None, task_group_id=None, run_ids=None):
+        """``{run_id: {task_id: state}}`` as ``TaskStatesResponse`` has it; an exception raised."""
+        self.asked.append(
+            {"dag_id": dag_id, "task_ids": task_ids, "run_ids": run_ids, "map_index": map_index}
+        )
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        if isinstance(state, Exception):
+            raise state
+        return {run_ids[0]: {task_id: state for task_id in task_ids}}
 
 
 @pytest.fixture
@@ -218,3 +235,60 @@ def test_a_stop_asked_after_the_run_started_cancels_its_moves_and_names_who_aske
     assert _reassigned(rig.cluster) == [{("t", 0): None}]  # cancelled, nothing new submitted
     assert rig.cluster.inflight == {}
     assert load_state(rig.path).throttle is None
+
+
+def _refused() -> list[tuple[str, str]]:
+    return [(r.decision, r.reason) for r in decisions.made() if r.decision.startswith("refuse: this try")]
+
+
+@pytest.mark.parametrize("state", ["restarting", "failed", None])
+def test_a_poke_whose_try_airflow_says_is_not_running_submits_nothing(rig, state):
+    """Cleared (``restarting``), marked failed, or reset: the newer try has not claimed yet (it is only
+    queued) and the supervisor's SIGTERM has not come; Airflow already knows, and is asked."""
+    rig.context["ti"].states = [state]
+    with pytest.raises(AirflowFailException, match="not running: nothing submitted"):
+        rig.sensor.poke(rig.context)
+    assert rig.cluster.acted == []
+    shown = state or "without a state"
+    assert _refused() == [
+        (
+            "refuse: this try was superseded",
+            f"Airflow says this try is {shown}, not running: nothing submitted",
+        )
+    ]
+    assert rig.context["ti"].asked[0] == {
+        "dag_id": DAG_ID,
+        "task_ids": ["execute_chunks"],
+        "run_ids": [RUN_ID],
+        "map_index": None,
+    }
+
+
+def test_a_try_cleared_between_its_throttle_and_its_submission_submits_no_chunk(rig):
+    """Asked again right before the submission itself: the throttle went on while Airflow still said
+    running; the Clear landed after, and the chunk is not submitted (the throttle is the cleanup's)."""
+    rig.context["ti"].states = ["running", "restarting"]
+    with pytest.raises(AirflowFailException, match="restarting, not running"):
+        rig.sensor.poke(rig.context)
+    assert [call[0] for call in rig.cluster.acted] == ["configs", "configs"]
+    assert _reassigned(rig.cluster) == []
+    assert load_state(rig.path).throttle is not None  # recorded: remove_throttles takes it off
+
+
+@pytest.mark.parametrize(
+    "answer", [TimeoutError("execution API timed out"), "not listed"], ids=["error", "not listed"]
+)
+def test_a_poke_that_cannot_ask_airflow_submits_nothing_and_fails(rig, answer):
+    """Unknown is not running: nothing is set or submitted, and the poke fails saying so (the next
+    poke or try asks again)."""
+    from kafka_runbooks.task_state import TaskStateUnknown
+
+    ti = rig.context["ti"]
+    if answer == "not listed":
+        ti.get_task_states = lambda **kw: {RUN_ID: {"another_task": "running"}}
+    else:
+        ti.states = [answer]
+    with pytest.raises(TaskStateUnknown, match="could not say whether this try is still running"):
+        rig.sensor.poke(rig.context)
+    assert rig.cluster.acted == []
+    assert [d for d, _ in _refused()] == ["refuse: this try's state is unknown"]
