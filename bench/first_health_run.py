@@ -79,7 +79,8 @@ def demo_folders(stack_dir: Path) -> list[Path]:
     sys.path.insert(0, str(ROOT / "scripts"))
     import demo
 
-    return [stack_dir, demo.AIRFLOW_HOME, demo.DATA_DIR]
+    folders = demo.demo_folders(stack_dir)
+    return [folders.stack, folders.airflow_home, folders.data_dir]
 
 
 def run_make(target: str, env: dict[str, str], started: float) -> Demo:

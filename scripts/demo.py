@@ -23,6 +23,8 @@ from kafka_runbooks_dev.localstack import LocalStack
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STACK = ROOT / ".stack" / "demo"
+# the default stack's Airflow home and data dir (where they always were); another stack's are in it
 AIRFLOW_HOME = ROOT / ".stack" / "airflow-demo"
 DATA_DIR = ROOT / ".stack" / "data"
 HEALTH_DAG = "kafka_cluster_health"
@@ -31,18 +33,41 @@ FIRST_RUN_WAIT_S = 60.0  # for the run Airflow starts when the sweep is unpaused
 
 def stack_home() -> Path:
     """``$KR_STACK_DIR`` (as for ``kstack``), else ``.stack/demo``."""
-    return Path(os.environ.get("KR_STACK_DIR") or ROOT / ".stack" / "demo").resolve()
+    return Path(os.environ.get("KR_STACK_DIR") or DEFAULT_STACK).resolve()
+
+
+@dataclass(frozen=True)
+class DemoFolders:
+    """Where one demo writes: its Kafka stack, its Airflow's home (database, logs, generated
+    password) and the runbooks' data dir (reports, run states, leases)."""
+
+    stack: Path
+    airflow_home: Path
+    data_dir: Path
+
+
+def demo_folders(stack: Path) -> DemoFolders:
+    """The demo's folders for the stack folder ``stack``: the default stack keeps
+    ``.stack/airflow-demo`` and ``.stack/data``; another one (``KR_STACK_DIR``) has them inside it
+    (``airflow/``, ``data/``), so a second demo in another folder shares no Airflow database, no
+    lease and no run state with the first, and ``kstack destroy`` of its folder removes them too."""
+    stack = Path(stack).resolve()
+    if stack == DEFAULT_STACK.resolve():
+        return DemoFolders(stack, AIRFLOW_HOME, DATA_DIR)
+    return DemoFolders(stack, stack / "airflow", stack / "data")
 
 
 def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
+    """The demo's Airflow for ``stack``: its home and data dir follow the stack's folder."""
+    folders = demo_folders(stack.home)
     return AirflowLocal(
-        AIRFLOW_HOME,
+        folders.airflow_home,
         port=port,
         dags_folders=[ROOT / "dags"],
         plugins_folder=ROOT / "plugins",
         connections=stack.airflow_connections(),
         extra_env={
-            "KAFKA_RUNBOOKS_DATA_DIR": str(DATA_DIR),
+            "KAFKA_RUNBOOKS_DATA_DIR": str(folders.data_dir),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         },
@@ -206,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.port + 2} (Airflow's log servers, on all interfaces)"
     )
     print(f"Stack:      {stack.home} (KR_STACK_DIR)")
+    print(f"Folders:    {airflow.home} (Airflow's home), {demo_folders(stack.home).data_dir} (runbook data)")
     print()
     print(f"First health report: run {first_report} of kafka_cluster_health (on the Kafka page when done).")
     print(
