@@ -16,17 +16,18 @@ per broker with the partitions whose replica sat in one. The report is published
 cluster to `reports/cluster_health/by_connection/<conn_id>.json` in the data store.
 An unreachable cluster fails its own mapped tasks; the other clusters still report.
 
-**Balance and replication factor, the way `kafka_rebalance` judges them**: replicas and
-preferred leaders per live broker against the rebalance's target spread (`max_replica_spread`,
-`max_leader_spread`, default the rebalance's own `10%`; the same rule units), with how far out and
-the fewest moves that would bring it within; and the topics whose replication factor is below
-`min_replication_factor` (default 3, or the live brokers when there are fewer). A live broker
-whose log dirs are unknown (no DescribeLogDirs answer) makes the balance **unknown**: never
-"balanced", never a proposal.
+**Balance and replication factor, the way `kafka_rebalance` judges them**: replicas,
+preferred leaders and bytes per live broker against the rebalance's target spreads
+(`max_replica_spread`, `max_leader_spread`, default the rebalance's own `10%`;
+`max_bytes_spread_percent`, default its own 20 % of the mean; the same rule units), with how far
+out and the fewest moves that would bring the counts within; and the topics whose replication
+factor is below `min_replication_factor` (default 3, or the live brokers when there are fewer). A
+live broker whose log dirs are unknown (no DescribeLogDirs answer) makes the balance **unknown**:
+never "balanced", never a proposal; a broker whose size alone is unknown leaves the bytes unknown.
 
 It never changes the cluster. **It proposes, never acts**: only when `start_rebalance` is true
-(default false: report only, like the failed-broker sweep's `start_log_dir_failure`), replicas or
-preferred leaders are out of the target spread, every broker holding replicas is live, no log dir
+(default false: report only, like the failed-broker sweep's `start_log_dir_failure`), replicas,
+preferred leaders or bytes are out of the target spread, every broker holding replicas is live, no log dir
 is offline and no reassigning run is active on the cluster (one per cluster at a time), it starts
 ONE `kafka_rebalance` run (mode `full`, approval gate on) that waits at its gate for an operator;
 another only after `retrigger_after_minutes` (default a day). The decision is recorded either way
@@ -98,8 +99,8 @@ with DAG(
         "start_rebalance": Param(
             None,
             type=["null", "boolean"],
-            description="Default false (report only): when true, replicas or preferred leaders out of the target "
-            "spread start ONE kafka_rebalance run (mode full) that waits at its approval gate",
+            description="Default false (report only): when true, replicas, preferred leaders or bytes out of the "
+            "target spread start ONE kafka_rebalance run (mode full) that waits at its approval gate",
         ),
         "max_replica_spread": Param(
             None,
@@ -113,6 +114,13 @@ with DAG(
             type=["null", "string"],
             pattern=SPREAD_PATTERN,
             description="Target for preferred leaders per live broker, the same way; null: kafka_rebalance's default",
+        ),
+        "max_bytes_spread_percent": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            description="Target for bytes per live broker (DescribeLogDirs), as kafka_rebalance's: most minus least "
+            "within this percentage of the mean; null: kafka_rebalance's default (20)",
         ),
         "min_replication_factor": Param(
             None,

@@ -28,9 +28,10 @@ Output:
   replicas, ISR and health flags (see ``partition_health``).
 * ``<output>/report.json``: counts, capped lists of unhealthy partitions, the broker table and
   the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``), and
-  the topics below the minimum replication factor (``replication``). Whether replicas and preferred
-  leaders per broker are within the rebalance's target spread is judged from the broker table by
-  ``kafka_runbooks.health`` (the rebalance's own rule units), not here.
+  the topics below the minimum replication factor (``replication``). The broker table carries each
+  broker's bytes (``size_bytes``, null when unknown: see ``broker_load``). Whether replicas,
+  preferred leaders and bytes per live broker are within the rebalance's target spreads is judged
+  from the broker table by ``kafka_runbooks.health`` (the rebalance's own rule units), not here.
   Written last, by the driver, whole (never half a file under its name), so its presence means
   the run finished.
 
@@ -443,14 +444,17 @@ def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
     count (first in the replica list: what leadership converges to, the rebalance's unit) and bytes on disk.
 
     Left join from brokers, so idle brokers show up with zero counts. size_bytes is the sum of the
-    sizes the broker reported: 0 with no replicas, null when it has replicas but reported none
-    (a dead broker: unknown, not empty).
+    sizes the broker reported for its replicas (what the rebalance's planner sums): 0 with no
+    replicas, null when any of its replicas has no size (a dead broker, a failed log dir, a replica
+    its DescribeLogDirs answer did not list): unknown, never a partial sum, never 0. The bytes
+    spread is judged from it by ``kafka_runbooks.health`` with the planner's rule units.
     """
     per_broker = replicas.groupBy(F.col("replica").alias("_replica_broker")).agg(
         F.count(F.lit(1)).alias("_replicas"),
         F.sum(F.col("is_leader").cast("int")).alias("_leaders"),
         F.sum((F.col("replica_index") == 0).cast("int")).alias("_preferred"),
         F.sum("size_bytes").alias("_size_bytes"),
+        F.max(F.col("size_bytes").isNull().cast("int")).alias("_size_unknown"),
     )
     joined = brokers.join(per_broker, brokers["broker_id"] == per_broker["_replica_broker"], "left")
     replica_count = F.coalesce(F.col("_replicas"), F.lit(0)).cast("long")
@@ -464,7 +468,10 @@ def broker_load(replicas: DataFrame, brokers: DataFrame) -> DataFrame:
         replica_count.alias("replica_count"),
         F.coalesce(F.col("_leaders"), F.lit(0)).cast("long").alias("leader_count"),
         F.coalesce(F.col("_preferred"), F.lit(0)).cast("long").alias("preferred_leader_count"),
-        F.when(replica_count == 0, F.lit(0).cast("long")).otherwise(F.col("_size_bytes")).alias("size_bytes"),
+        F.when(replica_count == 0, F.lit(0).cast("long"))
+        .when(F.col("_size_unknown") == 1, F.lit(None).cast("long"))
+        .otherwise(F.col("_size_bytes"))
+        .alias("size_bytes"),
     )
 
 

@@ -573,8 +573,8 @@ def _health(report: dict[str, Any]) -> str:
 
 
 def _health_balance(balance: dict[str, Any] | None, proposal: dict[str, Any] | None) -> str:
-    """Replicas and preferred leaders per live broker against kafka_rebalance's target spread: what is
-    out and by how much, "unknown" with the brokers that make it so; then the sweep's proposal."""
+    """Replicas, preferred leaders and bytes per live broker against kafka_rebalance's target spreads:
+    what is out and by how much, "unknown" with the brokers that make it so; then the sweep's proposal."""
     if not balance:
         return ""
     tiles = []
@@ -588,6 +588,8 @@ def _health_balance(balance: dict[str, Any] | None, proposal: dict[str, Any] | N
         if state == "out of spread":
             text += f", over by {k.get('over_by')}: at least {k.get('moves_at_least')} move(s)"
         tiles.append(f"<div class='tile {cls}' data-balance='{_e(kind)}'><b>{_e(state)}</b>{_e(text)}</div>")
+    if balance.get("bytes"):
+        tiles.append(_bytes_tile(balance["bytes"]))
     unknown = balance.get("unknown_brokers") or {}
     if unknown:
         tiles.append(f"<div class='tile warn' data-balance-unknown><b>unknown</b>{_e(unknown)}</div>")
@@ -598,6 +600,21 @@ def _health_balance(balance: dict[str, Any] | None, proposal: dict[str, Any] | N
             f"<b>{_e(proposal.get('decision'))}</b>{_e(proposal.get('why'))}{run}</div>"
         )
     return f"<div class='tiles balance'>{''.join(tiles)}</div>"
+
+
+def _bytes_tile(k: dict[str, Any]) -> str:
+    """Bytes per live broker against ``max_bytes_spread_percent``: the limit, spread and excess in
+    bytes, or "unknown" naming the brokers whose size nobody read (never balanced, never 0)."""
+    state = k.get("state", "unknown")
+    cls = "ok" if state == "balanced" else "warn"
+    text = f"bytes per live broker: target {k.get('target')}% of the mean"
+    if state != "unknown":
+        text += f" (at most {format_size(k['limit'])}), spread {format_size(k['spread'])}"
+    else:
+        text += f"; unknown on broker(s) {', '.join(sorted(k.get('unknown_brokers') or {}, key=int)) or 'none live'}"
+    if state == "out of spread":
+        text += f", over by {format_size(k['over_by'])}: replica moves or swaps even it out"
+    return f"<div class='tile {cls}' data-balance='bytes'><b>{_e(state)}</b>{_e(text)}</div>"
 
 
 def _health_replication(rf: dict[str, Any] | None) -> str:

@@ -1,7 +1,8 @@
 """Turning the cluster-health report (written by ``spark_jobs/cluster_health.py``) into findings:
 unhealthy partitions by category, leader or replica imbalance beyond the report's threshold, the
-quorum and log dirs; replicas and preferred leaders per live broker against ``kafka_rebalance``'s
-target spread (judged with its own rule units, ``kafka_runbooks.balance_rules``), topics below the
+quorum and log dirs; replicas, preferred leaders and bytes per live broker against
+``kafka_rebalance``'s target spreads (judged with its own rule units, ``kafka_runbooks.balance_rules``:
+the planner and the plan check use the same ones), topics below the
 minimum replication factor; and the proposal: whether the sweep starts one gated ``kafka_rebalance``
 run (only where the setting ``start_rebalance`` allows it; off by default: the sweep proposes,
 an operator decides at the gate)."""
@@ -14,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import decisions
-from kafka_runbooks.balance_rules import moves_lower_bound, spread, spread_limit
+from kafka_runbooks.balance_rules import (
+    bytes_spread_limit,
+    moves_lower_bound,
+    spread,
+    spread_limit,
+    within_bytes_spread,
+)
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.log_dirs import OFFLINE
 from kafka_runbooks.log_dirs import UNKNOWN as DIRS_UNKNOWN
@@ -185,6 +192,7 @@ SPREAD_KINDS = (
     ("replicas", "replica_count", "max_replica_spread"),
     ("preferred_leaders", "preferred_leader_count", "max_leader_spread"),
 )
+BYTES_PARAM = "max_bytes_spread_percent"  # bytes per live broker: a percentage of the mean
 REBALANCE_DAG_ID = "kafka_rebalance"
 
 
@@ -226,24 +234,75 @@ class KindJudged:
 
 
 @dataclass(frozen=True)
+class BytesJudged:
+    """Bytes per live broker against ``max_bytes_spread_percent``, with the rule units the rebalance's
+    planner and plan check use (``bytes_spread_limit``, ``within_bytes_spread``). ``per_broker``
+    holds None for a broker whose bytes are unknown (named in ``unknown`` with why): then the
+    limit, the spread and the verdict are None too, never 0 and never "balanced"."""
+
+    target: str
+    per_broker: dict[int, int | None]
+    unknown: dict[int, str]
+    limit: int | None
+    spread: int | None
+    within: bool | None
+
+    @property
+    def state(self) -> str:
+        """``balanced``, ``out of spread``, or ``unknown`` when the rule could not judge."""
+        return UNKNOWN if self.within is None else BALANCED if self.within else OUT_OF_SPREAD
+
+    @property
+    def over_by(self) -> int | None:
+        """How many bytes the spread exceeds its limit; None unless out of spread."""
+        return None if self.state != OUT_OF_SPREAD else self.spread - self.limit
+
+    def as_dict(self) -> dict[str, Any]:
+        """The judgement as the health report and the Kafka page show it (a broker's None: unknown)."""
+        return {
+            "state": self.state,
+            "target": self.target,
+            "limit": self.limit,
+            "spread": self.spread,
+            "over_by": self.over_by,
+            "per_broker": {str(b): n for b, n in sorted(self.per_broker.items())},
+            "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
+        }
+
+
+@dataclass(frozen=True)
 class BalanceJudged:
-    """Replicas and preferred leaders per live broker judged as ``kafka_rebalance`` judges them.
+    """Replicas, preferred leaders and bytes per live broker judged as ``kafka_rebalance`` judges them.
 
     ``unknown``: live brokers whose count cannot be trusted, with why; any one makes every kind
-    unknown (the mean, and so a percentage target's limit, depends on every live broker)."""
+    unknown (the mean, and so a percentage target's limit, depends on every live broker). Bytes
+    have their own unknowns (``bytes.unknown``): counts read from the metadata stay judged when only
+    a size is missing."""
 
     kinds: tuple[KindJudged, ...]
     unknown: dict[int, str]
     live: list[int]
+    bytes: BytesJudged | None = None
 
     @property
     def state(self) -> str:
-        """``unknown`` if any kind is unknown (or none was judged), else ``out of spread`` if any kind is,
+        """``unknown`` if a count is unknown (or nothing was judged); else ``out of spread`` if any kind,
+        bytes included, is out (a known excess is worth proposing even while another kind is unknown:
+        the rebalance judges every kind again before its gate); else ``unknown`` if the bytes are;
         else ``balanced``."""
         states = {k.state for k in self.kinds}
         if UNKNOWN in states or not self.kinds:
             return UNKNOWN
-        return OUT_OF_SPREAD if OUT_OF_SPREAD in states else BALANCED
+        if self.bytes is not None:
+            states.add(self.bytes.state)
+        return OUT_OF_SPREAD if OUT_OF_SPREAD in states else UNKNOWN if UNKNOWN in states else BALANCED
+
+    def out_of_spread(self) -> list[tuple[str, Any]]:
+        """(kind, its judgement) of each kind out of its target spread, bytes last."""
+        out: list[tuple[str, Any]] = [(k.kind, k) for k in self.kinds if k.state == OUT_OF_SPREAD]
+        if self.bytes is not None and self.bytes.state == OUT_OF_SPREAD:
+            out.append(("bytes", self.bytes))
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         """The judgement as the health report shows it, with the brokers whose figures are unknown and why."""
@@ -252,6 +311,7 @@ class BalanceJudged:
             "live_brokers": self.live,
             "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
             **{k.kind: k.as_dict() for k in self.kinds},
+            **({} if self.bytes is None else {"bytes": self.bytes.as_dict()}),
         }
 
 
@@ -299,53 +359,109 @@ def judge_balance(report: Mapping[str, Any], targets: Mapping[str, str]) -> Bala
             raise BadInput(f"{param}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {target!r}")
         need = moves_lower_bound([counts[b] for b in live], limit)
         kinds.append(KindJudged(kind, target, counts, limit, spread(counts, live), need))
-    return BalanceJudged(tuple(kinds), unknown, live)
+    return BalanceJudged(tuple(kinds), unknown, live, judge_bytes(report, live, targets[BYTES_PARAM]))
+
+
+def unknown_bytes(report: Mapping[str, Any], live: list[int]) -> dict[int, str]:
+    """Live brokers whose bytes are unknown, with why: no size in the report (a replica whose size
+    no log dir reported: the job leaves the broker's sum null rather than partial), or log dirs
+    unknown or offline (DescribeLogDirs did not answer, or a failed dir lists nothing)."""
+    rows = {int(b["broker_id"]): b for b in report.get("brokers", [])}
+    out = {b: "no size_bytes in the report" for b in live if rows.get(b, {}).get("size_bytes") is None}
+    for d in (report.get("log_dirs") or {}).get("brokers", []):
+        if int(d["broker_id"]) in live and d.get("state") in (DIRS_UNKNOWN, OFFLINE):
+            out[int(d["broker_id"])] = f"log dirs {d['state']}: {d.get('reason') or 'sizes not all reported'}"
+    return out
+
+
+def judge_bytes(report: Mapping[str, Any], live: list[int], target: Any) -> BytesJudged:
+    """Bytes per live broker (the report's ``size_bytes``, the planner's own figure: the sum of its
+    replicas' sizes) against ``max_bytes_spread_percent`` with ``bytes_spread_limit`` and
+    ``within_bytes_spread``: a broker whose bytes are unknown leaves the whole judgement unknown."""
+    text = str(target).strip()
+    unknown = unknown_bytes(report, live)
+    rows = {int(b["broker_id"]): b for b in report.get("brokers", [])}
+    sizes = {b: None if b in unknown else int(rows[b]["size_bytes"]) for b in live}
+    limit = bytes_spread_limit(text, sizes, live) if live else None
+    if limit is None and not unknown and live:
+        raise BadInput(f"{BYTES_PARAM}: a percentage of the mean bytes per broker >= 0 ('20'), not {text!r}")
+    within = within_bytes_spread(sizes, live, limit) if live else None
+    return BytesJudged(text, sizes, unknown, limit, None if within is None else spread(sizes, live), within)
 
 
 def balance_findings(
     balance: Mapping[str, Any] | None, logger: logging.Logger | None
 ) -> list[decisions.DecisionRecord]:
-    """A WARNING naming what is out of the target spread and by how much, or that the balance is
-    unknown (never "balanced"); nothing when it is within the target or was not judged."""
+    """A WARNING naming what is out of the target spread and by how much, one saying the balance (or
+    only its bytes) is unknown (never "balanced"); nothing when it is within the target or was not
+    judged."""
     if not balance or balance.get("state") == BALANCED:
         return []
-    if balance["state"] == UNKNOWN:
-        unknown = balance.get("unknown_brokers") or {}
+    out = []
+    out_of = {
+        k: balance[k] for k in (*KIND_NAMES, "bytes") if (balance.get(k) or {}).get("state") == OUT_OF_SPREAD
+    }
+    if out_of:
+        out.append(_out_of_spread_record(out_of, logger))
+    unknown = balance.get("unknown_brokers") or {}
+    if balance["state"] == UNKNOWN and (unknown or not (balance.get("bytes") or {}).get("unknown_brokers")):
         why = (
             f"live broker(s) {sorted(int(b) for b in unknown)} have no trustworthy count: {unknown}"
             if unknown
             else "no live broker to judge"
         )
-        return [
-            decisions.record(
-                "health",
-                "balance unknown",
-                why + "; an unknown count is never read as balanced, and no rebalance is proposed on it",
-                observed={"unknown_brokers": unknown},
-                action="reported only",
-                logger=logger,
-                level=logging.WARNING,
-            )
-        ]
-    out_of = {k: balance[k] for k, _, _ in SPREAD_KINDS if balance.get(k, {}).get("state") == OUT_OF_SPREAD}
+        out.append(_unknown_record("balance unknown", why, {"unknown_brokers": unknown}, logger))
+        return out
+    bytes_unknown = (balance.get("bytes") or {}).get("unknown_brokers") or {}
+    if bytes_unknown:
+        why = f"live broker(s) {sorted(int(b) for b in bytes_unknown)} have no known size: {bytes_unknown}"
+        out.append(
+            _unknown_record("bytes per broker unknown", why, {"unknown_brokers": bytes_unknown}, logger)
+        )
+    return out
+
+
+KIND_NAMES = tuple(kind for kind, _, _ in SPREAD_KINDS)
+
+
+def _unknown_record(decision: str, why: str, observed: dict, logger) -> decisions.DecisionRecord:
+    return decisions.record(
+        "health",
+        decision,
+        why + "; an unknown figure is never read as balanced nor as 0, and no rebalance is proposed on it",
+        observed=observed,
+        action="reported only",
+        logger=logger,
+        level=logging.WARNING,
+    )
+
+
+def _out_of_spread_record(out_of: dict[str, dict], logger) -> decisions.DecisionRecord:
+    """What is out of the target spread and how far, with the fewest moves where a bound is known."""
     summary = "; ".join(
-        f"{k.replace('_', ' ')} spread {v['spread']} > {v['limit']} (target {v['target']}), over by {v['over_by']}"
+        f"{k.replace('_', ' ')} spread {v['spread']} > {v['limit']} (target {_target_text(k, v)}), over by {v['over_by']}"
         for k, v in out_of.items()
     )
-    return [
-        decisions.record(
-            "health",
-            f"out of the target spread: {summary}",
-            "the most loaded minus the least loaded live broker is above what kafka_rebalance's target allows "
-            "(the same rule units); at least "
-            + ", ".join(f"{v['moves_at_least']} {k.replace('_', ' ')} move(s)" for k, v in out_of.items())
-            + " bring it within",
-            observed={k: v for k, v in out_of.items()},
-            action="reported; a kafka_rebalance run (mode full, gated) is proposed only where the setting allows",
-            logger=logger,
-            level=logging.WARNING,
-        )
+    moves = [
+        f"{v['moves_at_least']} {k.replace('_', ' ')} move(s)" for k, v in out_of.items() if k != "bytes"
     ]
+    return decisions.record(
+        "health",
+        f"out of the target spread: {summary}",
+        "the most loaded minus the least loaded live broker is above what kafka_rebalance's target allows "
+        "(the same rule units)"
+        + (f"; at least {', '.join(moves)} bring it within" if moves else "")
+        + ("; bytes even out by replica moves or swaps, the counts kept" if "bytes" in out_of else ""),
+        observed=dict(out_of),
+        action="reported; a kafka_rebalance run (mode full, gated) is proposed only where the setting allows",
+        logger=logger,
+        level=logging.WARNING,
+    )
+
+
+def _target_text(kind: str, judged: Mapping[str, Any]) -> str:
+    """A target as the operator set it: bytes are a percentage of the mean, the counts say their unit."""
+    return f"{judged['target']}% of the mean" if kind == "bytes" else str(judged["target"])
 
 
 def replication_findings(
@@ -410,6 +526,7 @@ class HealthSettings:
     start_rebalance: bool
     max_replica_spread: str
     max_leader_spread: str
+    max_bytes_spread_percent: str  # a percentage of the mean bytes per live broker ('20')
     min_replication_factor: int | None
     retrigger_after_minutes: Any  # as given: '1d', '12h' or minutes
     retrigger_after_s: float
@@ -424,6 +541,11 @@ class HealthSettings:
                 raise BadInput(
                     f"{name}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {given[name]!r}"
                 )
+        bytes_target = str(given[BYTES_PARAM]).strip().removesuffix("%").strip()
+        if isinstance(given[BYTES_PARAM], bool) or bytes_spread_limit(bytes_target, {}, []) is None:
+            raise BadInput(
+                f"{BYTES_PARAM}: a percentage of the mean bytes per broker >= 0 ('20'), not {given[BYTES_PARAM]!r}"
+            )
         rf = given["min_replication_factor"]
         if rf is not None and (isinstance(rf, bool) or not isinstance(rf, int) or rf < 1):
             raise BadInput(
@@ -434,6 +556,7 @@ class HealthSettings:
             start_rebalance=given["start_rebalance"],
             max_replica_spread=str(given["max_replica_spread"]).strip(),
             max_leader_spread=str(given["max_leader_spread"]).strip(),
+            max_bytes_spread_percent=bytes_target,
             min_replication_factor=rf,
             retrigger_after_minutes=retrigger,
             retrigger_after_s=parse_duration(retrigger, "retrigger_after_minutes", "minutes"),
@@ -441,7 +564,11 @@ class HealthSettings:
 
     def targets(self) -> dict[str, str]:
         """The spreads the balance is judged against (``judge_balance``'s targets)."""
-        return {"max_replica_spread": self.max_replica_spread, "max_leader_spread": self.max_leader_spread}
+        return {
+            "max_replica_spread": self.max_replica_spread,
+            "max_leader_spread": self.max_leader_spread,
+            BYTES_PARAM: self.max_bytes_spread_percent,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as the sweep read them, checked (its XCom: each cluster's tasks get these)."""
@@ -473,8 +600,8 @@ def propose_rebalance(
 ) -> RebalanceProposal:
     """Start ONE gated kafka_rebalance run when nothing holds it back; the decision is recorded
     either way. Durability first: topics below the minimum replication factor make it a
-    ``replication-factor`` run raising them to the minimum; otherwise replicas or preferred
-    leaders out of the target spread make it a ``full`` one. ``active``: the reassigning runs on
+    ``replication-factor`` run raising them to the minimum; otherwise replicas, preferred leaders
+    or bytes (alone too) out of the target spread make it a ``full`` one with the same targets. ``active``: the reassigning runs on
     the cluster, read only when it matters."""
     below = below_minimum_rf(inputs.report)
     if inputs.balance.state == BALANCED and below is None:
@@ -488,7 +615,7 @@ def propose_rebalance(
         **(
             {"mode": "replication-factor", "replication_factor": below}
             if below is not None
-            else {"mode": "full", **{param: str(inputs.targets[param]) for _, _, param in SPREAD_KINDS}}
+            else {"mode": "full", **rebalance_targets(inputs.targets)}
         ),
         "require_approval": True,  # it waits at its gate: the sweep proposes, an operator decides
         "dry_run": False,
@@ -528,10 +655,18 @@ def _finding(inputs: ProposalInputs) -> str:
 
 def _out_of_spread(balance: BalanceJudged) -> str:
     return ", ".join(
-        f"{k.kind.replace('_', ' ')} spread {k.spread} above {k.limit} (target {k.target})"
-        for k in balance.kinds
-        if k.state == OUT_OF_SPREAD
+        f"{kind.replace('_', ' ')} spread {k.spread} above {k.limit} (target {_target_text(kind, {'target': k.target})})"
+        for kind, k in balance.out_of_spread()
     )
+
+
+def rebalance_targets(targets: Mapping[str, Any]) -> dict[str, Any]:
+    """The targets as kafka_rebalance's params take them: the spreads as text, the bytes target as a
+    number (its trigger form's type)."""
+    out: dict[str, Any] = {param: str(targets[param]) for _, _, param in SPREAD_KINDS}
+    if targets.get(BYTES_PARAM) is not None:
+        out[BYTES_PARAM] = float(str(targets[BYTES_PARAM]).strip().removesuffix("%"))
+    return out
 
 
 def _proposal_held_back(
@@ -543,10 +678,15 @@ def _proposal_held_back(
     last proposal is recent; a reassignment runs on the cluster (one per cluster at a time)."""
     report, balance = inputs.report, inputs.balance
     if balance.state == UNKNOWN:
+        bytes_unknown = sorted(balance.bytes.unknown) if balance.bytes is not None else []
         return (
             "no proposal: balance unknown",
-            f"live broker(s) {sorted(balance.unknown)} have no trustworthy "
-            "count (or no broker is live): an unknown balance is never a proposal",
+            (
+                f"live broker(s) {sorted(balance.unknown)} have no trustworthy count (or no broker is live)"
+                if balance.unknown or not bytes_unknown
+                else f"the bytes of live broker(s) {bytes_unknown} are unknown and nothing else is out of spread"
+            )
+            + ": an unknown balance is never a proposal",
             logging.WARNING,
         )
     down = sorted(

@@ -25,7 +25,7 @@ from kafka_runbooks.health import (
     propose_rebalance,
 )
 from kafka_runbooks.paths import safe_name
-from kafka_runbooks.rebalance import DEFAULT_SPREAD
+from kafka_runbooks.rebalance import DEFAULT_BYTES_SPREAD_PERCENT, DEFAULT_SPREAD
 from kafka_runbooks.settings import layered_settings
 
 HEALTH_VARIABLE = "kafka_cluster_health"
@@ -37,6 +37,7 @@ HEALTH_DEFAULTS: dict[str, Any] = {
     # kafka_rebalance's own default targets (imported): the sweep proposes what the rebalance would do
     "max_replica_spread": DEFAULT_SPREAD,
     "max_leader_spread": DEFAULT_SPREAD,
+    "max_bytes_spread_percent": DEFAULT_BYTES_SPREAD_PERCENT,
     # null: 3, or the live brokers when fewer (spark_jobs/cluster_health.py)
     "min_replication_factor": None,
     # a proposal rejected at its gate is not asked again before this

@@ -191,6 +191,50 @@ def test_imbalance_ignores_dead_brokers_and_splits_whole_partitions_cannot_even_
     assert job.imbalance([], "leader_count", 10)["mean"] is None
 
 
+def test_bytes_per_broker_are_judged_with_the_planners_rule_and_a_missing_size_is_unknown(
+    spark, make_snapshot
+):
+    """The broker table's bytes are the sum of each broker's replica sizes (the planner's figure);
+    judged by ``kafka_runbooks.health`` with ``bytes_spread_limit`` / ``within_bytes_spread``, a
+    topic of one big replica on broker 1 puts the bytes out of the 20 % target while replicas and
+    preferred leaders stay within theirs. One replica whose size its log dir did not report makes
+    that broker's bytes null (not the partial sum) and the bytes unknown, named."""
+    from pyspark.sql import functions as F
+
+    from kafka_runbooks.balance_rules import bytes_spread_limit
+    from kafka_runbooks.health import BALANCED, OUT_OF_SPREAD, UNKNOWN, judge_balance
+    from kafka_runbooks.rebalance import DEFAULT_BYTES_SPREAD_PERCENT
+
+    targets = {"max_replica_spread": "2", "max_leader_spread": "2", "max_bytes_spread_percent": "20"}
+    assert targets["max_bytes_spread_percent"] == DEFAULT_BYTES_SPREAD_PERCENT
+    parts = [part("orders", p, rotated(3, 3, p), rotated(3, 3, p), rotated(3, 3, p)[0]) for p in range(6)]
+    parts.append(part("big", 9, [1], [1], 1, min_isr=1))  # 10,001 bytes on broker 1 alone
+    replicas, brokers, meta = job.load_snapshot(spark, str(make_snapshot([1, 2, 3], parts)))
+    health = job.partition_health(replicas, brokers)
+    report = job.build_report(health, job.broker_load(replicas, brokers), meta=meta)
+    sizes = {b["broker_id"]: b["size_bytes"] for b in report["brokers"]}
+    assert sizes == {
+        b: sum(1000 * (p + 1) + b for p in range(6)) + (10001 if b == 1 else 0) for b in (1, 2, 3)
+    }
+    judged = judge_balance(report, targets)
+    assert [k.state for k in judged.kinds] == [BALANCED, BALANCED]
+    assert judged.bytes.limit == bytes_spread_limit("20", sizes, [1, 2, 3])
+    assert (judged.bytes.state, judged.bytes.spread, judged.state) == (
+        OUT_OF_SPREAD,
+        sizes[1] - sizes[2],
+        OUT_OF_SPREAD,
+    )
+
+    unsized = (F.col("topic") == "orders") & (F.col("partition") == 0) & (F.col("replica") == 2)
+    replicas = replicas.withColumn("size_bytes", F.when(unsized, F.lit(None)).otherwise(F.col("size_bytes")))
+    report = job.build_report(health, job.broker_load(replicas, brokers), meta=meta)
+    assert {b["broker_id"]: b["size_bytes"] for b in report["brokers"]} == {**sizes, 2: None}
+    judged = judge_balance(report, targets)
+    assert (judged.bytes.state, judged.bytes.limit, judged.bytes.spread) == (UNKNOWN, None, None)
+    assert judged.bytes.unknown == {2: "no size_bytes in the report"} and judged.bytes.per_broker[2] is None
+    assert judged.state == UNKNOWN  # nothing else out: never "balanced" on a size nobody read
+
+
 def test_one_dead_broker(spark, make_snapshot):
     brokers = [1, 2, {"id": 3, "alive": False}]
     parts = []

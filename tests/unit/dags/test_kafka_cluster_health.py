@@ -33,7 +33,13 @@ def test_the_sweep_starts_kafka_rebalance_only_from_the_reports_decision():
         "rebalance_run_id",
         "rebalance_conf",
     )
-    for name in ("start_rebalance", "max_replica_spread", "max_leader_spread", "min_replication_factor"):
+    for name in (
+        "start_rebalance",
+        "max_replica_spread",
+        "max_leader_spread",
+        "max_bytes_spread_percent",
+        "min_replication_factor",
+    ):
         assert dag.params[name] is None  # unset: the Variable, env or default decide
 
 
@@ -42,13 +48,22 @@ def test_settings_are_off_by_default_with_the_rebalances_own_targets(monkeypatch
     constant are one value), the minimum RF left to the job (3, or the live brokers when fewer)."""
     from kafka_runbooks_airflow.health import health_settings
 
-    for key in ("START_REBALANCE", "MAX_REPLICA_SPREAD", "MAX_LEADER_SPREAD", "MIN_REPLICATION_FACTOR"):
+    for key in (
+        "START_REBALANCE",
+        "MAX_REPLICA_SPREAD",
+        "MAX_LEADER_SPREAD",
+        "MAX_BYTES_SPREAD_PERCENT",
+        "MIN_REPLICATION_FACTOR",
+    ):
         monkeypatch.delenv(f"KAFKA_RUNBOOKS_HEALTH_{key}", raising=False)
     settings = health_settings({}, None)
     rebalance = _dag("kafka_rebalance")
     assert settings["start_rebalance"] is False and settings["min_replication_factor"] is None
     assert settings["max_replica_spread"] == rebalance.params["max_replica_spread"]
     assert settings["max_leader_spread"] == rebalance.params["max_leader_spread"]
+    assert float(settings["max_bytes_spread_percent"]) == rebalance.params["max_bytes_spread_percent"]
+    with pytest.raises(BadInput, match="max_bytes_spread_percent"):
+        health_settings({"max_bytes_spread_percent": -1}, None)
     on = health_settings({"max_leader_spread": "2"}, json.dumps({"start_rebalance": True}))
     assert on["start_rebalance"] is True and on["max_leader_spread"] == "2"
     with pytest.raises(BadInput, match="max_replica_spread"):
@@ -57,7 +72,7 @@ def test_settings_are_off_by_default_with_the_rebalances_own_targets(monkeypatch
         health_settings({}, json.dumps({"start_rebalnce": True}))
 
 
-def _proposed_params(counts: list[int], **report_extra):
+def _proposed_params(counts: list[int], sizes: list[int] | None = None, **report_extra):
     """kafka_rebalance's params with the conf the sweep proposes for live brokers holding
     ``counts`` replicas (3 preferred leaders each), validated as a trigger of that DAG would be."""
     from kafka_runbooks.health import ProposalInputs, judge_balance, propose_rebalance
@@ -65,6 +80,7 @@ def _proposed_params(counts: list[int], **report_extra):
 
     brokers = [
         {"broker_id": b, "alive": True, "fenced": False, "replica_count": n, "preferred_leader_count": 3}
+        | {"size_bytes": 1000 * n if sizes is None else sizes[b - 1]}
         for b, n in enumerate(counts, start=1)
     ]
     report = {
@@ -91,6 +107,14 @@ def _proposed_params(counts: list[int], **report_extra):
 def test_the_conf_the_sweep_sends_passes_kafka_rebalances_params():
     params = _proposed_params([3, 3, 9])
     assert params["mode"] == "full" and params["require_approval"] is True
+
+
+def test_bytes_alone_out_of_spread_send_a_full_rebalance_with_the_bytes_target_it_takes():
+    """Counts even, bytes not: the proposed run is mode full, and the bytes target (the sweep's default,
+    kafka_rebalance's own constant) passes the runbook's number param."""
+    params = _proposed_params([3, 3, 3], sizes=[1000, 1000, 5000])
+    assert params["mode"] == "full" and params["max_bytes_spread_percent"] == 20.0
+    assert params["max_bytes_spread_percent"] == _dag("kafka_rebalance").params["max_bytes_spread_percent"]
 
 
 def test_the_replication_factor_conf_the_sweep_sends_passes_kafka_rebalances_params():

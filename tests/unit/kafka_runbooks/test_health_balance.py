@@ -1,5 +1,5 @@
-"""The health sweep proposes, never acts (issue #27): replicas and preferred leaders per live broker
-judged against kafka_rebalance's target spread with its own rule units, topics below the minimum
+"""The health sweep proposes, never acts (issue #27): replicas, preferred leaders and bytes per live
+broker judged against kafka_rebalance's target spreads with its own rule units, topics below the minimum
 replication factor, and the one gated kafka_rebalance run the sweep may start (off by default).
 
 The reports are report.json as the health job writes it, with the snapshot's log-dir section."""
@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import logging
 
-from kafka_runbooks.balance_rules import moves_lower_bound, spread_limit
+from kafka_runbooks.balance_rules import (
+    bytes_spread_limit,
+    moves_lower_bound,
+    spread_limit,
+    within_bytes_spread,
+)
 from kafka_runbooks.health import (
     BALANCED,
     OUT_OF_SPREAD,
@@ -19,14 +24,19 @@ from kafka_runbooks.health import (
     log_findings,
     propose_rebalance,
 )
-from kafka_runbooks.rebalance import DEFAULT_SPREAD
+from kafka_runbooks.rebalance import DEFAULT_BYTES_SPREAD_PERCENT, DEFAULT_SPREAD
 
-TARGETS = {"max_replica_spread": DEFAULT_SPREAD, "max_leader_spread": DEFAULT_SPREAD}
+TARGETS = {
+    "max_replica_spread": DEFAULT_SPREAD,
+    "max_leader_spread": DEFAULT_SPREAD,
+    "max_bytes_spread_percent": DEFAULT_BYTES_SPREAD_PERCENT,
+}
 NOW_MS = 1_800_000_000_000
 
 
-def broker(b, replicas, preferred, *, alive=True, fenced=False):
+def broker(b, replicas, preferred, *, alive=True, fenced=False, size=1000):
     return {
+        "size_bytes": size,
         "broker_id": b,
         "alive": alive,
         "fenced": fenced,
@@ -136,6 +146,7 @@ def test_enabled_it_starts_one_gated_full_rebalance_with_the_targets_it_judged()
         "mode": "full",
         "max_replica_spread": "10%",
         "max_leader_spread": "10%",
+        "max_bytes_spread_percent": 20.0,
         "require_approval": True,
         "dry_run": False,
         "kafka_config_id": "kafka_default",
@@ -231,3 +242,65 @@ def test_below_the_minimum_rf_on_an_unknown_balance_is_no_proposal():
     dirs.append({"broker_id": 3, "state": "unknown", "reason": "DescribeLogDirs timed out"})
     proposal = propose_rebalance(inputs(_below(report(SKEWED, log_dirs=dirs))), no_runs_active)
     assert not proposal.start and proposal.decision == "no proposal: balance unknown"
+
+
+# ------------------------------------------------------------------ bytes per live broker
+
+EVEN = [broker(1, 10, 4), broker(2, 10, 4), broker(3, 10, 4)]
+
+
+def test_bytes_out_of_spread_alone_are_judged_with_the_planners_rule_and_proposed(caplog):
+    """Counts even, bytes 1000 / 1000 / 1600: the limit is 20 % of the mean 1200 (bytes_spread_limit,
+    the planner's and the plan check's unit), the spread 600 is over it by 360; the finding says so
+    and the one run proposed is a full rebalance carrying the bytes target as kafka_rebalance's number."""
+    caplog.set_level(logging.INFO)
+    rep = report([*EVEN[:2], broker(3, 10, 4, size=1600)])
+    judged = judge_balance(rep, TARGETS)
+    sizes = {1: 1000, 2: 1000, 3: 1600}
+    assert judged.bytes.limit == bytes_spread_limit("20", sizes, [1, 2, 3]) == 240
+    assert within_bytes_spread(sizes, [1, 2, 3], 240) is False
+    assert (judged.bytes.state, judged.bytes.spread, judged.bytes.over_by) == (OUT_OF_SPREAD, 600, 360)
+    assert [k.state for k in judged.kinds] == [BALANCED, BALANCED] and judged.state == OUT_OF_SPREAD
+    rep["balance"] = judged.as_dict()
+    (finding,) = log_findings(rep)
+    assert (
+        finding.decision
+        == "out of the target spread: bytes spread 600 > 240 (target 20% of the mean), over by 360"
+    )
+    assert finding.observed["bytes"]["per_broker"] == {"1": 1000, "2": 1000, "3": 1600}
+    proposal = propose_rebalance(inputs(rep), no_runs_active)
+    assert proposal.start and proposal.conf["mode"] == "full"
+    assert proposal.conf["max_bytes_spread_percent"] == 20.0
+    assert "bytes spread 600 above 240 (target 20% of the mean)" in proposal.why
+
+
+def test_bytes_within_the_target_are_balanced():
+    judged = judge_balance(report([*EVEN[:2], broker(3, 10, 4, size=1200)]), TARGETS)
+    assert (judged.bytes.state, judged.bytes.spread, judged.bytes.limit) == (BALANCED, 200, 213)
+    assert judged.state == BALANCED
+
+
+def test_a_broker_without_a_size_leaves_the_bytes_unknown_never_zero_nor_balanced(caplog):
+    """A live broker whose size the report lacks (a replica its log dirs did not list) or whose dir is
+    offline: the bytes are unknown (no limit from a mean nobody read, no spread), named with why, a
+    WARNING, and no proposal on it; counts out of spread are still judged and proposed on."""
+    caplog.set_level(logging.INFO)
+    rep = report([*EVEN[:2], broker(3, 10, 4, size=None)])
+    judged = judge_balance(rep, TARGETS)
+    assert (judged.bytes.state, judged.bytes.limit, judged.bytes.spread) == (UNKNOWN, None, None)
+    assert judged.bytes.per_broker == {1: 1000, 2: 1000, 3: None}
+    assert judged.bytes.unknown == {3: "no size_bytes in the report"} and judged.state == UNKNOWN
+    rep["balance"] = judged.as_dict()
+    assert [r.decision for r in log_findings(rep)] == ["bytes per broker unknown"]
+    proposal = propose_rebalance(inputs(rep), no_runs_active)
+    assert not proposal.start and proposal.decision == "no proposal: balance unknown"
+    assert "the bytes of live broker(s) [3] are unknown" in proposal.why
+    dirs = [{"broker_id": b, "state": "ok"} for b in (1, 2)] + [{"broker_id": 3, "state": "offline dirs"}]
+    offline = judge_balance(report(EVEN, log_dirs=dirs), TARGETS)
+    assert offline.bytes.state == UNKNOWN and offline.bytes.unknown[3].startswith("log dirs offline dirs")
+    skewed = report([broker(1, 10, 4), broker(2, 10, 4), broker(3, 16, 4, size=None)])
+    judged = judge_balance(skewed, TARGETS)
+    assert (judged.state, judged.bytes.state) == (OUT_OF_SPREAD, UNKNOWN)
+    skewed["balance"] = judged.as_dict()
+    assert [r.decision for r in log_findings(skewed)][1:] == ["bytes per broker unknown"]
+    assert propose_rebalance(inputs(skewed), no_runs_active).start
