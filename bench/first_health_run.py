@@ -217,7 +217,7 @@ def check_ports(ports: list[tuple[int, str, int, str]], args) -> list[int]:
     low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     stray = []
     for port, address, pid, command in ports:
-        ephemeral = low <= port <= high  # e.g. the Spark driver's RPC and block manager: 0 = the OS picks
+        ephemeral = low <= port <= high  # bound to port 0: the OS picked it
         note = (
             "" if port in allowed else "   (ephemeral: the OS chose it)" if ephemeral else "   <- NOT MOVED"
         )

@@ -23,6 +23,11 @@ from kafka_runbooks_dev.processes import group_alive
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PORT_OFFSET = 2  # from the stack's (or the test session's) port base
+# the stack's server's two internal ports (its driver's RPC and its block manager), from the same
+# base: Spark binds both to an ephemeral port unless told, and then they neither move with the
+# base nor show in the README's port list
+DRIVER_PORT_OFFSET = 3
+BLOCK_MANAGER_PORT_OFFSET = 4
 PORT_ENV = "KR_SPARK_CONNECT_PORT"
 START_TIMEOUT_S = 240.0  # a JVM and a SparkSession on a loaded 2-core machine
 
@@ -33,6 +38,18 @@ def default_port() -> int:
     if explicit:
         return int(explicit)
     return int(os.environ.get("KR_STACK_PORT_BASE", "19000")) + PORT_OFFSET
+
+
+def internal_ports_conf(port_base: int) -> dict[str, str]:
+    """Spark settings that pin a server's driver RPC port and block manager port to ``port_base``
+    + 3 and + 4. ``spark.port.maxRetries`` 0: a port already taken fails the server's start with
+    Spark's "could not bind" in its log, instead of Spark binding the next free port, outside the
+    stack's listed ports."""
+    return {
+        "spark.driver.port": str(port_base + DRIVER_PORT_OFFSET),
+        "spark.blockManager.port": str(port_base + BLOCK_MANAGER_PORT_OFFSET),
+        "spark.port.maxRetries": "0",
+    }
 
 
 def url_of(port: int, host: str = "127.0.0.1") -> str:
@@ -187,14 +204,17 @@ def answers(port: int, host: str = "127.0.0.1") -> bool:
 RECORD = "spark-connect.json"
 
 
-def start_recorded(home: Path, port: int, *, store_url: str | None = None) -> str:
-    """Start a server for the stack in ``home`` unless its recorded one still answers; its URL."""
+def start_recorded(
+    home: Path, port: int, *, store_url: str | None = None, conf: dict[str, str] | None = None
+) -> str:
+    """Start a server for the stack in ``home`` unless its recorded one still answers; its URL.
+    ``conf``: Spark settings for it (the stack's pinned internal ports)."""
     import json
 
     recorded = running(home)
     if recorded is not None:
         return url_of(recorded)
-    server = start(port, home / "spark-connect.log", store_url=store_url)
+    server = start(port, home / "spark-connect.log", store_url=store_url, conf=conf)
     (home / RECORD).write_text(json.dumps({"pid": server.process.pid, "port": port}))
     return server.url
 

@@ -336,12 +336,23 @@ class LocalStack:
         explicit = os.environ.get(spark_connect.PORT_ENV)
         return int(explicit) if explicit else self.topology.port_base + spark_connect.PORT_OFFSET
 
+    @property
+    def spark_connect_conf(self) -> dict[str, str]:
+        """The stack's Connect server's driver and block manager ports, pinned to the port base + 3
+        and + 4 (Spark's default is an ephemeral port each): every port the stack opens moves with
+        the base."""
+        from kafka_runbooks_dev import spark_connect
+
+        return spark_connect.internal_ports_conf(self.topology.port_base)
+
     def start_spark_connect(self, store_url: str | None = None) -> str:
         """Start the stack's long-lived Spark Connect server (kept if it runs); its ``sc://`` URL."""
         from kafka_runbooks_dev import spark_connect
 
         self.home.mkdir(parents=True, exist_ok=True)
-        return spark_connect.start_recorded(self.home, self.spark_connect_port, store_url=store_url)
+        return spark_connect.start_recorded(
+            self.home, self.spark_connect_port, store_url=store_url, conf=self.spark_connect_conf
+        )
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, wait: bool = True, timeout: float = 240.0) -> LocalStack:
