@@ -576,14 +576,14 @@ def test_the_availability_check_alone_waits_then_gives_up_without_restarting(rig
     node = state.nodes[1]
     roller._enter(node, CHECK)
     cluster.stuck.add(2)
-    roller._check_availability(state, node)
+    roller.availability.check(state, node)
     assert node.phase == CHECK and backend.calls == []
     clock.now += 11_000
     with pytest.raises(RollFailed, match="restarting it would hurt availability"):
-        roller._check_availability(state, node)
+        roller.availability.check(state, node)
     cluster.stuck.clear()
     roller._enter(node, CHECK)
-    roller._check_availability(state, node)
+    roller.availability.check(state, node)
     assert node.phase == RESTART and node.isr_before == ["t-0"] and backend.calls == []
 
 
