@@ -26,7 +26,9 @@ lease and cleanup (`kafka_runbooks_airflow.reassign_dag`), with a rebalance's re
    it), **remove_throttles** (always).
 6. **verify_result**: the moved partitions on their targets and in sync, no throttle left; the
    approved leader-only moves (a reorder, no data), the preferred-leader election; then the
-   spreads read back within the target (or as close as the plan said), held for the settle period.
+   spreads read back within the target (or as close as the plan said), held for the settle period;
+   then the bytes per broker read back from DescribeLogDirs against the target and the plan's
+   prediction (a WARNING when not within or unknown, never a failure: the moves are verified).
 
 Mode `replication-factor` raises topics to `replication_factor` through the same tasks: the
 topics are `topics` (a list), `topic_regex`, or every topic with a partition below the target;

@@ -13,13 +13,15 @@ executor, stop, lease, cleanup) with its own request:
   the mean per broker, judged by ``kafka_runbooks.balance_rules``);
 - the room each receiver has under the disk ceiling (DescribeLogDirs total and usable bytes; a
   broker whose dirs are unknown has no room);
-- after the run, the spreads read back from the cluster (``spread_now``).
+- after the run, the spreads read back from the cluster (``spread_now``, ``judge_spread``), and the
+  bytes per broker from DescribeLogDirs against the plan's bytes target and prediction (``judge_bytes``).
 
 Each refusal is a :class:`RequestError` (the plugin records it as a ``refuse`` DECISION).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -356,3 +358,117 @@ def judge_spread(state: ClusterState, summary: Mapping[str, Any]) -> SpreadJudge
     )
     now = spread_now(state, (s["replicas"]["target"], s["leaders"]["target"]))
     return SpreadJudged(now, promised, now.within(*promised))
+
+
+# the bytes read back after a rebalance (``judge_bytes``), as the verify step's decision says them
+BYTES_WITHIN = "within the target"
+BYTES_NOT_PROMISED = "out of the target, which the plan did not promise"  # it said it cannot reach it
+BYTES_OFF_PLAN = "NOT within the target the plan reached"  # the plan said it reaches it
+BYTES_UNJUDGED = "unjudged"  # a live broker's bytes unknown, or no bytes target in the plan
+
+
+@dataclass(frozen=True)
+class BytesVerified:
+    """Bytes per live broker read back from DescribeLogDirs after the settle period, judged with the
+    planner's unit (``within_bytes_spread``, the limit at the cluster's mean now: producers and
+    retention move the mean), beside what the plan predicted (its bytes spread after, and its limit
+    at the snapshot's mean)."""
+
+    target: str | None
+    sizes: dict[int, int | None] | None
+    limit: int | None
+    spread: int | None
+    within: bool | None
+    planned: Mapping[str, Any]  # the summary's spread.bytes: target, limit, before, after
+
+    @property
+    def plan_reached(self) -> bool | None:
+        """Whether the plan said its moves bring the bytes within the target (None: it could not judge)."""
+        limit, after = self.planned.get("limit"), self.planned.get("after")
+        return None if limit is None or after is None else after <= limit
+
+    @property
+    def state(self) -> str:
+        """Within, unjudged (never success by default), or out: against the plan's promise, or where
+        the plan did not promise the target (it said it cannot reach it, or could not judge bytes)."""
+        if self.target is None or self.within is None:
+            return BYTES_UNJUDGED
+        if self.within:
+            return BYTES_WITHIN
+        return BYTES_OFF_PLAN if self.plan_reached else BYTES_NOT_PROMISED
+
+    @property
+    def done(self) -> bool:
+        """Within the target (what a read-back waiting for the bytes waits on)."""
+        return self.state == BYTES_WITHIN
+
+    def observed(self) -> dict[str, Any]:
+        """The read-back beside the plan's prediction, for the decision record and the task's result."""
+        return {
+            "state": self.state,
+            "target_percent": self.target,
+            "spread": self.spread,
+            "limit": self.limit,
+            "planned": {k: self.planned.get(k) for k in ("before", "after", "limit")},
+            "plan_reached": self.plan_reached,
+            "per_broker": None if self.sizes is None else {str(b): n for b, n in sorted(self.sizes.items())},
+        }
+
+
+def judge_bytes(state: ClusterState, summary: Mapping[str, Any]) -> BytesVerified:
+    """The bytes per live broker of a state read with its log dirs (``bytes_per_broker``: a broker
+    whose dirs did not answer, or with one offline, is None) against the plan's bytes target."""
+    planned = (summary.get("spread") or {}).get("bytes") or {}
+    target = planned.get("target")
+    sizes = bytes_per_broker(state)
+    scope = state.alive_broker_ids()
+    if target is None or sizes is None:
+        return BytesVerified(target, sizes, None, None, None, planned)
+    limit = bytes_spread_limit(target, sizes, scope)
+    within = within_bytes_spread(sizes, scope, limit)
+    return BytesVerified(
+        target, sizes, limit, None if within is None else spread(sizes, scope), within, planned
+    )
+
+
+def record_bytes(judged: BytesVerified, logger: logging.Logger | None = None) -> dict[str, Any]:
+    """The ``verify bytes`` decision record of a rebalance's read-back; its observed figures.
+
+    Within: INFO. Otherwise a WARNING, never a failure of the run: every approved move was verified
+    on the cluster already (targets, ISR, no throttle, counts), and bytes move on their own
+    (producers, retention, compaction) between the snapshot and now, so a failed run would only
+    invite a Clear that cannot change them. A plan that said it reaches the target and a cluster that
+    disagrees says so (``NOT within the target the plan reached``: plan a new run; the health sweep
+    flags it too); one that did not promise it says how close it got against the prediction;
+    unknown sizes are ``unjudged``, never within."""
+    from kafka_runbooks import decisions
+
+    seen = judged.observed()
+    decisions.record(
+        "verify bytes",
+        judged.state,
+        _bytes_reason(judged.state, seen),
+        observed=seen,
+        logger=logger,
+        level=logging.INFO if judged.state == BYTES_WITHIN else logging.WARNING,
+    )
+    return seen
+
+
+def _bytes_reason(state: str, seen: Mapping[str, Any]) -> str:
+    """The record's reason: the spread now and its limit beside the plan's prediction."""
+    plan = seen["planned"]
+    predicted = f"the plan predicted {plan['after']} (limit {plan['limit']} at the snapshot's mean, before {plan['before']})"
+    now = f"bytes spread now {seen['spread']}, limit {seen['limit']} ({seen['target_percent']} % of the mean now)"
+    if state == BYTES_WITHIN:
+        return f"{now}; {predicted}"
+    if state == BYTES_UNJUDGED:
+        unknown = [b for b, n in (seen["per_broker"] or {}).items() if n is None]
+        return (
+            f"bytes per broker unknown (broker(s) {unknown} without a DescribeLogDirs answer or with a dir "
+            f"offline, or no log dirs read, or no bytes target): not judged, never taken as within; {predicted}"
+        )
+    return (
+        f"{now}; {predicted}. Every move is verified on the cluster: a WARNING, not a failure (bytes change "
+        "on their own; trigger a new kafka_rebalance to even them out)"
+    )

@@ -219,7 +219,8 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
     """After the chunks and the cleanup: the moved partitions on their targets and in sync with no
     throttle left; then the approved leader-only moves and the preferred-leader election; then the
     spreads read back within the target (or the plan's own "as close as it gets"), each held for
-    the settle period. Anything else fails the run naming what is off."""
+    the settle period; then the bytes per broker read back and judged (a WARNING when not within,
+    never a failure). Anything else fails the run naming what is off."""
     from kafka_runbooks.errors import RunbookFailed
 
     summary = _summary(checked)
@@ -238,6 +239,7 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
     out["spread"] = spread
     if not spread["done"]:
         raise RunbookFailed(f"the spread read back is not what the plan promised: {spread}")
+    out["bytes"] = _read_back_bytes(kafka_config_id, summary)  # never fails the run: see its docstring
     return out
 
 
@@ -394,3 +396,18 @@ def _await_spread(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
         level=logging.INFO if judged.done else logging.ERROR,
     )
     return {"done": judged.done, **observed}
+
+
+def _read_back_bytes(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """Bytes per live broker read back from DescribeLogDirs once the spreads held for the settle
+    period, judged and recorded by ``kafka_runbooks.rebalance.record_bytes`` (a WARNING when not
+    within, never a failure: its docstring says why)."""
+    from kafka_runbooks.rebalance import judge_bytes, record_bytes
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
+    try:
+        judged = judge_bytes(admin.read_state(include_log_dirs=True), summary)
+    finally:
+        admin.close()
+    return record_bytes(judged, log)

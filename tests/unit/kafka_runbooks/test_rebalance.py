@@ -9,6 +9,8 @@ plan said the target is out of reach.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from kafka_runbooks.failed_broker.request import RequestError
@@ -167,3 +169,89 @@ def test_the_spread_now_judges_bytes_from_describe_log_dirs_and_unknown_is_not_w
     assert not unknown.within(*unknown.limits)  # unknown is never within, never 0
     # no bytes target (the verify's read-back, or an older request): bytes are not judged
     assert spread_now(_with_dirs(cluster(even), {1: 100, 2: 100, 3: 100, 4: 500}), ("1", "1")).within(1, 1)
+
+
+def _planned(after: int | None, limit: int | None = 40) -> dict:
+    """A rebalance summary's bytes figures (the plan's prediction at the snapshot's mean 200)."""
+    return {"spread": {"bytes": {"target": "20", "limit": limit, "before": 400, "after": after}}}
+
+
+EVEN = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}
+
+
+def test_the_bytes_read_back_are_judged_with_the_planners_rule_beside_the_plans_prediction(caplog):
+    """After the settle period the bytes per live broker (DescribeLogDirs) are judged with
+    within_bytes_spread at the mean now: within is INFO; a plan that said it reaches the target and a
+    cluster that disagrees is a WARNING that says so, with the prediction beside the spread now."""
+    from kafka_runbooks.balance_rules import bytes_spread_limit, within_bytes_spread
+    from kafka_runbooks.rebalance import BYTES_OFF_PLAN, BYTES_WITHIN, judge_bytes, record_bytes
+
+    caplog.set_level(logging.INFO)
+    level = {1: 190, 2: 200, 3: 210, 4: 200}
+    judged = judge_bytes(_with_dirs(cluster(EVEN), level), _planned(20))
+    assert judged.limit == bytes_spread_limit("20", level, [1, 2, 3, 4]) == 40
+    assert within_bytes_spread(level, [1, 2, 3, 4], 40) and (judged.state, judged.spread) == (
+        BYTES_WITHIN,
+        20,
+    )
+    seen = record_bytes(judged)
+    assert (
+        caplog.records[-1].levelno == logging.INFO
+        and "DECISION verify bytes" in caplog.records[-1].getMessage()
+    )
+    assert seen["planned"] == {"before": 400, "after": 20, "limit": 40} and seen["plan_reached"] is True
+
+    drifted = judge_bytes(_with_dirs(cluster(EVEN), {1: 100, 2: 100, 3: 100, 4: 500}), _planned(20))
+    assert (drifted.state, drifted.spread, drifted.limit, drifted.plan_reached) == (
+        BYTES_OFF_PLAN,
+        400,
+        40,
+        True,
+    )
+    seen = record_bytes(drifted)
+    message = caplog.records[-1].getMessage()
+    assert caplog.records[-1].levelno == logging.WARNING and BYTES_OFF_PLAN in message
+    assert "bytes spread now 400, limit 40" in message and "the plan predicted 20" in message
+    assert seen["per_broker"] == {"1": 100, "2": 100, "3": 100, "4": 500}
+
+
+def test_a_plan_that_said_it_cannot_reach_the_bytes_target_is_not_held_to_it(caplog):
+    from kafka_runbooks.rebalance import BYTES_NOT_PROMISED, judge_bytes, record_bytes
+
+    caplog.set_level(logging.INFO)
+    judged = judge_bytes(_with_dirs(cluster(EVEN), {1: 100, 2: 100, 3: 100, 4: 300}), _planned(200))
+    assert (judged.state, judged.plan_reached, judged.spread) == (BYTES_NOT_PROMISED, False, 200)
+    assert record_bytes(judged)["planned"]["after"] == 200
+    assert (
+        caplog.records[-1].levelno == logging.WARNING
+        and "the plan predicted 200" in caplog.records[-1].getMessage()
+    )
+    # the plan could not judge its bytes (a size unknown in the snapshot): nothing was promised either
+    assert judge_bytes(
+        _with_dirs(cluster(EVEN), {1: 100, 2: 100, 3: 100, 4: 300}), _planned(None, None)
+    ).state == (BYTES_NOT_PROMISED)
+
+
+def test_bytes_unknown_at_the_read_back_are_unjudged_never_within(caplog):
+    """A broker whose log dirs did not answer, a state read without log dirs, a plan without a bytes
+    target: unjudged (no limit, no spread), a WARNING, never success by default."""
+    from kafka_runbooks.rebalance import BYTES_UNJUDGED, judge_bytes, record_bytes
+
+    caplog.set_level(logging.INFO)
+    failed = judge_bytes(
+        _with_dirs(cluster(EVEN), {1: 200, 2: 200, 3: 200, 4: 200}, failed=(4,)), _planned(20)
+    )
+    assert (failed.state, failed.limit, failed.spread, failed.within, failed.done) == (
+        BYTES_UNJUDGED,
+        None,
+        None,
+        None,
+        False,
+    )
+    assert failed.sizes[4] is None and record_bytes(failed)["state"] == BYTES_UNJUDGED
+    assert (
+        caplog.records[-1].levelno == logging.WARNING and "broker(s) ['4']" in caplog.records[-1].getMessage()
+    )
+    assert judge_bytes(cluster(EVEN), _planned(20)).state == BYTES_UNJUDGED  # no log dirs read
+    no_target = _with_dirs(cluster(EVEN), {1: 200, 2: 200, 3: 200, 4: 200})
+    assert judge_bytes(no_target, {"spread": {"bytes": {"target": None}}}).state == BYTES_UNJUDGED
