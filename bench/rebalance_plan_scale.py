@@ -148,7 +148,7 @@ def lower_bound(counts: np.ndarray, limit: int, gives: np.ndarray, takes: np.nda
 
 CONNECT_TASK = """
 import sys
-from kafka_runbooks_airflow.spark import run_over_connect, session_id
+from kafka_runbooks_airflow.spark_connect import run_over_connect, session_id
 sys.exit(run_over_connect(sys.argv[1], sys.argv[4:], sys.argv[2], session_id("bench", sys.argv[3])))
 """
 

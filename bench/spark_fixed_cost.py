@@ -84,7 +84,7 @@ def analysis_seconds(snapshot: Path, out: Path, runs: int) -> list[float]:
 
 CONNECT_TASK = """
 import sys, time
-from kafka_runbooks_airflow.spark import run_over_connect, session_id
+from kafka_runbooks_airflow.spark_connect import run_over_connect, session_id
 started = time.monotonic()
 code = run_over_connect(sys.argv[1], sys.argv[4:], sys.argv[2], session_id("bench", sys.argv[3]))
 print(f"IN_TASK_S={time.monotonic() - started:.3f}")

@@ -49,7 +49,7 @@ from datetime import timedelta
 
 from airflow.sdk import DAG, Param, task
 
-import kafka_runbooks_airflow.restart_plan  # noqa: F401 -- registers the gate's "restart" action
+import kafka_runbooks_airflow.broker_restart  # noqa: F401 -- registers the gate's "restart" action
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
 from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param, node_list_schema
@@ -149,12 +149,12 @@ with DAG(
     @task
     def plan_restart(params=None, run_id=None, dag_run=None) -> dict:
         """Refuse an ungated run the deployment does not allow; validate and write the roll plan."""
-        from kafka_runbooks_airflow import restart_plan
+        from kafka_runbooks_airflow import broker_restart
         from kafka_runbooks_airflow.gate import refuse_ungated_run
 
-        request = restart_plan.restart_request(params)
+        request = broker_restart.restart_request(params)
         refuse_ungated_run(dag_run.dag_id, request.require_approval, request.dry_run)
-        return restart_plan.plan_roll(
+        return broker_restart.plan_roll(
             request,
             params["kafka_config_id"],
             dag_run.dag_id,

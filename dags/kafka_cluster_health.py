@@ -56,7 +56,7 @@ from kafka_runbooks_airflow.inputs import duration_schema
 from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperator
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
 from kafka_runbooks_airflow.operators.trigger import TriggerWhenDueOperator
-from kafka_runbooks_airflow.spark import spark_job_path
+from kafka_runbooks_airflow.spark_connect import spark_job_path
 
 # cron or preset; "none" = manual runs only (the e2e tests trigger it: a scheduled run of this
 # max_active_runs=1 DAG starts as soon as it is unpaused and the test's own run queues behind it)

@@ -135,7 +135,7 @@ def warm_up_spark(stack: LocalStack, spark_url: str) -> WarmUp:
     removed afterwards."""
     from kafka_runbooks.admin import ClusterAdmin
     from kafka_runbooks.snapshot import write_snapshot
-    from kafka_runbooks_airflow.spark import run_over_connect, spark_job_path
+    from kafka_runbooks_airflow.spark_connect import run_over_connect, spark_job_path
 
     started = time.monotonic()
     folder = stack.home / "spark-warm-up"

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_runbooks import journal, storage
+from kafka_runbooks import decision_journal, storage
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
 from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
@@ -344,7 +344,7 @@ def overview(
     # a failed run's reason is its last ERROR decision: look further back only when one is shown
     # (on an object store every record is one object to read)
     failed = any(r["state"] == "failed" for r in runs)
-    records = journal.last(max(decisions, 500) if failed else decisions, journal_file)
+    records = decision_journal.last(max(decisions, 500) if failed else decisions, journal_file)
     for run in runs:
         _judge(run, gates, records, root)
     return {

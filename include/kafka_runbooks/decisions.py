@@ -92,9 +92,9 @@ def record(
     (logger or log).log(level, "%s", rec.event(), extra={"decision_record": rec.as_dict()})
     _made.append(rec)
     del _made[:-_MAX_KEPT]
-    from kafka_runbooks import journal
+    from kafka_runbooks import decision_journal
 
-    journal.append({**rec.as_dict(), "level": logging.getLevelName(level)})
+    decision_journal.append({**rec.as_dict(), "level": logging.getLevelName(level)})
     return rec
 
 

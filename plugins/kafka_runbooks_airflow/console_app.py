@@ -378,11 +378,11 @@ RECORD_ID = re.compile(r"[0-9a-f]{12}")  # decisions.DecisionRecord.record_id
 def readable_decision(record_id: str, readable: set[str]) -> dict[str, Any] | None:
     """The journal's record with this id when its DAG is one the user may read; None otherwise
     (an unknown id and a record of a DAG the user may not read look the same)."""
-    from kafka_runbooks import journal
+    from kafka_runbooks import decision_journal
 
     if not RECORD_ID.fullmatch(record_id):
         return None
-    record = journal.find(record_id)
+    record = decision_journal.find(record_id)
     if record is None or record.get("dag_id") not in readable:
         return None
     return record

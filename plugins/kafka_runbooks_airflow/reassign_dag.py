@@ -38,7 +38,7 @@ from kafka_runbooks_airflow.operators.snapshot import KafkaClusterSnapshotOperat
 from kafka_runbooks_airflow.operators.spark import SparkJobOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
-from kafka_runbooks_airflow.spark import spark_job_path
+from kafka_runbooks_airflow.spark_connect import spark_job_path
 
 CHECKED = "ti.xcom_pull(task_ids='validate')"
 REVIEWED = "ti.xcom_pull(task_ids='review_plan')"

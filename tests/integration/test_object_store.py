@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks import journal, storage
+from kafka_runbooks import decision_journal, storage
 from kafka_runbooks.connect.policy import RestartState
 from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks.failed_broker.failures import FailureStore
@@ -156,8 +156,8 @@ def test_the_decision_journal_is_one_object_per_record_in_the_bucket(s3proxy, s3
     monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "manual__1")
     monkeypatch.setenv("AIRFLOW_CTX_TASK_ID", "validate")
     for i in range(3):
-        assert journal.append({"decision": f"step {i}"})
-    newest = journal.last(2)
+        assert decision_journal.append({"decision": f"step {i}"})
+    newest = decision_journal.last(2)
     assert [r["decision"] for r in newest] == ["step 2", "step 1"]
     assert len([o for o in _objects(s3proxy, prefix) if o.startswith("decisions/")]) == 3
     assert list(local.rglob("*")) == []

@@ -1,7 +1,7 @@
 """Both Spark jobs over a real Spark Connect server give what the classic run gives.
 
 The DAGs run the jobs' ``run(spark, argv)`` in the task against a long-lived Connect server
-(``kafka_runbooks_airflow.spark.run_over_connect``): no py4j there, so the jobs' small files go
+(``kafka_runbooks_airflow.spark_connect.run_over_connect``): no py4j there, so the jobs' small files go
 through the data store on the client while the server reads and writes the parquet files. Each
 test runs the same job on the same snapshot in the classic session the other Spark tests share
 and over Connect, and compares every output. A server that is not there fails the task with its
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kafka_runbooks.failed_broker.plan import PlanImpossible, load_plan
-from kafka_runbooks_airflow.spark import (
+from kafka_runbooks_airflow.spark_connect import (
     SparkConnectUnavailable,
     run_over_connect,
     session_id,
@@ -125,7 +125,7 @@ def test_a_server_that_is_not_there_fails_naming_it(make_snapshot, monkeypatch, 
     (tests/unit/kafka_runbooks_airflow/operators/test_spark.py, through the task's operator)."""
     import socket
 
-    from kafka_runbooks_airflow import spark as glue
+    from kafka_runbooks_airflow import spark_connect as glue
 
     quick = {**glue.CONNECT_RETRIES, "max_retries": 2, "initial_backoff": 100, "max_backoff": 200}
     monkeypatch.setattr(glue, "CONNECT_RETRIES", quick)

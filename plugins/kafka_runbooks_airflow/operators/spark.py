@@ -121,7 +121,7 @@ class SparkJobOperator(DataStoreSparkSubmitOperator):
         from airflow.exceptions import AirflowException
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        from kafka_runbooks_airflow.spark import run_over_connect, server_of, session_id
+        from kafka_runbooks_airflow.spark_connect import run_over_connect, server_of, session_id
 
         ti = context["ti"]
         sid = session_id(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)

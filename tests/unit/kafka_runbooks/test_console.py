@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from kafka_runbooks import console, journal
+from kafka_runbooks import console, decision_journal
 from tests.helpers import wait_until
 
 
@@ -130,7 +130,7 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
 def test_no_reports_yet_and_the_journal_only_inside_a_task(tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKA_RUNBOOKS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("AIRFLOW_CTX_DAG_ID", raising=False)
-    assert journal.append({"step": "x"}) is False and journal.last() == []
+    assert decision_journal.append({"step": "x"}) is False and decision_journal.last() == []
     page = console.render_page(console.overview([], []))
     assert "id='no-health'" in page and "id='no-runs'" in page and "id='no-gates'" in page
 

@@ -1,7 +1,7 @@
 """What a glue module's functions read, from its source: the params, or the typed request.
 
 Shared by the glue tests of each runbook whose tasks build their request once and hand it
-to the glue (``test_unclean.py``, ``test_restart_plan.py``, ``test_failed_broker_request.py``).
+to the glue (``test_unclean.py``, ``test_broker_restart.py``, ``test_failed_broker_request.py``).
 """
 
 from __future__ import annotations

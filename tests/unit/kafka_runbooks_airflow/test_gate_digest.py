@@ -36,7 +36,7 @@ def _context(dag_id: str, xcoms: dict, params: dict) -> dict:
     }
 
 
-GLUE = ("restart_plan", "unclean", "failed_broker", "metadata_errors", "controller_replace")
+GLUE = ("broker_restart", "unclean", "failed_broker", "metadata_errors", "controller_replace")
 
 
 def _digest(kind: str, context) -> str:

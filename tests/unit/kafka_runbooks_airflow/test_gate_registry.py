@@ -41,31 +41,31 @@ def test_every_kind_is_registered_by_exactly_one_glue_module():
 
 def test_a_second_function_for_a_registered_kind_is_refused():
     from kafka_runbooks.errors import BadInput
-    from kafka_runbooks_airflow import restart_plan
+    from kafka_runbooks_airflow import broker_restart
     from kafka_runbooks_airflow.gate import register_action, registered_action
 
     with pytest.raises(
-        BadInput, match=r"'restart' is already registered by \S*restart_plan.py:restart_action"
+        BadInput, match=r"'restart' is already registered by \S*broker_restart.py:restart_action"
     ):
         register_action("restart", lambda context: {})
-    assert registered_action("restart") is restart_plan.restart_action
-    assert register_action("restart", restart_plan.restart_action) is restart_plan.restart_action
+    assert registered_action("restart") is broker_restart.restart_action
+    assert register_action("restart", broker_restart.restart_action) is broker_restart.restart_action
 
 
 def test_a_glue_module_loaded_again_under_its_plugin_name_registers_the_same_function():
     """Airflow's plugin manager loads ``plugins/kafka_runbooks_airflow/*.py`` as top-level modules
-    too (``restart_plan`` beside ``kafka_runbooks_airflow.restart_plan``): the same function from
+    too (``broker_restart`` beside ``kafka_runbooks_airflow.broker_restart``): the same function from
     the same file is no second runbook, and a task that imports the glue after that still runs
     (seen through Airflow: every report_pending_restores failed with 'already registered')."""
     import importlib.util
 
-    from kafka_runbooks_airflow import restart_plan
+    from kafka_runbooks_airflow import broker_restart
     from kafka_runbooks_airflow.gate import registered_action
 
-    spec = importlib.util.spec_from_file_location("restart_plan", PLUGINS / "restart_plan.py")
+    spec = importlib.util.spec_from_file_location("broker_restart", PLUGINS / "broker_restart.py")
     again = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(again)  # registers its own restart_action: no BadInput
-    assert again.restart_action is not restart_plan.restart_action
+    assert again.restart_action is not broker_restart.restart_action
     assert registered_action("restart").__qualname__ == "restart_action"
 
 

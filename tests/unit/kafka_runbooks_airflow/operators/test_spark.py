@@ -135,7 +135,7 @@ class _TaskInstance:
 
 def _job_task(**kwargs):
     from kafka_runbooks_airflow.operators.spark import SparkJobOperator
-    from kafka_runbooks_airflow.spark import spark_job_path
+    from kafka_runbooks_airflow.spark_connect import spark_job_path
 
     with DAG("d", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
         return SparkJobOperator(task_id="plan", application=spark_job_path("cluster_health.py"), **kwargs)
@@ -152,7 +152,7 @@ def test_a_spark_connect_server_that_is_not_there_fails_the_task_naming_it(submi
     client's bounded retries (the test ending at all is the bound), and spark-submit never runs."""
     import socket
 
-    from kafka_runbooks_airflow.spark import SparkConnectUnavailable
+    from kafka_runbooks_airflow.spark_connect import SparkConnectUnavailable
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -196,7 +196,7 @@ def test_a_gone_server_is_not_waited_for_again_to_release_the_session(monkeypatc
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    from kafka_runbooks_airflow import spark as connect
+    from kafka_runbooks_airflow import spark_connect as connect
 
     session = _StubSession()
     from types import SimpleNamespace

@@ -1,4 +1,8 @@
-"""Planning task of ``kafka_broker_restart``: validate, order, persist. Touches nothing."""
+"""Task glue of ``kafka_broker_restart``: the plan task (validate, order, persist; touches nothing)
+and what its approval gate approves (the ``restart`` action).
+
+Named after its DAG like the other runbooks' glue; the roll itself is ``kafka_runbooks.restart``.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,10 @@ fails a runbook: an unwritable journal only costs the page its list.
 On an object store (``KAFKA_RUNBOOKS_DATA_URL``) nothing can be appended to: each record
 is one object, ``decisions/<UTC day>/<time ns>-<random>.json``, so concurrent tasks on
 different workers never overwrite each other; ``last`` reads the newest days' objects.
+
+Named ``decision_journal``, not ``journal``: the unclean runbook keeps a journal of its own
+(the replica orders it changed, ``unclean.elect.ReorderState``); :mod:`kafka_runbooks.decisions`
+makes the records, this module keeps them.
 """
 
 from __future__ import annotations

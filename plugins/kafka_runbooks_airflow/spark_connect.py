@@ -1,4 +1,9 @@
-"""Locating the project's Spark jobs, and running one over Spark Connect in the task itself."""
+"""Locating the project's Spark jobs, and running one over Spark Connect in the task itself.
+
+Named for Spark Connect (not ``spark``: ``operators/spark.py`` is the operator that uses it, and
+``connect`` here means Kafka Connect); the dev tooling's ``kafka_runbooks_dev.spark_connect``
+starts the local server this talks to.
+"""
 
 from __future__ import annotations
 

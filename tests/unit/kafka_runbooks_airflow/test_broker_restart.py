@@ -1,6 +1,6 @@
 """The broker restart's glue takes the typed request, not the params.
 
-``plan_restart`` builds ``RestartRequest`` once (``restart_plan.restart_request``) and passes
+``plan_restart`` builds ``RestartRequest`` once (``broker_restart.restart_request``) and passes
 it with the cluster's ``kafka_config_id`` and the roll's connections; a glue function that
 indexed the params again would judge the reason and parse the timeout a second time, in a
 second way. Only the gate's action reads the run's params: it shows the approver what was
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-import kafka_runbooks_airflow.restart_plan as glue
+import kafka_runbooks_airflow.broker_restart as glue
 from tests.unit.kafka_runbooks_airflow.glue_source import callers_of, functions, params_reads
 
 
