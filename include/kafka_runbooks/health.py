@@ -343,7 +343,8 @@ def judge_balance(report: Mapping[str, Any], targets: Mapping[str, str]) -> Bala
     """Replicas and preferred leaders per live broker against ``targets`` (``max_replica_spread``,
     ``max_leader_spread``: a count or a percentage of the mean), with ``kafka_rebalance``'s own rule
     units (``balance_rules.spread``, ``spread_limit``, ``moves_lower_bound``) over the same scope (the
-    live brokers), so the sweep proposes exactly what the rebalance would find to do."""
+    live brokers), so the sweep proposes exactly what the rebalance would find to do; and the bytes
+    per live broker against ``max_bytes_spread_percent`` (``judge_bytes``)."""
     live = live_brokers(report)
     unknown = unknown_counts(report, live)
     rows = {int(b["broker_id"]): b for b in report.get("brokers", [])}
