@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_runbooks import retries
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, build_request
 from kafka_runbooks.log_dirs import error_name
@@ -256,12 +257,13 @@ def await_holding(
 ) -> Any:
     """Read until ``judge(read()).done`` has held on every read for ``settle_s`` (a follower may
     still be joining, a lucky read proves nothing), or ``timeout_s`` passed: the last judgement."""
-    deadline = clock() + timeout_s
-    held_since: float | None = None
-    while True:
-        seen = judge(read())
-        now = clock()
-        held_since = (now if held_since is None else held_since) if seen.done else None
-        if (held_since is not None and now - held_since >= settle_s) or now >= deadline:
-            return seen
-        sleep(poll_s)
+    seen, _ = retries.hold_until(
+        lambda: judge(read()),
+        lambda judged: bool(judged.done),
+        settle_s=settle_s,
+        timeout_s=timeout_s,
+        interval_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+    )
+    return seen

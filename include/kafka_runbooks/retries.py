@@ -153,3 +153,50 @@ def poll_until(
         return answer, bool(done(answer))
 
     return retrying(judged)
+
+
+def hold_until(
+    read: Callable[[], T],
+    holds: Callable[[T], bool],
+    *,
+    settle_s: float,
+    timeout_s: float,
+    interval_s: float,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+) -> tuple[T, bool]:
+    """A settle period: ``read()`` every ``interval_s`` until ``holds`` has been true on every read
+    for ``settle_s`` (a lucky read proves nothing: a read where it does not hold starts the period
+    again), or ``timeout_s`` has passed since the first read: (the last answer, whether it held for
+    the whole period). Built on :func:`poll_until`; ``holds`` sees every answer, in order."""
+    clock = clock or time.monotonic
+    held_since: list[float] = []  # when the current run of holding reads began (empty: none)
+
+    def settled(answer: T) -> bool:
+        """Whether this read ends the period: it holds, and has on every read for ``settle_s``."""
+        now = clock()
+        if not holds(answer):
+            held_since.clear()
+            return False
+        if not held_since:
+            held_since.append(now)
+        return now - held_since[0] >= settle_s
+
+    return poll_until(read, settled, timeout_s=timeout_s, interval_s=interval_s, clock=clock, sleep=sleep)
+
+
+def until_true(
+    attempt: Callable[[], bool],
+    *,
+    first_s: float,
+    max_s: float,
+    sleep: Callable[[float], Any] | None = None,
+) -> None:
+    """``attempt()`` until it returns True, waiting ``first_s``, then twice as long each time, at
+    most ``max_s``, between attempts; no limit on their number (a lock whose holder stopped is
+    taken over by the attempt itself once it expires, which bounds the wait)."""
+    tenacity.Retrying(
+        wait=tenacity.wait_exponential(multiplier=first_s, max=max_s),
+        retry=tenacity.retry_if_result(lambda taken: not taken),
+        sleep=sleep or (lambda seconds: time.sleep(seconds)),  # time.sleep as it is when called
+    )(attempt)

@@ -465,24 +465,33 @@ class Store:
         killed), and removed only if it is still ours, all by conditional writes."""
         import time
 
+        from kafka_runbooks import retries
+
         mine = json.dumps({"owner": owner or uuid.uuid4().hex, "expires_at": time.time() + ttl_s})
-        delay = 0.2
-        while not self.create(key, mine):
-            current = self.read_text(key)
-            if current is not None:
-                try:
-                    expired = json.loads(current).get("expires_at", 0) < time.time()
-                except ValueError:
-                    expired = True
-                if expired and self.swap(key, current, None):
-                    log.warning("lock %s expired (its holder stopped); taken over", self.url_of(key))
-                    continue
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        retries.until_true(lambda: _take_lock(self, key, mine), first_s=0.2, max_s=5.0)
         try:
             yield
         finally:
             self.swap(key, mine, None)
+
+
+def _take_lock(store: Store, key: str, mine: str) -> bool:
+    """One attempt at the lock object: create it; or, when the one there has expired (its holder
+    stopped), remove exactly that one and try again at once. False: someone holds it."""
+    import time
+
+    while not store.create(key, mine):
+        current = store.read_text(key)
+        if current is None:
+            return False
+        try:
+            expired = json.loads(current).get("expires_at", 0) < time.time()
+        except ValueError:
+            expired = True
+        if not (expired and store.swap(key, current, None)):
+            return False
+        log.warning("lock %s expired (its holder stopped); taken over", store.url_of(key))
+    return True
 
 
 def _read_body(fs, body) -> bytes:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, retries
 from kafka_runbooks.model import PartitionState
 
 
@@ -139,21 +139,25 @@ def _read_until_settled(
     ``settle_s`` (leadership can move again right after an election) or ``timeout_s`` has passed,
     asking for the election of each partition a read shows not led by its preferred replica;
     (the partitions as last read, those of ``keys`` not led by their preferred replica then)."""
-    deadline = clock() + timeout_s
-    settled_at: float | None = None
-    while True:
+
+    def read_and_ask() -> tuple[list[PartitionState], list[PartitionState]]:
+        """One read of the leaders; an election asked for each partition not led by its preferred one."""
         partitions = read()
         pending = not_led_by_preferred(partitions, keys)
         if pending:
-            settled_at = None
             asking.ask(pending)
-        elif settled_at is None:
-            settled_at = clock()
-        if settled_at is not None and clock() - settled_at >= settle_s:
-            return partitions, pending
-        if clock() >= deadline:
-            return partitions, pending
-        sleep(poll_s)
+        return partitions, pending
+
+    last, _ = retries.hold_until(
+        read_and_ask,
+        lambda seen: not seen[1],
+        settle_s=settle_s,
+        timeout_s=timeout_s,
+        interval_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+    )
+    return last
 
 
 def _record_outcome(

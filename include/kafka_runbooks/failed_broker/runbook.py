@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, retries
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
 from kafka_runbooks.failed_broker.plan import Plan, check_plan
@@ -286,31 +286,42 @@ def await_healed(
     holds for the settle period, or ``timeout_s`` passes; then ``verify`` records the last read
     (NotHealed with what was seen)."""
     logger = logger or log
-    deadline = clock() + timeout_s
-    held_since: float | None = None
-    said_wait = False
-    while True:
-        state, left = read()
-        seen = healing(state, failed, planned, left, drain)
-        now = clock()
-        if seen.healed:
-            held_since = now if held_since is None else held_since
-            if now - held_since >= settle_s:
-                return verify(state, failed, planned, left, logger, drain)
-        else:
-            held_since = None
-            if not said_wait:
-                decisions.record(
-                    "verify",
-                    "wait",
-                    f"not healed yet; reading again every {poll_s:g} s for up to {timeout_s:g} s",
-                    observed=_seen(seen),
-                    logger=logger,
-                )
-                said_wait = True
-        if now >= deadline:
-            return verify(state, failed, planned, left, logger, drain)
-        sleep(poll_s)
+    said_wait: list[Healing] = []  # the first read not healed, said once as a "wait" record
+
+    def healed(answer: tuple[ClusterState, Any, Healing]) -> bool:
+        """Whether this read is healed; the first one that is not says the runbook waits."""
+        if not answer[2].healed and not said_wait:
+            said_wait.append(answer[2])
+            _say_wait(answer[2], poll_s, timeout_s, logger)
+        return answer[2].healed
+
+    (state, left, _), _ = retries.hold_until(
+        lambda: _judged(read(), failed, planned, drain),
+        healed,
+        settle_s=settle_s,
+        timeout_s=timeout_s,
+        interval_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+    )
+    return verify(state, failed, planned, left, logger, drain)
+
+
+def _judged(reading: Reading, failed: set[int], planned: dict[str, list[int]], drain: bool):
+    """One read of the cluster and of the throttles left, with the healed rule's verdict on it."""
+    state, left = reading
+    return state, left, healing(state, failed, planned, left, drain)
+
+
+def _say_wait(seen: Healing, poll_s: float, timeout_s: float, logger: logging.Logger) -> None:
+    """The "wait" decision record of the first read that is not healed (said once per verify)."""
+    decisions.record(
+        "verify",
+        "wait",
+        f"not healed yet; reading again every {poll_s:g} s for up to {timeout_s:g} s",
+        observed=_seen(seen),
+        logger=logger,
+    )
 
 
 def _seen(seen: Healing) -> dict[str, Any]:

@@ -555,17 +555,18 @@ def verify_stopped(
                 out[run_id] = {"in_flight": moving[:50], "throttles": throttles, "order": order}
         return out
 
-    deadline = clock() + timeout_s
-    while True:
+    def settled() -> dict[str, Any]:
+        """One read; when it finds nothing left, the read ``settle_s`` later is the one that counts."""
         found = left()
-        if not found:
-            sleep(settle_s)
-            found = left()
-            if not found:
-                return {}
-        if clock() >= deadline:
+        if found:
             return found
-        sleep(1.0)
+        sleep(settle_s)
+        return left()
+
+    found, _ = retries.poll_until(
+        settled, lambda found: not found, timeout_s=timeout_s, interval_s=1.0, clock=clock, sleep=sleep
+    )
+    return found
 
 
 def to_stop(

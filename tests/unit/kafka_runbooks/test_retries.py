@@ -170,3 +170,43 @@ def test_poll_until_reads_until_done_or_the_deadline_then_says_which():
         retries.poll_until(
             failing([KafkaConnectionError("lost")])[0], bool, timeout_s=5, interval_s=1, sleep=clock.sleep
         )
+
+
+def test_hold_until_needs_every_read_to_hold_for_the_settle_period():
+    """A lucky read proves nothing: a read that does not hold starts the period again."""
+    clock = Clock()
+    answers = iter([True, False, True, True, True, True])
+    seen: list[bool] = []
+
+    def read() -> bool:
+        seen.append(next(answers))
+        return seen[-1]
+
+    last, held = retries.hold_until(
+        read, bool, settle_s=10, timeout_s=100, interval_s=5, clock=clock, sleep=clock.sleep
+    )
+    assert (last, held) == (True, True)
+    assert seen == [True, False, True, True, True]  # held from the third read (+10 s) to +20 s
+    assert clock.now == 120.0
+
+
+def test_hold_until_gives_the_last_read_at_the_timeout_when_it_never_held_long_enough():
+    clock = Clock()
+    last, held = retries.hold_until(
+        lambda: clock.now,
+        lambda t: t >= 110,
+        settle_s=30,
+        timeout_s=12,
+        interval_s=5,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert (last, held) == (115.0, False)  # reads at 100, 105, 110, 115: past the 12 s timeout
+    assert clock.slept == [5, 5, 5]
+
+
+def test_until_true_waits_twice_as_long_each_time_up_to_its_ceiling():
+    slept: list[float] = []
+    attempts = iter([False] * 7 + [True])
+    retries.until_true(lambda: next(attempts), first_s=0.2, max_s=5.0, sleep=slept.append)
+    assert slept == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]  # the lock object's waits, as before
