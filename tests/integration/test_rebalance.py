@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -29,11 +30,15 @@ from kafka_runbooks.failed_broker.plan import load_plan, read_snapshot_rows
 from kafka_runbooks.failed_broker.report import plan_markdown
 from kafka_runbooks.failed_broker.request import RequestError
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
+from kafka_runbooks.health import BALANCED, OUT_OF_SPREAD, judge_balance, log_findings
 from kafka_runbooks.log_dir_failure import await_holding
 from kafka_runbooks.rebalance import (
+    BYTES_WITHIN,
     apply_leader_moves,
     build_rebalance_request,
+    judge_bytes,
     judge_spread,
+    record_bytes,
     resolve_rebalance,
     room,
     spread_now,
@@ -57,9 +62,9 @@ ASSIGNMENT = {p: PAIRS[p % 3] for p in range(12)}
 pytestmark = pytest.mark.timeout(300)
 
 
-def _planner():
-    path = ROOT / "spark_jobs" / "failed_broker_plan.py"
-    spec = importlib.util.spec_from_file_location("spark_jobs_failed_broker_plan_rebalance_it", path)
+def _planner(name: str = "failed_broker_plan"):
+    path = ROOT / "spark_jobs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"spark_jobs_{name}_rebalance_it", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -67,11 +72,18 @@ def _planner():
 
 
 def _only(state, topic: str):
-    """The cluster as the plan sees it: the test's topic only."""
+    """The cluster as the plan sees it: the test's topic only (its log dirs listing only its replicas)."""
     return dataclasses.replace(
         state,
         partitions=[p for p in state.partitions if p.topic == topic],
         log_dirs=[r for r in state.log_dirs if r.topic == topic],
+        log_dir_states={
+            b: tuple(
+                dataclasses.replace(d, replicas=tuple(r for r in d.replicas if r.topic == topic))
+                for d in dirs
+            )
+            for b, dirs in state.log_dir_states.items()
+        },
     )
 
 
@@ -176,8 +188,10 @@ def _topic_bytes(admin, topic: str) -> dict[int, int | None]:
 
 def _full_rebalance_by_bytes(bs: str, admin, tmp_path: Path) -> None:
     """A full rebalance of a topic whose replicas are even per broker but whose bytes are not (600 KB
-    on brokers 1 and 2, 20 KB on 3 and 4): the plan swaps a large replica for a small one twice
-    (counts kept), and the bytes per broker read back from DescribeLogDirs end within the target."""
+    on brokers 1 and 2, 20 KB on 3 and 4): the health job's report on its snapshot flags the bytes
+    alone out of the 20 % target (the planner's rule unit); the plan swaps a large replica for a
+    small one twice (counts kept), and the verification's read-back (``judge_bytes`` on
+    DescribeLogDirs, ``record_bytes``) finds the bytes within the target the plan reached."""
     topic = unique_topic("rebal-bytes")
     create_topic(bs, topic, assignment=BYTES_SKEW, config={"min.insync.replicas": "1"})
     for p in BYTES_SKEW:
@@ -195,6 +209,7 @@ def _full_rebalance_by_bytes(bs: str, admin, tmp_path: Path) -> None:
     assert within_bytes_spread(sizes, [1, 2, 3, 4], limit) is False, (sizes, limit)  # skewed by bytes
     state = _only(admin.read_state(), topic)
     snapshot, out = write_snapshot(state, tmp_path / "snapshot"), tmp_path / "plan"
+    _health_flags_the_bytes_alone(snapshot, tmp_path / "health", sizes)
     _run_plan(
         snapshot,
         out,
@@ -213,15 +228,38 @@ def _full_rebalance_by_bytes(bs: str, admin, tmp_path: Path) -> None:
         admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
     )
     wait_until(lambda: executor.step(exec_state), 120, 1, "the executor to finish the swaps")
-    wait_until(
-        lambda: within_bytes_spread(_topic_bytes(admin, topic), [1, 2, 3, 4], limit),
-        60,
-        1,
-        f"bytes per broker read back within {limit} (DescribeLogDirs)",
+    seen = await_holding(  # the verify step's read-back, on the topic's bytes: held, as after its settle
+        lambda: _only(admin.read_state(), topic),
+        lambda read: judge_bytes(read, plan.summary),
+        timeout_s=60,
+        settle_s=2,
+        poll_s=1,
     )
+    assert record_bytes(seen)["state"] == BYTES_WITHIN and seen.plan_reached, seen.observed()
+    assert seen.limit == bytes_spread_limit("20", seen.sizes, [1, 2, 3, 4]) and seen.spread <= seen.limit
+    assert seen.sizes == _topic_bytes(
+        admin, topic
+    )  # the topic's bytes as each broker's DescribeLogDirs has them
     replicas = admin.read_state([topic], include_log_dirs=False).partitions
     assert sorted(b for p in replicas for b in p.replicas) == [1, 1, 2, 2, 3, 3, 4, 4]  # counts kept
     assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+
+
+def _health_flags_the_bytes_alone(snapshot: Path, out: Path, sizes: dict[int, int | None]) -> None:
+    """The health job on the skewed topic's snapshot (the real DescribeLogDirs sizes): each broker's
+    bytes in the report are the topic's bytes on it, and the sweep's judgement flags the bytes alone
+    out of the 20 % target with the planner's unit (replicas and preferred leaders even)."""
+    job = _planner("cluster_health")
+    assert job.run(job.get_spark(), ["--snapshot", str(snapshot), "--output", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    report["log_dirs"] = json.loads((snapshot / "meta.json").read_text())["log_dirs"]  # as the sweep adds it
+    assert {b["broker_id"]: b["size_bytes"] for b in report["brokers"] if b["broker_id"] in sizes} == sizes
+    targets = {"max_replica_spread": "1", "max_leader_spread": "1", "max_bytes_spread_percent": "20"}
+    judged = judge_balance(report, targets)
+    assert [k.state for k in judged.kinds] == [BALANCED, BALANCED], judged
+    assert (judged.bytes.state, judged.state) == (OUT_OF_SPREAD, OUT_OF_SPREAD), judged.bytes
+    report["balance"] = judged.as_dict()
+    assert any(r.decision.startswith("out of the target spread: bytes spread") for r in log_findings(report))
 
 
 RF_ONE = {p: [p + 1] for p in range(4)}  # replication factor 1, one partition on each broker
