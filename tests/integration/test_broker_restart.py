@@ -151,75 +151,46 @@ def _step_while_starting(roller, state, caplog, seen_starting: int):
     wait_until(look, 120, 0.2, f"{seen_starting} roll steps that saw the broker starting")
 
 
-def test_a_broker_in_log_recovery_is_never_restarted_and_the_run_fails_with_the_counts(
+def _starting_waits(caplog) -> int:
+    """Readiness waits recorded so far (by any roll of the test) on a starting reading."""
+    return sum(_starting(w["observed"]["broker_state"]) for w in _decisions(caplog, "readiness", "wait"))
+
+
+def test_a_broker_in_log_recovery_is_never_restarted_then_restarted_once_running(
     restore_stack, admin, caplog
 ):
-    """A starting broker (logs still to recover after a kill -9) is never restarted, not
-    even with force allowed, and the failure names its state and the counts, here
-    "recovery counts unknown": the broker is held in STARTING, before its logs load, by a
-    frozen controller quorum (CI once saw a STARTING broker without gauges judged "not
-    recovering").
+    """A starting broker (logs still to recover after a kill -9) is never restarted, not even
+    with force allowed, and a run out of attempts fails naming its state and the counts, here
+    "recovery counts unknown"; a run with attempts left waits for it, then restarts it exactly
+    once when RUNNING, counted as restarted only on a process start time newer than the
+    request. Two rolls of the same broker watch one crash (a crash, its fencing and the
+    broker's recovery cost a test of its own each before): the broker is held in STARTING,
+    before its logs load, by a frozen controller quorum (CI once saw a STARTING broker without
+    gauges judged "not recovering"), while the waiting roll looks at it three times and the
+    giving-up roll runs out of its one attempt; then the quorum is thawed and the broker
+    loads and recovers its logs (the recovery gauges may or may not be sampled: too short).
 
     The counts themselves (a reading with the recovery gauges) are not checked on the real
     stack: the gauges exist only while logs load, which takes well under a second here and
     cannot be held open from outside; tests/unit/test_roller.py checks them with recorded
     readings.
 
-    The roll's clock jumps to just past the operation timeout once a step has seen the
-    broker starting: its one attempt then runs out on the next starting reading, while an
+    The giving-up roll's clock jumps to just past the operation timeout once a step has seen
+    the broker starting: its one attempt then runs out on the next starting reading, while an
     unreadable probe in between (a loaded machine) is still within a timeout of the last
     starting reading and means look again. Nothing in the test waits on a duration."""
     caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
     stack = restore_stack
     probe = _probe(stack)
-    backend = RecordingBackend(stack, probe)
+    refusing = RecordingBackend(stack, probe)
     jumped_ms = [0]
-    roller = Roller(admin, backend, probe, clock=lambda: int(time.time() * 1000) + jumped_ms[0])
+    quitter = Roller(admin, refusing, probe, clock=lambda: int(time.time() * 1000) + jumped_ms[0])
     timeout_s = 600
-    state = roller.plan(
-        [4],
+    gives_up = quitter.plan(
+        [3],
         "test: recovery",
         RollOptions(operation_timeout_s=timeout_s, max_attempts=1, allow_force_restart=True),
     )
-    topic = _fill_and_crash(stack, admin, 4)
-    try:
-        with _frozen_quorum(stack):
-            stack.start_node(4)
-            pid_starting = stack.pid(4)
-            _step_while_starting(roller, state, caplog, 1)
-            # the phase started at the plan, before the fill: just past the timeout since
-            # then is well within one since the last starting reading
-            jumped_ms[0] = state.nodes[4].phase_since_ms + timeout_s * 1000 + 1000 - int(time.time() * 1000)
-            with pytest.raises(
-                RollFailed,
-                match=r"broker 4 is starting \(state (STARTING|BrokerState not registered yet)\): ",
-            ) as failed:
-                wait_until(lambda: roller.step(state) and False, 120, 0.2, "the roll to give up")
-            assert stack.pid(4) == pid_starting  # the same JVM, still frozen in its start
-        message = str(failed.value)
-        assert "recovery counts unknown" in message
-        assert "after 1 attempts" in message and "not restarting it" in message
-        assert backend.calls == []  # not even with allow_force_restart
-        [refused] = _decisions(caplog, "broker-state", "do not restart: starting (log recovery possible)")
-        assert "recovery counts unknown" in refused["reason"]
-        said = [getattr(r, "decision_record", {}) for r in caplog.records]
-        assert not any("not recovering" in d.get("reason", "") for d in said)
-        assert not any("force-restart" in d.get("decision", "") for d in said)
-    finally:
-        stack.start_node(4)
-        stack.wait_ready([4], 300)
-        _delete_topic(stack, topic)
-
-
-def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack, admin, caplog):
-    """A broker starting after a kill -9 (logs to recover) is waited for, never restarted
-    while starting, then restarted exactly once when RUNNING, counted as restarted only on
-    a process start time newer than the request. It is held in STARTING by a frozen
-    controller quorum while the roll looks at it, then the quorum is thawed and it loads
-    and recovers its logs (the recovery gauges may or may not be sampled: too short here)."""
-    caplog.set_level("INFO", logger="kafka_runbooks.restart.roller")
-    stack = restore_stack
-    probe = _probe(stack)
     backend = RecordingBackend(stack, probe)
     roller = Roller(admin, backend, probe)
     state = roller.plan([3], "test: wait then restart", RollOptions(operation_timeout_s=600, max_attempts=3))
@@ -230,10 +201,32 @@ def test_a_recovering_broker_is_waited_for_then_restarted_cleanly(restore_stack,
             pid_starting = stack.pid(3)
             _step_while_starting(roller, state, caplog, 3)  # it looked, saw it starting, waited
             assert backend.calls == [] and state.nodes[3].phase == WAIT_READY, state.to_json()
-            assert stack.pid(3) == pid_starting
+            _step_while_starting(quitter, gives_up, caplog, _starting_waits(caplog) + 1)
+            # the phase started at the plan, before the fill: just past the timeout since
+            # then is well within one since the last starting reading
+            jumped_ms[0] = (
+                gives_up.nodes[3].phase_since_ms + timeout_s * 1000 + 1000 - int(time.time() * 1000)
+            )
+            with pytest.raises(
+                RollFailed,
+                match=r"broker 3 is starting \(state (STARTING|BrokerState not registered yet)\): ",
+            ) as failed:
+                wait_until(lambda: quitter.step(gives_up) and False, 120, 0.2, "the roll to give up")
+            assert stack.pid(3) == pid_starting  # the same JVM, still frozen in its start
+            assert backend.calls == [] and state.nodes[3].phase == WAIT_READY, state.to_json()
+        message = str(failed.value)
+        assert "recovery counts unknown" in message
+        assert "after 1 attempts" in message and "not restarting it" in message
+        assert refusing.calls == []  # not even with allow_force_restart
+        [refused] = _decisions(caplog, "broker-state", "do not restart: starting (log recovery possible)")
+        assert "recovery counts unknown" in refused["reason"]
+        said = [getattr(r, "decision_record", {}) for r in caplog.records]
+        assert not any("not recovering" in d.get("reason", "") for d in said)
+        assert not any("force-restart" in d.get("decision", "") for d in said)
+
         _roll(roller, state, timeout_s=600)
         # restarted exactly once, and only once the probe saw it RUNNING
-        assert backend.calls == [("restart", 3, "RUNNING")]
+        assert backend.calls == [("restart", 3, "RUNNING")] and refusing.calls == []
         # and counted as restarted on evidence that changed since just before the request (pid,
         # and the exporter's process start time), never on a start time read against our clock
         node = state.nodes[3]
@@ -304,15 +297,8 @@ def test_a_restart_is_counted_only_on_evidence_changed_since_the_request(restore
     assert node.last_evidence["process_start_ms"] == node.evidence_before["process_start_ms"]
     assert backend.calls == [("restart", 2, "RUNNING")]  # broker 3 never touched
     assert stack.pid(2) == pid_before
-
-    # the real back end, same broker: the new JVM's start time is the evidence
-    real = RecordingBackend(stack, probe)
-    roller = Roller(admin, real, probe)
-    state = roller.plan([2], "test: evidence", RollOptions(operation_timeout_s=120, max_attempts=2))
-    _roll(roller, state)
-    node = state.nodes[2]
-    assert node.last_evidence["process_start_ms"] != node.evidence_before["process_start_ms"]
-    assert stack.pid(2) != pid_before and f"identity changed from pid {pid_before}" in node.restart_observed
+    # with the real back end the new JVM's start time is the evidence: the fenced roll of the
+    # same broker below (test_a_superseded_or_killed_roll_never_restarts) checks it on its restart
 
 
 def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited_for(
@@ -399,11 +385,16 @@ def test_a_superseded_or_killed_roll_never_restarts(restore_stack, admin, tmp_pa
             killed.step(RollState.from_json(store.read_text(key)))
     assert backend.calls == [] and stack.pid(2) == pid_before
 
-    # the latest claimant rolls: node 2 restarted exactly once
+    # the latest claimant rolls: node 2 restarted exactly once, through the real back end, counted
+    # on the evidence that changed since the request (the new JVM's start time and pid)
     text, third = claim(store, key, "try 3")
     live = Roller(admin, backend, probe, checkpoint=lambda s: write_fenced(store, key, third, s.to_json()))
-    _roll(live, RollState.from_json(text), timeout_s=300)
+    rolled = RollState.from_json(text)
+    _roll(live, rolled, timeout_s=300)
     assert backend.calls == [("restart", 2, "RUNNING")] and stack.pid(2) != pid_before
+    node = rolled.nodes[2]
+    assert node.last_evidence["process_start_ms"] != node.evidence_before["process_start_ms"]
+    assert f"identity changed from pid {pid_before}" in node.restart_observed
 
 
 # -- a roll of every node, watched from outside the roll ------------------------------------------
