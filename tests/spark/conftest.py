@@ -280,16 +280,29 @@ def _uses_the_stack(item: pytest.Item) -> bool:
     )
 
 
+#: modules whose tests share a module-scoped server and run together, after the other Spark
+#: tests that need no stack and before those that read it: test_jobs_over_connect's Connect
+#: server also serves the demo's warm-up on the stack (its last test kills the server)
+KEPT_WHOLE = ("test_jobs_over_connect.py",)
+
+
+def _kept_whole(item: pytest.Item) -> bool:
+    return Path(str(item.path)).name in KEPT_WHOLE
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The Spark tests that read the real stack run after the other Spark tests: the stack
     starts on its first use and would otherwise idle (seven JVMs) through minutes of Spark
-    jobs before the integration tests; the order of the rest stays."""
+    jobs before the integration tests; a module kept whole runs between the two, its own test
+    on the stack included (one server start, not two); the order of the rest stays."""
     spark = [i for i, item in enumerate(items) if HERE in Path(str(item.path)).resolve().parents]
     if not spark:
         return
     block = [items[i] for i in spark]
-    reordered = [item for item in block if not _uses_the_stack(item)] + [
-        item for item in block if _uses_the_stack(item)
-    ]
+    reordered = (
+        [item for item in block if not _uses_the_stack(item) and not _kept_whole(item)]
+        + [item for item in block if _kept_whole(item)]
+        + [item for item in block if _uses_the_stack(item) and not _kept_whole(item)]
+    )
     for index, item in zip(spark, reordered):
         items[index] = item
