@@ -110,6 +110,11 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         request = airflow_local.wait_for_approval(SWEEP, run3, gate, timeout=300, map_index=0)
         assert f"kafka_default: active controller {leader}" in request["subject"]
         assert request["options"] == ["Restart it (last)", "Leave it"]
+        # the sweep has decided (the gate follows its report): nothing is restarted, so the broker's
+        # run is rejected at its own gate now, before the controller's run exists. Rejected after the
+        # answer, it still held the cluster's lease when the controller's run asked for it: that run
+        # waited a whole reschedule (15 s) for a lease given back seconds later
+        reject_restart_run(airflow_local, restart_run, 2)
         airflow_local.answer(SWEEP, run3, gate, ["Restart it (last)"], map_index=0)
         assert airflow_local.wait_for_run(SWEEP, run3, timeout=300) == "failed"  # controller alert
         third = report_of(airflow_local, run3)
@@ -132,8 +137,7 @@ def test_sweep_reads_every_node_flags_routes_and_reports_unknown(airflow_local, 
         )
         controller_run = third["controller_escalation"]["trigger_run_id"]
         assert airflow_local.dag_run(RESTART, controller_run)["conf"]["node_ids"] == str(leader)
-        # nothing is restarted: both runs are rejected at the restart runbook's own gate
-        reject_restart_run(airflow_local, restart_run, 2)
+        # nothing is restarted: the controller's run is rejected at the restart runbook's own gate too
         reject_restart_run(airflow_local, controller_run, leader)
 
         # 4. broker 2 restarted (its counter went down: re-based, not flagged); the active
