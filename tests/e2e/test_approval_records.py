@@ -173,7 +173,9 @@ def test_reject_fails_the_run_and_no_clear_gets_past_the_gate(airflow_local, res
 def test_an_unanswered_gate_fails_the_run_and_restarts_nothing(airflow_local, local_stack):
     before = process_of(local_stack, 1)
     airflow_local.wait_for_dag(DAG_ID, timeout=120)
-    run_id = trigger(airflow_local, conf(1, approval_timeout_s=20))
+    # the shortest wait this test can still see parked (awaiting_input, and the scheduler's report
+    # of it) before it times out: seen within ~1-3 s of the gate's start, and polled every 0.5 s
+    run_id = trigger(airflow_local, conf(1, approval_timeout_s=10))
     airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id) == {
@@ -184,7 +186,7 @@ def test_an_unanswered_gate_fails_the_run_and_restarts_nothing(airflow_local, lo
         GATE: "failed",
         ROLL: "upstream_failed",
     }
-    assert "not approved within 0:00:20" in airflow_local.task_log_text(DAG_ID, run_id, GATE)
+    assert "not approved within 0:00:10" in airflow_local.task_log_text(DAG_ID, run_id, GATE)
     assert gate_record(airflow_local, run_id)["outcome"] == "timed_out"
     assert process_of(local_stack, 1) == before
 
