@@ -144,7 +144,10 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
             _start(airflow, request)
             yield airflow
         finally:
-            airflow.stop()
+            # thrown away (the next session wipes its folder): killed, not stopped. Its graceful
+            # stop waited for every component and the executor's workers to wind down, seconds
+            # of this lane in which nothing else ran (the Celery module starts after it)
+            airflow.stop(timeout=0)
 
 
 def _start(airflow: AirflowLocal, request: pytest.FixtureRequest) -> None:
