@@ -215,7 +215,10 @@ def test_one_airflow_sweeps_both_clusters_and_a_dead_one_fails_alone(
     # cluster B goes away: its mapped instance fails (and so the run, so alerts fire), A's
     # still sweeps and records its state (the health DAG's groups are mapped the same way;
     # its Spark job takes minutes per cluster on this machine, so it is run once above)
-    cluster_b.stop()
+    # gone as a crash leaves it (kill -9): a controlled shutdown of its brokers, then its controller,
+    # was seconds of waiting that told the sweeps nothing more (nothing listens either way)
+    for node in (*cluster_b.topology.broker_nodes, *cluster_b.topology.controller_nodes):
+        cluster_b.kill(node.name)
     state_a = airflow_local.home / "kafka_runbooks" / "state" / "failed_brokers" / "kafka_default.json"
     before = state_a.stat().st_mtime_ns
     # both sweeps at once: B's groups spend their time waiting for B to listen, side by side
