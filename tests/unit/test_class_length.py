@@ -21,8 +21,6 @@ LARGER = {
     # dev tooling: drives a whole Airflow (processes, REST, users); not in the product image
     ("devtools/kafka_runbooks_dev/localstack/airflow.py", "AirflowLocal"): 560,
     ("devtools/kafka_runbooks_dev/localstack/stack.py", "LocalStack"): 506,
-    # the chunk lifecycle (start, throttle, wait, verify); next to split like Roller
-    ("include/kafka_runbooks/failed_broker/execute.py", "ChunkExecutor"): 401,
     # the admin facade: one method per Kafka admin request, kept in one place on purpose
     ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 333,
     ("include/kafka_runbooks/storage.py", "Store"): 327,

@@ -39,121 +39,41 @@ failed submits nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from kafka_runbooks import decisions, fence, storage
+from kafka_runbooks import fence, storage
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
-from kafka_runbooks.failed_broker import progress, throttle
+from kafka_runbooks.failed_broker import progress
+from kafka_runbooks.failed_broker.chunk_poll import ChunkPoll
+
+# The run's state and the start's rules live in chunk_state and chunk_start; their names are still
+# imported from here by the glue, the sensor, the runbooks, the bench and the tests (the state file
+# holds them by value, never by path).
+from kafka_runbooks.failed_broker.chunk_start import ChunkStart, adopted_origin, stale_moves  # noqa: F401
+from kafka_runbooks.failed_broker.chunk_state import (  # noqa: F401
+    DONE,
+    MOVING,
+    PENDING,
+    ChunkState,
+    ChunkWork,
+    ExecState,
+    ReassignError,
+    ReassignStopped,
+    key,
+    split,
+    target_of,
+)
+from kafka_runbooks.failed_broker.chunk_throttle import ChunkThrottle
 from kafka_runbooks.fence import Superseded  # noqa: F401  (callers catch it from here; not a ReassignError: a superseded process takes nothing off)
 from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 from kafka_runbooks.storage import Store, StorePath
-from kafka_runbooks.task_state import StillCurrent, require_running
-
-PENDING, MOVING, DONE = "pending", "moving", "done"
-
-
-class ReassignError(RunbookFailed):
-    """The run cannot go on; the message says why. Throttles are removed before it is raised."""
-
-
-class ReassignStopped(ReassignError):
-    """Stopped on purpose before the next chunk (e.g. a failed broker came back)."""
-
-
-def key(topic: str, partition: int) -> str:
-    """``topic:partition``: one string per partition, so the state file's JSON can key by it."""
-    return f"{topic}:{partition}"
-
-
-def split(k: str) -> tuple[str, int]:
-    """The inverse of :func:`key`: (topic, partition) again, for the admin calls that take pairs."""
-    topic, _, partition = k.rpartition(":")
-    return topic, int(partition)
-
-
-@dataclass
-class ChunkState:
-    index: int
-    targets: dict[str, list[int]]
-    bytes: dict[str, int] = field(default_factory=dict)
-    status: str = PENDING
-    moving: list[str] = field(default_factory=list)
-    origin: dict[str, list[int]] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    started_ms: int | None = None
-    finished_ms: int | None = None
-    copied_at_start: int | None = None
-    # in flight before this run first looked (a killed run's submission): the copy rate counts
-    # from that look. Its own flag, since nothing may have been copied yet when it was adopted
-    adopted: bool = False
-    # a stopped chunk's partitions that the cluster showed on their target replicas after the stop
-    # (they finished before the cancel reached them): moved, not cancelled
-    completed: list[str] = field(default_factory=list)
-    # the brokers the chunk adds replicas to (the plan's "to" minus "from"); empty: not known (a
-    # state written before they were recorded), and a chunk whose receivers are unknown never
-    # overlaps another
-    receivers: list[int] = field(default_factory=list)
-    # each partition's replicas when it was planned (the plan's "from"): what the approval was for.
-    # A drain refuses the chunk when the cluster holds something else (stale_moves); a partition
-    # missing here (a state written before they were recorded) cannot be told stale
-    planned_from: dict[str, list[int]] = field(default_factory=dict)
-    # adopted partitions whose origin is known as a SET only (the in-flight replicas minus those being
-    # added, target first): a stop never "restores" a guessed replica order for them
-    origin_order_unknown: list[str] = field(default_factory=list)
-
-    @property
-    def planned_bytes(self) -> int:
-        """Bytes the chunk copies, from the plan's sizes (a partition without a size counts 0)."""
-        return sum(self.bytes.get(k, 0) for k in self.targets)
-
-
-@dataclass
-class ExecState:
-    """Everything the executor needs to resume: written to the state file after each change."""
-
-    run_id: str
-    failed_brokers: list[int]
-    throttle_bytes_per_sec: int
-    chunks: list[ChunkState]
-    throttle: throttle.ThrottleRecord | None = None
-    finished: bool = False
-    stopped: str | None = None
-    stop_request: dict[str, Any] | None = None  # an operator's stop (reassign/stop.py): final
-    fence: int = 0  # bumped by every claim: only the latest claimant may write (and act)
-    claimed_by: str | None = None
-    # after a stop or a failure that moved replicas: whether their preferred leaders were elected
-    leaders: str | None = None
-    # a decommission: failed_brokers are live brokers being drained, so their being live stops nothing
-    drain: bool = False
-
-    def to_json(self) -> str:
-        """The execution state as the fenced state file keeps it (read back by :meth:`from_json`)."""
-        raw = asdict(self)
-        raw["throttle"] = None if self.throttle is None else self.throttle.as_dict()
-        return json.dumps(raw, indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ExecState:
-        """Read the state file written by :meth:`to_json`."""
-        raw = json.loads(text)
-        raw["chunks"] = [ChunkState(**c) for c in raw["chunks"]]
-        if raw.get("throttle") is not None:
-            raw["throttle"] = throttle.ThrottleRecord.from_dict(raw["throttle"])
-        return cls(**raw)
-
-    def in_flight_targets(self) -> dict[str, list[int]]:
-        """Partitions this run submitted and has not seen finish: exactly what it owns."""
-        return {k: c.targets[k] for c in self.chunks if c.status == MOVING for k in c.moving}
-
+from kafka_runbooks.task_state import StillCurrent
 
 StateAt = Path | tuple[Store, str]
 """Where a run's state lives: a local file, or a key in the data store (``(store, key)``)."""
@@ -211,19 +131,6 @@ def fenced_checkpoint(
     return save
 
 
-def adopted_origin(
-    k: str, inflight: dict[str, list[int]], recorded: dict[str, list[int]], unknown: list[str]
-) -> list[int]:
-    """The replicas before an adopted move: in their order as this run recorded them before it
-    submitted, else the in-flight replicas minus those being added, whose ORDER is not known (the
-    controller lists the target's first): then ``k`` is added to ``unknown``."""
-    kept = [b for b in inflight["replicas"] if b not in inflight["adding"]]
-    if k in recorded and sorted(recorded[k]) == sorted(kept):
-        return list(recorded[k])
-    unknown.append(k)
-    return kept
-
-
 def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
     """The plan's ordered chunks (kafka-reassign-partitions' JSON) with each move's bytes."""
     plan_dir = storage.locate(plan_dir)
@@ -245,27 +152,6 @@ def chunks_from_plan_dir(plan_dir: StorePath | Path | str) -> list[ChunkState]:
                 planned_from={k: origins[k] for k in targets if k in origins},
             )
         )
-    return out
-
-
-def stale_moves(chunk: ChunkState, partitions: dict[str, Any], inflight: dict[str, dict]) -> dict[str, str]:
-    """The chunk's partitions that someone else changed after the plan was made (and approved):
-    ``{key: what they hold now and what the plan moves them from}``.
-
-    A partition is as planned when it holds the plan's ``from``, is already on its target, is in
-    flight (the foreign check has passed: to exactly the plan's target), or holds its target plus
-    replicas of its ``from`` (a finished move whose old replica this broker's metadata still
-    lists). Anything else is not what the approval was for. Gone partitions are skipped as before;
-    one without a planned ``from`` cannot be told and is not refused."""
-    out = {}
-    for k, target in chunk.targets.items():
-        p, planned = partitions.get(k), chunk.planned_from.get(k)
-        if p is None or planned is None or k in inflight:
-            continue
-        now, to, was = set(p.replicas), set(target), set(planned)
-        if now in (was, to) or to < now <= to | was:
-            continue
-        out[k] = f"replicas now {list(p.replicas)}, the approved plan moves them from {planned} to {target}"
     return out
 
 
@@ -312,53 +198,21 @@ def next_to_start(state: ExecState, adding: Counter, slots: int, ceiling: int) -
     return pending if any(adding.get(r, 0) < slots for r in pending.receivers) else None
 
 
-def target_of(inflight: dict[str, list[int]]) -> set[int]:
-    """The replica set a reassignment in flight is heading for (its replicas minus removing)."""
-    return set(inflight["replicas"]) - set(inflight["removing"])
-
-
 RECEIVER_SLOTS = 2  # the runbook's: one replica copying per receiver and the next one waiting
 RECEIVER_CEILING = 5  # Cruise Control's default per-broker concurrency for replica moves
 
 
-def _throttle_addition(
-    current: throttle.ThrottleRecord, wanted: throttle.ThrottleRecord
-) -> throttle.ThrottleRecord | None:
-    """What ``wanted`` sets that ``current`` does not (None: nothing): new brokers, new items."""
-    brokers = {b: {} for b in wanted.brokers if b not in current.brokers}
-    topics = {}
-    for name, entry in wanted.topics.items():
-        have = current.topics.get(name, throttle.TopicThrottle())
-        leader = [i for i in entry.leader if i not in have.leader]
-        follower = [i for i in entry.follower if i not in have.follower]
-        if leader or follower:
-            topics[name] = throttle.TopicThrottle(leader, follower)
-    if not brokers and not topics:
-        return None
-    return throttle.ThrottleRecord(rate=current.rate, brokers=brokers, topics=topics)
-
-
-def _throttle_union(
-    current: throttle.ThrottleRecord, addition: throttle.ThrottleRecord
-) -> throttle.ThrottleRecord:
-    """The run's one throttle record after an overlapping chunk added to it."""
-    topics = {n: throttle.TopicThrottle(list(e.leader), list(e.follower)) for n, e in current.topics.items()}
-    for name, entry in addition.topics.items():
-        have = topics.setdefault(name, throttle.TopicThrottle())
-        have.leader = sorted({*have.leader, *entry.leader})
-        have.follower = sorted({*have.follower, *entry.follower})
-    return dataclasses.replace(
-        current, brokers={**current.brokers, **addition.brokers}, topics=dict(sorted(topics.items()))
-    )
-
-
-class ChunkExecutor:
+class ChunkExecutor(ChunkWork):
     """Advance an :class:`ExecState` against the cluster (``admin`` is a ClusterAdmin).
 
     ``receiver_slots`` 0: each chunk starts when the one before is verified (and its throttle
     off); > 0: chunks overlap by :func:`next_to_start`. ``still_current``: asked right before
     each reassignment or throttle submitted (the Airflow task passes one that asks Airflow);
     None: no Airflow to ask (a bench, a test on the cluster alone).
+
+    The step loop and the overlap rule are here; a chunk is started by :class:`ChunkStart`,
+    polled by :class:`ChunkPoll`, and the run's throttle kept by :class:`ChunkThrottle`. Their
+    checkpoint goes through this executor's, so every part writes under the same fence.
     """
 
     def __init__(
@@ -373,36 +227,25 @@ class ChunkExecutor:
         receiver_ceiling: int = RECEIVER_CEILING,
         still_current: StillCurrent | None = None,
     ) -> None:
-        self.admin = admin
-        self.still_current = still_current
+        super().__init__(admin, logger, checkpoint, clock, still_current)
         self.receiver_slots = receiver_slots
         self.receiver_ceiling = receiver_ceiling
         self.progress_file = progress_file  # progress.json for the UI page; None: log only
-        self.log = logger
-        self.checkpoint = checkpoint or (lambda s: None)
-        self.clock = clock
-        self.progress_every_s = progress_every_s
-        self._last_progress = 0.0
+        work = {
+            "admin": admin,
+            "logger": logger,
+            "checkpoint": lambda s: self.checkpoint(s),
+            "clock": clock,
+            "still_current": still_current,
+        }
+        self.throttles = ChunkThrottle(**work)
+        self.starter = ChunkStart(self.throttles, **work)
+        self.watch = ChunkPoll(self.throttles, progress_every_s, progress_file, **work)
 
-    # -- reads -----------------------------------------------------------------------
-    def _cluster(self, keys: list[str]):
-        brokers = self.admin.describe_brokers()
-        topics = sorted({split(k)[0] for k in keys})
-        existing = set(self.admin.list_topics())
-        parts = self.admin.describe_partitions([t for t in topics if t in existing])
-        partitions = {key(p.topic, p.partition): p for p in parts}
-        inflight = {key(t, p): v for (t, p), v in self.admin.list_reassignments().items()}
-        live = {b.broker_id for b in brokers.values() if b.available}
-        return live, partitions, inflight
-
-    def _record(self, decision: str, reason: str, level=logging.INFO, **kw) -> None:
-        decisions.record("execute", decision, reason, logger=self.log, level=level, **kw)
-
-    def _require_running(self, action: str, chunk: ChunkState) -> None:
-        """Right before ``action`` goes to Kafka: Airflow must say this try still runs (a cleared
-        or failed try that its supervisor has not killed yet submits nothing)."""
-        if self.still_current is not None:
-            require_running(self.still_current, action, subject=f"chunk {chunk.index}", logger=self.log)
+    def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
+        """Take the run's throttle off (:meth:`ChunkThrottle.remove_throttle`): the cleanup task and
+        a stop take it off through the executor."""
+        return self.throttles.remove_throttle(state, live)
 
     # -- the state machine -----------------------------------------------------------
     def step(self, state: ExecState) -> bool:
@@ -429,7 +272,7 @@ class ChunkExecutor:
         try:
             started = chunk.status == PENDING
             if started:
-                self._start(state, chunk)
+                self.starter.start(state, chunk)
             live, adding = self._poll_moving(state)
             if not started and live is not None and (state.drain or not set(state.failed_brokers) & live):
                 self._start_overlapping(state, adding)
@@ -443,7 +286,7 @@ class ChunkExecutor:
         being added to it). ``live`` is None when nothing moved."""
         live, adding = None, Counter()
         for chunk in [c for c in state.chunks if c.status == MOVING]:
-            live, waiting = self._poll(state, chunk)
+            live, waiting = self.watch.poll(state, chunk)
             for k in waiting:
                 adding.update(b for b in chunk.targets[k] if b not in chunk.origin.get(k, []))
         return live, adding
@@ -463,293 +306,4 @@ class ChunkExecutor:
             subject=f"chunk {chunk.index}",
             observed={"adding_per_receiver": dict(sorted(adding.items())), "receivers": chunk.receivers},
         )
-        self._start(state, chunk)
-
-    def _start(self, state: ExecState, chunk: ChunkState) -> None:
-        """Start one chunk from what the cluster holds now, not from what the plan assumed: a killed
-        task, a broker back, a foreign reassignment or a partition already moved are all decided
-        afresh here, before any throttle is set or anything submitted (in that order)."""
-        live, partitions, inflight = self._cluster(list(chunk.targets))
-        recorded = chunk.origin  # what a killed task recorded before it submitted: the order kept
-        chunk.moving, chunk.origin, chunk.skipped = [], {}, {}  # not started: decide afresh
-        chunk.origin_order_unknown = []
-        self._stop_if_failed_back(state, chunk, live)
-        self._refuse_foreign(state, chunk, inflight)
-        if state.drain:
-            self._refuse_stale(chunk, partitions, inflight)
-        submit = self._sort_partitions(state, chunk, live, partitions, inflight, recorded)
-        if chunk.skipped:
-            self._record(
-                "drop from the chunk",
-                "nothing moves twice: these partitions are already where the plan wants them, or "
-                "changed since the plan",
-                subject=f"chunk {chunk.index}",
-                observed={"skipped": chunk.skipped},
-            )
-        if not submit and not chunk.moving:
-            chunk.status = DONE
-            chunk.finished_ms = int(self.clock() * 1000)
-            self.checkpoint(state)
-            self._record("chunk done", "nothing left to move in it", subject=f"chunk {chunk.index}")
-            return
-        self._set_throttle(state, chunk, live)
-        if submit:
-            self._submit(state, chunk, submit, partitions)
-        chunk.status = MOVING
-        chunk.started_ms = chunk.started_ms or int(self.clock() * 1000)
-        self.checkpoint(state)
-
-    def _stop_if_failed_back(self, state: ExecState, chunk: ChunkState, live: set[int]) -> None:
-        """A failed broker that is available again needs none of its replicas moved: stop before the
-        chunk (recorded first, so a resumed run stops too). A drain's brokers are live on purpose."""
-        back = [] if state.drain else [b for b in state.failed_brokers if b in live]
-        if not back:
-            return
-        state.stopped = f"failed broker(s) {back} came back before chunk {chunk.index}"
-        self.checkpoint(state)
-        self._record(
-            "stop before the next chunk",
-            f"broker(s) {back} are available again: their replicas need not move any more; "
-            f"chunks {chunk.index}..{state.chunks[-1].index} are not started (run the runbook again "
-            "if the broker fails again)",
-            subject=f"chunk {chunk.index}",
-            observed={"live": sorted(live)},
-            level=logging.WARNING,
-        )
-        raise ReassignStopped(state.stopped)
-
-    def _refuse_foreign(self, state: ExecState, chunk: ChunkState, inflight: dict[str, dict]) -> None:
-        """Refuse while a reassignment this run did not start is in flight: two at once would fight
-        over the same brokers. Ours are this chunk's targets or what the run already submitted."""
-        ours = state.in_flight_targets()
-        foreign = {
-            k: v
-            for k, v in inflight.items()
-            if not (
-                (k in chunk.targets and target_of(v) == set(chunk.targets[k]))
-                or (k in ours and target_of(v) == set(ours[k]))
-            )
-        }
-        if not foreign:
-            return
-        shown = dict(list(foreign.items())[:20])
-        self._record(
-            "refuse",
-            f"{len(foreign)} reassignment(s) this run did not start are in flight; two reassignments "
-            "at once would fight over the same brokers. Let them finish or cancel them first",
-            subject=f"chunk {chunk.index}",
-            observed={"foreign": shown},
-            level=logging.ERROR,
-        )
-        raise ReassignError(f"reassignments not started by this run are in flight: {shown}")
-
-    def _refuse_stale(self, chunk: ChunkState, partitions: dict, inflight: dict[str, dict]) -> None:
-        """A planned operation (a drain: decommission, rebalance) refuses a chunk whose partitions
-        someone else changed after the gate (``stale_moves``), before any throttle or submission:
-        its moves were approved from replicas the cluster no longer holds, and submitting the
-        target would undo the other change. The heal keeps its own rule (a partition without a
-        failed broker is skipped): there the target only replaces the dead broker."""
-        stale = stale_moves(chunk, partitions, inflight)
-        if not stale:
-            return
-        shown = dict(list(stale.items())[:20])
-        self._record(
-            "refuse: the plan is stale",
-            f"{len(stale)} partition(s) of chunk {chunk.index} changed since the plan was approved; nothing "
-            "of the chunk is submitted. Plan again (a new run plans from what the cluster holds now), or put "
-            "them back and clear the task",
-            subject=f"chunk {chunk.index}",
-            observed={"stale": shown},
-            level=logging.ERROR,
-        )
-        raise ReassignError(f"the plan is stale: {shown}")
-
-    def _sort_partitions(
-        self,
-        state: ExecState,
-        chunk: ChunkState,
-        live: set[int],
-        partitions: dict,
-        inflight: dict[str, dict],
-        recorded: dict[str, list[int]],
-    ) -> dict[str, list[int]]:
-        """Each partition of the chunk is skipped, adopted (already moving to the plan's target) or to
-        be submitted; returns those to submit. Nothing moves twice, and nothing moves onto a broker
-        that is not available."""
-        submit: dict[str, list[int]] = {}
-        for k, target in chunk.targets.items():
-            p = partitions.get(k)
-            if p is None:
-                chunk.skipped[k] = "the topic or partition no longer exists"
-            elif k in inflight:
-                chunk.moving.append(k)
-                chunk.origin[k] = adopted_origin(k, inflight[k], recorded, chunk.origin_order_unknown)
-                self._record(
-                    "adopt",
-                    f"{k} is already being reassigned to exactly the plan's target {target} (a task killed "
-                    "after submitting it): wait for it instead of submitting again",
-                    subject=f"chunk {chunk.index}",
-                )
-            elif set(p.replicas) == set(target):
-                chunk.skipped[k] = f"already on its target replicas {list(p.replicas)}"
-            elif (
-                set(target) < set(p.replicas)
-                and set(p.replicas) - set(target) <= set(state.failed_brokers)
-                and set(p.replicas) != set(chunk.planned_from.get(k, ()))
-            ):
-                # the controller finished it a moment ago; this broker's metadata still lists the old
-                # replica (a partition still on exactly its planned ``from`` is a lowering not yet
-                # submitted: it is submitted below)
-                chunk.moving.append(k)
-                chunk.origin[k] = [b for b in p.replicas if b in state.failed_brokers or b in target]
-            elif not set(state.failed_brokers) & set(p.replicas):
-                chunk.skipped[k] = f"changed since the plan: replicas now {list(p.replicas)}, none failed"
-            else:
-                missing = [b for b in target if b not in live and b not in p.replicas]
-                if missing:
-                    raise ReassignError(f"{k}: target broker(s) {missing} are not available")
-                submit[k] = target
-                chunk.origin[k] = list(p.replicas)
-        return submit
-
-    def _submit(self, state, chunk, submit, partitions) -> None:
-        pairs = {split(k): v for k, v in submit.items()}
-        # Record the intent first: if the task dies mid-request, the next step adopts what got in.
-        adopted = bool(chunk.moving)
-        chunk.moving.extend(submit)
-        if not adopted:  # new replicas start empty: the rate counts from this submission
-            chunk.copied_at_start = 0
-            chunk.started_ms = int(self.clock() * 1000)
-        self.checkpoint(state)
-        self._require_running(f"AlterPartitionReassignments for {len(submit)} partition(s)", chunk)
-        errors = {key(*tp): e for tp, e in self.admin.alter_partition_reassignments(pairs).items() if e}
-        self._record(
-            "submit" if not errors else "submit (partly refused)",
-            "every partition checked: the failed broker is still named, the receivers are available, "
-            "no foreign reassignment is in flight",
-            subject=f"chunk {chunk.index}",
-            observed={
-                "partitions": len(submit),
-                "bytes": sum(chunk.bytes.get(k, 0) for k in submit),
-                "moves": {
-                    k: {"from": list(partitions[k].replicas), "to": v} for k, v in list(submit.items())[:50]
-                },
-                "errors": errors,
-            },
-            action=f"AlterPartitionReassignments for {len(submit)} partition(s)",
-        )
-        if errors:
-            raise ReassignError(f"the controller refused the reassignment of {errors}")
-
-    def _set_throttle(self, state: ExecState, chunk: ChunkState, live: set[int]) -> None:
-        """Throttle the chunk's moves. While other chunks move, the run's record grows by what this
-        chunk adds (brokers not yet rated, replicas not yet listed): recorded whole, then only the
-        addition is set, so the brokers' previous rates stay the ones found before the run's own."""
-        moves = [
-            (*split(k), tuple(chunk.origin.get(k, [])), tuple(chunk.targets[k]))
-            for k in chunk.moving + [k for k in chunk.targets if k in chunk.origin and k not in chunk.moving]
-        ]
-        wanted = throttle.throttle_plan(moves, live, state.throttle_bytes_per_sec)
-        addition = wanted if state.throttle is None else _throttle_addition(state.throttle, wanted)
-        if addition is None:
-            return
-        throttle.read_previous_rates(self.admin, addition)
-        state.throttle = addition if state.throttle is None else _throttle_union(state.throttle, addition)
-        self.checkpoint(state)  # written before it is set: whoever cleans up knows what to take off
-        self._require_running("set the replication throttle", chunk)
-        throttle.apply(self.admin, addition, logger=self.log)
-
-    def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
-        """Take the run's throttle off; what could not be removed stays in the state (for the next
-        cleanup and the read-back) and is returned."""
-        if state.throttle is None:
-            return {}
-        self.checkpoint(state)  # still ours? a superseded process takes nothing off: the claimant does
-        left = throttle.remove(self.admin, state.throttle, live=live, logger=self.log)
-        state.throttle = None if not left else dataclasses.replace(state.throttle, left=left)
-        self.checkpoint(state)
-        return left
-
-    def _poll(self, state: ExecState, chunk: ChunkState) -> tuple[set[int], list[str]]:
-        """Check one moving chunk; (live brokers, its partitions not yet in place). Verified: done,
-        and the throttle comes off when no other chunk of the run still moves."""
-        live, partitions, inflight = self._cluster(chunk.moving)
-        subject = f"chunk {chunk.index}"
-        if state.throttle is None and any(k in inflight for k in chunk.moving):
-            # cleaned up after a kill while the copy went on: throttle it again
-            self._set_throttle(state, chunk, live)
-        done, waiting = [], []
-        for k in chunk.moving:
-            target = set(chunk.targets[k])
-            p = partitions.get(k)
-            if k in inflight:
-                waiting.append(k)
-            elif p is None:
-                chunk.skipped[k] = "the topic was deleted while it moved"
-                done.append(k)
-            elif set(p.replicas) != target and target < set(p.replicas):
-                waiting.append(k)  # done at the controller; this broker's metadata not yet updated
-            elif set(p.replicas) != target:
-                raise ReassignError(
-                    f"the reassignment of {k} ended with replicas {list(p.replicas)}, not the plan's "
-                    f"{chunk.targets[k]} (cancelled by someone else?)"
-                )
-            elif set(p.isr) != target:
-                waiting.append(k)  # replicas in place, the ISR not yet full
-            else:
-                done.append(k)
-        if all(c.status == DONE for c in state.chunks[: state.chunks.index(chunk)]):
-            self._progress(state, chunk, done, waiting, live)  # the earliest moving chunk speaks for the run
-        if waiting:
-            return live, waiting
-        self._record(
-            "chunk verified",
-            "every partition of the chunk has its target replicas, all in the ISR, no reassignment in flight",
-            subject=subject,
-            observed={"partitions": len(done)},
-        )
-        if not any(c.status == MOVING and c is not chunk for c in state.chunks):
-            left = self.remove_throttle(state, live)
-            if left:
-                raise ReassignError(f"the throttle could not be removed from {left}")
-        chunk.status = DONE
-        chunk.finished_ms = int(self.clock() * 1000)
-        self.checkpoint(state)
-        return live, []
-
-    def _progress(self, state, chunk, done, waiting, live) -> None:
-        now = self.clock()
-        if waiting and now - self._last_progress < self.progress_every_s:
-            return
-        self._last_progress = now
-        total = sum(chunk.bytes.get(k, 0) for k in chunk.moving)
-        copied = sum(chunk.bytes.get(k, 0) for k in done)
-        receivers = sorted(
-            {b for k in waiting for b in chunk.targets[k] if b not in chunk.origin.get(k, []) and b in live}
-        )
-        if waiting and receivers:
-            sizes, _ = self.admin.describe_log_dirs(receivers)
-            got = {(r.broker_id, key(r.topic, r.partition)): r.size_bytes for r in sizes}
-            for k in waiting:
-                adding = [b for b in chunk.targets[k] if b not in chunk.origin.get(k, [])]
-                copied += min(chunk.bytes.get(k, 0), min((got.get((b, k), 0) for b in adding), default=0))
-        if chunk.copied_at_start is None:  # adopted after a kill: its bytes were copied before
-            chunk.copied_at_start = copied
-            chunk.adopted = True
-            chunk.started_ms = int(now * 1000)
-            self.checkpoint(state)
-        figures = progress.measure(state, chunk, done, copied, now)
-        progress.write(self.progress_file, figures)
-        self._record(
-            "progress",
-            figures.line(),
-            subject=f"chunk {chunk.index}",
-            observed={
-                **{k: v for k, v in figures.as_dict().items() if k != "line"},
-                "chunk_partitions_done": len(done),
-                "chunk_partitions": len(chunk.moving),
-                "chunk_bytes_done": copied,
-                "chunk_bytes": total,
-                "waiting": waiting[:20],
-            },
-        )
+        self.starter.start(state, chunk)

@@ -29,7 +29,7 @@ def test_a_chunk_done_between_two_checks_has_the_rate_since_its_submission(tmp_p
     executor = ChunkExecutor(None, clock=lambda: 1_004.0, progress_file=tmp_path / "progress.json")
     chunk = state.chunks[0]
     with caplog.at_level(logging.INFO):
-        executor._progress(state, chunk, ["t:0", "t:1"], [], {1, 2, 3})  # first check: all done
+        executor.watch._progress(state, chunk, ["t:0", "t:1"], [], {1, 2, 3})  # first check: all done
     line = [r.getMessage() for r in caplog.records if "progress because" in r.getMessage()][-1]
     assert "chunk 1 of 2 | 50% bytes (4.0 MiB of 8.0 MiB) | 50% partitions (2/4)" in line
     assert "1.0 MiB/s since submission" in line and "time left ~4 s" in line  # 4 MiB in 4 s, 4 MiB left
@@ -71,7 +71,7 @@ def test_a_chunk_adopted_before_any_byte_was_copied_still_says_since_adopted(tmp
         None, clock=lambda: 10.0, progress_every_s=0, progress_file=tmp_path / "progress.json"
     )
     with caplog.at_level(logging.INFO):
-        executor._progress(state, chunk, [], ["t:0", "t:1"], set())  # no receiver live: 0 B copied
+        executor.watch._progress(state, chunk, [], ["t:0", "t:1"], set())  # no receiver live: 0 B copied
     assert (chunk.adopted, chunk.copied_at_start, chunk.started_ms) == (True, 0, 10_000)
     line = [r.getMessage() for r in caplog.records if "progress because" in r.getMessage()][-1]
     assert "since adopted" in line and "since submission" not in line, line
