@@ -21,8 +21,16 @@ LARGER = {
     # dev tooling: drives a whole Airflow (processes, REST, users); not in the product image
     ("devtools/kafka_runbooks_dev/localstack/airflow.py", "AirflowLocal"): 560,
     ("devtools/kafka_runbooks_dev/localstack/stack.py", "LocalStack"): 506,
-    # the admin facade: one method per Kafka admin request, kept in one place on purpose
+    # facades, wide on purpose (reviewed in issue #26, kept whole):
+    # the admin facade: one short method per Kafka admin request (20 of them, 5-30 lines each),
+    # all over the one lazily bootstrapped client and the two retry/fail-over rules (_retry,
+    # _to_controller) that the module keeps in one place; moving the client and its rules out
+    # would leave every request method reaching back into them
     ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 333,
+    # the data store's facade: one object per location; its names, atomic reads and writes,
+    # compare-and-set and the lock on top all read the same fs, local/object-store choice and
+    # once-per-store conditional-write probe. The lock (~60 lines) is the only part that could
+    # leave, and it uses each of those (is_local, protocol, the probe, create/swap, path)
     ("include/kafka_runbooks/storage.py", "Store"): 327,
 }
 
