@@ -113,26 +113,38 @@ def redis(celery_home) -> Iterator[LocalRedis]:
 
 
 @pytest.fixture(scope="module")
-def celery_store(celery_home) -> Iterator[S3Proxy]:
-    """S3Proxy 4.1.0 (filesystem back end; honours conditional writes, so leases and fences hold)."""
+def celery_store_spawned(celery_home) -> Iterator[S3Proxy]:
+    """S3Proxy 4.1.0 (filesystem back end; honours conditional writes, so leases and fences hold),
+    its JVM spawned and not waited for: nothing of Airflow's start (PostgreSQL, the DB migration,
+    the components, worker a) reads the store, so the two starts overlap instead of Airflow's
+    waiting for S3Proxy's. ``celery_airflow`` waits for it before any test runs."""
     proxy = S3Proxy(celery_home / "s3proxy", port_base() + S3PROXY_OFFSET)
     try:
-        yield proxy.start(timeout_s=START_TIMEOUT_S)
+        proxy.spawn()
+        yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def celery_store(celery_store_spawned) -> S3Proxy:
+    """S3Proxy answering, its bucket made (``start`` finds the spawned JVM and waits for it)."""
+    return celery_store_spawned.start(timeout_s=START_TIMEOUT_S)
 
 
 CONNECT_OFFSET = 20  # from the Celery port base
 
 
 @pytest.fixture(scope="module")
-def celery_spark(celery_home, celery_store) -> Iterator[connect_server.ConnectServer]:
+def celery_spark(celery_home, celery_store_spawned) -> Iterator[connect_server.ConnectServer]:
     """A Spark Connect server with the bucket's S3A settings and keys, as a deployment runs one
     beside Airflow. Started here and waited for only after Airflow has started, so the two
     start-ups overlap. (spark-submit through the runbooks' operator, on the same store, is
     tests/spark/test_jobs_on_s3a.py.)"""
     saved = dict(os.environ)
-    os.environ.update(celery_store.env(PREFIX))  # the server's settings and keys come from the store's
+    # the server's settings and keys come from the store's (the JVM spawned above: no thread reads
+    # os.environ while it is swapped here)
+    os.environ.update(celery_store_spawned.env(PREFIX))
     try:
         server = connect_server.spawn(port_base() + CONNECT_OFFSET, celery_home / "spark-connect.log")
     finally:
@@ -172,8 +184,11 @@ def _warm_up(server: connect_server.ConnectServer, store: S3Proxy, log: Path) ->
 
 @pytest.fixture(scope="module")
 def celery_airflow(
-    celery_home, postgres, redis, celery_store, celery_spark, airflow_connections
+    celery_home, celery_store_spawned, celery_spark, postgres, redis, airflow_connections
 ) -> Iterator[AirflowCelery]:
+    """Airflow on Celery, started while S3Proxy's and Spark Connect's JVMs start (both spawned
+    first: the fixtures above), then both waited for: every test finds all of it up."""
+    store = celery_store_spawned
     airflow = AirflowCelery(
         celery_home / "airflow",
         port=port_base() + API_OFFSET,
@@ -188,7 +203,7 @@ def celery_airflow(
         broker_url=redis.url,
         workers=("a", "b"),
         extra_env={
-            **celery_store.env(PREFIX),
+            **store.env(PREFIX),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
@@ -215,14 +230,16 @@ def celery_airflow(
     started, warm = time.monotonic(), None
     try:
         airflow.start(timeout=START_TIMEOUT_S, workers=("a",))  # the first test's; b when asked
+        store.start(timeout_s=START_TIMEOUT_S)  # finds its JVM running: waits, makes the bucket
         connect_server.wait_answering(celery_spark, START_TIMEOUT_S)
         print(
-            f"\nCelery Airflow and Spark started in {time.monotonic() - started:.1f}s at {airflow.base_url}"
+            f"\nCelery Airflow, S3Proxy and Spark started in {time.monotonic() - started:.1f}s at "
+            f"{airflow.base_url}"
         )
-        warm = _warm_up(celery_spark, celery_store, celery_home / "spark-warm-up.log")
+        warm = _warm_up(celery_spark, store, celery_home / "spark-warm-up.log")
         yield airflow
     finally:
-        airflow.stop()
+        airflow.stop(timeout=0)  # thrown away (the next run wipes its folder): killed, not wound down
         if warm is not None and warm.poll() is None:  # long done unless the server hung
             warm.kill()
             warm.wait(30)

@@ -126,10 +126,10 @@ class S3Proxy:
             return None
         return pid if f"-Dkr.s3proxy.home={self.home}" in cmdline else None
 
-    def start(self, timeout_s: float = 300.0) -> S3Proxy:
-        """Start (or find running) and wait until it answers S3 requests; create the bucket.
-
-        A start that fails or times out stops the process it started."""
+    def spawn(self) -> subprocess.Popen | None:
+        """Start the JVM unless it runs, without waiting for it to answer (:meth:`start`, which
+        finds it running, waits): the caller starts what else it needs meanwhile. The process
+        started, or None."""
         proc = None
         if self.pid() is None:
             ensure_jars(self.lib_dir)
@@ -162,6 +162,13 @@ class S3Proxy:
             with open(self.log_file, "ab") as out:
                 proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             self.pid_file.write_text(str(proc.pid))
+        return proc
+
+    def start(self, timeout_s: float = 300.0) -> S3Proxy:
+        """Start (or find running) and wait until it answers S3 requests; create the bucket.
+
+        A start that fails or times out stops the process it started."""
+        proc = self.spawn()
         try:
             self._wait_ready(timeout_s, proc)
             self._ensure_bucket()
