@@ -217,12 +217,15 @@ def test_the_demos_warm_up_runs_the_health_analysis_on_the_stack_and_leaves_noth
     cluster's partitions as the health job does, and leaves nothing behind in the stack's
     folder. The module's tests run together (tests/spark/conftest.py), so the stack starts
     here, right before the last Spark tests that read it."""
-    partitions = len(admin.read_state(include_log_dirs=False).partitions)
-
+    before = len(admin.read_state(include_log_dirs=False).partitions)
     warm = _demo().warm_up_spark(local_stack, spark_connect.url)
+    after = len(admin.read_state(include_log_dirs=False).partitions)
 
-    # the lane runs its tests one after another: nothing changes the stack in between
-    assert warm.partitions == partitions > 0
+    # the stack may have started right before this test: its Connect worker can still be
+    # creating its internal topics (loaded suite of Nov 27: 25 partitions read before the
+    # warm-up, 30 counted by it, once the status topic's 5 existed). The warm-up counts what the
+    # cluster held while it ran: between the two reads, never nothing.
+    assert 0 < before <= warm.partitions <= after, (before, warm.partitions, after)
     assert not (local_stack.home / "spark-warm-up").exists()
 
 
