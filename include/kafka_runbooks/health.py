@@ -197,64 +197,23 @@ REBALANCE_DAG_ID = "kafka_rebalance"
 
 
 @dataclass(frozen=True)
-class KindJudged:
-    """One kind (replicas or preferred leaders) per live broker against its target spread."""
+class SpreadJudged:
+    """What a judged figure (a kind's count, or bytes) shows: its value per live broker, the target
+    and the limit the rebalance's rule derives from it, and the spread seen. Subclasses say when
+    it is out of spread; how far over and how the report shows it are said here, once."""
 
-    kind: str
     target: str
-    per_broker: dict[int, int]
-    limit: int | None  # None: unknown (a live broker's count is unknown)
+    per_broker: dict[int, Any]
+    limit: int | None  # None: unknown (a live broker's figure is unknown)
     spread: int | None
-    moves_at_least: int | None  # the rule's lower bound for the moves the target needs
 
     @property
     def state(self) -> str:
-        """``out of spread`` when the spread exceeds its limit, ``balanced`` when within; ``unknown`` when
-        either is unknown (never balanced)."""
-        if self.limit is None or self.spread is None:
-            return UNKNOWN
-        return OUT_OF_SPREAD if self.spread > self.limit else BALANCED
+        raise NotImplementedError
 
     @property
     def over_by(self) -> int | None:
         """How far the spread exceeds its limit; None unless out of spread."""
-        return None if self.state != OUT_OF_SPREAD else self.spread - self.limit
-
-    def as_dict(self) -> dict[str, Any]:
-        """The judgement as the health report and the Kafka page show it."""
-        return {
-            "state": self.state,
-            "target": self.target,
-            "limit": self.limit,
-            "spread": self.spread,
-            "over_by": self.over_by,
-            "moves_at_least": self.moves_at_least,
-            "per_broker": {str(b): n for b, n in sorted(self.per_broker.items())},
-        }
-
-
-@dataclass(frozen=True)
-class BytesJudged:
-    """Bytes per live broker against ``max_bytes_spread_percent``, with the rule units the rebalance's
-    planner and plan check use (``bytes_spread_limit``, ``within_bytes_spread``). ``per_broker``
-    holds None for a broker whose bytes are unknown (named in ``unknown`` with why): then the
-    limit, the spread and the verdict are None too, never 0 and never "balanced"."""
-
-    target: str
-    per_broker: dict[int, int | None]
-    unknown: dict[int, str]
-    limit: int | None
-    spread: int | None
-    within: bool | None
-
-    @property
-    def state(self) -> str:
-        """``balanced``, ``out of spread``, or ``unknown`` when the rule could not judge."""
-        return UNKNOWN if self.within is None else BALANCED if self.within else OUT_OF_SPREAD
-
-    @property
-    def over_by(self) -> int | None:
-        """How many bytes the spread exceeds its limit; None unless out of spread."""
         return None if self.state != OUT_OF_SPREAD else self.spread - self.limit
 
     def as_dict(self) -> dict[str, Any]:
@@ -266,6 +225,46 @@ class BytesJudged:
             "spread": self.spread,
             "over_by": self.over_by,
             "per_broker": {str(b): n for b, n in sorted(self.per_broker.items())},
+        }
+
+
+@dataclass(frozen=True)
+class KindJudged(SpreadJudged):
+    """One kind (replicas or preferred leaders) per live broker against its target spread."""
+
+    kind: str = ""
+    moves_at_least: int | None = None  # the rule's lower bound for the moves the target needs
+
+    @property
+    def state(self) -> str:
+        """``out of spread`` when the spread exceeds its limit, ``balanced`` when within; ``unknown`` when
+        either is unknown (never balanced)."""
+        if self.limit is None or self.spread is None:
+            return UNKNOWN
+        return OUT_OF_SPREAD if self.spread > self.limit else BALANCED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "moves_at_least": self.moves_at_least}
+
+
+@dataclass(frozen=True)
+class BytesJudged(SpreadJudged):
+    """Bytes per live broker against ``max_bytes_spread_percent``, with the rule units the rebalance's
+    planner and plan check use (``bytes_spread_limit``, ``within_bytes_spread``). ``per_broker``
+    holds None for a broker whose bytes are unknown (named in ``unknown`` with why): then the
+    limit, the spread and the verdict are None too, never 0 and never "balanced"."""
+
+    unknown: dict[int, str] = field(default_factory=dict)
+    within: bool | None = None
+
+    @property
+    def state(self) -> str:
+        """``balanced``, ``out of spread``, or ``unknown`` when the rule could not judge."""
+        return UNKNOWN if self.within is None else BALANCED if self.within else OUT_OF_SPREAD
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **super().as_dict(),
             "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
         }
 
@@ -352,14 +351,14 @@ def judge_balance(report: Mapping[str, Any], targets: Mapping[str, str]) -> Bala
     for kind, count_field, param in SPREAD_KINDS:
         target = str(targets[param]).strip()
         if unknown or not live:
-            kinds.append(KindJudged(kind, target, {}, None, None, None))
+            kinds.append(KindJudged(target, {}, None, None, kind=kind))
             continue
         counts = {b: int(rows[b][count_field]) for b in live}
         limit = spread_limit(target, sum(counts.values()) / len(live))
         if limit is None:
             raise BadInput(f"{param}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {target!r}")
         need = moves_lower_bound([counts[b] for b in live], limit)
-        kinds.append(KindJudged(kind, target, counts, limit, spread(counts, live), need))
+        kinds.append(KindJudged(target, counts, limit, spread(counts, live), kind=kind, moves_at_least=need))
     return BalanceJudged(tuple(kinds), unknown, live, judge_bytes(report, live, targets[BYTES_PARAM]))
 
 
@@ -387,7 +386,8 @@ def judge_bytes(report: Mapping[str, Any], live: list[int], target: Any) -> Byte
     if limit is None and not unknown and live:
         raise BadInput(f"{BYTES_PARAM}: a percentage of the mean bytes per broker >= 0 ('20'), not {text!r}")
     within = within_bytes_spread(sizes, live, limit) if live else None
-    return BytesJudged(text, sizes, unknown, limit, None if within is None else spread(sizes, live), within)
+    seen = None if within is None else spread(sizes, live)
+    return BytesJudged(text, sizes, limit, seen, unknown=unknown, within=within)
 
 
 def balance_findings(
