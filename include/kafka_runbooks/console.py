@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime, timezone
 from pathlib import Path
@@ -194,7 +194,10 @@ class LiveReader:
     """Reads each cluster at most once per ``cache_s`` and never keeps a page waiting longer
     than ``deadline_s``: the reads run in their own threads, a page takes what answered in
     time and says "not read within N s" for the rest (that read goes on and fills the cache
-    for the next load; a second read of the same cluster is never started meanwhile)."""
+    for the next load; a second read of the same cluster is never started meanwhile). Each read
+    has its own daemon thread: a read of a cluster that does not answer never holds up the
+    process's exit (a pool's threads are joined at exit), and a fleet's clusters are read side by
+    side, at most one read each."""
 
     def __init__(
         self,
@@ -204,7 +207,6 @@ class LiveReader:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.open_admin, self.deadline_s, self.cache_s, self.clock = open_admin, deadline_s, cache_s, clock
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-console-live")
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._inflight: dict[str, Future] = {}
@@ -230,9 +232,23 @@ class LiveReader:
             if cached and self.clock() - cached[0] < self.cache_s:
                 return cached[1]
             if conn_id not in self._inflight:
-                future = self._pool.submit(self._read_one, conn_id)
+                future: Future = Future()
                 self._inflight[conn_id] = future
+                threading.Thread(
+                    target=self._read_into,
+                    args=(conn_id, future),
+                    name=f"kafka-console-live-{conn_id}",
+                    daemon=True,
+                ).start()
             return self._inflight[conn_id]
+
+    def _read_into(self, conn_id: str, future: Future) -> None:
+        try:
+            future.set_result(self._read_one(conn_id))
+        except BaseException as exc:  # never a read left in flight for good: the next load starts one
+            with self._lock:
+                self._inflight.pop(conn_id, None)
+            future.set_exception(exc)
 
     def _read_one(self, conn_id: str) -> dict[str, Any]:
         started = self.clock()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 from kafka_runbooks import console, decision_journal
 from tests.helpers import wait_until
@@ -322,6 +323,39 @@ def test_a_cluster_that_cannot_be_read_says_why_within_the_deadline_and_is_read_
     assert (
         "<section class='live' data-conn='frozen'>" in page and "Cannot be read: ClusterUnreachable" in page
     )
+
+
+def test_reads_of_a_fleet_run_side_by_side_and_never_hold_up_the_exit():
+    """Six clusters that do not answer: each has its own read in flight (a pool of four left two
+    unread until a slot freed) and each read's thread is a daemon, so a read stuck on a dead
+    cluster never keeps the Airflow process from exiting; a failed read leaves nothing in flight."""
+    release = threading.Event()
+    started: list[str] = []
+
+    class Hanging:
+        def __enter__(self):
+            release.wait(30)
+            raise RuntimeError("dead cluster")
+
+        def __exit__(self, *exc):
+            return False
+
+    def open_admin(conn_id: str):
+        started.append(conn_id)
+        return Hanging()
+
+    reader = console.LiveReader(open_admin, deadline_s=0.5, cache_s=3600)
+    names = [f"kafka_{i}" for i in range(6)]
+    try:
+        views = reader.read(names)
+        assert [v["error"] for v in views] == ["the cluster did not answer within 0.5 s"] * 6
+        wait_until(lambda: sorted(started) == names, 10, 0.05, "every cluster's read started")
+        live = [t for t in threading.enumerate() if t.name.startswith("kafka-console-live-")]
+        assert len(live) == 6 and all(t.daemon for t in live), [(t.name, t.daemon) for t in live]
+    finally:
+        release.set()
+    wait_until(lambda: len(reader._cache) == 6 and not reader._inflight, 10, 0.05, "the reads ended")
+    assert all(v["error"] == "RuntimeError: dead cluster" for _, v in reader._cache.values())
 
 
 def test_a_replica_order_left_changed_by_an_unclean_recovery_is_on_the_live_section(tmp_path, monkeypatch):
