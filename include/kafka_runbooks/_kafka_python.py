@@ -300,6 +300,25 @@ def _on_send_failure(
     client.suspect(node, fact)
 
 
+def node_answers(client: KafkaPythonClient, node_id: int, timeout_ms: int) -> None:
+    """Send a Metadata request for no topic to ``node_id`` itself and wait for its answer; raise
+    what kafka-python raised when it did not answer (refused, timed out, not in the metadata).
+
+    A KRaft broker opens its listeners only once its controller has unfenced its registration,
+    so an answer comes from a registered, serving process: unlike DescribeCluster, which may
+    still show the registration of a process that crashed (unfenced until its session times out)."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    manager = client._client._manager
+
+    async def ask():
+        if manager.cluster.broker_metadata(node_id) is None:  # a broker back since the last refresh
+            await manager.cluster.refresh_metadata()
+        return await manager.send(MetadataRequest(topics=[]), node_id=node_id, request_timeout_ms=timeout_ms)
+
+    manager.run(ask)
+
+
 # ---------------------------------------------------------------------------------
 # Unclean recovery (issue 4): a replica's own log end offset, asked of its broker, and
 # the two controller RPCs that reach a chosen leader today (reorder, then UNCLEAN).

@@ -210,6 +210,20 @@ class ClusterAdmin:
         _, brokers = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
         return {b.broker_id: b for b in brokers}
 
+    def broker_answers(self, broker_id: int, timeout_s: float = 5.0) -> str | None:
+        """None if the broker answers a request on its own listener now, else why not. Asked of it,
+        never of another: a KRaft broker accepts connections only once unfenced, so an answer says
+        its current process is registered and serving, which DescribeCluster cannot say while a
+        crashed process's registration lives (unfenced until its session times out)."""
+        from kafka_runbooks._kafka_python import node_answers
+
+        try:
+            with map_client_errors("Metadata", f"broker {broker_id}"):
+                node_answers(self._kafka_python, broker_id, int(timeout_s * 1000))
+        except Exception as exc:  # whatever kept the answer away, the broker did not answer
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
     @_rpc("DescribeQuorum")
     def describe_quorum(self) -> Quorum:
         """DescribeQuorum: the KRaft metadata quorum as its leader reports it (timestamps on the leader's

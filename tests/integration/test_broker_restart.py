@@ -5,6 +5,7 @@ a throttled reassignment."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 import pytest
@@ -351,6 +352,90 @@ def test_a_broker_being_added_by_a_throttled_reassignment_is_followed_not_waited
         wait_until(lambda: (topic, 0) not in admin.list_reassignments(), 60, 1, "the reassignment cancelled")
         throttle.remove(admin, record)
         _delete_topic(stack, topic)
+
+
+class CrashingBackend(LocalStackBackend):
+    """A restart whose old process dies without a controlled shutdown (kill -9, then a new one:
+    a container runtime whose grace period ran out does the same): the controller keeps its
+    registration unfenced, and refuses the new process's, until its session times out."""
+
+    def __init__(self, stack):
+        super().__init__(str(stack.home))
+        self.calls: list[tuple[int, float]] = []
+
+    def restart(self, node_id):
+        self.calls.append((node_id, time.monotonic()))
+        return super().force_restart(node_id)
+
+
+class MinIsrWatch(threading.Thread):
+    """From outside the roll, every 200 ms with its own admin client: each partition of ``topic``
+    seen with fewer in-sync replicas than min.insync.replicas, and when."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        from kafka_runbooks.admin import ClusterAdmin
+
+        self.admin = ClusterAdmin({"bootstrap.servers": bootstrap}, timeout_s=5)
+        self.topic, self.samples, self.below = topic, 0, []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.2):
+            with contextlib.suppress(Exception):  # a read while a broker restarts: the next one counts
+                parts = self.admin.describe_partitions([self.topic])
+                self.samples += 1
+                self.below += [(time.monotonic(), p.name, p.isr) for p in parts if len(p.isr) < 2]
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(10)
+        self.admin.close()
+
+
+def test_without_a_probe_a_crashed_restart_is_back_only_once_the_broker_answers_itself(
+    restore_stack, admin, caplog
+):
+    """No probe, and each restart a crash: DescribeCluster still shows the dead process's
+    registration unfenced, and its ISRs still hold the broker, while the controller refuses
+    the new process (DUPLICATE_BROKER_REGISTRATION) until the old session times out. Taking
+    that for "back" restarted the next broker beside it; watched from outside, no partition
+    of RF 3 ever drops below min.insync.replicas=2, and each broker answered on its own
+    listener before the next one was touched."""
+    caplog.set_level("INFO", logger="kafka_runbooks")
+    stack = restore_stack
+    topic = unique_topic("crash-roll")
+    create_topic(stack.bootstrap_servers, topic, assignment={p: [1, 2, 3] for p in range(3)})
+    assert produce(stack.bootstrap_servers, topic, 300) == 300
+    backend = CrashingBackend(stack)
+    roller = Roller(admin, backend, None)
+    watch = MinIsrWatch(stack.bootstrap_servers, topic)
+    watch.start()
+    try:
+        state = roller.plan([1, 2], "test: crash restarts, no probe", RollOptions(operation_timeout_s=120))
+        _roll(roller, state, timeout_s=240, interval_s=0.2)
+        # watched until both new processes serve and every ISR is full again, however soon the
+        # roll ended: a second broker restarted too early shows below min ISR meanwhile
+        wait_until(
+            lambda: admin.broker_answers(1) is None
+            and admin.broker_answers(2) is None
+            and all(len(p.isr) == 3 for p in admin.describe_partitions([topic])),
+            120,
+            what="both brokers serving and every ISR full",
+        )
+    finally:
+        watch.stop()
+    assert watch.samples > 20 and watch.below == [], watch.below[:5]
+    assert [n for n, _ in backend.calls] == [1, 2]
+    back = _decisions(caplog, "readiness", "back")
+    assert [r["subject"] for r in back] == ["broker 1", "broker 2"]
+    assert all(r["observed"]["answers_itself"] is True for r in back), back
+    # the dead process's registration was seen unfenced while the broker did not answer itself
+    waited = [r for r in _decisions(caplog, "readiness", "wait") if r["subject"] == "broker 1"]
+    assert any(
+        r["observed"].get("registered_unfenced") and r["observed"].get("answers_itself") is not True
+        for r in waited
+    ), waited[:3]
 
 
 def test_a_superseded_or_killed_roll_never_restarts(restore_stack, admin, tmp_path):

@@ -22,11 +22,12 @@ LARGER = {
     ("devtools/kafka_runbooks_dev/localstack/airflow.py", "AirflowLocal"): 560,
     ("devtools/kafka_runbooks_dev/localstack/stack.py", "LocalStack"): 506,
     # facades, wide on purpose (reviewed in issue #26, kept whole):
-    # the admin facade: one short method per Kafka admin request (20 of them, 5-30 lines each),
+    # the admin facade: one short method per Kafka admin request (21 of them, 5-30 lines each;
+    # the 21st, broker_answers, a Metadata request asked of one broker itself, Nov 27),
     # all over the one lazily bootstrapped client and the two retry/fail-over rules (_retry,
     # _to_controller) that the module keeps in one place; moving the client and its rules out
     # would leave every request method reaching back into them
-    ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 333,
+    ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 347,
     # the data store's facade: one object per location; its names, atomic reads and writes,
     # compare-and-set and the lock on top all read the same fs, local/object-store choice and
     # once-per-store conditional-write probe. The lock (~60 lines) is the only part that could

@@ -1,7 +1,7 @@
 """How the roll reads one node: ready or not, its restart evidence, its log recovery counts.
 
-Readiness is the roller's own definition (a broker registered, unfenced and, with a probe,
-RUNNING; a controller caught up with the quorum by the leader's clock); evidence is what a
+Readiness is the roller's own definition (a broker registered, unfenced, answering a request
+itself and, with a probe, RUNNING; a controller caught up with the quorum by the leader's clock); evidence is what a
 restart must change; recovery counts are remembered because their sources come and go,
 and an unknown count is said to be unknown, never 0.
 """
@@ -44,10 +44,15 @@ class NodeObserver(NodeWork):
         brokers = self.admin.describe_brokers()
         broker = brokers.get(node_id)
         registered = bool(broker and broker.available)
+        # DescribeCluster shows a crashed process's registration unfenced until its session times
+        # out (a restart's new process is refused registration meanwhile); only the broker itself
+        # answering on its listener, which it opens once unfenced, says its current process serves
+        silent = self.admin.broker_answers(node_id) if registered and running is not False else "not asked"
         reading = self.probe.read(node_id) if self.probe is not None else None
         facts = {
             "process_running": running,
             "registered_unfenced": registered,
+            "answers_itself": silent is None or silent,
             "broker_state": reading.as_dict() if reading else None,
         }
         # With a probe, only a RUNNING reading is ready: a probe that cannot answer may be a
@@ -55,7 +60,7 @@ class NodeObserver(NodeWork):
         # process registered and unfenced (seen on the real stack); acting then would restart
         # a broker that is about to load its logs.
         state_ok = reading is None or (reading.known and reading.running)
-        return bool(registered and state_ok and running is not False), facts, reading
+        return bool(registered and silent is None and state_ok and running is not False), facts, reading
 
     def evidence(self, node_id: int, reading: BrokerStateReading | None) -> dict:
         """The back end's evidence plus the exporter's process start time, if it has one."""

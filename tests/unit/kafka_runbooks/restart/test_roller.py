@@ -38,6 +38,9 @@ class Cluster:
         self.behind_ms: dict[int, int] = {}  # voter -> how long ago the leader saw it caught up
         self.not_fetching: dict[int, QuorumMember] = {}
         self.leader = 9001
+        # brokers whose own listener does not answer (a new process refused registration while
+        # DescribeCluster still shows its crashed predecessor's registration unfenced)
+        self.silent: set[int] = set()
 
     def list_reassignments(self):
         return dict(self.reassignments)
@@ -47,6 +50,9 @@ class Cluster:
 
     def describe_brokers(self):
         return {b: Broker(b, alive=b not in self.stuck) for b in (1, 2, 3)}
+
+    def broker_answers(self, broker_id, timeout_s=5.0):
+        return "KafkaConnectionError: 111 ECONNREFUSED" if broker_id in self.silent else None
 
     def describe_quorum(self):
         now = self.clock() + self.skew_ms
@@ -740,3 +746,29 @@ def test_a_state_file_from_before_the_quorum_offset_is_read_and_resumed_safely(r
     assert resumed.nodes[9002].quorum_offset_at_restart is not None
     del cluster.not_fetching[9002]
     assert _until_done(roller, resumed)
+
+
+def test_without_a_probe_a_restarted_broker_is_back_only_once_it_answers_itself(rig):
+    """No probe: a broker whose old process died without a controlled shutdown keeps its
+    registration unfenced in DescribeCluster (and its place in the ISRs) until its session
+    times out, while the controller refuses its new process (DUPLICATE_BROKER_REGISTRATION):
+    taken for back, the next broker would go down beside it. Only the broker answering on its
+    own listener, which it opens once unfenced, says its new process serves."""
+    clock, cluster, backend, _ = rig
+    roller = Roller(cluster, backend, None, clock=clock)
+    restart = backend.restart
+
+    def restart_refused_registration(node_id):
+        if node_id == 1:
+            cluster.silent.add(1)
+        return restart(node_id)
+
+    backend.restart = restart_refused_registration
+    state = roller.plan([1, 3], "t", RollOptions(operation_timeout_s=60))
+    for _ in range(5):
+        assert not roller.step(state)
+        clock.now += 1_000
+    assert backend.calls == [("restart", 1)] and state.nodes[1].phase == WAIT_BACK
+    cluster.silent.clear()  # registered and unfenced: its listener opens
+    assert _until_done(roller, state)
+    assert backend.calls == [("restart", 1), ("restart", 3)]
