@@ -417,9 +417,11 @@ def test_without_a_probe_a_crashed_restart_is_back_only_once_the_broker_answers_
         # watched until both new processes serve and every ISR is full again, however soon the
         # roll ended: a second broker restarted too early shows below min ISR meanwhile
         wait_until(
-            lambda: admin.broker_answers(1) is None
-            and admin.broker_answers(2) is None
-            and all(len(p.isr) == 3 for p in admin.describe_partitions([topic])),
+            lambda: (
+                admin.broker_answers(1) is None
+                and admin.broker_answers(2) is None
+                and all(len(p.isr) == 3 for p in admin.describe_partitions([topic]))
+            ),
             120,
             what="both brokers serving and every ISR full",
         )
