@@ -312,6 +312,7 @@ def node_answers(client: KafkaPythonClient, node_id: int, timeout_ms: int) -> No
     manager = client._client._manager
 
     async def ask():
+        """The request, on kafka-python's event loop; the node's address refreshed first if unknown."""
         if manager.cluster.broker_metadata(node_id) is None:  # a broker back since the last refresh
             await manager.cluster.refresh_metadata()
         return await manager.send(MetadataRequest(topics=[]), node_id=node_id, request_timeout_ms=timeout_ms)

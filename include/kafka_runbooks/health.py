@@ -209,6 +209,7 @@ class SpreadJudged:
 
     @property
     def state(self) -> str:
+        """``balanced``, ``out of spread`` or ``unknown``: each subclass says by its own rule."""
         raise NotImplementedError
 
     @property
@@ -244,6 +245,7 @@ class KindJudged(SpreadJudged):
         return OUT_OF_SPREAD if self.spread > self.limit else BALANCED
 
     def as_dict(self) -> dict[str, Any]:
+        """The shared shape, with the rule's lower bound for the moves the target needs."""
         return {**super().as_dict(), "moves_at_least": self.moves_at_least}
 
 
@@ -263,6 +265,7 @@ class BytesJudged(SpreadJudged):
         return UNKNOWN if self.within is None else BALANCED if self.within else OUT_OF_SPREAD
 
     def as_dict(self) -> dict[str, Any]:
+        """The shared shape, with the brokers whose bytes are unknown and why."""
         return {
             **super().as_dict(),
             "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
