@@ -265,6 +265,34 @@ def test_a_restart_that_would_break_min_isr_is_refused_with_the_reason(restore_s
     assert stack.is_running(1)
 
 
+def test_a_broker_is_not_restarted_beside_one_killed_a_moment_ago(restore_stack, admin, caplog):
+    """Broker 3 killed -9 and, at once, a roll of broker 1: for the session timeout the ISRs still
+    hold broker 3 (and DescribeCluster shows it registered, unfenced), so by the ISR alone the
+    restart was safe and would have left the partition one in-sync replica. Broker 3 does not
+    answer on its own listener: not counted, the check waits, then gives up; nothing restarted."""
+    caplog.set_level("INFO", logger="kafka_runbooks")
+    stack = restore_stack
+    topic = unique_topic("beside-killed")
+    create_topic(stack.bootstrap_servers, topic, assignment={0: [1, 2, 3]})
+    probe = _probe(stack)
+    backend = RecordingBackend(stack, probe)
+    roller = Roller(admin, backend, probe)
+    pid = stack.pid(1)
+    stack.kill(3)
+    state = roller.plan(
+        [1], "test: beside a killed broker", RollOptions(operation_timeout_s=3, max_attempts=1)
+    )
+    with pytest.raises(RollFailed, match="broker 1 was not restarted: restarting it would hurt availability"):
+        _roll(roller, state, timeout_s=60)
+    assert backend.calls == [] and stack.pid(1) == pid
+    checks = _decisions(caplog, "availability", "wait")
+    assert checks, "the availability check never ran"
+    # while the ISR still named broker 3, the check said it does not answer (later the ISR shrank)
+    stale = [r for r in checks if "ISR [1, 2, 3]" in " ".join(r["reason"].split("; "))]
+    assert all("broker(s) [3] do not answer themselves" in r["reason"] for r in stale), stale
+    assert all(3 in r["observed"]["not_answering"] for r in stale if "not_answering" in r["observed"])
+
+
 def test_unknown_nodes_are_refused_before_anything_is_touched(local_stack, admin):
     from kafka_runbooks.restart.roller import RollInputError
 

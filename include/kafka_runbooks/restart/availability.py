@@ -1,6 +1,7 @@
 """The safety check just before a node is restarted: availability must hold without it.
 
-A broker: no partition it hosts would drop below min.insync.replicas; a controller: a
+A broker: no partition it hosts would drop below min.insync.replicas, counting in its ISRs only
+the brokers that answer a request themselves; a controller: a
 majority of all voters stays caught up without it, by the quorum leader's clock; and the
 active controller never restarts beside another node in flight. Unsafe: wait, and after
 the operation timeout give up (the roll fails, nothing was restarted).
@@ -38,7 +39,7 @@ class AvailabilityCheck(NodeWork):
         opts = state.options
         if node.role == BROKER:
             cluster = self.observer.cluster_state()
-            verdict = broker_verdict(cluster, node.node_id)
+            verdict = broker_verdict(cluster, node.node_id, self._silent_isr_members(cluster, node.node_id))
             node.isr_before = sorted(p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr)
         else:
             quorum = self.quorum.describe()
@@ -80,6 +81,15 @@ class AvailabilityCheck(NodeWork):
             f"{node.role} {node.node_id} was not restarted: restarting it would hurt availability "
             f"for {opts.operation_timeout_s:.0f}s: " + "; ".join(verdict.reasons)
         )
+
+    def _silent_isr_members(self, cluster, node_id: int) -> dict[int, str]:
+        """The other brokers in the ISRs of the node's partitions that do not answer a request on
+        their own listener, with why: a broker that died without a controlled shutdown keeps its
+        place in those ISRs until its session times out, and restarting the node beside it would
+        take them below min ISR. Asked of each broker itself, once per check."""
+        others = sorted({b for p in cluster.hosted_by(node_id) for b in p.isr if b != node_id})
+        answers = {b: self.observer.admin.broker_answers(b) for b in others}
+        return {b: why for b, why in answers.items() if why is not None}
 
     def _alone_if_leading(self, state: RollState, node: NodeProgress, verdict):
         """The active controller restarts with no other node in flight, whatever the plan's lanes

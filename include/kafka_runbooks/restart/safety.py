@@ -25,6 +25,7 @@ which cannot happen while the restarted broker (a target) is away.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_runbooks.model import ClusterState, PartitionState, Quorum
@@ -88,8 +89,15 @@ class Verdict:
     observed: dict = field(default_factory=dict)
 
 
-def broker_blockers(partitions: list[PartitionState], broker_id: int) -> list[str]:
-    """Why restarting ``broker_id`` would take a partition below min ISR (empty: it would not)."""
+def broker_blockers(
+    partitions: list[PartitionState], broker_id: int, silent: Mapping[int, str] | None = None
+) -> list[str]:
+    """Why restarting ``broker_id`` would take a partition below min ISR (empty: it would not).
+
+    ``silent``: brokers that did not answer a request on their own listener, with why. They are
+    not counted in any ISR: a broker that died without a controlled shutdown stays in its ISRs
+    (and registered, unfenced) until its session times out, so the ISR alone would count it."""
+    silent = silent or {}
     blockers = []
     for p in partitions:
         if broker_id not in p.replicas:
@@ -99,24 +107,26 @@ def broker_blockers(partitions: list[PartitionState], broker_id: int) -> list[st
             continue
         if effective_rf(p) <= p.min_insync_replicas:
             continue
-        isr = len(p.isr)
+        gone = [b for b in p.isr if b in silent and b != broker_id]
+        isr = len(p.isr) - len(gone)
+        shown = f"ISR {list(p.isr)}" + (f" (broker(s) {gone} do not answer themselves)" if gone else "")
         if isr < p.min_insync_replicas:
-            blockers.append(
-                f"{p.name}: ISR {list(p.isr)} is already below min.insync.replicas={p.min_insync_replicas}"
-            )
+            blockers.append(f"{p.name}: {shown} is already below min.insync.replicas={p.min_insync_replicas}")
         elif isr == p.min_insync_replicas and broker_id in p.isr:
             blockers.append(
-                f"{p.name}: ISR {list(p.isr)} is at min.insync.replicas={p.min_insync_replicas} "
+                f"{p.name}: {shown} is at min.insync.replicas={p.min_insync_replicas} "
                 f"and includes broker {broker_id}"
             )
     return blockers
 
 
-def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) -> Verdict:
+def broker_verdict(
+    state: ClusterState, broker_id: int, silent: Mapping[int, str] | None = None, max_listed: int = 20
+) -> Verdict:
     """Whether restarting ``broker_id`` would take a partition below min ISR: the blockers (first
-    ``max_listed``) and what was counted."""
+    ``max_listed``) and what was counted; ``silent`` as in :func:`broker_blockers`."""
     hosted = state.hosted_by(broker_id)
-    blockers = broker_blockers(hosted, broker_id)
+    blockers = broker_blockers(hosted, broker_id, silent)
     return Verdict(
         broker_id,
         safe=not blockers,
@@ -131,6 +141,7 @@ def broker_verdict(state: ClusterState, broker_id: int, max_listed: int = 20) ->
             "under_replicated": sum(1 for p in hosted if under_replicated(p)),
             "at_min_isr": sum(1 for p in hosted if at_min_isr(p)),
             "blocking_partitions": len(blockers),
+            "not_answering": dict(sorted((silent or {}).items())),
         },
     )
 

@@ -772,3 +772,19 @@ def test_without_a_probe_a_restarted_broker_is_back_only_once_it_answers_itself(
     cluster.silent.clear()  # registered and unfenced: its listener opens
     assert _until_done(roller, state)
     assert backend.calls == [("restart", 1), ("restart", 3)]
+
+
+def test_a_broker_is_not_restarted_beside_an_isr_member_that_does_not_answer_itself(rig):
+    """Broker 3 died a moment ago without a controlled shutdown: still in the ISR, registered and
+    unfenced, but its listener refuses. Restarting broker 1 would leave the partition one in-sync
+    replica (min ISR 2): the check waits, then gives up, and nothing is restarted."""
+    clock, cluster, backend, roller = rig
+    cluster.silent.add(3)
+    state = roller.plan([1], "t", RollOptions(operation_timeout_s=5))
+    roller.step(state)
+    roller.step(state)
+    assert backend.calls == [] and state.nodes[1].phase == "check_availability"
+    clock.now += 6_000
+    with pytest.raises(RollFailed, match=r"broker\(s\) \[3\] do not answer themselves"):
+        _until_done(roller, state)
+    assert backend.calls == []

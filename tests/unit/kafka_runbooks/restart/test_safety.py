@@ -22,6 +22,21 @@ def test_at_min_isr_blocks_only_the_brokers_in_the_isr():
     assert broker_blockers(parts, 3) == []  # out of the ISR already: restarting it changes nothing
 
 
+def test_an_isr_member_that_does_not_answer_itself_is_not_counted():
+    """A broker killed a moment ago is still in the ISR (and registered, unfenced) until its
+    session times out: counted, the full ISR let a second broker restart beside it."""
+    full = [p("t", [1, 2, 3], [1, 2, 3])]
+    silent = {3: "KafkaConnectionError: 111 ECONNREFUSED"}
+    assert broker_blockers(full, 1) == []
+    blocked = broker_blockers(full, 1, silent)
+    assert blocked == [
+        "t-0: ISR [1, 2, 3] (broker(s) [3] do not answer themselves) is at min.insync.replicas=2 "
+        "and includes broker 1"
+    ]
+    assert broker_blockers(full, 3, silent) == []  # the silent broker itself: its restart changes nothing
+    assert broker_blockers(full, 1, {4: "refused"}) == []  # silent, but in no ISR of broker 1's partitions
+
+
 def test_full_isr_and_low_rf_topics_do_not_block():
     assert broker_blockers([p("t", [1, 2, 3], [1, 2, 3])], 1) == []
     assert broker_blockers([p("rf2", [1, 2], [1], min_isr=2)], 1) == []  # RF <= min ISR: ignored
