@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decision_journal, storage
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
+from kafka_runbooks.failed_broker.failures import RUNNING_NOW_MS
 from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
 from kafka_runbooks.paths import safe_name
@@ -130,7 +131,7 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
     state = ClusterState(cluster_id=cluster_id, brokers=brokers, quorum=quorum, partitions=partitions)
     return {
         "cluster_id": cluster_id,
-        "brokers": [_live_broker(b) for _, b in sorted(brokers.items())],
+        "brokers": [_live_broker(b, metadata_fetch_ms_ago(quorum, n)) for n, b in sorted(brokers.items())],
         "quorum": quorum_view(quorum),
         "partitions": len(partitions),
         "counts": {
@@ -148,13 +149,35 @@ def _online(state: ClusterState, partitions: list) -> list:
     return [p for p in partitions if p.name not in offline]
 
 
-def _live_broker(b: Broker) -> dict[str, Any]:
-    state = "up" if b.available else "fenced" if b.alive else "not registered"
+def metadata_fetch_ms_ago(quorum: Quorum, node_id: int) -> int | None:
+    """How long before the quorum leader answered it last saw ``node_id`` fetch the metadata log,
+    by the leader's own clock on both sides; None when either time is unknown. A combined node
+    fetches as a voter, a broker as an observer."""
+    now = quorum.leader_now_ms
+    member = next((m for m in (*quorum.voters, *quorum.observers) if m.node_id == node_id), None)
+    if now is None or member is None or member.last_fetch_ms is None:
+        return None
+    return 0 if node_id == quorum.leader_id else max(0, now - member.last_fetch_ms)
+
+
+def _live_broker(b: Broker, fetch_ms_ago: int | None) -> dict[str, Any]:
+    """A broker as the page shows it. Registered and unfenced is "up" only while the quorum leader
+    sees it fetching the metadata log: a broker that died without a controlled shutdown stays
+    registered and unfenced until its session times out (9 s by default), and stops fetching at once."""
+    if not b.available:
+        state = "fenced" if b.alive else "not registered"
+    elif fetch_ms_ago is None:
+        state = "registered, metadata fetch unknown"
+    elif fetch_ms_ago > RUNNING_NOW_MS:
+        state = f"registered, no metadata fetch for {fetch_ms_ago / 1000:.0f} s (controller's clock)"
+    else:
+        state = "up"
     return {
         "broker_id": b.broker_id,
         "rack": b.rack,
         "registered": b.alive,
         "fenced": b.fenced,
+        "metadata_fetch_ms_ago": fetch_ms_ago,
         "state": state,
     }
 

@@ -411,3 +411,42 @@ def test_a_topic_whose_min_isr_was_not_read_is_counted_unknown_live_never_within
         {**live, "kafka_config_id": "k", "counts": {**live["counts"], "min_isr_unknown": 0}}
     )
     assert "min_isr_unknown" not in known  # no "0 unknown" tile
+
+
+def test_a_registered_broker_that_stopped_fetching_metadata_is_not_shown_up():
+    """A broker killed a moment ago stays registered and unfenced in DescribeCluster until its
+    session times out; the quorum leader's own answer already says it stopped fetching the
+    metadata log. "up" only while it fetches (by the leader's clock, never the worker's);
+    a broker the quorum does not report is "unknown", never "up"."""
+    from kafka_runbooks.model import Broker, PartitionState, Quorum, QuorumMember
+
+    leader_now = 1_000_000  # the leader's clock, far from this machine's
+
+    class Admin:
+        def ping(self):
+            return "cluster-x"
+
+        def describe_brokers(self):
+            return {b: Broker(b) for b in (1, 2, 3, 4)}
+
+        def describe_quorum(self):
+            observers = (
+                QuorumMember(1, 10, leader_now - 200, leader_now - 200),
+                QuorumMember(2, 10, leader_now - 7_400, leader_now - 7_400),  # killed 7 s ago
+                QuorumMember(3, 10, None, None),  # no fetch time reported
+            )
+            return Quorum(9001, 1, 10, (QuorumMember(9001, 10, leader_now, leader_now),), observers)
+
+        def describe_partitions(self):
+            return [PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2, 3), min_insync_replicas=2)]
+
+    states = {b["broker_id"]: b["state"] for b in console.read_live(Admin())["brokers"]}
+    assert states == {
+        1: "up",
+        2: "registered, no metadata fetch for 7 s (controller's clock)",
+        3: "registered, metadata fetch unknown",
+        4: "registered, metadata fetch unknown",  # not among the quorum's observers
+    }
+    page = console._live_brokers(console.read_live(Admin())["brokers"])
+    assert "<td class='state bad'>registered, no metadata fetch for 7 s" in page
+    assert "<td class='state'>up</td>" in page
