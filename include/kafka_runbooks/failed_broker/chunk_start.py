@@ -97,6 +97,8 @@ class ChunkStart(ChunkWork):
             self.checkpoint(state)
             self._record("chunk done", "nothing left to move in it", subject=f"chunk {chunk.index}")
             return
+        if submit:
+            self._require_answering(chunk, submit, partitions)
         self.throttles.set_throttle(state, chunk, live)
         if submit:
             self._submit(state, chunk, submit, partitions)
@@ -216,6 +218,38 @@ class ChunkStart(ChunkWork):
                 submit[k] = target
                 chunk.origin[k] = list(p.replicas)
         return submit
+
+    def _require_answering(self, chunk: ChunkState, submit: dict[str, list[int]], partitions) -> None:
+        """Before any throttle or submission: each broker that will receive a replica answers a
+        request on its own listener, and a removal that adds no replica keeps only replicas in the
+        ISR that answer. A broker killed a moment ago stays registered, unfenced and in its ISRs
+        until its session times out: new replicas on it would never copy (the chunk would wait
+        under its throttle), and the controller would complete a removal at once, leaving the
+        partition on a dead replica. Nothing is set or submitted otherwise."""
+        receivers = {b for k, t in submit.items() for b in t if b not in partitions[k].replicas}
+        removals = {k: t for k, t in submit.items() if set(t) < set(partitions[k].replicas)}
+        kept = {b for t in removals.values() for b in t}
+        answers = {b: self.admin.broker_answers(b) for b in sorted(receivers | kept)}
+        silent = {b: why for b, why in answers.items() if why is not None}
+        lagging = {k: [b for b in t if b not in partitions[k].isr] for k, t in removals.items()}
+        lagging = {k: v for k, v in lagging.items() if v}
+        if not silent and not lagging:
+            return
+        self._record(
+            "refuse the chunk",
+            "nothing set, nothing submitted: a receiver does not answer, or a removal would keep a replica "
+            "out of the ISR or not answering",
+            level=logging.ERROR,
+            subject=f"chunk {chunk.index}",
+            observed={"not_answering": silent, "kept_out_of_isr": lagging},
+        )
+        raise ReassignError(
+            f"chunk {chunk.index} not started: "
+            + "; ".join(
+                [f"broker {b} does not answer itself ({why})" for b, why in silent.items()]
+                + [f"{k}: kept replica(s) {v} not in the ISR" for k, v in lagging.items()]
+            )
+        )
 
     def _submit(self, state, chunk, submit, partitions) -> None:
         pairs = {split(k): v for k, v in submit.items()}

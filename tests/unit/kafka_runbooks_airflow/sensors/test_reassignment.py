@@ -41,6 +41,7 @@ class FailedBrokerCluster:
         self.inflight: dict = {}
         self.closed = 0
         self.on_read = None
+        self.silent: dict[int, str] = {}  # brokers whose own listener does not answer, with why
 
     def describe_brokers(self):
         if self.on_read is not None:
@@ -48,11 +49,16 @@ class FailedBrokerCluster:
             on_read()
         return {b: Broker(b, alive=b != 5) for b in (1, 2, 3, 4, 5)}
 
+    def broker_answers(self, broker_id, timeout_s=5.0):
+        return self.silent.get(broker_id)
+
     def list_topics(self):
         return ["t"]
 
+    isr = (1, 2)
+
     def describe_partitions(self, topics):
-        return [PartitionState("t", 0, 1, 7, (5, 1, 2), (1, 2))]
+        return [PartitionState("t", 0, 1, 7, (5, 1, 2), self.isr)]
 
     def list_reassignments(self):
         return dict(self.inflight)
@@ -292,3 +298,31 @@ def test_a_poke_that_cannot_ask_airflow_submits_nothing_and_fails(rig, answer):
         rig.sensor.poke(rig.context)
     assert rig.cluster.acted == []
     assert [d for d, _ in _refused()] == ["refuse: this try's state is unknown"]
+
+
+def test_a_chunk_whose_receiver_does_not_answer_itself_sets_and_submits_nothing(rig):
+    """Broker 3 was killed a moment ago: DescribeCluster still shows it registered and unfenced
+    until its session times out. New replicas on it would never copy and the chunk would wait
+    under its throttle: refused before any throttle or submission, saying why."""
+    rig.cluster.silent[3] = "KafkaConnectionError: 111 ECONNREFUSED"
+    with pytest.raises(Exception, match=r"broker 3 does not answer itself"):
+        rig.sensor.poke(rig.context)
+    assert rig.cluster.acted == []
+    refused = [r for r in decisions.made() if r.decision == "refuse the chunk"]
+    assert refused and refused[0].observed["not_answering"] == {3: "KafkaConnectionError: 111 ECONNREFUSED"}
+
+
+def test_a_removal_that_would_keep_a_replica_out_of_the_isr_is_not_submitted(rig):
+    """A chunk that only removes the failed broker's replica (nothing added): the controller completes
+    it at once, so the replicas kept must be in the ISR and answer. Broker 2 fell out of the ISR
+    since the plan: refused, nothing set or submitted."""
+    chunk = ChunkState(0, {"t:0": [1, 2]}, bytes={"t:0": 1000}, planned_from={"t:0": [5, 1, 2]})
+    save_state(rig.path, ExecState(RUN_ID, [5], 10_000_000, [chunk]))
+    rig.cluster.isr = (1,)
+    with pytest.raises(Exception, match=r"t:0: kept replica\(s\) \[2\] not in the ISR"):
+        rig.sensor.poke(rig.context)
+    assert rig.cluster.acted == []
+    rig.cluster.isr = (1, 2)  # back in sync: the same removal is submitted
+    decisions.forget()
+    rig.sensor.poke(rig.context)
+    assert _reassigned(rig.cluster) == [{("t", 0): [1, 2]}]
