@@ -97,3 +97,30 @@ def test_the_file_connectors_go_to_connects_plugin_path(tmp_path):
     _set_connect_plugins_apart(tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.jar")) == ["kafka-clients.jar"]
     assert (tmp_path / "connect-plugins" / "file-connectors" / "connect-file-4.1.0.jar").exists()
+
+
+def test_a_node_killed_before_it_wrote_anything_is_told_from_one_that_failed(tmp_path):
+    """wait_ready launches a node once more only when a signal ended it before it wrote a byte
+    (it never got to start); a node that exited on its own, or wrote anything, is its own failure."""
+    import signal
+    import subprocess
+    import sys
+
+    from kafka_runbooks_dev.localstack.stack import killed_before_writing
+
+    log, out = tmp_path / "server.log", tmp_path / "stdout.log"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper.send_signal(signal.SIGKILL)
+    sleeper.wait()
+    assert killed_before_writing(sleeper, (log, out)) == signal.SIGKILL
+    out.write_text("Error: Could not find or load main class\n")
+    assert killed_before_writing(sleeper, (log, out)) is None  # it said something: a real failure
+    failed = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    failed.wait()
+    assert killed_before_writing(failed, (tmp_path / "none.log",)) is None
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert killed_before_writing(running, (tmp_path / "none.log",)) is None
+    finally:
+        running.kill()
+        running.wait()
