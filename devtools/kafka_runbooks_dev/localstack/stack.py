@@ -235,12 +235,17 @@ class LocalStack:
         return self.node_dir(self.node(ref)) / "server.log"
 
     def pid(self, ref: str | int) -> int | None:
-        """The node's live process: the pid file's if it still names it, else found by its marker.
+        """The node's live process: this object's own child while it runs (a /proc read of a JVM
+        starting under load once missed it, and the stack was torn down as "exited while starting"
+        with the JVM still running), else the pid file's if it still names it, else found by its marker.
 
         The scan catches a JVM whose pid file was lost or overwritten (a second start that
         raced the first, a wiped folder), so stop and kill never leave an orphan running.
         """
         node = self.node(ref)
+        child = self._children.get(node.name)
+        if child is not None and child.poll() is None:
+            return child.pid  # launched by this object and not exited: its own answer, no /proc read
         pid_file = self.node_dir(node) / "pid"
         try:
             pid = int(pid_file.read_text().strip())
