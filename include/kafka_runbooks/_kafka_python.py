@@ -639,6 +639,20 @@ def describe_config_values(
     return out
 
 
+def effective_broker_configs(
+    client: KafkaPythonClient, broker_id: int, keys: list[str]
+) -> dict[str, str | None]:
+    """The effective values of ``keys`` on one broker (static, dynamic or default alike), asked of
+    that broker; a key it does not report is absent."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    _know_brokers(client, [broker_id])
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=list(keys))
+    data = client._client.describe_configs([resource], config_filter="all").get("broker", {})
+    entries = data.get(str(broker_id), {})
+    return {k: entries[k].get("value") for k in keys if k in entries}
+
+
 def incremental_alter_configs(
     client: KafkaPythonClient, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
 ) -> dict[str, str]:

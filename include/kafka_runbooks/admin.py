@@ -40,87 +40,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from functools import cache, cached_property, wraps
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import Any
 
 from kafka_runbooks import retries
+from kafka_runbooks.admin_configs import ConfigRequests
+from kafka_runbooks.admin_errors import map_client_errors, rpc
 from kafka_runbooks.bootstrap import bootstrap_servers, until_one_listens
 from kafka_runbooks.client_config import redact, require_bootstrap
-from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
+from kafka_runbooks.errors import ClusterUnreachable
 from kafka_runbooks.model import Broker, ClusterState, LogDir, LogDirReplica, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-@cache
-def client_errors() -> ErrorMap:
-    """The one map from the client libraries' exception classes to the error tree.
-
-    kafka-python: the errors that mean nothing answered (a refused or lost connection, a
-    node not ready, a request or the client timing out) are ``ClusterUnreachable``; every
-    other ``KafkaError`` is an answer with an error, ``AdminError``. confluent-kafka puts
-    the difference in the error's code, not its class: transport, timeout and
-    all-brokers-down codes are ``ClusterUnreachable``, the others ``AdminError``. Built on
-    first use: importing the facade loads no client library.
-    """
-    from kafka import errors as kp
-
-    mapping: dict = {
-        kp.KafkaError: AdminError,
-        kp.KafkaConnectionError: ClusterUnreachable,
-        kp.KafkaTimeoutError: ClusterUnreachable,
-        kp.RequestTimedOutError: ClusterUnreachable,
-        kp.NodeNotReadyError: ClusterUnreachable,
-    }
-    try:
-        from confluent_kafka import KafkaException
-    except ImportError:  # confluent-kafka is optional: kafka-python sends every RPC
-        return mapping
-    mapping[KafkaException] = _confluent_error_class
-    return mapping
-
-
-def _confluent_error_class(exc: BaseException) -> type[KafkaRunbookError]:
-    """confluent-kafka's ``KafkaException`` by the code of the ``KafkaError`` it carries."""
-    from confluent_kafka import KafkaError
-
-    error = exc.args[0] if exc.args else None
-    code = error.code() if isinstance(error, KafkaError) else None
-    unreachable = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
-    return ClusterUnreachable if code in unreachable else AdminError
-
-
-def map_client_errors(what: str, where: str):
-    """The facade's translation (a context manager): a client library's error raised inside
-    becomes ``ClusterUnreachable`` or ``AdminError`` by :func:`client_errors`."""
-    return map_exceptions(client_errors(), what, where)
-
-
-def _rpc(what: str) -> Callable[[F], F]:
-    """The facade's boundary: a client library's error leaving the method is translated
-    once, here, into the error tree (:func:`map_client_errors`)."""
-
-    def decorate(method: F) -> F:
-        """Wrap ``method`` so any client error it raises is mapped (one place) to the runbooks' errors,
-        naming the RPC."""
-
-        @wraps(method)
-        def call(self: ClusterAdmin, *args: Any, **kwargs: Any) -> Any:
-            """The wrapped call, inside :func:`map_client_errors`."""
-            with map_client_errors(what, self.bootstrap_servers):
-                return method(self, *args, **kwargs)
-
-        return call  # type: ignore[return-value]
-
-    return decorate
-
-
-class ClusterAdmin:
+class ClusterAdmin(ConfigRequests):
     def __init__(self, config: dict[str, Any], timeout_s: float = 30.0) -> None:
         self.config = dict(config)
         self.bootstrap_servers = require_bootstrap(self.config)
@@ -197,13 +132,13 @@ class ClusterAdmin:
             return {}
         return dict(sorted(getattr(self._kafka_python, "suspects", {}).items()))
 
-    @_rpc("DescribeCluster")
+    @rpc("DescribeCluster")
     def ping(self) -> str:
         """Cluster id, or ClusterUnreachable: the check every runbook makes before acting."""
         cluster_id, _ = self._retry("DescribeCluster", lambda: self._kafka_python.describe_cluster())
         return cluster_id
 
-    @_rpc("DescribeCluster")
+    @rpc("DescribeCluster")
     def describe_brokers(self) -> dict[int, Broker]:
         """DescribeCluster: the registered brokers by id (with rack and fenced state), retried on another
         broker when one dies."""
@@ -224,37 +159,20 @@ class ClusterAdmin:
             return f"{type(exc).__name__}: {exc}"
         return None
 
-    @_rpc("DescribeQuorum")
+    @rpc("DescribeQuorum")
     def describe_quorum(self) -> Quorum:
         """DescribeQuorum: the KRaft metadata quorum as its leader reports it (timestamps on the leader's
         clock)."""
         return self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
 
-    @_rpc("Metadata")
+    @rpc("Metadata")
     def list_topics(self, include_internal: bool = True) -> list[str]:
         """Metadata: every topic name, sorted; ``include_internal=False`` drops the ``__``-prefixed
         internal topics."""
         names = self._retry("Metadata", lambda: self._kafka_python.topic_names())
         return sorted(t for t in names if include_internal or not t.startswith("__"))
 
-    @_rpc("DescribeConfigs")
-    def min_insync_replicas(self, topics: list[str], batch: int = 500) -> dict[str, int]:
-        """Each topic's effective ``min.insync.replicas`` (topic override or cluster default)."""
-        out: dict[str, int] = {}
-        for i in range(0, len(topics), batch):
-            chunk = topics[i : i + batch]
-            configs = self._retry(
-                "DescribeConfigs",
-                lambda chunk=chunk: self._kafka_python.topic_configs(chunk, ["min.insync.replicas"]),
-            )
-            for topic in chunk:
-                value = configs.get(topic, {}).get("min.insync.replicas")
-                if value is None:
-                    raise AdminError(f"could not read min.insync.replicas of topic {topic!r}")
-                out[topic] = int(value)
-        return out
-
-    @_rpc("DescribeTopicPartitions")
+    @rpc("DescribeTopicPartitions")
     def describe_partitions(self, topics: list[str] | None = None) -> list[PartitionState]:
         """Every partition of ``topics`` (all when None) with its effective min ISR."""
         topics = self.list_topics() if topics is None else list(topics)
@@ -262,7 +180,7 @@ class ClusterAdmin:
         min_isr = self.min_insync_replicas(sorted({p.topic for p in parts}))
         return [PartitionState(**{**p.__dict__, "min_insync_replicas": min_isr[p.topic]}) for p in parts]
 
-    @_rpc("ListPartitionReassignments")
+    @rpc("ListPartitionReassignments")
     def list_reassignments(self, attempts: int = 4) -> dict[tuple[str, int], dict[str, list[int]]]:
         """Reassignments in flight: (topic, partition) -> replicas, adding, removing.
 
@@ -290,13 +208,13 @@ class ClusterAdmin:
                 f"{attempts} attempts: {type(exc).__name__}: {exc}"
             ) from exc
 
-    @_rpc("DescribeLogDirs")
+    @rpc("DescribeLogDirs")
     def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
         """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
         states, errors = self.describe_log_dir_states(broker_ids)
         return [r for dirs in states.values() for d in dirs for r in d.replicas], errors
 
-    @_rpc("DescribeLogDirs")
+    @rpc("DescribeLogDirs")
     def describe_log_dir_states(
         self, broker_ids: list[int]
     ) -> tuple[dict[int, tuple[LogDir, ...]], dict[int, str]]:
@@ -314,7 +232,7 @@ class ClusterAdmin:
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
         return states, errors
 
-    @_rpc("DescribeTopicPartitions")
+    @rpc("DescribeTopicPartitions")
     def describe_topic_partitions(self, topics: list[str]) -> list[PartitionState]:
         """Leader, epoch, replicas, ISR and ELR of every partition of ``topics``, as the
         metadata has them (``min_insync_replicas`` not read: see ``describe_partitions``)."""
@@ -322,7 +240,7 @@ class ClusterAdmin:
             "DescribeTopicPartitions", lambda: self._kafka_python.describe_partitions(list(topics))
         )
 
-    @_rpc("ApiVersions")
+    @rpc("ApiVersions")
     def elect_leaders_versions(self) -> tuple[int, int] | None:
         """(min, max) ElectLeaders versions the connected broker advertises, None if absent
         (v3+ carries a designated leader, KIP-966)."""
@@ -332,7 +250,7 @@ class ClusterAdmin:
             "ApiVersions", lambda: self._kafka_python.advertised_api_versions(ELECT_LEADERS_API_KEY)
         )
 
-    @_rpc("ListOffsets")
+    @rpc("ListOffsets")
     def list_replica_log_ends(
         self, by_broker: dict[int, list[tuple[str, int]]], timeout_ms: int, batch: int | None = None
     ) -> tuple[dict[int, list[tuple[str, int, int, int, int | None]] | Exception], int]:
@@ -346,18 +264,8 @@ class ClusterAdmin:
             lambda: list_replica_log_ends(self._kafka_python, by_broker, timeout_ms=timeout_ms, batch=batch),
         )
 
-    @_rpc("DescribeConfigs")
-    def describe_config_values(
-        self, resource_type: str, names: list[str], keys: list[str]
-    ) -> dict[str, dict[str, str | None]]:
-        """Values of ``keys`` set on each resource itself (``resource_type`` "broker" or
-        "topic"); defaults and static settings read as absent."""
-        from kafka_runbooks._kafka_python import describe_config_values
-
-        return describe_config_values(self._kafka_python, resource_type, names, keys)
-
     # Writes --------------------------------------------------------------------
-    @_rpc("AlterPartitionReassignments")
+    @rpc("AlterPartitionReassignments")
     def alter_partition_reassignments(
         self, targets: dict[tuple[str, int], list[int] | None]
     ) -> dict[tuple[str, int], str | None]:
@@ -367,7 +275,7 @@ class ClusterAdmin:
 
         return alter_reassignments(self._kafka_python, targets, self._once_to_controller)
 
-    @_rpc("AlterPartitionReassignments")
+    @rpc("AlterPartitionReassignments")
     def reorder_replicas(self, orders: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int], str | None]:
         """The same replica sets in a new order (AlterPartitionReassignments); per partition
         None (accepted) or the error's name. Fails over to a live broker."""
@@ -375,7 +283,7 @@ class ClusterAdmin:
 
         return reorder_replicas(self._kafka_python, orders, self._to_controller)
 
-    @_rpc("ElectLeaders")
+    @rpc("ElectLeaders")
     def elect_unclean(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """ElectLeaders(UNCLEAN); per partition None (elected or not needed) or the error.
         Fails over to a live broker."""
@@ -383,7 +291,7 @@ class ClusterAdmin:
 
         return elect_unclean(self._kafka_python, list(partitions), self._to_controller)
 
-    @_rpc("ElectLeaders")
+    @rpc("ElectLeaders")
     def elect_preferred(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """ElectLeaders(PREFERRED); per partition None (elected) or the error's name
         (``ElectionNotNeededError`` when the preferred replica already leads)."""
@@ -391,18 +299,8 @@ class ClusterAdmin:
 
         return self._retry("ElectLeaders", lambda: elect_preferred(self._kafka_python, list(partitions)))
 
-    @_rpc("IncrementalAlterConfigs")
-    def incremental_alter_configs(
-        self, resource_type: str, changes: dict[str, dict[str, tuple[str, str | None]]]
-    ) -> dict[str, str]:
-        """IncrementalAlterConfigs: ``changes`` = {resource name: {key: (op, value)}}, op SET,
-        DELETE, APPEND or SUBTRACT; per resource "OK" or the error."""
-        from kafka_runbooks._kafka_python import incremental_alter_configs
-
-        return incremental_alter_configs(self._kafka_python, resource_type, changes)
-
     # State ---------------------------------------------------------------------
-    @_rpc("reading the cluster state")
+    @rpc("reading the cluster state")
     def read_state(self, topics: list[str] | None = None, include_log_dirs: bool = True) -> ClusterState:
         """One consistent-enough read of brokers, quorum, partitions and (optionally) sizes."""
         cluster_id = self.ping()

@@ -16,7 +16,7 @@ one of its branches:
 ``CallFailed``, ``SafetyRefusal`` and ``RunbookFailed`` are also ``RuntimeError`` s, so
 code written against the older classes keeps catching them. Client libraries' own
 errors (kafka-python, confluent-kafka) are translated once, at the admin facade, class
-to class (``kafka_runbooks.admin.client_errors``, applied by :func:`map_exceptions`);
+to class (``kafka_runbooks.admin_errors.client_errors``, applied by :func:`map_exceptions`);
 nothing outside ``kafka_runbooks.admin`` catches them.
 """
 

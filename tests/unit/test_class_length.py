@@ -23,17 +23,16 @@ LARGER = {
     # +15 on Nov 27: a node killed before it wrote anything is launched again; pid() trusts its own child
     ("devtools/kafka_runbooks_dev/localstack/stack.py", "LocalStack"): 521,
     # facades, wide on purpose (reviewed in issue #26, kept whole):
-    # the admin facade: one short method per Kafka admin request (21 of them, 5-30 lines each;
-    # the 21st, broker_answers, a Metadata request asked of one broker itself, Nov 27),
-    # all over the one lazily bootstrapped client and the two retry/fail-over rules (_retry,
-    # _to_controller) that the module keeps in one place; moving the client and its rules out
-    # would leave every request method reaching back into them
-    ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 347,
+    # the admin facade: one short method per Kafka admin request (5-30 lines each), all over the
+    # one lazily bootstrapped client and the two retry/fail-over rules (_retry, _to_controller)
+    # that the module keeps in one place; its config requests left for admin_configs.ConfigRequests
+    # (Dec 1: 347 -> 310), which it inherits
+    ("include/kafka_runbooks/admin.py", "ClusterAdmin"): 310,
     # the data store's facade: one object per location; its names, atomic reads and writes,
     # compare-and-set and the lock on top all read the same fs, local/object-store choice and
     # once-per-store conditional-write probe. The lock (~60 lines) is the only part that could
     # leave, and it uses each of those (is_local, protocol, the probe, create/swap, path)
-    ("include/kafka_runbooks/storage.py", "Store"): 327,
+    ("include/kafka_runbooks/storage.py", "Store"): 317,
 }
 
 

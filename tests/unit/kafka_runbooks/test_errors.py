@@ -15,7 +15,8 @@ from kafka.errors import (
 )
 
 from kafka_runbooks import errors
-from kafka_runbooks.admin import ClusterAdmin, client_errors, map_client_errors
+from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.admin_errors import client_errors, map_client_errors
 from kafka_runbooks.approval import NotApproved, PolicyError
 from kafka_runbooks.client_config import ClientConfigError
 from kafka_runbooks.connect.client import (
