@@ -74,12 +74,6 @@ with DAG(
             pattern=r"^[A-Za-z0-9_]+://[^:\s]+:[0-9]{1,5}$",
             description="The replacement's controller listener, e.g. CONTROLLER://ctl4:9093 (with new_controller_id).",
         ),
-        "max_lag_ms": Param(
-            "10s",
-            **duration_schema("milliseconds", minimum=1, maximum=600000),
-            description="A voter or the observer is caught up when the quorum leader saw it so within this many "
-            "ms of its own time in the same DescribeQuorum answer.",
-        ),
         "catch_up_timeout_s": Param(
             "5m",
             **duration_schema(minimum=1, maximum=7200),

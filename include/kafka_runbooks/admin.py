@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -125,9 +126,8 @@ class ClusterAdmin(ConfigRequests):
 
     # Reads -------------------------------------------------------------------
     def not_answering(self) -> dict[int, str]:
-        """Brokers skipped because they let a request time out, each with the fact in words
-        ("broker 2 accepted the connection but did not answer within 5 s"): for decision
-        records. Empty before the first call; a broker leaves once it answers again."""
+        """Brokers skipped because they let a request time out, each with the fact in words ("broker 2
+        accepted the connection but did not answer within 5 s"); empty before the first call."""
         if "_kafka_python" not in self.__dict__:
             return {}
         return dict(sorted(getattr(self._kafka_python, "suspects", {}).items()))
@@ -162,8 +162,9 @@ class ClusterAdmin(ConfigRequests):
     @rpc("DescribeQuorum")
     def describe_quorum(self) -> Quorum:
         """DescribeQuorum: the KRaft metadata quorum as its leader reports it (timestamps on the leader's
-        clock)."""
-        return self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
+        clock), with the cluster's controller.quorum.fetch.timeout.ms the evidence room judges it by."""
+        answer = self._retry("DescribeQuorum", lambda: self._kafka_python.describe_quorum())
+        return replace(answer, fetch_timeout_ms=self._fetch_timeout_ms())
 
     @rpc("Metadata")
     def list_topics(self, include_internal: bool = True) -> list[str]:

@@ -8,8 +8,15 @@ broker reports (the evidence room's thresholds), and config changes (throttles, 
 
 from __future__ import annotations
 
+import logging
+import time
+
 from kafka_runbooks.admin_errors import map_client_errors, rpc
 from kafka_runbooks.errors import AdminError, KafkaRunbookError
+from kafka_runbooks.evidence.settings import ClusterTimeouts, read_timeouts
+
+log = logging.getLogger(__name__)
+TIMEOUTS_TTL_S = 60.0  # a cluster's failure-detection settings are read at most once a minute
 
 
 class ConfigRequests:
@@ -69,3 +76,22 @@ class ConfigRequests:
             except KafkaRunbookError as exc:
                 errors[broker_id] = self.not_answering().get(broker_id) or f"{type(exc).__name__}: {exc}"
         return values, errors
+
+    def cluster_timeouts(self) -> ClusterTimeouts:
+        """``broker.session.timeout.ms`` and ``controller.quorum.fetch.timeout.ms`` as the cluster
+        has them (:mod:`kafka_runbooks.evidence.settings`), read again after ``TIMEOUTS_TTL_S``;
+        SafetyRefusal when no broker says."""
+        cached = getattr(self, "_timeouts", None)
+        if cached is not None and time.monotonic() - cached[0] < TIMEOUTS_TTL_S:
+            return cached[1]
+        timeouts = read_timeouts(self)
+        self._timeouts = (time.monotonic(), timeouts)
+        return timeouts
+
+    def _fetch_timeout_ms(self) -> int | None:
+        """The cluster's controller.quorum.fetch.timeout.ms, or None when no broker said (unknown)."""
+        try:
+            return self.cluster_timeouts().quorum_fetch_timeout_ms
+        except KafkaRunbookError as exc:
+            log.warning("controller.quorum.fetch.timeout.ms not read: %s", exc)
+            return None

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decision_journal, storage
+from kafka_runbooks.evidence import NOT_CAUGHT_UP, UNKNOWN, CatchUp, QuorumView
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
-from kafka_runbooks.failed_broker.failures import RUNNING_NOW_MS
 from kafka_runbooks.fleet import config_id_of
 from kafka_runbooks.model import Broker, ClusterState, Quorum, QuorumMember
 from kafka_runbooks.paths import safe_name
@@ -131,7 +131,7 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
     state = ClusterState(cluster_id=cluster_id, brokers=brokers, quorum=quorum, partitions=partitions)
     return {
         "cluster_id": cluster_id,
-        "brokers": [_live_broker(b, metadata_fetch_ms_ago(quorum, n)) for n, b in sorted(brokers.items())],
+        "brokers": [_live_broker(b, metadata_fetching(quorum, n)) for n, b in sorted(brokers.items())],
         "quorum": quorum_view(quorum),
         "partitions": len(partitions),
         "counts": {
@@ -149,34 +149,35 @@ def _online(state: ClusterState, partitions: list) -> list:
     return [p for p in partitions if p.name not in offline]
 
 
-def metadata_fetch_ms_ago(quorum: Quorum, node_id: int) -> int | None:
-    """How long before the quorum leader answered it last saw ``node_id`` fetch the metadata log,
-    by the leader's own clock on both sides; None when either time is unknown. A combined node
-    fetches as a voter, a broker as an observer."""
-    now = quorum.leader_now_ms
-    member = next((m for m in (*quorum.voters, *quorum.observers) if m.node_id == node_id), None)
-    if now is None or member is None or member.last_fetch_ms is None:
-        return None
-    return 0 if node_id == quorum.leader_id else max(0, now - member.last_fetch_ms)
+def metadata_fetching(quorum: Quorum, node_id: int) -> CatchUp | None:
+    """What the quorum leader's answer says of ``node_id``'s metadata fetches, judged by the evidence
+    room (its clock on both sides, the cluster's fetch timeout); None when the answer lists it
+    neither as voter nor as observer. A combined node fetches as a voter, a broker as an observer."""
+    return QuorumView(quorum).fetching(node_id)
 
 
-def _live_broker(b: Broker, fetch_ms_ago: int | None) -> dict[str, Any]:
+def _live_broker(b: Broker, fetching: CatchUp | None) -> dict[str, Any]:
     """A broker as the page shows it. Registered and unfenced is "up" only while the quorum leader
     sees it fetching the metadata log: a broker that died without a controlled shutdown stays
-    registered and unfenced until its session times out (9 s by default), and stops fetching at once."""
+    registered and unfenced until its session times out, and stops fetching at once."""
+    fetch_ms_ago = None if fetching is None else fetching.fetch_ms_ago
     if not b.available:
         state = "fenced" if b.alive else "not registered"
-    elif fetch_ms_ago is None:
+    elif fetching is None or fetching.state == UNKNOWN:
         state = "registered, metadata fetch unknown"
-    elif fetch_ms_ago > RUNNING_NOW_MS:
-        state = f"registered, no metadata fetch for {fetch_ms_ago / 1000:.0f} s (controller's clock)"
+    elif fetching.state == NOT_CAUGHT_UP:
+        state = (
+            f"registered, no metadata fetch for {fetch_ms_ago / 1000:.0f} s (controller's clock)"
+            if fetching.silent
+            else f"registered, {fetching.why}"
+        )
     else:
         state = "up"
     return {
         "broker_id": b.broker_id,
         "rack": b.rack,
         "registered": b.alive,
-        "fenced": b.fenced,
+        "fenced": b.alive and not b.available,
         "metadata_fetch_ms_ago": fetch_ms_ago,
         "state": state,
     }
@@ -188,6 +189,7 @@ def quorum_view(quorum: Quorum) -> dict[str, Any]:
     (``Quorum.lag_ms``); never against this machine's clock. Unknown stays None."""
     leader = quorum.leader
     leader_end = leader.log_end_offset if leader and leader.log_end_offset >= 0 else None
+    judged = QuorumView(quorum).voters()
 
     def lag(v: QuorumMember) -> dict[str, Any]:
         """One quorum member's row: its log end offset and lag behind the leader (None when either is
@@ -201,7 +203,8 @@ def quorum_view(quorum: Quorum) -> dict[str, Any]:
             "leader": v.node_id == quorum.leader_id,
             "log_end_offset": v.log_end_offset if v.log_end_offset >= 0 else None,
             "lag_offsets": offsets,
-            "caught_up_ms_ago": quorum.lag_ms(v.node_id),
+            "caught_up_ms_ago": judged[v.node_id].caught_up_ms_ago,
+            "state": judged[v.node_id].state,
         }
 
     return {

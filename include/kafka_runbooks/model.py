@@ -49,6 +49,9 @@ class Quorum:
     observers: tuple[QuorumMember, ...]
     # controller node id -> host of its listener (DescribeQuorum v2, Kafka >= 3.8; else empty)
     hosts: dict[int, str] = field(default_factory=dict, hash=False, compare=False)
+    # the cluster's controller.quorum.fetch.timeout.ms, read beside the answer by the admin facade:
+    # what the evidence room judges catch-up by (None: not read, every member's catch-up unknown)
+    fetch_timeout_ms: int | None = field(default=None, compare=False)
 
     @property
     def active_controller(self) -> int:
@@ -60,39 +63,6 @@ class Quorum:
     def leader(self) -> QuorumMember | None:
         """The leader's own entry: Kafka's LeaderState fills its timestamps with its own clock."""
         return next((v for v in self.voters if v.node_id == self.leader_id), None)
-
-    @property
-    def leader_now_ms(self) -> int | None:
-        """The leader's clock at the time of this answer (its own lastCaughtUpTimestamp), or None.
-
-        Every timestamp in the answer is the leader's: comparing them with this, never with
-        the worker's clock, keeps one clock per comparison (a skewed worker reads nothing).
-        """
-        me = self.leader
-        return None if me is None else me.last_caught_up_ms
-
-    def lag_ms(self, node_id: int) -> int | None:
-        """How long ago the leader last saw ``node_id`` caught up, by the leader's clock; None: unknown."""
-        if node_id == self.leader_id:
-            return 0
-        now = self.leader_now_ms
-        member = next((v for v in self.voters if v.node_id == node_id), None)
-        if now is None or member is None or member.last_caught_up_ms is None:
-            return None
-        return max(0, now - member.last_caught_up_ms)
-
-    def caught_up_voters(self, max_lag_ms: int = 10_000) -> list[int]:
-        """The leader, and voters the leader saw caught up within ``max_lag_ms`` of its own now.
-
-        Time-based like Kafka's own check (lastCaughtUpTimestamp): the metadata log grows
-        by a no-op record every half second, so an offset lag says little. A voter with no
-        caught-up time, or an answer without the leader's own time, is not caught up.
-        """
-        return [
-            v.node_id
-            for v in self.voters
-            if (lag := self.lag_ms(v.node_id)) is not None and lag <= max_lag_ms
-        ]
 
 
 @dataclass(frozen=True)

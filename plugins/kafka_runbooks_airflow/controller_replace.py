@@ -47,7 +47,6 @@ def build_request(params: dict[str, Any]) -> ReplaceRequest:
         remove=tuple(int(n) for n in params.get("remove_voters") or ()),
         new_controller_id=None if new is None else int(new),
         new_controller_endpoints=(endpoint,) if endpoint else (),
-        max_lag_ms=int(parse_duration(params.get("max_lag_ms", "10s"), "max_lag_ms", "milliseconds") * 1000),
         catch_up_timeout_s=parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s"),
         settle_s=parse_duration(params.get("settle_period_s", "10s"), "settle_period_s"),
     )
@@ -119,10 +118,20 @@ def replace(
 
 def plan_markdown(document: dict[str, Any]) -> str:
     """The gate's body: voters, the observer, and each step with the majority before and after."""
-    rows = ["| voter | state | lag (offsets) | caught up (ms ago, leader's clock) |", "|---|---|---|---|"]
+    limit = document["quorum"].get("fetch_timeout_ms")
+    rows = [
+        f"Caught up: fetched and caught up within controller.quorum.fetch.timeout.ms={limit} ms "
+        "(read from the cluster), by the quorum leader's clock in the same answer.",
+        "",
+        "| voter | state | lag (offsets) | last fetch (ms ago, leader's clock) | caught up (ms ago) | why |",
+        "|---|---|---|---|---|---|",
+    ]
     for v in document["quorum"].get("voters", []):
         lead = " (leader)" if v.get("leader") else ""
-        rows.append(f"| {v['node_id']}{lead} | {v['state']} | {v['lag_offsets']} | {v['caught_up_ms_ago']} |")
+        rows.append(
+            f"| {v['node_id']}{lead} | {v['state']} | {v['lag_offsets']} | {v.get('last_fetch_ms_ago')} "
+            f"| {v['caught_up_ms_ago']} | {v.get('why', '')} |"
+        )
     obs = document.get("observer")
     if obs:
         rows += [

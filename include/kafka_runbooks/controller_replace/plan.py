@@ -1,11 +1,12 @@
 """What a controller replacement does, step by step, and the majority rule every step obeys.
 
-Read from one DescribeQuorum answer at a time, in its own terms: a voter is caught up when the
-leader saw it caught up within ``max_lag_ms`` of the leader's own time in the same answer
-(:meth:`kafka_runbooks.model.Quorum.lag_ms`); a voter without that evidence is unknown and never
-counted as caught up. An observer is caught up when its log end offset has reached the answer's
-high watermark and the leader saw it caught up within ``max_lag_ms`` (a removed or dead
-controller lingers in the observers with an old offset and time).
+Read from one DescribeQuorum answer at a time and judged by the evidence room
+(:class:`kafka_runbooks.evidence.QuorumView`): a voter is caught up when, in the same answer, the
+leader saw it fetch and saw it caught up within the cluster's ``controller.quorum.fetch.timeout.ms``,
+by the leader's own clock; a voter without that evidence is unknown and never counted as caught
+up (a voter killed 6 s ago keeps a caught-up time 6 s old, and its silence is in the same answer).
+An observer is caught up by the same rule and once its log end offset has reached the answer's
+high watermark (a removed or dead controller lingers in the observers with an old offset and time).
 
 The rule: an action may not leave fewer live, caught-up voters than a majority of the voter
 set it leaves. Adding a voter grows the set (the new voter counts only once caught up);
@@ -18,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafka_runbooks.errors import BadInput, SafetyRefusal
+from kafka_runbooks.evidence import QuorumView
 from kafka_runbooks.model import Quorum, QuorumMember
-from kafka_runbooks.quorum import MAX_LAG_MS, majority
+from kafka_runbooks.quorum import majority
 
 ADD = "add"
 REMOVE = "remove"
@@ -33,7 +35,6 @@ class ReplaceRequest:
     remove: tuple[int, ...]
     new_controller_id: int | None = None
     new_controller_endpoints: tuple[str, ...] = ()
-    max_lag_ms: int = MAX_LAG_MS
     catch_up_timeout_s: float = 300.0
     settle_s: float = 10.0
     poll_s: float = 1.0
@@ -101,34 +102,26 @@ def observer(quorum: Quorum, node_id: int) -> QuorumMember | None:
     return next((o for o in quorum.observers if o.node_id == node_id), None)
 
 
-def caught_up(quorum: Quorum, max_lag_ms: int) -> set[int]:
-    """Voters the leader saw caught up within ``max_lag_ms`` of its own time (none without a leader)."""
-    if quorum.leader_id < 0:
-        return set()
-    return set(quorum.caught_up_voters(max_lag_ms))
+def caught_up(quorum: Quorum) -> set[int]:
+    """Voters the evidence room judges caught up in this answer (none without a leader)."""
+    return QuorumView(quorum).caught_up_voters()
 
 
 def unknown(quorum: Quorum) -> tuple[int, ...]:
-    """Voters whose lag the quorum leader's own clock cannot give (no caught-up time, or no leader time):
-    never counted as caught up."""
-    return tuple(v.node_id for v in quorum.voters if quorum.lag_ms(v.node_id) is None)
+    """Voters whose catch-up this answer cannot tell: never counted as caught up."""
+    return QuorumView(quorum).unknown_voters()
 
 
-def observer_state(quorum: Quorum, node_id: int, max_lag_ms: int) -> dict[str, Any]:
+def observer_state(quorum: Quorum, node_id: int) -> dict[str, Any]:
     """The observer's catch-up, on the leader's answer: its log end offset against the high
-    watermark and the leader's, its caught-up age on the leader's clock; ``caught_up`` is
-    True only with all of that evidence (a missing piece is unknown, never caught up)."""
+    watermark and the leader's, its fetch and caught-up ages by the leader's clock; ``caught_up``
+    is True only with all of that evidence (a missing piece is unknown, never caught up)."""
     member = observer(quorum, node_id)
+    judged = QuorumView(quorum).observer(node_id)
     leader = quorum.leader
-    now = quorum.leader_now_ms
-    end = member.log_end_offset if member and member.log_end_offset >= 0 else None
+    end = judged.log_end_offset if judged else None
     leader_end = leader.log_end_offset if leader and leader.log_end_offset >= 0 else None
-    age = (
-        None
-        if member is None or now is None or member.last_caught_up_ms is None
-        else now - member.last_caught_up_ms
-    )
-    evidence = end is not None and quorum.high_watermark >= 0 and age is not None
+    at_watermark = end is not None and quorum.high_watermark >= 0 and end >= quorum.high_watermark
     return {
         "node_id": node_id,
         "observer": member is not None,
@@ -137,14 +130,16 @@ def observer_state(quorum: Quorum, node_id: int, max_lag_ms: int) -> dict[str, A
         "high_watermark": quorum.high_watermark,
         "leader_log_end_offset": leader_end,
         "lag_offsets": None if end is None or leader_end is None else max(0, leader_end - end),
-        "caught_up_ms_ago": None if age is None else max(0, age),
-        "caught_up": bool(evidence and end >= quorum.high_watermark and age <= max_lag_ms),
+        "caught_up_ms_ago": judged.caught_up_ms_ago if judged else None,
+        "fetch_ms_ago": judged.fetch_ms_ago if judged else None,
+        "why": judged.why if judged else "not an observer of the quorum",
+        "caught_up": bool(judged and judged.caught_up and at_watermark),
     }
 
 
-def check_add(quorum: Quorum, node_id: int, max_lag_ms: int, new_caught_up: bool) -> MajorityCheck:
+def check_add(quorum: Quorum, node_id: int, new_caught_up: bool) -> MajorityCheck:
     """Adding ``node_id``: N+1 voters; it counts as caught up only on ``new_caught_up``."""
-    up = caught_up(quorum, max_lag_ms)
+    up = caught_up(quorum)
     n = len(quorum.voters)
     return MajorityCheck(
         step=f"add voter {node_id}",
@@ -158,9 +153,9 @@ def check_add(quorum: Quorum, node_id: int, max_lag_ms: int, new_caught_up: bool
     )
 
 
-def check_remove(quorum: Quorum, node_id: int, max_lag_ms: int) -> MajorityCheck:
+def check_remove(quorum: Quorum, node_id: int) -> MajorityCheck:
     """Removing ``node_id``: N-1 voters, and its vote gone if it was caught up."""
-    up = caught_up(quorum, max_lag_ms)
+    up = caught_up(quorum)
     n = len(quorum.voters)
     return MajorityCheck(
         step=f"remove voter {node_id}",
@@ -220,11 +215,11 @@ def plan_steps(quorum: Quorum, request: ReplaceRequest) -> list[Step]:
     return steps + [_remove_step(quorum, n) for n in request.remove]
 
 
-def project(quorum: Quorum, steps: list[Step], max_lag_ms: int) -> list[MajorityCheck]:
+def project(quorum: Quorum, steps: list[Step]) -> list[MajorityCheck]:
     """The majority before and after each step, from this answer: an added voter counted as
     caught up (the add waits for that first), a removed one taking its vote with it."""
     voters = set(voter_ids(quorum))
-    up = caught_up(quorum, max_lag_ms)
+    up = caught_up(quorum)
     out = []
     for step in steps:
         after_v, after_c = set(voters), set(up)

@@ -34,6 +34,7 @@ from kafka_runbooks.controller_replace.plan import (
 from kafka_runbooks.controller_replace.quorum_tool import ControllerEndpoint, VoterAlreadyAdded, VoterNotFound
 from kafka_runbooks.decisions import record
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
+from kafka_runbooks.evidence import QuorumView
 from kafka_runbooks.model import Quorum
 from kafka_runbooks.quorum import majority, quorum_report
 
@@ -113,7 +114,7 @@ class ControllerReplacement:
         req = self.request
         quorum = self.admin.describe_quorum()
         steps = plan_steps(quorum, req)
-        checks = project(quorum, steps, req.max_lag_ms)
+        checks = project(quorum, steps)
         new = req.new_controller_id
         expected = (set(voter_ids(quorum)) | ({new} if new is not None else set())) - set(req.remove)
         document = {
@@ -121,10 +122,9 @@ class ControllerReplacement:
                 "remove": list(req.remove),
                 "new_controller_id": new,
                 "new_controller_endpoints": list(req.new_controller_endpoints),
-                "max_lag_ms": req.max_lag_ms,
             },
-            "quorum": quorum_report(quorum, max_lag_ms=req.max_lag_ms),
-            "observer": observer_state(quorum, new, req.max_lag_ms) if new is not None else None,
+            "quorum": quorum_report(quorum),
+            "observer": observer_state(quorum, new) if new is not None else None,
             "steps": [_step_dict(s) for s in steps],
             "majority": [c.as_dict() for c in checks],
             "expected_voters": sorted(expected),
@@ -161,8 +161,7 @@ class ControllerReplacement:
         )
         if not seen:
             raise RunbookFailed(
-                f"{what}: not seen within {timeout_s:.0f} s; last DescribeQuorum: "
-                f"{quorum_report(quorum, max_lag_ms=self.request.max_lag_ms)}"
+                f"{what}: not seen within {timeout_s:.0f} s; last DescribeQuorum: {quorum_report(quorum)}"
             )
         return quorum
 
@@ -174,14 +173,14 @@ class ControllerReplacement:
         if voter(quorum, node) is None:
             quorum = self._wait(
                 f"observer {node} caught up with the high watermark",
-                lambda q: voter(q, node) is not None or observer_state(q, node, req.max_lag_ms)["caught_up"],
+                lambda q: voter(q, node) is not None or observer_state(q, node)["caught_up"],
                 req.catch_up_timeout_s,
             )
         if voter(quorum, node) is not None:
             self._record("skip", f"controller {node} is a voter already", subject=f"add {node}")
             return {**self._joined(step), "skipped": f"controller {node} is a voter already"}
-        state = observer_state(quorum, node, req.max_lag_ms)
-        check = check_add(quorum, node, req.max_lag_ms, state["caught_up"])
+        state = observer_state(quorum, node)
+        check = check_add(quorum, node, state["caught_up"])
         if not check.ok:
             self._refuse(check.refusal(), subject=f"add {node}", majority=check.as_dict(), observer=state)
         if state["directory_id"] != step.directory_id:
@@ -204,10 +203,10 @@ class ControllerReplacement:
         live = lambda q: set(voter_ids(q)) - set(self.request.remove)  # noqa: E731
         quorum = self._wait(
             f"voter {step.node_id} and every live voter fetching from a leader",
-            lambda q: voter(q, step.node_id) is not None and live(q) <= caught_up(q, self.request.max_lag_ms),
+            lambda q: voter(q, step.node_id) is not None and live(q) <= caught_up(q),
             self.request.catch_up_timeout_s,
         )
-        up = sorted(caught_up(quorum, self.request.max_lag_ms))
+        up = sorted(caught_up(quorum))
         self._record(
             "joined",
             f"voters {voter_ids(quorum)}, caught up {up}, leader {quorum.leader_id}",
@@ -229,7 +228,7 @@ class ControllerReplacement:
             )
             self._record("skip", why, subject=f"remove {node}")
             return {"step": f"remove {node}", "skipped": why, "voters": voter_ids(quorum)}
-        check = check_remove(quorum, node, req.max_lag_ms)
+        check = check_remove(quorum, node)
         if not check.ok:  # no leader: nobody counts as caught up, so this refuses too
             self._refuse(
                 check.refusal(),
@@ -251,22 +250,40 @@ class ControllerReplacement:
         return {"step": f"remove {node}", "voters": voter_ids(quorum)}
 
     def verify(self, expected: list[int]) -> dict[str, Any]:
-        """After the settle period, one DescribeQuorum answer: exactly the expected voters, a
-        leader, and every one of them caught up by the leader's clock."""
-        self.sleep(self.request.settle_s)
-        quorum = self.admin.describe_quorum()
-        up = sorted(caught_up(quorum, self.request.max_lag_ms))
-        facts = {
-            "voters": voter_ids(quorum),
-            "expected": sorted(expected),
-            "caught_up": up,
-            "leader": quorum.leader_id,
-        }
-        if voter_ids(quorum) != sorted(expected) or quorum.leader_id < 0 or up != sorted(expected):
+        """Exactly the expected voters, a leader, and every one of them caught up by the leader's
+        clock, on every DescribeQuorum answer for the settle period (a voter that dies meanwhile is
+        seen: its silence is in the next answer)."""
+
+        def facts_of(quorum: Quorum) -> dict[str, Any]:
+            """What the check reads of one answer."""
+            return {
+                "voters": voter_ids(quorum),
+                "expected": sorted(expected),
+                "caught_up": sorted(caught_up(quorum)),
+                "leader": quorum.leader_id,
+                "why_not": {n: c.why for n, c in QuorumView(quorum).voters().items() if not c.caught_up},
+            }
+
+        def holds(quorum: Quorum) -> bool:
+            """The approved voter set, led, all caught up."""
+            f = facts_of(quorum)
+            return f["voters"] == f["expected"] and f["leader"] >= 0 and f["caught_up"] == f["expected"]
+
+        quorum, held = retries.hold_until(
+            self.admin.describe_quorum,
+            holds,
+            settle_s=self.request.settle_s,
+            timeout_s=self.request.settle_s + self.request.catch_up_timeout_s,
+            interval_s=self.request.poll_s,
+            clock=self.monotonic,
+            sleep=self.sleep,
+        )
+        facts = facts_of(quorum)
+        if not held:
             record(
                 STEP,
                 "failed",
-                "the final voter set is not the approved one, or not all caught up",
+                "the final voter set is not the approved one, or not all caught up for the settle period",
                 observed=facts,
                 subject="verify",
                 logger=self.log,
@@ -274,6 +291,9 @@ class ControllerReplacement:
             )
             raise RunbookFailed(f"final quorum check failed: {facts}")
         self._record(
-            "verified", f"voters {up} all caught up, leader {quorum.leader_id}", subject="verify", **facts
+            "verified",
+            f"voters {facts['caught_up']} all caught up, leader {quorum.leader_id}, for {self.request.settle_s:.0f} s",
+            subject="verify",
+            **facts,
         )
         return facts

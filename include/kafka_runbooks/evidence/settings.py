@@ -81,8 +81,14 @@ def _integer(value: str | None) -> bool:
         return False
 
 
+SAMPLE = 3  # brokers asked by default: a fleet's settings are alike, and a page must stay quick
+
+
 def read_timeouts(admin, broker_ids: list[int] | None = None) -> ClusterTimeouts:
-    """The cluster's timeouts, asked of ``broker_ids`` (default: every registered broker)."""
-    ids = sorted(admin.describe_brokers()) if broker_ids is None else sorted(broker_ids)
-    values, errors = admin.broker_configs(ids, list(KEYS))
+    """The cluster's timeouts, asked of ``broker_ids`` (default: the first ``SAMPLE`` registered,
+    unfenced brokers; one that does not answer is named, the others' values count)."""
+    if broker_ids is None:
+        brokers = admin.describe_brokers()
+        broker_ids = sorted(b for b, broker in brokers.items() if broker.available)[:SAMPLE]
+    values, errors = admin.broker_configs(sorted(broker_ids), list(KEYS))
     return timeouts_from(values, errors)

@@ -31,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.evidence import CatchUp, FetchMark, QuorumView
 from kafka_runbooks.model import ClusterState
 from kafka_runbooks.state_file import ClusterStateFile, StateEntry
 
@@ -75,16 +76,11 @@ class Thresholds:
         )
 
 
-# A running broker fetches the metadata log continuously (long polls of at most 500 ms); a dead
-# one is fenced only after missing heartbeats for broker.session.timeout.ms (9 s by default), so
-# a fenced broker whose last fetch is this recent (controller clock) is running now.
-RUNNING_NOW_MS = 3_000
-
-
 @dataclass
 class FailedBroker(StateEntry):
     """One failed broker as the sweeps remember it (times on the worker's clock, compared only with
-    each other; the quorum epoch and last fetch on the controller's, compared only with each other)."""
+    each other; the quorum epoch and last fetch on the controller's, compared only by the evidence
+    room's :class:`~kafka_runbooks.evidence.FetchMark`)."""
 
     broker_id: int
     first_seen_ms: int
@@ -92,40 +88,50 @@ class FailedBroker(StateEntry):
     triggered_ms: int | None = None
     triggered_run_id: str | None = None
     # the quorum's leader epoch and the broker's last metadata fetch (controller clock) seen by the
-    # last sweep; quorum_epoch None: nothing read yet (no baseline to compare with)
+    # last sweep; quorum_epoch None: nothing read yet (no baseline to compare with). Kept in the
+    # state file as "last_fetch_ms" (to_dict / from_dict), the name earlier versions wrote.
     quorum_epoch: int | None = None
-    last_fetch_ms: int | None = None
+    seen_fetch_ms: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FailedBroker:
+        """The entry from its JSON object; the fetch seen is stored under ``last_fetch_ms``."""
+        return super().from_dict({**raw, "seen_fetch_ms": raw.get("last_fetch_ms", raw.get("seen_fetch_ms"))})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as its JSON object (the state file's names)."""
+        out = asdict(self)
+        out["last_fetch_ms"] = out.pop("seen_fetch_ms")
+        return out
 
 
 @dataclass(frozen=True)
 class MetadataFetch:
-    """What the active controller says of one broker's metadata fetches (DescribeQuorum)."""
+    """What the active controller says of one broker's metadata fetches (DescribeQuorum), judged by
+    the evidence room: where its fetches stand (:class:`FetchMark`) and whether it fetches now."""
 
-    quorum_epoch: int
-    last_fetch_ms: int | None  # None: not an observer now (no fetch for 5 minutes, or a new leader)
-    controller_now_ms: int | None  # the leader's own entry: its clock at the time of the answer
+    mark: FetchMark
+    now: CatchUp | None  # None: not an observer now (no fetch for 5 minutes, or a new leader)
+
+    @property
+    def quorum_epoch(self) -> int:
+        """The quorum leader epoch of the answer."""
+        return self.mark.epoch
 
     def ran_since(self, entry: FailedBroker) -> bool:
-        """A fetch newer than the one the last sweep saw: the broker's process ran in between.
-
-        A new quorum leader epoch keeps only fetches made to the new leader, i.e. after the last
-        sweep (which saw the older epoch); in the same epoch, a later fetch time is a new fetch.
-        """
-        if entry.quorum_epoch is None or self.last_fetch_ms is None:
-            return False
-        if self.quorum_epoch != entry.quorum_epoch:
-            return True
-        return entry.last_fetch_ms is None or self.last_fetch_ms > entry.last_fetch_ms
+        """A fetch newer than the one the last sweep saw: the broker's process ran in between."""
+        return self.mark.fetched_since(entry.quorum_epoch, entry.seen_fetch_ms)
 
     @property
     def running_now(self) -> bool:
-        """A fenced broker that fetched within ``RUNNING_NOW_MS`` (both times on the controller's
-        clock) is starting or stuck, not dead: its countdown must not run on."""
-        return (
-            self.last_fetch_ms is not None
-            and self.controller_now_ms is not None
-            and self.controller_now_ms - self.last_fetch_ms <= RUNNING_NOW_MS
-        )
+        """A fenced broker the leader sees fetching within the cluster's fetch timeout is starting or
+        stuck, not dead: its countdown must not run on."""
+        return self.now is not None and self.now.fetching is True
+
+    @property
+    def fetch_ms_ago(self) -> int | None:
+        """Its last fetch's age by the leader's clock (None: unknown)."""
+        return None if self.now is None else self.now.fetch_ms_ago
 
 
 def metadata_fetch(state: ClusterState, broker_id: int) -> MetadataFetch | None:
@@ -133,13 +139,7 @@ def metadata_fetch(state: ClusterState, broker_id: int) -> MetadataFetch | None:
     quorum = state.quorum
     if quorum is None:
         return None
-    member = next((o for o in quorum.observers if o.node_id == broker_id), None)
-    leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
-    return MetadataFetch(
-        quorum_epoch=quorum.leader_epoch,
-        last_fetch_ms=member.last_fetch_ms if member else None,
-        controller_now_ms=leader.last_fetch_ms if leader else None,
-    )
+    return MetadataFetch(mark=FetchMark.of(quorum, broker_id), now=QuorumView(quorum).observer(broker_id))
 
 
 @dataclass
@@ -162,7 +162,7 @@ class Assessment:
         return {
             "now_ms": self.now_ms,
             "brokers": self.brokers,
-            "failed": {str(b): asdict(f) for b, f in sorted(self.failed.items())},
+            "failed": {str(b): f.to_dict() for b, f in sorted(self.failed.items())},
             "recovered": self.recovered,
             "bounced": self.bounced,
             "alerts": self.alerts,
@@ -189,7 +189,7 @@ class FailureStore(ClusterStateFile):
 
     def save(self, failed: dict[int, FailedBroker]) -> None:
         """Replace the whole file: a broker no longer listed is forgotten."""
-        self.write_entries({str(b): asdict(f) for b, f in sorted(failed.items())})
+        self.write_entries({str(b): f.to_dict() for b, f in sorted(failed.items())})
 
 
 class Triggered(Protocol):
@@ -351,7 +351,7 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
                 if broker_id not in a.bounced:
                     a.records.append(self._countdown(state, broker_id, a.now_ms))
             if fetch is not None:
-                entry.quorum_epoch, entry.last_fetch_ms = fetch.quorum_epoch, fetch.last_fetch_ms
+                entry.quorum_epoch, entry.seen_fetch_ms = fetch.mark.epoch, fetch.mark.fetch_ms
             a.failed[broker_id] = entry
 
     def _check_outage(self, a: Assessment, now_failed: list[int]) -> None:
@@ -466,12 +466,12 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
         if fetch.running_now:
             reason = (
                 f"broker {broker_id} is fenced but its process runs (it fetched cluster metadata "
-                f"{(fetch.controller_now_ms - fetch.last_fetch_ms) / 1000:.0f}s ago): starting, recovering "
+                f"{fetch.fetch_ms_ago / 1000:.0f}s ago): starting, recovering "
                 "its logs or stuck, not dead; the countdown starts again while it runs"
             )
         else:
             reason = (
-                f"broker {broker_id} fetched cluster metadata at {fetch.last_fetch_ms} (controller clock), after "
+                f"broker {broker_id} fetched cluster metadata at {fetch.mark.fetch_ms} (controller clock), after "
                 f"the last sweep: it ran between two sweeps (a bounce) and failed again; its {failed_s:.0f}s "
                 "failed are forgotten and the countdown starts again"
             )
@@ -483,8 +483,8 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
             observed={
                 "first_seen_ms_was": entry.first_seen_ms,
                 "first_seen_ms": now_ms,
-                "last_fetch_ms_was": entry.last_fetch_ms,
-                "last_fetch_ms": fetch.last_fetch_ms,
+                "last_fetch_ms_was": entry.seen_fetch_ms,
+                "last_fetch_ms": fetch.mark.fetch_ms,
                 "quorum_epoch_was": entry.quorum_epoch,
                 "quorum_epoch": fetch.quorum_epoch,
             },

@@ -43,9 +43,7 @@ class AvailabilityCheck(NodeWork):
             node.isr_before = sorted(p.name for p in cluster.hosted_by(node.node_id) if node.node_id in p.isr)
         else:
             quorum = self.quorum.describe()
-            verdict = controller_verdict(
-                quorum, node.node_id, opts.quorum_max_lag_ms, self.quorum.voters_down(quorum, node.node_id)
-            )
+            verdict = controller_verdict(quorum, node.node_id, self.quorum.voters_down(quorum, node.node_id))
         verdict = self._alone_if_leading(state, node, verdict)
         if verdict.safe:
             self._record(

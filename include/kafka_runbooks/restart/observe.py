@@ -28,18 +28,19 @@ class NodeObserver(NodeWork):
         self.quorum = quorum
 
     def observe(
-        self, node_id: int, role: str, past_offset: int | None = None, max_lag_ms: int = 5_000
+        self, node_id: int, role: str, past_offset: int | None = None
     ) -> tuple[bool, dict, BrokerStateReading | None]:
         """Is the node ready (the roller's own definition), with the facts and the probe reading.
 
-        A controller is ready when the quorum leader saw it caught up within ``max_lag_ms``
-        by the leader's own clock and, after a restart, fetching past ``past_offset`` (the
+        A controller is ready when the evidence room judges it caught up (its fetch and catch-up
+        within the cluster's fetch timeout, by the leader's clock) and, after a restart, fetching
+        past ``past_offset`` (the
         leader's log end offset once the new process was seen): DescribeQuorum keeps the
         old process's caught-up time for a while after it is gone.
         """
         running = self.backend.is_running(node_id)
         if role == CONTROLLER:
-            ready, facts = self.quorum.readiness(node_id, running, past_offset, max_lag_ms)
+            ready, facts = self.quorum.readiness(node_id, running, past_offset)
             return ready, facts, None
         brokers = self.admin.describe_brokers()
         broker = brokers.get(node_id)

@@ -118,7 +118,7 @@ class RollPlanner(NodeWork):
                 partitions_hosted="-", leaders="-", under_replicated="-", at_min_isr="-", reassigning="-"
             )
         if role == CONTROLLER and state.quorum is not None:
-            v = controller_verdict(state.quorum, node_id, options.quorum_max_lag_ms)
+            v = controller_verdict(state.quorum, node_id)
             lags = ", ".join(f"{k}: {ms_text(x)}" for k, x in v.observed["others_lag_ms"].items())
             row["controller_lag"] = f"{ms_text(v.observed['lag_ms'])} (others {lags})"
         else:

@@ -43,7 +43,6 @@ class RollOptions:
     max_attempts: int = 10
     allow_force_restart: bool = False
     dry_run: bool = False
-    quorum_max_lag_ms: int = 5_000
     # a broker and a follower controller in flight together (restart.lanes); False: one node
     # at a time. A state file without it was planned one node at a time (see from_json)
     overlap: bool = True
@@ -131,9 +130,17 @@ class RollState:
             reason=data["reason"],
             order=[int(n) for n in data["order"]],
             nodes={int(k): _node_progress(v) for k, v in data["nodes"].items()},
-            options=RollOptions(**{"overlap": False, **data["options"]}),
+            options=_options(data["options"]),
             gate_rows=data.get("gate_rows", []),
         )
+
+
+def _options(data: dict) -> RollOptions:
+    """A roll's options from a state file, old or new: a file without ``overlap`` was planned one
+    node at a time; keys this roller does not know are dropped (``quorum_max_lag_ms``: the quorum's
+    catch-up is judged by the cluster's own fetch timeout now)."""
+    known = set(RollOptions.__dataclass_fields__)
+    return RollOptions(**{"overlap": False, **{k: v for k, v in data.items() if k in known}})
 
 
 def _node_progress(data: dict) -> NodeProgress:

@@ -8,6 +8,7 @@ worker's clock. A leader the answer does not name stays unknown (None), never a 
 
 from __future__ import annotations
 
+from kafka_runbooks.evidence import QuorumView
 from kafka_runbooks.model import Quorum
 
 
@@ -23,20 +24,21 @@ class QuorumReadings:
         """One DescribeQuorum answer."""
         return self.admin.describe_quorum()
 
-    def readiness(
-        self, node_id: int, running: bool | None, past_offset: int | None, max_lag_ms: int
-    ) -> tuple[bool, dict]:
-        """A controller is ready when the leader saw it caught up within ``max_lag_ms`` by the
-        leader's clock and, after a restart, fetching past ``past_offset`` (DescribeQuorum keeps
-        the old process's caught-up time for a while after it is gone)."""
+    def readiness(self, node_id: int, running: bool | None, past_offset: int | None) -> tuple[bool, dict]:
+        """A controller is ready when the evidence room judges it caught up in one answer (its fetch
+        and catch-up within the cluster's fetch timeout, by the leader's clock) and, after a restart,
+        fetching past ``past_offset`` (DescribeQuorum keeps the old process's caught-up time for a
+        while after it is gone)."""
         quorum = self.describe()
         member = next((v for v in quorum.voters if v.node_id == node_id), None)
-        caught_up = node_id in quorum.caught_up_voters(max_lag_ms)
+        judged = QuorumView(quorum).voter(node_id)
+        caught_up = judged is not None and judged.caught_up
         progressed = past_offset is None or (member is not None and member.log_end_offset > past_offset)
         facts = {
             "process_running": running,
             "caught_up_in_quorum": caught_up,
-            "lag_ms_by_leader_clock": quorum.lag_ms(node_id),
+            "why": judged.why if judged else "not a voter",
+            "lag_ms_by_leader_clock": judged.caught_up_ms_ago if judged else None,
             "log_end_offset": None if member is None else member.log_end_offset,
             "must_fetch_past_offset": past_offset,
             "quorum_leader": quorum.leader_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kafka_runbooks.evidence import silent_brokers
 from kafka_runbooks.probes import BrokerStateReading
 from kafka_runbooks.restart.backends import restart_observed
 from kafka_runbooks.restart.observe import NodeObserver
@@ -48,9 +49,7 @@ class RejoinWatch(NodeWork):
         """Wait for restart evidence changed since the request, then for the node to be ready
         (a controller: for quorum progress only its new process can make)."""
         opts = state.options
-        ready, facts, reading = self.observer.observe(
-            node.node_id, node.role, node.quorum_offset_at_restart, opts.quorum_max_lag_ms
-        )
+        ready, facts, reading = self.observer.observe(node.node_id, node.role, node.quorum_offset_at_restart)
         self.observer.remember_counts(node, reading)
         evidence = self.observer.evidence(node.node_id, reading)
         node.last_evidence = evidence
@@ -113,11 +112,19 @@ class RejoinWatch(NodeWork):
         )
 
     def wait_isr(self, state: RollState, node: NodeProgress) -> None:
-        """Done when the node is back in every ISR it was in (a controller: caught up with the quorum)."""
+        """Done when the node is back in every ISR it was in and, a broker, answers a request itself
+        (the ISR alone keeps a broker that died right after rejoining); a controller: caught up with
+        the quorum."""
         opts = state.options
         if node.role == CONTROLLER and node.quorum_offset_at_restart is None:
             self.mark_quorum_offset(state, node)  # a state file from before the offset was kept
         missing, following = self._missing_from_isr(node, opts)
+        silent = (
+            silent_brokers(self.observer.admin, [node.node_id]) if node.role == BROKER and not missing else {}
+        )
+        if silent:  # the ISR keeps a broker that died a moment ago until its session times out
+            self._not_answering(node, opts, silent[node.node_id])
+            return
         if not missing:
             self._record(
                 "isr",
@@ -149,6 +156,19 @@ class RejoinWatch(NodeWork):
             observed={"partitions": missing[:20], **following},
         )
 
+    def _not_answering(self, node: NodeProgress, opts: RollOptions, why: str) -> None:
+        """Back in its ISRs by the metadata but silent itself: wait (it may be a blip), then give up."""
+        if self._elapsed_s(node) >= opts.operation_timeout_s * max(1, opts.max_attempts):
+            raise RollFailed(f"broker {node.node_id} is back in its ISRs but does not answer itself: {why}")
+        self._record(
+            "isr",
+            node,
+            "wait",
+            f"back in its ISRs by the metadata, but it does not answer itself ({why}): the ISR keeps a "
+            "broker that just died until its session times out",
+            observed={"not_answering": why},
+        )
+
     def _not_back_reason(
         self, node: NodeProgress, reading: BrokerStateReading | None, restarted: bool, why: str
     ) -> str:
@@ -172,9 +192,7 @@ class RejoinWatch(NodeWork):
         if node.role == CONTROLLER:
             if node.quorum_offset_at_restart is None:  # not recorded yet: nothing proves it is back
                 return ["__cluster_metadata-0"], {}
-            ready, _, _ = self.observer.observe(
-                node.node_id, node.role, node.quorum_offset_at_restart, opts.quorum_max_lag_ms
-            )
+            ready, _, _ = self.observer.observe(node.node_id, node.role, node.quorum_offset_at_restart)
             return ([] if ready else ["__cluster_metadata-0"]), {}
         me = node.node_id
         hosted = self.observer.cluster_state().hosted_by(me)

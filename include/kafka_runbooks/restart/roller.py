@@ -145,7 +145,7 @@ class Roller(NodeWork):
     def _wait_ready(self, state: RollState, node: NodeProgress) -> None:
         """Wait until the node is ready to be checked (never restart one that is starting)."""
         opts = state.options
-        ready, facts, reading = self.observer.observe(node.node_id, node.role, None, opts.quorum_max_lag_ms)
+        ready, facts, reading = self.observer.observe(node.node_id, node.role, None)
         self.observer.remember_counts(node, reading)
         if ready:
             self._record("readiness", node, "ready", "it can be checked for availability", observed=facts)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kafka_runbooks.evidence import QuorumView
 from kafka_runbooks.model import ClusterState, PartitionState, Quorum
 
 
@@ -146,18 +147,18 @@ def broker_verdict(
     )
 
 
-def controller_verdict(
-    quorum: Quorum, node_id: int, max_lag_ms: int = 5_000, down: frozenset[int] = frozenset()
-) -> Verdict:
+def controller_verdict(quorum: Quorum, node_id: int, down: frozenset[int] = frozenset()) -> Verdict:
     """May controller ``node_id`` go away now? Only while a majority of all voters stays
     caught up without it, so the quorum keeps committing: never two voters away at once.
 
-    Caught up is judged on the leader's clock alone (``Quorum.lag_ms``: its own time in
-    the same answer minus the voter's lastCaughtUpTimestamp), never the worker's; a voter
-    with no caught-up time, or whose process the back end says is down, is not caught up.
+    Caught up is the evidence room's rule (:class:`kafka_runbooks.evidence.QuorumView`: fetch and
+    catch-up within the cluster's fetch timeout, by the leader's clock alone), never the worker's
+    clock; a voter whose state is unknown, or whose process the back end says is down, is not.
     """
+    view = QuorumView(quorum)
+    judged = view.voters()
     voters = [v.node_id for v in quorum.voters]
-    caught_up_others = [v for v in quorum.caught_up_voters(max_lag_ms) if v != node_id and v not in down]
+    caught_up_others = sorted(v for v in view.caught_up_voters() if v != node_id and v not in down)
     needed = len(voters) // 2 + 1
     safe = len(caught_up_others) >= needed
     reasons = (
@@ -176,10 +177,12 @@ def controller_verdict(
             "voters": voters,
             "caught_up_others": caught_up_others,
             "leader": quorum.leader_id,
-            "leader_now_ms": quorum.leader_now_ms,
+            "leader_now": view.now.isoformat(),
+            "fetch_timeout_ms": view.fetch_timeout_ms,
             "process_down": sorted(down),
-            "lag_ms": quorum.lag_ms(node_id),
-            "others_lag_ms": {str(v): quorum.lag_ms(v) for v in voters if v != node_id},
+            "lag_ms": judged[node_id].caught_up_ms_ago if node_id in judged else None,
+            "others_lag_ms": {str(v): judged[v].caught_up_ms_ago for v in voters if v != node_id},
+            "others": {str(v): judged[v].why for v in voters if v != node_id},
         },
     )
 

@@ -15,8 +15,11 @@ end, which its broker truncates once it follows the chosen leader. When its newe
 is older than the chosen one's, its log may have diverged before the chosen log's end,
 and it loses more than that: the figure is then a lower bound (``at_least``).
 
-Clean before unclean, from the controller's own record (KIP-966): the replicas in the ISR,
-the ELR or the last known ELR hold every committed record. Where one of them answers, only
+Clean before unclean, from the controller's own record (KIP-966), judged by the evidence room
+(:func:`kafka_runbooks.evidence.committed_holders`): the replicas in the ISR or the ELR hold
+every committed record. The last known ELR does not: Kafka's controller drops a replica that
+shut down uncleanly from the ELR (its unflushed, acknowledged tail may be gone) and counts
+electing from the last known ELR as an unclean election. Where a clean replica answers, only
 they are candidates (no acknowledged record is lost). Where they exist but none answers,
 the answer is the clean path (bring one back, Kafka elects it) and no replica is chosen,
 unless the operator explicitly allows losing committed records (``allow_committed_loss``);
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from kafka_runbooks.evidence import committed_holders, last_known_elr
 from kafka_runbooks.model import Broker, PartitionState
 from kafka_runbooks.unclean.loginfo import GatherResult
 
@@ -59,8 +63,8 @@ class Choice:
     loss_vs_longest: int | None = None  # offsets of the longest log the choice does not keep
     kafka_pick_loss_vs_longest: int | None = None  # the same for Kafka's own unclean election
     epoch_known: bool = False  # every candidate's newest epoch was read
-    # KIP-966: replicas the controller records as holding every committed record (ISR, ELR,
-    # last known ELR), in assignment order; empty = the controller names none
+    # KIP-966: replicas the controller records as holding every committed record (ISR, ELR; never
+    # the last known ELR), in assignment order; empty = the controller names none
     clean_replicas: tuple[int, ...] = ()
     chosen_is_clean: bool = False  # the chosen replica is one of clean_replicas: nothing committed is lost
     clean_path: str = ""  # what to do instead of an unclean election (a clean replica exists, none answered)
@@ -141,13 +145,12 @@ def _reason(best, candidates, epoch_known: bool) -> str:
 
 
 def clean_replicas(partition: PartitionState) -> tuple[int, ...]:
-    """Replicas the controller records as holding every committed record (ISR, ELR, last known
-    ELR: KIP-966), in assignment order. A replica left out is not known to hold them."""
-    known = set(partition.isr) | set(partition.elr) | set(partition.last_known_elr)
-    return tuple(b for b in partition.replicas if b in known)
+    """Replicas the controller records as holding every committed record (ISR, ELR: KIP-966), in
+    assignment order (the evidence room's rule). A replica left out is not known to hold them."""
+    return committed_holders(partition)
 
 
-def _committed_loss(best, clean: tuple[int, ...], infos) -> str:
+def _committed_loss(best, clean: tuple[int, ...], infos, hints: tuple[int, ...] = ()) -> str:
     """The acknowledged records the election of ``best`` loses, in words; "0" only for a clean replica.
 
     The committed offset is on the clean replicas; when none of them answered it is unknown,
@@ -156,9 +159,15 @@ def _committed_loss(best, clean: tuple[int, ...], infos) -> str:
     if best is None:
         return "nothing elected"
     if best.broker_id in clean:
-        return f"0: broker {best.broker_id} holds every committed record (ISR/ELR/last known ELR)"
+        return f"0: broker {best.broker_id} holds every committed record (ISR/ELR)"
     if not clean:
-        return "unknown: the controller names no replica holding every committed record"
+        hint = (
+            f"; broker {best.broker_id} is only in the last known ELR (it left uncleanly: its unflushed "
+            "acknowledged tail may be gone)"
+            if best.broker_id in hints
+            else ""
+        )
+        return "unknown: the controller names no replica holding every committed record" + hint
     answered = [i for i in infos if i.broker_id in clean and i.answered]
     beyond = max((i.log_end_offset - best.log_end_offset for i in answered), default=None)
     bound = f"; up to {beyond} (what a clean replica holds beyond it)" if beyond is not None else ""
@@ -170,16 +179,20 @@ def _committed_loss(best, clean: tuple[int, ...], infos) -> str:
 
 def _clean_path(partition: PartitionState, clean: tuple[int, ...], brokers: dict[int, Broker]) -> str:
     """What to do instead of an unclean election when the clean replicas exist but none answered."""
-    states = ", ".join(
-        f"{b} ({'down' if brokers.get(b) is None or not brokers[b].alive else 'fenced' if brokers[b].fenced else 'not answering'})"
-        for b in clean
-    )
+    states = ", ".join(f"{b} ({_broker_state(brokers.get(b))})" for b in clean)
     return (
         f"CLEAN PATH: broker(s) {states} hold every committed record of {partition.name} "
-        "(ISR/ELR/last known ELR). Bring one back: after a clean shutdown it stays in the ELR and "
+        "(ISR/ELR). Bring one back: after a clean shutdown it stays in the ELR and "
         "the controller elects it by itself; re-run this runbook once it is up. Electing another "
         "replica loses acknowledged records: only with allow_committed_loss"
     )
+
+
+def _broker_state(broker: Broker | None) -> str:
+    """A replica's broker in words, from its registration (whether it serves is its own answer)."""
+    if broker is None or not broker.alive:
+        return "down"
+    return "not answering" if broker.available else "fenced"
 
 
 def _rows(infos, candidates, best, brokers) -> tuple[ReplicaRow, ...]:
@@ -226,7 +239,7 @@ def _choice_reason(partition, option, best, ordered, rank, sets, epoch_known: bo
     clean, clean_live, live = sets
     reason = _reason(option, clean_live or live, epoch_known)
     if clean_live:
-        reason = f"holds every committed record (ISR/ELR/last known ELR {list(clean)}); " + reason
+        reason = f"holds every committed record (ISR/ELR {list(clean)}); " + reason
     elif option is not None and best is None:
         lacking = "not known to hold every committed record" if not clean else "lacks committed records"
         path = _clean_path_short(partition, clean)
@@ -291,5 +304,5 @@ def choose(
         chosen_is_clean=best is not None and best.broker_id in clean,
         clean_path=clean_path,
         unclean_option=option.broker_id if option is not None and option.broker_id not in clean else None,
-        committed_loss=_committed_loss(option, clean, infos),
+        committed_loss=_committed_loss(option, clean, infos, last_known_elr(partition)),
     )

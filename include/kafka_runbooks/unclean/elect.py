@@ -16,8 +16,11 @@ an UNCLEAN election elects the first acceptable replica in assignment order
 3. ElectLeaders(UNCLEAN) on those partitions;
 4. read the partition back until it has a leader. Any leader but the chosen replica is
    reported loudly as a data-loss outcome;
-5. settle: for ``settle_s`` seconds the partition must stay online, led by the chosen
-   replica, on a registered and unfenced broker. Only then is it ``elected_chosen``;
+5. settle: for the settle period (the one asked for, never shorter than the cluster's
+   ``broker.session.timeout.ms``: a leader killed a moment ago stays registered and unfenced
+   that long) the partition must stay online, led by the chosen replica, on a registered and
+   unfenced broker, and at its end the chosen broker must answer a request itself (the
+   evidence room's "serves now"). Only then is it ``elected_chosen``;
 6. whatever happened (a failure, an exception, a failed request), put the original
    replica order back wherever it was changed (the leader stays: it is a valid leader),
    and mark it restored in the state file. What could not be restored stays in the state
@@ -41,6 +44,7 @@ from pathlib import Path
 
 from kafka_runbooks import decisions, retries, storage
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.evidence import settle_period_s, silent_brokers
 from kafka_runbooks.fence import Superseded  # a superseded run acts no more: never swallowed as a call error
 from kafka_runbooks.model import PartitionState
 from kafka_runbooks.state_file import ClusterStateFile
@@ -213,7 +217,9 @@ def _settle(
     """Watch the elected partitions for ``settle_s`` seconds; per partition, what broke the hold.
 
     Held = online, led by the chosen replica, whose broker is registered and unfenced, at
-    every read, the last one at or after the end of the period. An empty list = held.
+    every read, the last one at or after the end of the period, after which the chosen brokers
+    are asked themselves (a fenced flag lags a death by the session timeout; their own answer
+    does not). An empty list = held.
 
     A read older than the election is no evidence either way: metadata reaches the brokers
     one by one, and the broker that answers may not have the election yet (seen under load:
@@ -242,7 +248,7 @@ def _settle(
                     continue
                 _note_break(broken[key], now, _hold_broken(state, brokers.get(c.chosen), c.chosen))
         if now >= settle_s and states is not None and not stale:
-            return broken
+            return _asked_at_the_end(admin, elected, broken, now)
         if now >= settle_s + 60:  # no current read since the period ended: nothing proves it held
             for key in elected if states is None else stale:
                 broken[key].append(f"+{now:.1f} s: could not read the partition after the settle period")
@@ -259,9 +265,20 @@ def _hold_broken(state: PartitionState | None, broker, chosen: int) -> str | Non
         return f"leader {state.leader}" + (" (offline)" if state.leader == -1 else "")
     if broker is None or not broker.alive:
         return f"leader {state.leader}, broker {chosen} not registered"
-    if broker.fenced:
+    if not broker.available:
         return f"leader {state.leader}, broker {chosen} fenced"
     return None
+
+
+def _asked_at_the_end(
+    admin: ClusterAdmin, elected: dict[tuple[str, int], Choice], broken: dict, now: float
+) -> dict[tuple[str, int], list[str]]:
+    """The settle's last read asks each chosen leader itself: one that does not answer did not hold."""
+    silent = silent_brokers(admin, {c.chosen for c in elected.values()})
+    for key, c in elected.items():
+        if c.chosen in silent:
+            broken[key].append(f"+{now:.1f} s: broker {c.chosen} does not answer itself ({silent[c.chosen]})")
+    return broken
 
 
 def _note_break(broken: list[str], now: float, seen: str | None) -> None:
@@ -752,8 +769,19 @@ def _judge_leader(outcome: Outcome, c: Choice, state: PartitionState, not_needed
     return False
 
 
-def _verify_settled(admin: ClusterAdmin, elected, outcomes, settle_s, logger) -> None:
-    """An election counts only if it still holds after the settle period."""
+def _verify_settled(admin: ClusterAdmin, elected, outcomes, asked_s, logger) -> None:
+    """An election counts only if it still holds after the settle period (never shorter than the
+    cluster's session timeout) and its chosen leader answers itself at the end."""
+    settle_s = settle_period_s(asked_s, admin.cluster_timeouts())
+    if settle_s > asked_s:
+        decisions.record(
+            "verify",
+            f"settle {settle_s:g} s",
+            f"the settle period asked ({asked_s:g} s) is shorter than broker.session.timeout.ms: a leader "
+            f"that died meanwhile would still look registered and unfenced; holding {settle_s:g} s",
+            observed={"asked_s": asked_s, "settle_s": settle_s},
+            logger=logger,
+        )
     broken = _settle(admin, elected, settle_s, epochs={k: outcomes[k].leader_epoch for k in elected})
     for key, c in elected.items():
         outcome = outcomes[key]
@@ -775,7 +803,10 @@ def _verify_settled(admin: ClusterAdmin, elected, outcomes, settle_s, logger) ->
             )
         else:
             outcome.status = ELECTED
-            outcome.detail = f"broker {c.chosen} led, unfenced, for the whole {settle_s:g} s settle period"
+            outcome.detail = (
+                f"broker {c.chosen} led, unfenced, for the whole {settle_s:g} s settle period, and answered "
+                "itself at its end"
+            )
             decisions.record(
                 "verify",
                 f"elected broker {c.chosen}",

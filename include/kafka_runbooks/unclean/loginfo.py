@@ -131,7 +131,7 @@ def _askable(
                 result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
                     b, p.topic, p.partition, error="broker not registered (down)"
                 )
-            elif broker.fenced:
+            elif not broker.available:
                 result.infos[(p.topic, p.partition, b)] = ReplicaLogInfo(
                     b, p.topic, p.partition, error="broker fenced: cannot lead"
                 )

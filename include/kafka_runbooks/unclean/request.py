@@ -36,7 +36,7 @@ class RecoveryRequest:
     partitions: tuple[tuple[str, int], ...] | None  # None = all offline partitions
     recovery_duration_ms: int = 30000
     recovery_election_attempts: int = 3
-    # elect a replica not known to hold every committed record (ISR/ELR/last known ELR) even
+    # elect a replica not known to hold every committed record (ISR/ELR) even
     # though one that does exists or none is known: the operator's explicit, separate choice
     allow_committed_loss: bool = False
     # how each election is judged and left: seconds it must hold (online, chosen leader,

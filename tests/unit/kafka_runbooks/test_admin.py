@@ -89,7 +89,10 @@ def test_only_the_facade_imports_the_kafka_python_module():
     offenders = []
     for folder in ("include", "plugins", "dags", "devtools", "bench"):
         for path in (ROOT / folder).rglob("*.py"):
-            if path.name in ("admin.py", "admin_configs.py", "_kafka_python.py") and path.parent.name == "kafka_runbooks":
+            if (
+                path.name in ("admin.py", "admin_configs.py", "_kafka_python.py")
+                and path.parent.name == "kafka_runbooks"
+            ):
                 continue
             text = path.read_text()
             for node in ast.walk(ast.parse(text)):

@@ -435,7 +435,8 @@ def test_a_registered_broker_that_stopped_fetching_metadata_is_not_shown_up():
                 QuorumMember(2, 10, leader_now - 7_400, leader_now - 7_400),  # killed 7 s ago
                 QuorumMember(3, 10, None, None),  # no fetch time reported
             )
-            return Quorum(9001, 1, 10, (QuorumMember(9001, 10, leader_now, leader_now),), observers)
+            voters = (QuorumMember(9001, 10, leader_now, leader_now),)
+            return Quorum(9001, 1, 10, voters, observers, fetch_timeout_ms=2000)  # as the facade reads it
 
         def describe_partitions(self):
             return [PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2, 3), min_insync_replicas=2)]

@@ -42,8 +42,7 @@ def test_health_views_of_the_model():
     assert st.alive_broker_ids() == [1, 2]
     assert {p.topic for p in st.hosted_by(3)} == {"urp", "below", "offline"}
     assert st.active_controller == 9001
-    assert st.quorum.caught_up_voters(max_lag_ms=5_000) == [9001, 9003]
-    assert st.quorum.caught_up_voters(max_lag_ms=9_000) == [9001, 9002, 9003]
+    # a voter's catch-up is the evidence room's to judge (tests/unit/kafka_runbooks/evidence)
 
 
 def test_one_row_per_replica_with_sizes_where_reported(tmp_path):

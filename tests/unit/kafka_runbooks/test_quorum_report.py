@@ -10,6 +10,7 @@ from kafka_runbooks.model import Quorum, QuorumMember
 from kafka_runbooks.quorum import quorum_report, spare
 
 LEADER_NOW = 1_000_000  # the leader's clock: nothing here is compared with the worker's
+FETCH_TIMEOUT_MS = 2000  # the cluster's controller.quorum.fetch.timeout.ms, read beside the answer
 
 
 def quorum(*voters: tuple[int, int, int | None], observers=(), leader=9001) -> Quorum:
@@ -20,6 +21,7 @@ def quorum(*voters: tuple[int, int, int | None], observers=(), leader=9001) -> Q
         high_watermark=500,
         voters=tuple(QuorumMember(n, end, caught, caught) for n, end, caught in voters),
         observers=tuple(QuorumMember(n, end, None, fetch) for n, end, fetch in observers),
+        fetch_timeout_ms=FETCH_TIMEOUT_MS,
     )
 
 
@@ -43,7 +45,7 @@ def test_three_caught_up_voters_have_a_spare_and_lag_is_read_against_the_leader(
 
 def test_a_voter_gone_for_longer_than_the_lag_leaves_no_spare_and_is_named():
     q = quorum((9001, 900, LEADER_NOW), (9002, 900, LEADER_NOW - 200), (9003, 400, LEADER_NOW - 60_000))
-    report = quorum_report(q, max_lag_ms=10_000)
+    report = quorum_report(q)
     assert report["has_spare"] is False
     assert report["not_caught_up_voters"] == [9003] and report["caught_up_voters"] == [9001, 9002]
     assert {v["node_id"]: v["lag_offsets"] for v in report["voters"]}[9003] == 500
@@ -123,7 +125,29 @@ def test_the_health_report_on_the_page_shows_each_voters_directory_id():
             QuorumMember(9002, 500, LEADER_NOW, LEADER_NOW),
         ),
         observers=(),
+        fetch_timeout_ms=FETCH_TIMEOUT_MS,
     )
     html = console._health_quorum(quorum_report(q))
     assert "9001 (leader): caught up, 0 behind, directory pZ4ZtEBuQnyNRbzeZ0l8Ww, 9002" in html
     assert "9002: caught up, 0 behind. Observers" in html  # no id given: none shown
+
+
+def test_a_voter_killed_6_s_ago_is_not_caught_up_and_leaves_no_spare():
+    """Issue #37, point 2: its lastCaughtUpTimestamp is 6 s old (within the old 10 s limit) and its
+    last fetch as old; by the cluster's fetch timeout (2 s) it is not caught up."""
+    q = quorum((9001, 900, LEADER_NOW), (9002, 900, LEADER_NOW - 100), (9003, 890, LEADER_NOW - 6000))
+    report = quorum_report(q)
+    assert report["not_caught_up_voters"] == [9003] and report["has_spare"] is False
+    assert "no fetch for 6000 ms" in {v["node_id"]: v for v in report["voters"]}[9003]["why"]
+
+
+def test_without_the_clusters_fetch_timeout_every_follower_is_unknown():
+    q = Quorum(
+        9001,
+        7,
+        500,
+        (QuorumMember(9001, 500, LEADER_NOW, LEADER_NOW), QuorumMember(9002, 500, LEADER_NOW, LEADER_NOW)),
+        (),
+    )
+    report = quorum_report(q)
+    assert report["unknown_voters"] == [9002] and report["has_spare"] is False

@@ -49,6 +49,7 @@ def _cluster() -> ClusterState:
                 QuorumMember(9003, 40, 440_000, 440_000),
             ),
             observers=(QuorumMember(1, 100, None, 499_990),),
+            fetch_timeout_ms=2000,  # as the admin facade reads it
         ),
         partitions=[PartitionState("orders", 0, 2, 1, (2, 1), (2,))],
         log_dir_states={1: parse_describe_log_dirs(1, results)},

@@ -16,6 +16,7 @@ from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
 from kafka_runbooks.model import Quorum, QuorumMember
 
 NOW = 1_000_000
+FETCH_TIMEOUT_MS = 2000  # the cluster's controller.quorum.fetch.timeout.ms, as the admin facade reads it
 
 
 class Cluster:
@@ -31,7 +32,14 @@ class Cluster:
         return QuorumMember(n, 500 if age is not None and age < 10_000 else 100, ts, ts, f"dir-{n}")
 
     def describe_quorum(self) -> Quorum:
-        return Quorum(9001, 3, 500, tuple(map(self._m, self.voters)), tuple(map(self._m, self.observers)))
+        return Quorum(
+            9001,
+            3,
+            500,
+            tuple(map(self._m, self.voters)),
+            tuple(map(self._m, self.observers)),
+            fetch_timeout_ms=2000,
+        )
 
     def ping(self) -> str:
         return "cluster-1"
@@ -157,3 +165,30 @@ def test_a_final_voter_set_that_is_not_the_approved_one_fails_the_run():
     document = runbook.plan()
     with pytest.raises(RunbookFailed, match="final quorum check failed"):
         runbook.verify([*document["expected_voters"], 9009])
+
+
+def test_the_plan_refuses_removing_a_live_voter_beside_one_killed_6_s_ago():
+    """Issue #37, point 2, through the runbook: nothing is sent, the refusal names the majority."""
+    cluster = Cluster([9001, 9002, 9003], [], {9001: 0, 9002: 100, 9003: 6_000})
+    with pytest.raises(SafetyRefusal, match="would leave 1 live caught-up voter"):
+        replacement(cluster, remove=(9002,), new=None).plan()
+    assert cluster.calls == []
+
+
+def test_the_verification_fails_when_a_voter_goes_silent_during_the_settle():
+    """A final answer read once could catch a voter just killed as "caught up" by its old time; every
+    answer of the settle period is judged, and a voter that stops fetching fails it."""
+    cluster = Cluster([9001, 9002, 9004], [], {9001: 0, 9002: 100, 9004: 100})
+    run = replacement(cluster)
+    run.request = ReplaceRequest(remove=(9003,), settle_s=10, poll_s=1, catch_up_timeout_s=5)
+    reads = iter(range(100))
+    original = cluster.describe_quorum
+
+    def describe():
+        if next(reads) == 3:
+            cluster.ages[9004] = 6_000  # killed: its last fetch stops
+        return original()
+
+    cluster.describe_quorum = describe
+    with pytest.raises(RunbookFailed, match="final quorum check failed"):
+        run.verify([9001, 9002, 9004])

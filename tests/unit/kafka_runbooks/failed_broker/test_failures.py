@@ -138,6 +138,7 @@ def with_quorum(state: ClusterState, epoch: int, fetches: dict[int, int], now_ms
         high_watermark=100,
         voters=(QuorumMember(9001, 100, now_ms, now_ms), QuorumMember(9002, 100, now_ms, now_ms)),
         observers=tuple(QuorumMember(b, 100, t, t) for b, t in fetches.items()),
+        fetch_timeout_ms=2000,  # the cluster's controller.quorum.fetch.timeout.ms, as the facade reads it
     )
     return state
 
@@ -196,7 +197,7 @@ def test_an_old_state_file_without_a_baseline_only_records_one(tmp_path):
         with_quorum(cluster({3: "fenced"}), 5, {3: 999_000_000}, 1_000_000_000)
     )
     assert a.bounced == [] and a.failed[3].first_seen_ms == 990_000_000
-    assert (a.failed[3].quorum_epoch, a.failed[3].last_fetch_ms) == (5, 999_000_000)
+    assert (a.failed[3].quorum_epoch, a.failed[3].seen_fetch_ms) == (5, 999_000_000)
 
 
 # ------------------------------------------------------------------ the steps of observe, alone
@@ -278,3 +279,15 @@ def test_a_heal_an_operator_stopped_is_not_started_again_for_the_same_failure(tm
     clock.t += 10_000
     a = t.observe(cluster({2: "gone"}))
     assert a.due == [] and "was stopped by alice: maintenance" in a.records[-1].reason
+
+
+def test_the_fetch_seen_is_kept_under_its_old_name_in_the_state_file(tmp_path):
+    """State files written before the evidence room keep working: ``last_fetch_ms`` on disk."""
+    store = FailureStore("c", tmp_path)
+    store.path.write_text(
+        '{"version": 1, "brokers": {"3": {"broker_id": 3, "first_seen_ms": 5, "quorum_epoch": 7, "last_fetch_ms": 99}}}'
+    )
+    entry = store.load()[3]
+    assert (entry.quorum_epoch, entry.seen_fetch_ms) == (7, 99)
+    store.save({3: entry})
+    assert '"last_fetch_ms": 99' in store.path.read_text() and "seen_fetch_ms" not in store.path.read_text()

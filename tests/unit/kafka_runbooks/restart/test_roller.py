@@ -64,7 +64,10 @@ class Cluster:
             seen = now - self.behind_ms.get(n, 0)
             return QuorumMember(n, self.log_end, seen, seen)
 
-        return Quorum(self.leader, 1, self.log_end, tuple(member(n) for n in (9001, 9002, 9003)), ())
+        voters = tuple(member(n) for n in (9001, 9002, 9003))
+        return Quorum(
+            self.leader, 1, self.log_end, voters, (), fetch_timeout_ms=2000
+        )  # as the facade reads it
 
     def read_state(self, include_log_dirs=True):
         isr = tuple(b for b in (1, 2, 3) if b not in self.stuck)
@@ -665,17 +668,18 @@ def test_a_lagging_voter_blocks_the_others_restart_whatever_the_workers_clock(ri
 
 
 def test_a_voter_with_no_caught_up_time_is_not_caught_up():
+    from kafka_runbooks.evidence import QuorumView
     from kafka_runbooks.model import Quorum, QuorumMember
 
     quorum = Quorum(
         9001, 1, 10, (QuorumMember(9001, 10, 5_000, 5_000), QuorumMember(9002, 10, None, None)), ()
     )
-    assert quorum.caught_up_voters(max_lag_ms=10_000) == [9001]
+    assert QuorumView(quorum, 2000).caught_up_voters() == {9001}
     no_leader_time = Quorum(
         9001, 1, 10, (QuorumMember(9001, 10, None, None), QuorumMember(9002, 10, 5_000, 5_000)), ()
     )
-    assert no_leader_time.caught_up_voters(max_lag_ms=10_000) == [9001]  # the leader itself only
-    assert no_leader_time.lag_ms(9002) is None
+    assert QuorumView(no_leader_time, 2000).caught_up_voters() == {9001}  # the leader itself only
+    assert QuorumView(no_leader_time, 2000).voter(9002).caught_up_ms_ago is None
 
 
 def test_a_controller_is_back_only_when_its_new_process_fetches_past_the_leaders_offset(rig, caplog):
@@ -788,3 +792,31 @@ def test_a_broker_is_not_restarted_beside_an_isr_member_that_does_not_answer_its
     with pytest.raises(RollFailed, match=r"broker\(s\) \[3\] do not answer themselves"):
         _until_done(roller, state)
     assert backend.calls == []
+
+
+def test_a_broker_back_in_its_isrs_is_not_done_while_it_does_not_answer_itself(rig):
+    """Issue #37, point 7: the roll marked a broker done on the metadata ISR alone. Broker 1 came
+    back (it answered itself: back), rejoined its ISRs, and died at once (a bad config being
+    rolled): the ISR keeps it until its session times out. It is done only once it answers again."""
+    clock, cluster, backend, roller = rig
+    answers = cluster.broker_answers
+    asked_after_restart = []
+
+    def answers_once_then_dies(broker_id, timeout_s=5.0):
+        if broker_id == 1 and backend.calls:
+            asked_after_restart.append(clock.now)
+            if len(asked_after_restart) > 1 and 1 in cluster.silent:
+                return "KafkaConnectionError: 111 ECONNREFUSED"
+            cluster.silent.add(1)  # answered once (back), silent from then on
+            return None
+        return answers(broker_id, timeout_s)
+
+    cluster.broker_answers = answers_once_then_dies
+    state = roller.plan([1], "t", RollOptions(operation_timeout_s=60))
+    for _ in range(6):
+        assert not roller.step(state)
+        clock.now += 1_000
+    assert state.nodes[1].phase == "wait_isr" and backend.calls == [("restart", 1)]
+    cluster.silent.clear()
+    cluster.broker_answers = answers
+    assert _until_done(roller, state)

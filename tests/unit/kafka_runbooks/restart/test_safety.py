@@ -4,6 +4,8 @@ from kafka_runbooks.model import PartitionState, Quorum, QuorumMember
 from kafka_runbooks.restart.roller import RollInputError, parse_node_ids
 from kafka_runbooks.restart.safety import broker_blockers, controller_verdict, restart_order
 
+FETCH_TIMEOUT_MS = 2000  # the cluster's controller.quorum.fetch.timeout.ms, as the admin facade reads it
+
 
 def p(name, replicas, isr, min_isr=2):
     return PartitionState(
@@ -57,7 +59,8 @@ def test_a_partition_whose_min_isr_was_not_read_blocks_its_brokers_as_unknown():
 
 
 def _quorum(caught_up_at: dict[int, int], leader=9001):
-    return Quorum(leader, 1, 10, tuple(QuorumMember(n, 10, ts, ts) for n, ts in caught_up_at.items()), ())
+    voters = tuple(QuorumMember(n, 10, ts, ts) for n, ts in caught_up_at.items())
+    return Quorum(leader, 1, 10, voters, (), fetch_timeout_ms=FETCH_TIMEOUT_MS)
 
 
 def test_a_controller_restarts_only_while_a_majority_of_the_others_is_caught_up():

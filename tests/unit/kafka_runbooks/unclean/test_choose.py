@@ -238,7 +238,7 @@ def test_a_stale_replica_is_not_offered_as_loss_free_while_a_clean_one_is_down()
     gathered = _gathered(
         [(1, None, None, "broker fenced: cannot lead"), (3, 1000, 4, None), (2, 900, 4, None)]
     )
-    for clean in ({"elr": (1,)}, {"last_known_elr": (1,)}, {"isr": (1,)}):
+    for clean in ({"elr": (1,)}, {"isr": (1,)}):
         c = choose(_offline(**clean), gathered, state.brokers)
         assert (c.chosen, c.unclean_option, c.clean_replicas) == (None, 3, (1,))
         assert "CLEAN PATH" in c.clean_path and "broker(s) 1 (fenced)" in c.clean_path
@@ -306,3 +306,26 @@ def test_the_unclean_durations_take_units():
         build_request({"all_offline_partitions": True, "recovery_duration_ms": 1500}).recovery_duration_ms
         == 1500
     )
+
+
+def test_a_last_known_elr_replica_back_after_a_crash_is_never_clean():
+    """Issue #37, point 1: broker 1, the ELR member, is down; broker 3 is only in the last known ELR
+    (Kafka's controller dropped it from the ELR: it shut down uncleanly, its unflushed acknowledged
+    tail may be gone) and is back, answering with the longest live log. It is not "loses 0": the
+    plan elects nothing, offers Kafka's clean path (bring broker 1 back) and names 3 an unclean
+    option; allowed, its loss stays unknown and the run must name it."""
+    state = _state()
+    gathered = _gathered(
+        [(1, None, None, "broker not registered (down)"), (3, 1000, 4, None), (2, 900, 4, None)]
+    )
+    partition = _offline(elr=(1,), last_known_elr=(3,))
+    c = choose(partition, gathered, state.brokers)
+    assert (c.chosen, c.unclean_option, c.clean_replicas, c.chosen_is_clean) == (None, 3, (1,), False)
+    assert "CLEAN PATH" in c.clean_path and "broker(s) 1" in c.clean_path
+    assert not c.committed_loss.startswith("0")
+    allowed = choose(partition, gathered, state.brokers, allow_committed_loss=True)
+    assert (allowed.chosen, allowed.chosen_is_clean, allowed.loses_committed) == (3, False, True)
+    assert allowed.committed_loss.startswith("unknown, may be above 0")
+    only_hint = choose(_offline(last_known_elr=(3,)), gathered, state.brokers, allow_committed_loss=True)
+    assert only_hint.chosen == 3 and only_hint.loses_committed
+    assert "only in the last known ELR" in only_hint.committed_loss

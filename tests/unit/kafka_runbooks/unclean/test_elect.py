@@ -9,6 +9,7 @@ tests/integration/test_unclean_recovery.py and test_elect_race.py (beside this f
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
@@ -116,10 +117,23 @@ def test_asked_to_keep_the_new_order_nothing_is_left_to_put_back(tmp_path):
 
 
 class Reads:
-    """A cluster whose metadata answers come from a list, one per read (the last one repeats)."""
+    """A cluster whose metadata answers come from a list, one per read (the last one repeats);
+    brokers in ``silent`` are registered and unfenced but do not answer themselves (killed a
+    moment ago: their session has not timed out)."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, silent=(), session_timeout_ms=300):
         self.answers = list(answers)
+        self.silent = set(silent)
+        self.session_timeout_ms = session_timeout_ms
+
+    def broker_answers(self, broker_id, timeout_s=5.0):
+        return "KafkaConnectionError: 111 ECONNREFUSED" if broker_id in self.silent else None
+
+    def cluster_timeouts(self):
+        from kafka_runbooks.evidence import timeouts_from
+        from kafka_runbooks.evidence.settings import FETCH_TIMEOUT, SESSION_TIMEOUT
+
+        return timeouts_from({1: {SESSION_TIMEOUT: str(self.session_timeout_ms), FETCH_TIMEOUT: "2000"}})
 
     def describe_topic_partitions(self, topics):
         return [self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]]
@@ -146,3 +160,22 @@ def test_a_loss_after_the_election_comes_with_a_newer_epoch_and_breaks_the_hold(
     key = ("t", 0)
     broken = elect._settle(Reads([led_by(2), offline_again]), {key: choice()}, 0.2, 0.05, epochs={key: 6})
     assert broken[key] and "leader -1 (offline)" in broken[key][0]
+
+
+def test_a_settle_of_0_s_lasts_the_session_timeout_and_ends_asking_the_chosen_leader(caplog):
+    """Issue #37, point 7: the chosen leader died right after its election; DescribeCluster still
+    shows it registered and unfenced (its session has not timed out) and the metadata still names
+    it leader. A settle of 0 s took that for "held"; now the settle lasts broker.session.timeout.ms
+    and its last read asks broker 2 itself, which does not answer."""
+    key = ("t", 0)
+    cluster = Reads([led_by(2)], silent={2}, session_timeout_ms=400)
+    outcomes = {key: elect.Outcome("t-0", elect.PENDING, 2, leader_epoch=6)}
+    started = time.monotonic()
+    elect._verify_settled(cluster, {key: choice()}, outcomes, 0, logging.getLogger("t"))
+    assert time.monotonic() - started >= 0.4
+    assert outcomes[key].status == elect.NOT_HELD
+    assert "broker 2 does not answer itself" in outcomes[key].detail
+    cluster = Reads([led_by(2)], session_timeout_ms=400)
+    outcomes = {key: elect.Outcome("t-0", elect.PENDING, 2, leader_epoch=6)}
+    elect._verify_settled(cluster, {key: choice()}, outcomes, 0, logging.getLogger("t"))
+    assert outcomes[key].status == elect.ELECTED and "answered itself" in outcomes[key].detail
