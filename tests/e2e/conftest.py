@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack.airflow_settings import runbook_test_settings
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -94,43 +94,8 @@ def airflow_local(request: pytest.FixtureRequest) -> Iterator[AirflowLocal]:
         port=port,
         dags_folders=[ROOT / "dags", HERE / "dags"],
         plugins_folder=ROOT / "plugins",
-        extra_env={
-            "KAFKA_RUNBOOKS_DATA_DIR": str(AIRFLOW_TEST_HOME / "kafka_runbooks"),
-            # spark-submit runs the PySpark driver with this interpreter (the venv's)
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            # reschedule sensors poke every 15 s in tests (30 s by default); shorter
-            # intervals meet Airflow 3.3.2's late-report race (see sensors/rolling_restart.py)
-            "KAFKA_RUNBOOKS_POKE_INTERVAL_S": "15",
-            # a verify reads the cluster back until its end state has held this long (15 s and
-            # 10 s for the election by default): shorter here, the rule is the same
-            "KAFKA_RUNBOOKS_VERIFY_SETTLE_S": "5",
-            "KAFKA_RUNBOOKS_ELECTION_SETTLE_S": "3",
-            # the metadata-error sweep runs only when a test triggers it (its runs build on each other)
-            "KAFKA_RUNBOOKS_METADATA_SWEEP_SCHEDULE": "none",
-            "KAFKA_RUNBOOKS_FAILED_BROKER_SWEEP_SCHEDULE": "none",
-            # the tests trigger health runs; a scheduled one would run first and they would queue
-            "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": "none",
-            # the Connect sweep too (every minute once a test's trigger unpaused it): a scheduled
-            # sweep made the test's own runs queue behind it (max_active_runs=1)
-            "KAFKA_RUNBOOKS_CONNECT_AUTORESTART_SCHEDULE": "none",
-            # a second user allowed to edit runs, and gates that only admin may answer
-            # (test_gate_approvers.py); the other tests answer as admin
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,kafka-observer:user",
-            "KAFKA_RUNBOOKS_APPROVERS": "admin",
-            # no test changes a DAG file: parse each once (every 5 s took 0.66 of a CPU from the tests)
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-            # the scheduler's idle loop sleeps 1 s by default: ~1 s between one task's end and the
-            # next one's start, ~220 task hand-offs in the lane's runs; at 0.2 s they take ~0.4 s
-            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
-            # an unanswered gate (AWAITING_INPUT past its timeout) is failed by a scheduler sweep
-            # every trigger_timeout_check_interval (15 s by default): up to 15 s more per timeout
-            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",
-            # a task's supervisor can notice its task process's exit only when its wait for the
-            # process's sockets times out, after up to min_heartbeat_interval (5 s by default): a
-            # parked gate was reported up to 5 s late, and wait_for_approval waits for that report
-            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
-        },
+        # the settings every test Airflow runs the runbooks with (the fault campaign's too)
+        extra_env=runbook_test_settings(AIRFLOW_TEST_HOME / "kafka_runbooks"),
     )
     AIRFLOW_TEST_HOME.parent.mkdir(parents=True, exist_ok=True)
     with open(AIRFLOW_TEST_HOME.with_name(AIRFLOW_TEST_HOME.name + ".lock"), "w") as lock:

@@ -45,6 +45,8 @@ MAIN_CLASS = {
     CONNECT: "org.apache.kafka.connect.cli.ConnectDistributed",
 }
 BROKER_STATE_RUNNING = 3
+# fast failure detection on the stack: 1 s heartbeats, a 6 s session (Kafka's default is 9 s)
+BROKER_SESSION_TIMEOUT_MS = "6000"
 
 
 class StackError(RuntimeError):
@@ -622,11 +624,15 @@ class LocalStack:
         if node.role == CONTROLLER:
             # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
             # cluster-wide dynamic default, which beats the brokers' static setting.
+            # The session timeout is the controllers' to enforce (a broker's own value only
+            # validates its heartbeat interval): set alike on both, so what the runbooks read from
+            # the brokers (kafka_runbooks.evidence.settings) is what the controllers fence by.
             return {
                 **self._kraft_properties(node),
                 "process.roles": "controller",
                 "listeners": f"CONTROLLER://{node.address}",
                 "min.insync.replicas": str(min(2, self.topology.brokers)),
+                "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
             }
         return self._broker_properties(node)
 
@@ -689,7 +695,7 @@ class LocalStack:
             "num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0",
             "broker.heartbeat.interval.ms": "1000",
-            "broker.session.timeout.ms": "6000",
+            "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
             "replica.lag.time.max.ms": "10000",
             **topo.broker_settings,
         }
