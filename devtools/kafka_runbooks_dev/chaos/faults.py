@@ -97,7 +97,7 @@ class Injector(threading.Thread):
             self._clear()
 
     # ------------------------------------------------------------------ nodes
-    def _target(self, fault: sch.Fault):
+    def _pick_node(self, fault: sch.Fault):
         topo = self.stack.topology
         if fault.target == sch.ACTED_ON and self.acted_on:
             return topo.node(self.rng.choice(self.acted_on))
@@ -106,7 +106,7 @@ class Injector(threading.Thread):
         return self.rng.choice(topo.broker_nodes)
 
     def _node_fault(self, fault: sch.Fault) -> None:
-        node = self._target(fault)
+        node = self._pick_node(fault)
         if not self.stack.is_running(node.name):
             self.log.note(f"{fault.kind} {node.name}: not running, nothing done")
             return

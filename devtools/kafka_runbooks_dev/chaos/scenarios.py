@@ -95,10 +95,8 @@ def healthy_now(admin: ClusterAdmin, topics: list[str]) -> list[str]:
     return out
 
 
-def restore_stack(ctx: Context, topics: list[str], timeout: float = 300) -> None:
-    """Delete ``topics``, start every node that is down (thaw a frozen one), wait for a healthy cluster."""
-    from confluent_kafka.admin import AdminClient
-
+def every_node_back(ctx: Context, timeout: float = 300) -> None:
+    """Thaw whatever is frozen, start whatever is down, wait until every node is ready."""
     for node in ctx.stack.topology.nodes:
         with contextlib.suppress(Exception):
             ctx.stack.thaw(node.name)
@@ -106,6 +104,14 @@ def restore_stack(ctx: Context, topics: list[str], timeout: float = 300) -> None
         if not status.running:
             ctx.stack.start_node(status.name)
     ctx.stack.wait_ready([s.name for s in ctx.stack.status()], timeout)
+
+
+def restore_stack(ctx: Context, topics: list[str], timeout: float = 300) -> None:
+    """Every node back, ``topics`` deleted, a healthy cluster with nothing in flight."""
+    from confluent_kafka.admin import AdminClient
+
+    every_node_back(ctx, timeout)
+    clear_throttles(ctx)
     client = AdminClient({"bootstrap.servers": ctx.stack.bootstrap_servers})
     for future in client.delete_topics(topics, operation_timeout=60).values():
         with contextlib.suppress(Exception):
@@ -114,6 +120,17 @@ def restore_stack(ctx: Context, topics: list[str], timeout: float = 300) -> None
         lambda: cluster_healthy(ctx.admin), timeout, 1, "a fully replicated cluster after the schedule"
     )
     wait_until(lambda: not ctx.admin.list_reassignments(), 120, 1, "no reassignment in flight")
+
+
+def clear_throttles(ctx: Context) -> None:
+    """Delete every replication throttle left anywhere (recorded as a violation before this), so the
+    next schedule starts from a clean cluster."""
+    from kafka_runbooks.failed_broker.throttle import BROKER_KEYS, TOPIC_KEYS, leftover_throttles
+
+    for where, keys in leftover_throttles(ctx.admin, brokers_of(ctx), ctx.admin.list_topics()).items():
+        kind, _, name = where.partition(" ")
+        known = BROKER_KEYS if kind == "broker" else TOPIC_KEYS
+        ctx.admin.incremental_alter_configs(kind, {name: {k: ("DELETE", None) for k in keys if k in known}})
 
 
 def brokers_of(ctx: Context) -> list[int]:
