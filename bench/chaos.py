@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -61,8 +62,18 @@ def summary(results: list) -> str:
     return "\n".join(lines)
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the campaign like Ctrl-C: the stack and Airflow it started are stopped."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the campaign; 0 when no invariant was broken."""
+    _stop_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runbooks", default=",".join(SCENARIOS))
     parser.add_argument("--seeds", default="1-5")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,24 @@ from kafka_runbooks_dev.localstack.topology import Topology
 AIRFLOW_OFFSET = 500
 
 
+def topology(name: str, base: int) -> Topology:
+    """The campaign's stacks: ``default`` (4 brokers in 2 racks, 3 controllers, Connect) for most
+    runbooks; ``jbod`` (3 brokers with two log dirs, a dynamic quorum of 3 with a spare controller)
+    for the log-dir failure and the controller replacement, as the end-to-end tests build it."""
+    if name == "jbod":
+        return Topology(
+            brokers=3,
+            controllers=3,
+            racks=("rack-a",),
+            connect=False,
+            port_base=base,
+            log_dirs=2,
+            dynamic_quorum=True,
+            spare_controllers=1,
+        )
+    return Topology(port_base=base)
+
+
 @dataclass
 class Environment:
     """The started stack and Airflow, and where the runbooks keep their data."""
@@ -27,6 +46,12 @@ class Environment:
     stack: LocalStack
     airflow: AirflowLocal
     data_dir: Path
+
+    def fresh_stack(self) -> None:
+        """A new stack of the same topology on the same ports (Airflow's connections stay true)."""
+        self.stack.stop()
+        self.stack.destroy()
+        self.stack.start(timeout=900)
 
     def stop(self) -> None:
         """Airflow killed (thrown away), then the stack and its Spark Connect server stopped."""
@@ -58,8 +83,8 @@ def start(
         extra_env=runbook_test_settings(data_dir),
     )
     airflow.stop()
-    import shutil
-
     shutil.rmtree(airflow.home, ignore_errors=True)
     airflow.start(timeout=600)
+    # the controller replacement runs Kafka's own kafka-metadata-quorum from the stack's jars
+    airflow.api("POST", "/variables", json={"key": "kafka_runbooks_kafka_libs", "value": str(stack.lib_dir)})
     return Environment(stack, airflow, data_dir)

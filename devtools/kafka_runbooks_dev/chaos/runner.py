@@ -28,7 +28,7 @@ from kafka_runbooks_dev.chaos.traffic import Traffic, lost_records
 from kafka_runbooks_dev.chaos.watch import Watcher
 
 log = logging.getLogger(__name__)
-RUN_BOUND_S = 900.0  # a run not ended this long after its last fault has no end
+RUN_BOUND_S = 300.0  # a run not ended this long after its last fault (or answer) has no end
 
 
 @dataclass
@@ -56,9 +56,9 @@ class Result:
 class Campaign:
     """Schedules on ``stack`` (a started LocalStack) through ``airflow`` (a started AirflowLocal)."""
 
-    def __init__(self, stack, airflow, results: Path) -> None:
-        self.stack, self.airflow, self.results = stack, airflow, Path(results)
-        self.admin = ClusterAdmin({"bootstrap.servers": stack.bootstrap_servers}, timeout_s=15)
+    def __init__(self, env, results: Path) -> None:
+        self.env, self.stack, self.airflow, self.results = env, env.stack, env.airflow, Path(results)
+        self.admin = ClusterAdmin({"bootstrap.servers": env.stack.bootstrap_servers}, timeout_s=15)
 
     def run(self, runbook: str, seed: int, replay: sch.Schedule | None = None) -> Result:
         """One schedule (``replay``, or the one ``seed`` draws), recorded and judged."""
@@ -71,6 +71,8 @@ class Campaign:
         ctx = Context(self.stack, self.admin, self.airflow, random.Random(f"{runbook}:{seed}:setup"))
         setup = None
         try:
+            if scenario.fresh_stack:
+                self.env.fresh_stack()
             setup = scenario.prepare(ctx, f"chaos-{runbook}-{seed}-{int(time.time())}", schedule.variant)
             self._one(scenario, schedule, setup, ctx, result)
         except Exception as exc:  # the harness failed: recorded, never taken for a pass

@@ -55,6 +55,8 @@ class Scenario:
     gate: str | None = "approval_gate"
     tasks: tuple[str, ...] = ()
     variants: tuple[str, ...] = ("default",)
+    topology = "default"  # which stack it runs on (environment.TOPOLOGIES)
+    fresh_stack = False  # a fresh stack before each schedule (its end state is not a start state)
 
     def prepare(self, ctx: Context, topic: str, variant: str) -> Setup:
         """Build the incident; return the run's conf and what the checks need."""
