@@ -708,9 +708,8 @@ def _health_log_dirs(dirs: dict[str, Any] | None) -> str:
     if not dirs:
         return ""
     items = [
-        f"<li data-offline-dirs='{_e(b['broker_id'])}'>broker {_e(b['broker_id'])}: "
-        f"{_e(', '.join(d['path'] + ' (' + d['error'] + ')' for d in b['offline_dirs']))}; "
-        f"{len(b['partitions'])} replica(s) in them: {_e(', '.join(b['partitions'][:20]))}</li>"
+        f"<li data-offline-dirs='{_e(b['broker_id'])}'>broker {_e(b['broker_id'])}: {_offline_dirs_text(b)}: "
+        f"{_e(', '.join(b['partitions'][:20]))}{_disagreeing(b.get('disagreements'))}</li>"
         for b in dirs.get("brokers", [])
         if b.get("state") == "offline dirs"
     ]
@@ -722,6 +721,27 @@ def _health_log_dirs(dirs: dict[str, Any] | None) -> str:
         return "<p class='muted' data-offline-dirs='none'>No offline log directory.</p>"
     cls = "bad" if dirs.get("offline_dirs") else "warn"
     return f"<div class='tile {cls} log-dirs'><b>log dirs</b><ul>{''.join(items)}</ul></div>"
+
+
+def _offline_dirs_text(broker: dict[str, Any]) -> str:
+    """A broker's failed dirs and how many replicas are offline on them (the controller's word alone
+    when its own answer lists no offline dir)."""
+    n = len(broker["partitions"])
+    if not broker["offline_dirs"]:
+        return f"no dir offline in its own answer, yet the controller names {n} replica(s) offline"
+    dirs = ", ".join(d["path"] + " (" + d["error"] + ")" for d in broker["offline_dirs"])
+    return f"{_e(dirs)}; {n} replica(s) in them"
+
+
+def _disagreeing(disagreements: dict[str, Any] | None) -> str:
+    """Where the broker's DescribeLogDirs and the controller disagree (offline by the rule), in words."""
+    if not disagreements:
+        return ""
+    shown = "; ".join(
+        f"{name}: {d.get('describe_log_dirs')}, the controller {d.get('offline_replicas')}"
+        for name, d in sorted(disagreements.items())[:5]
+    )
+    return f" <span class='muted' data-dirs-disagree>(the two answers disagree on {len(disagreements)}: {_e(shown)})</span>"
 
 
 def _broker_chart(brokers: list[dict[str, Any]]) -> str:

@@ -148,11 +148,17 @@ def log_dir_findings(log_dirs: dict | None, logger: logging.Logger | None) -> li
     for b in (log_dirs or {}).get("brokers", []):
         if b["state"] != OFFLINE:
             continue
+        summary = (
+            f"broker {b['broker_id']}: {len(b['offline_dirs'])} log dir(s) offline, "
+            f"{len(b['partitions'])} replica(s) in them"
+            if b["offline_dirs"]
+            else f"broker {b['broker_id']}: the controller names {len(b['partitions'])} replica(s) offline, "
+            "no log dir offline in its own answer"
+        )
         out.append(
             decisions.record(
                 "health",
-                f"broker {b['broker_id']}: {len(b['offline_dirs'])} log dir(s) offline, "
-                f"{len(b['partitions'])} replica(s) in them",
+                summary,
                 "the broker lives, but its replicas in a failed directory are offline on it: those "
                 "partitions run under-replicated (offline where no other replica is in sync)",
                 subject=str(b["broker_id"]),
@@ -162,6 +168,7 @@ def log_dir_findings(log_dirs: dict | None, logger: logging.Logger | None) -> li
                     "truncated": len(b["partitions"]) > 50,
                     "decided_by": b.get("decided_by"),
                     "metadata_offline": b.get("metadata_offline", [])[:50],
+                    "disagreements": b.get("disagreements", {}),
                 },
                 action="reported only (this sweep never changes the cluster)",
                 logger=logger,

@@ -5,12 +5,16 @@
 ``--drain-replicas``, plan check, disk ceiling, gate, chunked executor, stop, lease, cleanup).
 What differs is decided here, Airflow-free:
 
-- which replicas: the broker's replicas in the metadata that none of its healthy directories
-  lists in its own DescribeLogDirs answer (``kafka_runbooks.log_dirs``, the health sweep's rule).
-  A replica in a healthy directory is never selected;
+- which replicas: the broker's replicas offline on it by the evidence room's rule
+  (``kafka_runbooks.evidence.replica_dirs``, the health report's and the sweep's too): those whose
+  current log (a future log of an intra-broker move does not count) none of its online directories
+  holds in its own DescribeLogDirs answer, and those the controller's offline replicas name (where
+  the two disagree the replica is offline, and the record says both). A replica healthy by that
+  rule is never selected;
 - the refusals before the gate: the broker is not registered or not live (the failed-broker
   heal's case), its directories could not be read (unknown is not "healthy"), the directory named
-  is not offline; a broker without an offline directory has nothing to do (a success);
+  is not offline; a broker without an offline directory, none of whose replicas the controller
+  names offline, has nothing to do (a success);
 - "done": the moved partitions no longer name the broker, and every partition is fully in sync;
 - ``verify_replaced``: after the operator replaced the disk and restarted the broker, every
   replica of the broker is listed by one of its healthy directories and is in the ISR, and no
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import retries
+from kafka_runbooks.evidence import judge_replica_dirs
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, build_request
 from kafka_runbooks.log_dirs import error_name
@@ -102,13 +107,16 @@ class FailedDirReplicas:
     offline_dirs: dict[str, str]  # path -> error name
     chosen_dirs: list[str]  # the offline dirs this run acts on
     healthy_dirs: list[str]
-    replicas: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) in a failed dir
+    replicas: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) offline on it
     in_healthy_dirs: list[tuple[str, int]] = field(default_factory=list)  # never touched
+    # what DescribeLogDirs and the controller each said (evidence.ReplicaDirs.facts)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def nothing_to_do(self) -> bool:
-        """Whether the broker reported no offline log dir: no replica to move."""
-        return not self.offline_dirs
+        """Whether the broker reported no offline log dir and the controller names none of its replicas
+        offline: no replica to move."""
+        return not self.offline_dirs and not self.replicas
 
     @property
     def selection_csv(self) -> str:
@@ -125,6 +133,7 @@ class FailedDirReplicas:
             "replicas_in_failed_dirs": [f"{t}-{p}" for t, p in self.replicas][:MAX_LISTED],
             "replicas_in_failed_dirs_count": len(self.replicas),
             "replicas_in_healthy_dirs_count": len(self.in_healthy_dirs),
+            **self.evidence,
         }
 
 
@@ -143,11 +152,13 @@ def live_broker(state: ClusterState, broker: int) -> None:
 
 
 def failed_dir_replicas(state: ClusterState, broker: int, log_dir: str | None) -> FailedDirReplicas:
-    """The replicas that sat in the broker's failed dirs (the metadata's replicas of the broker
-    that no healthy dir lists), or RequestError: not live, dirs unknown, the dir named not offline."""
+    """The broker's replicas offline on its failed dirs (the evidence room's rule: no online dir holds
+    the current log, or the controller names it offline), or RequestError: not live, dirs unknown, the
+    dir named not offline."""
     live_broker(state, broker)
     dirs = state.log_dir_states.get(broker)
-    if dirs is None:
+    judged = judge_replica_dirs(state, broker)
+    if dirs is None or judged is None:
         why = state.log_dir_errors.get(broker) or "not read"
         raise RequestError(
             f"broker {broker}'s log dirs are unknown ({why}): unknown is not healthy, nothing chosen"
@@ -168,15 +179,14 @@ def failed_dir_replicas(state: ClusterState, broker: int, log_dir: str | None) -
             f"broker {broker} has {len(offline)} offline log dirs {sorted(offline)}: a replica's failed dir "
             "cannot be told apart, leave log_dir empty to act on all of them"
         )
-    in_healthy = {(r.topic, r.partition) for d in dirs if d.online for r in d.replicas}
-    mine = sorted((p.topic, p.partition) for p in state.partitions if broker in p.replicas)
     return FailedDirReplicas(
         broker_id=broker,
         offline_dirs=offline,
-        chosen_dirs=chosen if offline else [],
+        chosen_dirs=chosen,
         healthy_dirs=healthy,
-        replicas=[k for k in mine if k not in in_healthy] if offline else [],
-        in_healthy_dirs=[k for k in mine if k in in_healthy],
+        replicas=list(judged.offline),
+        in_healthy_dirs=list(judged.healthy),
+        evidence=judged.facts(MAX_LISTED),
     )
 
 
@@ -231,16 +241,18 @@ class Replaced:
 
 
 def replaced(state: ClusterState, broker: int) -> Replaced:
-    """Every replica of the broker (metadata) is listed by a healthy dir (its own DescribeLogDirs)
-    and is in the ISR, and no dir of it is offline; log dirs that were not read are unknown."""
+    """Every replica of the broker (metadata) is healthy on it (its current log in an online dir of its
+    own DescribeLogDirs answer, the controller naming it not offline) and is in the ISR, and no dir of
+    it is offline; log dirs that were not read are unknown."""
     dirs = state.log_dir_states.get(broker)
-    if dirs is None:
+    judged = judge_replica_dirs(state, broker)
+    if dirs is None or judged is None:
         return Replaced([], [], [], unknown=state.log_dir_errors.get(broker) or "log dirs not read")
-    listed = {(r.topic, r.partition) for d in dirs if d.online for r in d.replicas if not r.is_future}
+    healthy = set(judged.healthy)  # the evidence room's rule: current log online, controller agrees
     mine = [p for p in state.partitions if broker in p.replicas]
     return Replaced(
         offline_dirs=sorted(d.path for d in dirs if not d.online),
-        not_in_a_dir=sorted(p.name for p in mine if (p.topic, p.partition) not in listed),
+        not_in_a_dir=sorted(p.name for p in mine if (p.topic, p.partition) not in healthy),
         not_in_isr=sorted(p.name for p in mine if broker not in p.isr),
     )
 

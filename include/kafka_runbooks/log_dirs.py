@@ -6,16 +6,20 @@ in that directory goes offline on that broker only. The failed-broker sweep neve
 broker is alive), so the health sweep reads each live broker's DescribeLogDirs answer, where a
 failed directory answers with an error code (KAFKA_STORAGE_ERROR) and lists no partitions.
 
-Which partitions sat in a failed directory is therefore decided from the same answer and the
-metadata: the broker's replicas (metadata) that are in none of its healthy directories. With one
-failed directory they are its replicas; with several they sat in one of them. A broker that did
-not answer stays "unknown", never "no offline directories".
+Which replicas are offline on a failed directory is the evidence room's rule
+(:mod:`kafka_runbooks.evidence.replica_dirs`), the same for the health report, the failed-broker
+sweep and ``kafka_log_dir_failure``: the broker's replicas (metadata) whose current log (a future
+log of an intra-broker move does not count) none of its online directories holds, and those the
+controller's offline replicas name, even where the broker's answer lists them (the record says
+both). With one failed directory they are its replicas; with several they sat in one of them. A
+broker that did not answer stays "unknown", never "no offline directories".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka_runbooks.evidence import judge_replica_dirs
 from kafka_runbooks.model import ClusterState, LogDir, LogDirReplica
 
 KAFKA_STORAGE_ERROR = 56
@@ -24,6 +28,12 @@ ERROR_NAMES = {KAFKA_STORAGE_ERROR: "KAFKA_STORAGE_ERROR", 57: "LOG_DIR_NOT_FOUN
 OK = "ok"
 OFFLINE = "offline dirs"
 UNKNOWN = "unknown"
+MAX_DISAGREEMENTS = 50
+DECIDED_BY = (
+    "the broker's replicas in the metadata whose current log (not a future one) none of its online "
+    "directories holds, or that the controller's offline replicas name (the cluster's own word where "
+    "the two disagree: kafka_runbooks.evidence.replica_dirs)"
+)
 
 
 def parse_describe_log_dirs(broker_id: int, results: list[dict[str, Any]]) -> tuple[LogDir, ...]:
@@ -67,11 +77,12 @@ def error_name(code: int) -> str:
 
 
 def broker_log_dirs(state: ClusterState, broker_id: int) -> dict[str, Any]:
-    """One broker's directories: "ok", "offline dirs" (with the replicas that sat in them) or
-    "unknown" (it was not asked, or did not answer), with the reason."""
+    """One broker's directories: "ok", "offline dirs" (with the replicas offline on them, by the
+    evidence room's rule) or "unknown" (it was not asked, or did not answer), with the reason."""
     broker = state.brokers.get(broker_id)
     dirs = state.log_dir_states.get(broker_id)
-    if dirs is None:
+    judged = judge_replica_dirs(state, broker_id)
+    if dirs is None or judged is None:
         reason = state.log_dir_errors.get(broker_id) or (
             "not registered: not asked" if broker is None or not broker.alive else "log dirs not read"
         )
@@ -79,24 +90,18 @@ def broker_log_dirs(state: ClusterState, broker_id: int) -> dict[str, Any]:
     offline = [d for d in dirs if not d.online]
     out: dict[str, Any] = {
         "broker_id": broker_id,
-        "state": OFFLINE if offline else OK,
+        "state": OFFLINE if offline or judged.offline else OK,
         "online_dirs": sorted(d.path for d in dirs if d.online),
         "offline_dirs": [{"path": d.path, "error": error_name(d.error_code)} for d in offline],
-        "partitions": [],
+        "partitions": judged.offline_names,
+        # the controller's view (KIP-858): replicas the metadata names offline on this broker
+        "metadata_offline": list(judged.named_by_controller),
+        "disagreements": judged.facts(MAX_DISAGREEMENTS)["disagreements"],
     }
-    if offline:
-        healthy = {(r.topic, r.partition) for d in dirs if d.online for r in d.replicas}
-        out["partitions"] = sorted(
-            p.name
-            for p in state.partitions
-            if broker_id in p.replicas and (p.topic, p.partition) not in healthy
+    if offline or judged.offline:
+        out["decided_by"] = DECIDED_BY + (
+            "" if len(offline) < 2 else f" (they sat in one of its {len(offline)} failed directories)"
         )
-        out["decided_by"] = (
-            "the broker's replicas in the metadata that none of its healthy directories lists"
-            + ("" if len(offline) == 1 else f" (they sat in one of its {len(offline)} failed directories)")
-        )
-    # the controller's view (KIP-858): replicas the metadata names offline on this broker
-    out["metadata_offline"] = sorted(p.name for p in state.partitions if broker_id in p.offline_replicas)
     return out
 
 

@@ -62,8 +62,9 @@ def log_dir_request(params: dict[str, Any]):
 
 
 def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
-    """The broker is live and has an offline dir (none: nothing to do, a success); the replicas
-    that sat in it are chosen; then the heal's validate (receivers, in-flight, adoption).
+    """The broker is live and has replicas offline on a failed dir (none: nothing to do, a success);
+    those are chosen (``kafka_runbooks.evidence.replica_dirs``); then the heal's validate (receivers,
+    in-flight, adoption).
     ``verify_replaced``: the replacement is verified here and nothing moves."""
     from kafka_runbooks.log_dir_failure import VERIFY_REPLACED
     from kafka_runbooks_airflow.failed_broker import validate_request
@@ -82,8 +83,9 @@ def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[st
     decisions.record(
         "select replicas",
         f"move the {len(found.replicas)} replica(s) of broker {request.broker_id}'s failed log dir(s)",
-        "the broker's replicas in the metadata that none of its healthy dirs lists; its "
-        f"{len(found.in_healthy_dirs)} replica(s) in healthy dirs stay",
+        "the broker's replicas in the metadata whose current log none of its online dirs holds, or that "
+        "the controller's offline replicas name (offline where the two disagree: see observed); its "
+        f"{len(found.in_healthy_dirs)} healthy replica(s) stay",
         observed=found.observed(),
         logger=log,
     )
@@ -110,11 +112,14 @@ def _nothing_to_move(broker: int, found) -> dict[str, Any] | None:
     cleared after its success) is nothing to do too: handed to the heal's validate, the broker's
     healthy replicas made it record "go on to the plan" for a run that then ended at once."""
     if found.nothing_to_do:
-        why = f"broker {broker} has no offline log dir (its DescribeLogDirs answer): nothing moves"
+        why = (
+            f"broker {broker} has no offline log dir (its DescribeLogDirs answer) and the controller names "
+            "none of its replicas offline: nothing moves"
+        )
     elif not found.replicas:
         why = (
-            f"broker {broker}'s offline log dir(s) hold none of its replicas any more (the metadata's "
-            "replicas of the broker are all in healthy dirs): nothing moves"
+            f"broker {broker}'s offline log dir(s) hold none of its replicas any more (each replica of the "
+            "broker has its current log in an online dir and the controller names none offline): nothing moves"
         )
     else:
         return None

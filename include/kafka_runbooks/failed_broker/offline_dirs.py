@@ -161,6 +161,26 @@ class OfflineDirTracker(SweepTracker[str, OfflineDir]):
                 )
             elif report["state"] == OFFLINE and state.is_available(broker_id):
                 a.replicas[broker_id] = list(report["partitions"])
+                if not report["offline_dirs"]:
+                    a.records.append(self._no_dir_to_count(broker_id, report))
+
+    def _no_dir_to_count(self, broker_id: int, report: dict[str, Any]) -> decisions.DecisionRecord:
+        """The controller names replicas of a live broker offline while its own answer has no offline
+        dir: offline (the cluster's word), but no failed dir to count down, so nothing starts here."""
+        return self._record(
+            "log dir tracking",
+            "offline replicas without an offline dir",
+            f"the controller names {len(report['partitions'])} replica(s) of live broker {broker_id} offline "
+            "while its DescribeLogDirs answer lists no offline dir: they are offline (the cluster's own "
+            "word), but no failed dir is counted down and nothing is started for them; "
+            f"kafka_log_dir_failure with broker_id {broker_id} moves them",
+            subject=f"broker {broker_id}",
+            observed={
+                "partitions": report["partitions"][:MAX_LISTED],
+                "disagreements": dict(list(report.get("disagreements", {}).items())[:MAX_LISTED]),
+            },
+            level=logging.WARNING,
+        )
 
     def _forget_or_keep(
         self, a: DirAssessment, state: ClusterState, known: dict[str, OfflineDir], seen: dict[int, dict]
@@ -222,6 +242,7 @@ class OfflineDirTracker(SweepTracker[str, OfflineDir]):
                 "failure_threshold_s": self.thresholds.failure_threshold_s,
                 "partitions": report["partitions"][:MAX_LISTED],
                 "metadata_offline": report.get("metadata_offline", [])[:MAX_LISTED],
+                "disagreements": dict(list(report.get("disagreements", {}).items())[:MAX_LISTED]),
             },
         )
 

@@ -188,3 +188,71 @@ def test_the_end_state_must_hold_for_the_settle_period():
         lambda: False, Seen, timeout_s=12, settle_s=5, poll_s=5, clock=clock, sleep=clock.sleep
     )
     assert not seen.done and clock.now == 15
+
+
+# -- issue #37, 1: a future log in a healthy dir is not the replica; the controller's word wins ----
+
+
+def moving(offline: tuple[int, ...] = (1,), extra=None) -> ClusterState:
+    """Broker 1 was moving t-2 from its failed dir to its healthy one (AlterReplicaLogDirs) when the
+    failed dir went: only the future log of t-2 is listed, in the healthy dir; the controller names
+    broker 1 offline for t-2 (``offline``). t-0 and t-1 have their current logs in the healthy dir."""
+    partitions = [
+        part("t", 0, (1, 2)),
+        part("t", 1, (2, 1)),
+        PartitionState("t", 2, 3, 3, (1, 3), (3,), offline_replicas=offline),
+        part("v", 0, (2, 3)),
+        *(extra or []),
+    ]
+    state = cluster(None, partitions=partitions)
+    dirs = {GOOD: (0, {"t": [0, 1, 2]}), BAD: (KAFKA_STORAGE_ERROR, {})}
+    state.log_dir_states = {1: parse_describe_log_dirs(1, answer(dirs, future=frozenset({(GOOD, "t", 2)})))}
+    return state
+
+
+def test_a_replica_whose_future_log_sits_in_a_healthy_dir_is_moved_not_nothing_to_do():
+    from kafka_runbooks_airflow.log_dir_failure import _nothing_to_move
+
+    found = failed_dir_replicas(moving(), 1, None)
+    assert found.replicas == [("t", 2)] and found.selection_csv == "t:2@1"
+    assert found.in_healthy_dirs == [("t", 0), ("t", 1)]
+    assert found.observed()["replicas_in_failed_dirs"] == ["t-2"]
+    assert _nothing_to_move(1, found) is None  # the run goes on to its plan
+    # without the controller's word the rule is the same: no online dir holds its current log
+    assert failed_dir_replicas(moving(offline=()), 1, None).replicas == [("t", 2)]
+
+
+def test_where_the_dirs_and_the_controller_disagree_the_replica_is_offline_and_both_are_recorded():
+    # t-1's current log is listed in the healthy dir, yet the controller names broker 1 offline for it
+    state = moving()
+    state.partitions[1] = PartitionState("t", 1, 2, 3, (2, 1), (2,), offline_replicas=(1,))
+    found = failed_dir_replicas(state, 1, None)
+    assert found.replicas == [("t", 1), ("t", 2)] and found.in_healthy_dirs == [("t", 0)]
+    said = found.observed()["disagreements"]["t-1"]
+    assert said == {
+        "describe_log_dirs": f"its current log is in online dir {GOOD}",
+        "offline_replicas": "names this broker offline",
+    }
+    assert found.observed()["offline_replicas_named_by_controller"] == ["t-1", "t-2"]
+
+
+def test_replicas_the_controller_names_offline_without_an_offline_dir_are_not_nothing_to_do():
+    state = cluster({GOOD: (0, {"t": [0, 1, 2], "u": [0]}), BAD: (0, {})})
+    state.partitions[2] = PartitionState("t", 2, 3, 3, (1, 3), (3,), offline_replicas=(1,))
+    found = failed_dir_replicas(state, 1, None)
+    assert not found.nothing_to_do and found.replicas == [("t", 2)] and found.chosen_dirs == []
+    assert found.observed()["disagreements"]["t-2"]["offline_replicas"] == "names this broker offline"
+
+
+def test_replaced_is_not_done_while_only_a_future_log_is_back_or_the_controller_names_the_broker():
+    future = replaced(moving(offline=()), 1)
+    assert "t-2" in future.not_in_a_dir and not future.done
+    back = cluster({GOOD: (0, {"t": [0, 1]}), BAD: (0, {"t": [2], "u": [0]})})
+    back.partitions = [
+        part("t", 0, (1, 2)),
+        part("t", 1, (2, 1)),
+        PartitionState("t", 2, 1, 3, (1, 3), (1, 3), offline_replicas=(1,)),
+        part("u", 0, (3, 1)),
+    ]
+    seen = replaced(back, 1)
+    assert seen.not_in_a_dir == ["t-2"] and not seen.done

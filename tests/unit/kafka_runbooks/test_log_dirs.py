@@ -16,9 +16,12 @@ Topic = Result.DescribeLogDirsTopic
 Partition = Topic.DescribeLogDirsPartition
 
 
-def answer(dirs: dict[str, tuple[int, dict[str, list[int]]]], version: int = 4) -> list[dict]:
+def answer(
+    dirs: dict[str, tuple[int, dict[str, list[int]]]], version: int = 4, future: frozenset = frozenset()
+) -> list[dict]:
     """What kafka-python hands the facade for one broker: ``{path: (error code, {topic: [partitions]})}``
-    through a real encode and decode of DescribeLogDirsResponse."""
+    through a real encode and decode of DescribeLogDirsResponse. ``future``: (path, topic, partition)
+    listed as the future log of an intra-broker move (AlterReplicaLogDirs), ``is_future_key`` set."""
     results = [
         Result(
             error_code=code,
@@ -27,7 +30,12 @@ def answer(dirs: dict[str, tuple[int, dict[str, list[int]]]], version: int = 4) 
                 Topic(
                     name=t,
                     partitions=[
-                        Partition(partition_index=p, partition_size=100, offset_lag=0, is_future_key=False)
+                        Partition(
+                            partition_index=p,
+                            partition_size=100,
+                            offset_lag=0,
+                            is_future_key=(path, t, p) in future,
+                        )
                         for p in ps
                     ],
                 )
@@ -97,7 +105,12 @@ def test_a_broker_that_did_not_answer_is_unknown_never_without_offline_dirs():
         state({1: answer({"/d1": (0, {"orders": [0, 1], "audit": [0]})})}, errors={2: "RequestTimedOutError"})
     )
     by_id = {b["broker_id"]: b for b in report["brokers"]}
-    assert by_id[1]["state"] == "ok"
+    # its one dir is online, but the controller names it offline for orders-1: the cluster's word
+    assert (by_id[1]["state"], by_id[1]["offline_dirs"], by_id[1]["partitions"]) == (
+        "offline dirs",
+        [],
+        ["orders-1"],
+    )
     assert by_id[2] == {"broker_id": 2, "state": "unknown", "reason": "RequestTimedOutError"}
     assert by_id[3]["state"] == "unknown"  # not read at all
     assert report["unknown_brokers"] == [2, 3] and report["offline_dirs"] == 0
@@ -121,3 +134,46 @@ def test_offline_dirs_and_unknown_brokers_are_warnings_of_the_sweep(caplog):
     ]
     assert records[0].observed["partitions"] == ["audit-0", "orders-0", "orders-1"]
     assert [r.levelno for r in caplog.records if "log dir" in r.getMessage()] == [logging.WARNING] * 2
+
+
+def test_a_future_log_in_a_healthy_directory_leaves_the_replica_offline_and_the_report_says_both():
+    """Broker 1 was moving orders-0 from /d2 to /d1 (AlterReplicaLogDirs) when /d2 failed: the
+    future log is listed in /d1, its current log went with /d2, and the controller names broker 1
+    offline for it. orders-1's current log is in /d1 while the controller names it offline too."""
+    dirs = answer(
+        {"/d1": (0, {"orders": [0, 1], "audit": [0]}), "/d2": (KAFKA_STORAGE_ERROR, {})},
+        future=frozenset({("/d1", "orders", 0)}),
+    )
+    st = state({1: dirs})
+    st.partitions[0] = partition("orders", 0, (1, 2, 3), offline=(1,))
+    report = log_dirs_report(st)
+    broker = {b["broker_id"]: b for b in report["brokers"]}[1]
+    assert broker["partitions"] == ["orders-0", "orders-1"]  # audit-0 alone is healthy
+    assert broker["metadata_offline"] == ["orders-0", "orders-1"]
+    assert broker["disagreements"] == {
+        "orders-1": {
+            "describe_log_dirs": "its current log is in online dir /d1",
+            "offline_replicas": "names this broker offline",
+        }
+    }
+    [finding] = log_findings({"counts": {}, "log_dirs": report})[:1]
+    assert finding.decision == "broker 1: 1 log dir(s) offline, 2 replica(s) in them"
+    assert finding.observed["disagreements"]["orders-1"]["offline_replicas"] == "names this broker offline"
+
+
+def test_the_page_names_replicas_the_controller_calls_offline_and_where_the_answers_disagree():
+    from kafka_runbooks.console import _health_log_dirs
+
+    st = state({b: answer({"/d1": (0, {"orders": [0, 1, 2], "audit": [0]})}) for b in (1, 2, 3)})
+    report = log_dirs_report(st)  # orders-1: the controller names broker 1 offline, /d1 lists it
+    [finding] = log_findings({"counts": {}, "log_dirs": report})
+    assert (
+        finding.decision
+        == "broker 1: the controller names 1 replica(s) offline, no log dir offline in its own answer"
+    )
+    tile = _health_log_dirs(report)
+    assert (
+        "broker 1: no dir offline in its own answer, yet the controller names 1 replica(s) offline: orders-1"
+        in tile
+    )
+    assert "orders-1: its current log is in online dir /d1, the controller names this broker offline" in tile

@@ -31,6 +31,7 @@ RAW_FIELDS = {
     "last_fetch_ms": "a DescribeQuorum timestamp (catch-up: evidence.QuorumView)",
     "last_known_elr": "the last known ELR (cleanliness: evidence.committed_holders)",
     "elr": "the ELR (cleanliness: evidence.committed_holders)",
+    "offline_replicas": "the controller's offline replicas (a failed log dir: evidence.judge_replica_dirs)",
 }
 # thresholds written in a runbook instead of read from the cluster
 RAW_NAMES = {"RUNNING_NOW_MS", "MAX_LAG_MS"}

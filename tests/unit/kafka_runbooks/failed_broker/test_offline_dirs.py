@@ -298,3 +298,40 @@ def test_only_an_operators_stop_holds_the_sweep_back(tmp_path):
     assert stopped_on_purpose([tmp_path / "never-ran" / "exec-state.json"]) is None
     assert stopped_on_purpose([tmp_path / "by-alice" / "exec-state.json"]) == "stopped by alice: why"
     assert "unknown" in stopped_on_purpose([tmp_path / "garbled" / "exec-state.json"])
+
+
+def test_a_replica_moving_into_a_healthy_dir_when_its_dir_failed_is_due_not_nothing_to_move(tmp_path):
+    """Broker 3's t-0 sat in D1 and was being moved into D2 (AlterReplicaLogDirs) when D1 failed: D2
+    lists only its future log, and the controller names broker 3 offline for t-0 (issue #37, 1)."""
+    clock = Clock()
+    state = cluster({3: (D1,)})
+    d2 = next(d for d in state.log_dir_states[3] if d.path == D2)
+    future = LogDirReplica(3, "t", 0, 10, D2, is_future=True)
+    state.log_dir_states[3] = tuple(
+        LogDir(3, d.path, d.error_code, d.replicas + (future,)) if d is d2 else d
+        for d in state.log_dir_states[3]
+    )
+    state.partitions = [p for p in state.partitions if not (3 in p.replicas and p.partition % 3 == 0)] + [
+        PartitionState(
+            "t", 0, leader=1, leader_epoch=1, replicas=(1, 2, 3), isr=(1, 2), offline_replicas=(3,)
+        )
+    ]
+    t = tracker(tmp_path, clock)
+    t.observe(state)
+    clock.t += 400
+    a = t.observe(state)
+    assert a.replicas[3] == ["t-0"] and a.due == [3]
+    assert "nothing to move" not in decisions_of(a)
+
+
+def test_replicas_the_controller_names_offline_without_an_offline_dir_are_a_warning(tmp_path):
+    state = cluster()
+    state.partitions[0] = PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2), offline_replicas=(3,))
+    a = tracker(tmp_path, Clock()).observe(state)
+    [record] = [r for r in a.records if r.decision == "offline replicas without an offline dir"]
+    assert record.subject == "broker 3" and record.observed["partitions"] == ["t-0"]
+    assert (
+        record.observed["disagreements"]["t-0"]["describe_log_dirs"]
+        == f"its current log is in online dir {D1}"
+    )
+    assert a.offline == {} and a.due == []  # no failed dir to count down: nothing starts on its own
