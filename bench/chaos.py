@@ -62,6 +62,18 @@ def summary(results: list) -> str:
     return "\n".join(lines)
 
 
+def _plan(args) -> dict[str, list]:
+    """(runbook, seed, schedule or None) per stack topology, in the order they will run."""
+    if args.replay:
+        runbook, seed, schedule = replay_of(args.replay)
+        return {SCENARIOS[runbook].topology: [(runbook, seed, schedule)]}
+    plan: dict[str, list] = defaultdict(list)
+    for seed in seeds(args.seeds):
+        for runbook in args.runbooks.split(","):
+            plan[SCENARIOS[runbook].topology].append((runbook, seed, None))
+    return plan
+
+
 def _stop_on_sigterm() -> None:
     """SIGTERM ends the campaign like Ctrl-C: the stack and Airflow it started are stopped."""
 
@@ -81,24 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    env = environment.start()
-    campaign = Campaign(env.stack, env.airflow, Path(args.results))
-    done = []
+    done: list = []
     started = time.monotonic()
-    try:
-        if args.replay:
-            runbook, seed, schedule = replay_of(args.replay)
-            done.append(campaign.run(runbook, seed, schedule))
-        else:
-            for seed in seeds(args.seeds):
-                for runbook in args.runbooks.split(","):
-                    done.append(campaign.run(runbook, seed))
-                    print(
-                        f"{runbook} seed {seed}: {'ok' if done[-1].ok else 'VIOLATION'} ({done[-1].seconds} s)",
-                        flush=True,
-                    )
-    finally:
-        env.stop()
+    for topology, runs in _plan(args).items():
+        env = environment.start(topology)
+        campaign = Campaign(env, Path(args.results))
+        try:
+            for runbook, seed, schedule in runs:
+                done.append(campaign.run(runbook, seed, schedule))
+                verdict = "ok" if done[-1].ok else "VIOLATION"
+                print(f"{runbook} seed {seed}: {verdict} ({done[-1].seconds} s)", flush=True)
+        finally:
+            env.stop()
     print(summary(done))
     print(f"{len(done)} schedule(s) in {time.monotonic() - started:.0f} s; results in {args.results}")
     return 0 if all(r.ok for r in done) else 1

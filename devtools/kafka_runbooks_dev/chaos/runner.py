@@ -189,7 +189,8 @@ class Campaign:
         brokers = [n.node_id for n in self.stack.topology.broker_nodes]
         throttles = leftover_throttles(self.admin, brokers, self.admin.list_topics())
         try:
-            reorders = pending_restores(ReorderState("kafka_default"))
+            state = ReorderState("kafka_default", directory=self.env.data_dir / "state" / ReorderState.kind)
+            reorders = pending_restores(state)
         except Exception as exc:
             reorders = {"unreadable": str(exc)}
         return throttles, reorders

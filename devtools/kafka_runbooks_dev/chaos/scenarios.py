@@ -335,8 +335,120 @@ class Unclean(Scenario):
         return out + [f"leader {b} does not answer itself ({why})" for b, why in silent.items()]
 
 
+class LogDir(Scenario):
+    """kafka_log_dir_failure: a live broker's log dir fails; exactly its replicas move elsewhere."""
+
+    runbook, dag_id = "log-dir", "kafka_log_dir_failure"
+    tasks = Heal.tasks
+    topology = "jbod"
+
+    def prepare(self, ctx: Context, topic: str, variant: str) -> Setup:
+        brokers = brokers_of(ctx)
+        broken = ctx.rng.choice(brokers)
+        others = [b for b in brokers if b != broken]
+        make_topic(ctx, topic, {p: [broken, ctx.rng.choice(others)] for p in range(8)}, min_isr=1)
+        ctx.stack.fail_log_dir(broken, 2)
+        wait_until(lambda: _dir_offline(ctx.admin, broken), 60, 1, f"broker {broken}'s data-2 offline")
+        conf = {
+            "broker_id": broken,
+            "mode": "move",
+            "throttle_bytes_per_sec": "20 MiB",
+            "max_disk_usage_percent": SHARED_DISK_CEILING,
+        }
+        return Setup(topic, conf, [broken, *others], expect={"broken": broken}, min_isr=1)
+
+    def final_check(self, ctx: Context, setup: Setup) -> list[str]:
+        broken = setup.expect["broken"]
+        out = healthy_now(ctx.admin, [setup.topic])
+        states, errors = ctx.admin.describe_log_dir_states([broken])
+        on_broken = {(r.topic, r.partition) for d in states.get(broken, ()) if d.online for r in d.replicas}
+        parts = ctx.admin.describe_partitions([setup.topic])
+        out += [
+            f"{p.name} still assigned to broker {broken} but not in its healthy dirs"
+            for p in parts
+            if broken in p.replicas and (p.topic, p.partition) not in on_broken
+        ]
+        return out + [f"broker {b}: {e}" for b, e in errors.items()]
+
+    def restore(self, ctx: Context, setup: Setup) -> None:
+        restore_log_dirs(ctx)
+        restore_stack(ctx, [setup.topic])
+
+
+class ControllerReplace(Scenario):
+    """kafka_controller_replace: a dead voter of a dynamic quorum replaced with the spare observer."""
+
+    runbook, dag_id = "controller-replace", "kafka_controller_replace"
+    gate = "approve_replacement"
+    tasks = (
+        "check_input",
+        "acquire_lease",
+        "plan_replacement",
+        "approve_replacement",
+        "replace",
+        "release_lease",
+    )
+    topology = "jbod"
+    fresh_stack = True  # the voter set it leaves is not the one the next schedule starts from
+
+    def prepare(self, ctx: Context, topic: str, variant: str) -> Setup:
+        spare = ctx.stack.topology.spare_controller_nodes[0]
+        ctx.stack.start_node(spare.name, wait=True)
+        make_topic(ctx, topic, {0: [brokers_of(ctx)[0]]}, min_isr=1)
+        leader = ctx.admin.describe_quorum().leader_id
+        dead = ctx.rng.choice([n.node_id for n in ctx.stack.topology.controller_nodes if n.node_id != leader])
+        ctx.stack.kill(dead)
+        wait_until(
+            lambda: spare.node_id in {o.node_id for o in ctx.admin.describe_quorum().observers}, 120, 1
+        )
+        conf = {
+            "remove_voters": [dead],
+            "new_controller_id": spare.node_id,
+            "new_controller_endpoint": f"CONTROLLER://{spare.address}",
+            "catch_up_timeout_s": "90s",
+            "settle_period_s": "3s",
+        }
+        voters = sorted({n.node_id for n in ctx.stack.topology.controller_nodes} - {dead} | {spare.node_id})
+        acted = [n.node_id for n in ctx.stack.topology.controller_nodes if n.node_id != dead] + [
+            spare.node_id
+        ]
+        return Setup(topic, conf, acted, incident=[dead], expect={"voters": voters}, min_isr=1)
+
+    def final_check(self, ctx: Context, setup: Setup) -> list[str]:
+        view = QuorumView(ctx.admin.describe_quorum())
+        voters = sorted(view.voters())
+        out = [] if voters == setup.expect["voters"] else [f"voters {voters}, not {setup.expect['voters']}"]
+        return out + [f"voter {n} {c.state}: {c.why}" for n, c in view.voters().items() if not c.caught_up]
+
+    def restore(self, ctx: Context, setup: Setup) -> None:
+        """Nothing: the next schedule gets a fresh stack (``fresh_stack``)."""
+
+
+def _dir_offline(admin: ClusterAdmin, broker: int) -> bool:
+    states, _ = admin.describe_log_dir_states([broker])
+    return any(not d.online for d in states.get(broker, ()))
+
+
+def restore_log_dirs(ctx: Context, timeout: float = 180) -> None:
+    """Put back every log dir a schedule failed, as a disk that came back (the broker killed, its dir
+    returned with its data, started again), then wait for every dir online."""
+    for node in ctx.stack.topology.broker_nodes:
+        failed = [d for d in ctx.stack.log_dirs(node) if d.is_file()]
+        if not failed:
+            continue
+        ctx.stack.kill(node.name)
+        for path in failed:
+            path.unlink()
+            path.with_name(path.name + ".failed").rename(path)
+        ctx.stack.start_node(node.name, wait=True, timeout=timeout)
+    wait_until(
+        lambda: not any(_dir_offline(ctx.admin, b) for b in brokers_of(ctx)), timeout, 1, "every dir online"
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
-    s.runbook: s for s in (Restart(), Heal(), Decommission(), Rebalance(), Unclean())
+    s.runbook: s
+    for s in (Restart(), Heal(), Decommission(), Rebalance(), Unclean(), LogDir(), ControllerReplace())
 }
 
 
