@@ -10,7 +10,10 @@ start of its recovery. Two sources answer the question:
 
 Either way a probe never raises, whatever the body, status or transport: anything but
 a clean answer is ``state=None`` ("unknown") with the error, and what the roller does
-with each reading is the state machine in ``kafka_runbooks.restart.states``.
+with each reading is the state machine in ``kafka_runbooks.restart.states``. Only the integers
+Kafka's BrokerState defines are states (:func:`broker_state`): ``1e300``, NaN, -1, 2.5, a bool or
+a string is "unknown" with the raw value named (``not_a_state``), never "stuck" nor "running";
+the recovery counts are whole numbers a Java int holds, sent as numbers, or unknown.
 
 Seen on Kafka 4.3.1 (KRaft): logs are loaded and recovered while BrokerState is still
 1 (STARTING); state 2 (RECOVERY) is the short wait to be unfenced. The recovery gauges
@@ -22,6 +25,7 @@ depend on Kafka.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +46,7 @@ STATE_NAMES = {
 }
 RECOVERY = 2
 RUNNING = 3
+_STATES_TEXT = ", ".join(f"{v} {n}" for v, n in sorted(STATE_NAMES.items()))
 
 #: How long a probe waits for an answer. A JMX exporter took 4-11 s to answer while its
 #: broker recovered logs on a loaded machine (FIELD_NOTES): a 5 s timeout read "unknown"
@@ -63,6 +68,9 @@ class BrokerStateReading:
     process_start_ms: int | None = None
     # the source answered (HTTP 200) but Kafka had not registered its BrokerState yet
     state_not_registered: bool = False
+    # the source answered with a BrokerState value that is none of Kafka's states: why, naming it
+    # (unknown, never "stuck": ``restart.states`` never forces a restart on it)
+    not_a_state: str | None = None
 
     @property
     def known(self) -> bool:
@@ -119,6 +127,7 @@ class BrokerStateReading:
             "error": self.error,
             "process_start_ms": self.process_start_ms,
             "state_not_registered": self.state_not_registered,
+            "not_a_state": self.not_a_state,
         }
 
 
@@ -126,22 +135,42 @@ def _or_unknown(value: int | None) -> str:
     return "unknown" if value is None else str(value)
 
 
-def _count(value: Any) -> int | None:
-    """A non-negative whole number, or None: a bool, NaN, +Inf or -1 is not a count.
+#: Kafka's recovery gauges (LogManager's remainingLogsToRecover, remainingSegmentsToRecover) are Java ints
+MAX_COUNT = 2**31 - 1
+#: a process start time in epoch ms: a whole number a double holds exactly (2**53)
+MAX_EPOCH_MS = 2**53
 
-    A number sent as a JSON string (``"2"``) is the number: it is legal JSON for a number,
-    and reading it as unknown would make a broker in RECOVERY look stuck (force-restartable).
-    """
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
+
+def _whole(value: Any, limit: int) -> int | None:
+    """A whole number from 0 to ``limit`` sent as a number, or None. A Prometheus gauge is a double
+    (``3.0`` is 3), a JSON number may be ``1.0``; a string, a bool, NaN, an infinity, a negative, a
+    fraction or a number past ``limit`` (``1e300``, past any value the gauge can hold) is none."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0 or value != int(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value < 0 or value > limit or value != int(value):
         return None
     return int(value)
+
+
+def _count(value: Any) -> int | None:
+    """A log-recovery count (Kafka's gauges are Java ints): a non-negative whole number sent as a
+    number, or None (unknown, never 0)."""
+    return _whole(value, MAX_COUNT)
+
+
+def broker_state(value: Any) -> tuple[int | None, str | None]:
+    """(state, None) when ``value`` is one of the integers Kafka's BrokerState defines
+    (org.apache.kafka.metadata.BrokerState: :data:`STATE_NAMES`), else (None, why) naming the raw
+    value: anything else (``1e300``, NaN, -1, 2.5, ``true``, ``"2"``, 4) is no state, and an unknown
+    state is never "stuck" nor "running". None (the source sent no BrokerState) is (None, None)."""
+    if value is None:
+        return None, None
+    state = _whole(value, max(STATE_NAMES))
+    if state is None or state not in STATE_NAMES:
+        return None, f"BrokerState {value!r} is not one of Kafka's states ({_STATES_TEXT})"
+    return state, None
 
 
 def _unknown(node_id: int, source: str, error: str) -> BrokerStateReading:
@@ -220,17 +249,18 @@ def parse_exposition(node_id: int, text: str) -> BrokerStateReading:
         return _unknown(node_id, "prometheus", f"unparseable exposition: {type(exc).__name__}: {exc}"[:300])
     raw_state, state_error = _single(samples.get("kafka_server_brokerstate"))
     started, _ = _single(samples.get("process_start_time_seconds"))
-    state = _count(raw_state)
-    if state is None and raw_state is not None:
-        state_error = f"BrokerState {raw_state!r} is not a state"
+    state, not_a_state = broker_state(raw_state)
     return BrokerStateReading(
         node_id,
         state,
         _summed(samples.get("kafka_log_remaining_logs_to_recover")),
         _summed(samples.get("kafka_log_remaining_segments_to_recover")),
         source="prometheus",
-        error=None if state is not None else state_error or "no kafka_server_brokerstate in the exposition",
-        process_start_ms=_count(None if started is None else started * 1000),
+        error=None
+        if state is not None
+        else not_a_state or state_error or "no kafka_server_brokerstate in the exposition",
+        process_start_ms=_whole(None if started is None else started * 1000, MAX_EPOCH_MS),
+        not_a_state=not_a_state,
         # the exporter runs inside the broker's JVM: it answering without BrokerState
         # means Kafka has not registered it yet, i.e. the broker is early in its start
         state_not_registered="kafka_server_brokerstate" not in samples,
@@ -314,9 +344,12 @@ def parse_agent_body(node_id: int, raw: bytes | str) -> BrokerStateReading:
         return _unknown(node_id, source, f"unexpected body: {type(exc).__name__}: {exc}"[:300])
     if not isinstance(body, dict):
         return _unknown(node_id, source, f"unexpected body: a JSON {type(body).__name__}, not an object")
-    state = _count(body.get("brokerState"))
+    state, not_a_state = broker_state(body.get("brokerState"))
     if state is None:
-        return _unknown(node_id, source, f"unexpected body: brokerState {body.get('brokerState')!r}"[:300])
+        why = not_a_state or "no brokerState in the body"
+        return BrokerStateReading(
+            node_id, None, source=source, error=f"unexpected body: {why}"[:300], not_a_state=not_a_state
+        )
     recovery = body.get("recoveryState", body.get("recovery"))
     if not isinstance(recovery, dict):
         recovery = {}
@@ -367,6 +400,7 @@ class CombinedProbe:
                 error="; ".join(f"{r.source}: {r.error}" for r in readings),
                 process_start_ms=started,
                 state_not_registered=any(r.state_not_registered for r in readings),
+                not_a_state=next((r.not_a_state for r in readings if r.not_a_state), None),
             )
         return BrokerStateReading(
             node_id,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks.errors import CallFailed
+from kafka_runbooks.probes import broker_state
 
 # logical counter -> accepted metric names, the shipped name first
 COUNTERS: dict[str, tuple[str, ...]] = {
@@ -135,9 +136,7 @@ def parse(text: str) -> NodeMetrics:
     return NodeMetrics(
         counters=counters,
         names=names,
-        broker_state=_whole(
-            _gauge(found, BROKER_STATE, "broker_state", unreadable), "broker_state", unreadable
-        ),
+        broker_state=_broker_state(_gauge(found, BROKER_STATE, "broker_state", unreadable), unreadable),
         active_controller_count=_whole(
             _gauge(found, ACTIVE_CONTROLLER, "active_controller_count", unreadable),
             "active_controller_count",
@@ -187,6 +186,16 @@ def _gauge(
         unreadable[logical] = f"{name} is {value!r}"
         return None
     return value
+
+
+def _broker_state(value: float | None, unreadable: dict[str, str]) -> int | None:
+    """BrokerState by the probes' rule (:func:`kafka_runbooks.probes.broker_state`): only a value
+    Kafka's BrokerState defines is a state; ``1e300`` or 4 is unknown with the value named, never a
+    broker "not running"."""
+    state, why = broker_state(value)
+    if why is not None:
+        unreadable["broker_state"] = why
+    return state
 
 
 def _whole(value: float | None, logical: str, unreadable: dict[str, str]) -> int | None:

@@ -177,7 +177,8 @@ class Roller(NodeWork):
 
     def _not_ready_after_timeout(self, state, node, facts, reading) -> None:
         """The table in ``restart.states``: starting -> wait (never force); stuck or
-        unknown -> fail, or force-restart if the run allows it."""
+        unknown -> fail, or force-restart if the run allows it; an answer that is no BrokerState
+        -> fail, never force."""
         opts = state.options
         self.observer.remember_counts(node, reading)
         verdict = assess(reading)
@@ -197,19 +198,20 @@ class Roller(NodeWork):
                 observed=facts,
             )
             return
-        if not opts.allow_force_restart:
+        if not opts.allow_force_restart or not verdict.may_force:
+            why = "force restart is off" if verdict.may_force else verdict.never_force
             self._record(
                 "readiness",
                 node,
                 "give up",
-                f"not ready, broker state {verdict.state_name} ({verdict.kind}), and force restart is off",
+                f"not ready, broker state {verdict.state_name} ({verdict.kind}), and {why}",
                 observed=facts,
                 level=logging.ERROR,
             )
             raise RollFailed(
                 f"{node.role} {node.node_id} did not become ready within {opts.operation_timeout_s:.0f}s "
                 f"(broker state: {verdict.state_name}); it is not starting and not in log recovery, "
-                "and force restart is not allowed"
+                + ("and force restart is not allowed" if verdict.may_force else f"and {why}")
             )
         self._ask_backend(
             state,

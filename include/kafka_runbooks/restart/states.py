@@ -11,9 +11,12 @@ BrokerState (probe)                           recovery       action
                                                              fail after ``max_attempts`` with the counts
 exporter answers, BrokerState not registered  absent         starting (Kafka has not registered it yet)
 3 RUNNING (not registered / fenced / not in   any            stuck: fail, or force-restart with
-the quorum), 0, 6, 7, 127, any other state                   ``allow_force_restart``
+the quorum), 0, 6, 7, 127                                    ``allow_force_restart``
 no answer, non-200, unreadable body, no probe none           unknown: as stuck (strimzi-048: fall back
                                                              to the behaviour without a probe)
+an answer whose BrokerState is none of        any            unknown, never forced: fail naming the
+Kafka's states (1e300, NaN, -1, 2.5, true,                   value (the node answered, and what it
+"2", 4)                                                      said cannot be read as stuck)
 ============================================  =============  ==========================================
 
 Why STARTING too: on Kafka 4.x logs are recovered while BrokerState is still 1; state 2
@@ -39,8 +42,9 @@ UNKNOWN = "unknown"
 TABLE = (
     ("1 STARTING or 2 RECOVERY", "counts > 0, 0 or absent", "starting: wait, log progress, never force"),
     ("exporter answers, BrokerState not registered yet", "absent", "starting: wait, never force"),
-    ("3 RUNNING but not ready; 0, 6, 7, 127, other", "any", "stuck: fail, or force with allow_force_restart"),
+    ("3 RUNNING but not ready; 0, 6, 7, 127", "any", "stuck: fail, or force with allow_force_restart"),
     ("probe unreachable, non-200, unreadable, none", "none", "unknown: as stuck (strimzi-048)"),
+    ("an answer whose BrokerState is none of Kafka's states", "any", "unknown: fail naming it, never force"),
 )
 
 
@@ -48,11 +52,13 @@ TABLE = (
 class Assessment:
     kind: str  # WAIT_STARTING, STUCK or UNKNOWN
     state_name: str
+    # why no restart may be forced even with allow_force_restart (None: the table's row decides)
+    never_force: str | None = None
 
     @property
     def may_force(self) -> bool:
         """Whether ``allow_force_restart`` may act on this node at all."""
-        return self.kind != WAIT_STARTING
+        return self.kind != WAIT_STARTING and self.never_force is None
 
 
 def assess(reading: BrokerStateReading | None) -> Assessment:
@@ -63,6 +69,13 @@ def assess(reading: BrokerStateReading | None) -> Assessment:
         return Assessment(WAIT_STARTING, reading.state_name)
     if reading.state is None and reading.state_not_registered:
         return Assessment(WAIT_STARTING, "BrokerState not registered yet")
+    if reading.state is None and reading.not_a_state:
+        return Assessment(
+            UNKNOWN,
+            f"unknown ({reading.not_a_state})",
+            never_force=f"its {reading.source or 'probe'} answered, but {reading.not_a_state}: "
+            "an answer that is no state is never taken for stuck",
+        )
     if reading.state is None:
         return Assessment(UNKNOWN, f"unknown ({reading.error or 'no answer'})")
     return Assessment(STUCK, reading.state_name)

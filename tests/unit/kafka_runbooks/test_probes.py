@@ -13,14 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kafka_runbooks.probes import PrometheusProbe, parse_agent_body, parse_exposition
+from kafka_runbooks.probes import STATE_NAMES, PrometheusProbe, parse_agent_body, parse_exposition
 from kafka_runbooks.restart.states import STUCK, UNKNOWN, WAIT_STARTING, assess
 
 AGENT_BODIES = [
     ({"brokerState": 2, "recoveryState": "unavailable"}, 2, None, None),  # issue 13: raised AttributeError
     ({"brokerState": 2, "recovery": None}, 2, None, None),
     ({"brokerState": 2, "recovery": [1, 2]}, 2, None, None),
-    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, 12, None),  # numbers as strings
+    ({"brokerState": 2, "recovery": {"remainingLogsToRecover": "12"}}, 2, None, None),  # a string: no count
     (
         {"brokerState": 2, "recovery": {"remainingLogsToRecover": -1, "remainingSegmentsToRecover": 3}},
         2,
@@ -32,8 +32,8 @@ AGENT_BODIES = [
     ({"brokerState": 2, "recovery": {"remainingLogsToRecover": 4, "remainingSegmentsToRecover": 0}}, 2, 4, 0),
     ({"brokerState": 3}, 3, None, None),
     ({"brokerState": 1.0}, 1, None, None),
-    ({"brokerState": "2"}, 2, None, None),  # issue 23: read as unknown, so force-restartable
-    ({"brokerState": " 3.0 "}, 3, None, None),
+    ({"brokerState": "2"}, None, None, None),  # a string is no state: unknown, never forced (#37)
+    ({"brokerState": " 3.0 "}, None, None, None),
     ({"brokerState": True}, None, None, None),
     ({"brokerState": None}, None, None, None),
     ({"brokerState": -1}, None, None, None),
@@ -132,9 +132,11 @@ def test_conflicting_brokerstate_samples_are_unknown_with_the_reason_never_summe
     assert assess(reading).kind == UNKNOWN
 
 
-def test_a_state_sent_as_a_string_is_the_state_not_an_unknown_that_may_be_forced():
+def test_a_state_sent_as_a_string_is_unknown_and_never_forced():
+    # issue 23 read "2" as 2 because an unknown was force-restartable; an answer that is no state
+    # is unknown now, and never forced (restart.states), so nothing is guessed from a string
     verdict = assess(parse_agent_body(1, b'{"brokerState": "2"}'))
-    assert verdict.kind == WAIT_STARTING and not verdict.may_force
+    assert verdict.kind == UNKNOWN and not verdict.may_force and "'2'" in verdict.state_name
 
 
 def test_the_process_start_time_is_read_as_restart_evidence():
@@ -301,3 +303,78 @@ def test_the_probe_timeout_is_a_setting_the_connection_overrides(monkeypatch):
             probe_from_config(extra)
     with pytest.raises(BadInput, match="timeout_s"):
         MetricsEndpoints.from_config({**extra, "timeout_s": "soon"})
+
+
+# -- issue #37, 2: only Kafka's BrokerState values are states; counts are non-negative whole numbers --
+
+NOT_STATES = [
+    1e300,
+    -1e300,
+    float("nan"),
+    -1,
+    -3.0,
+    2.5,
+    True,
+    False,
+    "2",
+    "RUNNING",
+    4,
+    5,
+    126,
+    128,
+    255,
+    2**64,
+]
+
+
+@pytest.mark.parametrize("value", NOT_STATES)
+def test_an_agent_value_that_is_no_broker_state_is_unknown_named_never_stuck_nor_running(value):
+    reading = parse_agent_body(1, json.dumps({"brokerState": value}))
+    assert reading.state is None and not reading.running and not reading.recovering
+    assert repr(value) in reading.error and "is not one of Kafka's states" in reading.error
+    verdict = assess(reading)
+    assert verdict.kind == UNKNOWN and verdict.kind != STUCK and not verdict.may_force
+
+
+@pytest.mark.parametrize("value", ["1e300", "-1", "4", "2.5", "128", "1e19"])
+def test_an_exporter_value_that_is_no_broker_state_is_unknown_named_never_stuck(value):
+    reading = parse_exposition(1, f"kafka_server_brokerstate {value}\n")
+    assert reading.state is None and not reading.state_not_registered
+    assert reading.not_a_state and repr(float(value)) in reading.error
+    assert assess(reading).kind == UNKNOWN and not assess(reading).may_force
+
+
+@pytest.mark.parametrize("state", sorted(STATE_NAMES))
+def test_every_state_kafka_defines_is_read_from_both_sources(state):
+    assert parse_agent_body(1, json.dumps({"brokerState": state})).state == state
+    assert parse_exposition(1, f"kafka_server_brokerstate {float(state)}\n").state == state
+
+
+@pytest.mark.parametrize(
+    "count, read",
+    [(0, 0), (7, 7), (7.0, 7), (2**31 - 1, 2**31 - 1), (2**31, None), (1e300, None), (-1, None)]
+    + [(1.5, None), (True, None), ("12", None), (None, None)],
+)
+def test_recovery_counts_are_non_negative_whole_numbers_a_java_int_holds(count, read):
+    body = {
+        "brokerState": 2,
+        "recoveryState": {"remainingLogsToRecover": count, "remainingSegmentsToRecover": count},
+    }
+    reading = parse_agent_body(1, json.dumps(body))
+    assert (reading.state, reading.remaining_logs, reading.remaining_segments) == (2, read, read)
+    if isinstance(count, int | float) and not isinstance(count, bool):
+        text = f"kafka_server_brokerstate 1\nkafka_log_remaining_logs_to_recover {float(count)!r}\n"
+        assert parse_exposition(1, text).remaining_logs == read
+
+
+def test_a_combined_probe_keeps_why_a_state_was_none():
+    from kafka_runbooks.probes import CombinedProbe
+
+    class Fixed:
+        kind = "strimzi-agent"
+
+        def read(self, node_id):
+            return parse_agent_body(node_id, b'{"brokerState": 1e300}')
+
+    reading = CombinedProbe([Fixed()]).read(2)
+    assert reading.state is None and "1e+300" in reading.not_a_state and not assess(reading).may_force

@@ -377,6 +377,29 @@ def test_only_stuck_or_unknown_brokers_may_be_forced(rig, reading, kind):
     assert backend.calls == [("force_restart", 2)]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"brokerState": 1e300}', b'{"brokerState": -1}', b'{"brokerState": 4}', b'{"brokerState": "3"}'],
+)
+def test_an_answer_that_is_no_broker_state_is_never_forced(rig, body):
+    """A Strimzi agent answering ``brokerState: 1e300`` was read as a state and judged stuck: with
+    allow_force_restart the broker was force-restarted on a value Kafka never sends (issue #37, 2)."""
+    from kafka_runbooks.probes import parse_agent_body
+    from kafka_runbooks.restart.states import assess
+
+    reading = parse_agent_body(2, body)
+    assert assess(reading).kind == "unknown" and not assess(reading).may_force and not reading.running
+    clock, cluster, backend, roller = rig
+    cluster.stuck.add(2)
+    roller.probe.stuck_reading = lambda node_id: reading
+    state = roller.plan([2], "t", RollOptions(operation_timeout_s=10, allow_force_restart=True))
+    roller.step(state)
+    clock.now += 11_000
+    with pytest.raises(RollFailed, match="is not one of Kafka's states"):
+        roller.step(state)
+    assert backend.calls == []
+
+
 # -- a restart is observed, never assumed --------------------------------------------------------
 
 
