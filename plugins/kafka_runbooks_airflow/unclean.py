@@ -100,9 +100,34 @@ def pending_restores(kafka_config_id: str) -> dict[str, dict]:
 
 
 def automated_recovery_requested(document: dict[str, Any]) -> bool:
-    """Go on to the approval gate only in automated mode and when something can be elected."""
+    """Go on to the approval gate only in automated mode and when something can be elected.
+
+    An automated recovery that can elect nothing while partitions stay offline has not recovered
+    them: it fails, naming each partition and its clean path (bring a clean replica back), never a
+    green run over offline partitions (the fault campaign's unclean seeds 1 and 2). A read-only
+    mode ends successfully: showing the table is all it was asked for."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     electable = [c for c in document["choices"] if c["chosen"] is not None]
-    go = document["mode"] == "automated_recovery" and bool(electable)
+    automated = document["mode"] == "automated_recovery"
+    go = automated and bool(electable)
+    left = [c for c in document["choices"] if c["chosen"] is None]
+    if automated and not electable and left:
+        reasons = "; ".join(
+            f"{c['topic']}-{c['partition']}: {c.get('clean_path') or c['reason']}" for c in left
+        )
+        decisions.record(
+            "gate",
+            "NOT RECOVERED: nothing can be elected",
+            f"{len(left)} partition(s) stay offline and no replica may be elected: {reasons}",
+            observed={
+                "artifacts": document["artifacts"],
+                "offline": [f"{c['topic']}-{c['partition']}" for c in left],
+            },
+            logger=log,
+            level=logging.ERROR,
+        )
+        raise AirflowFailException(f"not recovered: {len(left)} partition(s) stay offline: {reasons}"[:2000])
     decisions.record(
         "gate",
         "ask for approval" if go else "stop: nothing will be elected",

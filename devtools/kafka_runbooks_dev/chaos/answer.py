@@ -19,14 +19,29 @@ LATE_TIMEOUT_S = 20  # approval_timeout_s of a LATE schedule: its answer comes a
 
 @dataclass
 class Answers:
-    """What was answered when (monotonic), and the errors Airflow gave back."""
+    """What was answered when (monotonic), the approvals a gate try then ended approved on (when
+    they were sent), and the errors Airflow gave back."""
 
     sent: list[tuple[float, str]] = field(default_factory=list)
+    accepted: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+    def errors_for(self, try_number: int) -> bool:
+        """Whether Airflow refused an answer to this try already (then the answerer waits for the gate)."""
+        return any(e.startswith(f"try {try_number}:") for e in self.errors)
+
+    @property
+    def approved_at(self) -> float | None:
+        """When the first approval a gate accepted was sent (None: no try was approved)."""
+        return min(self.accepted) if self.accepted else None
 
 
 class Answerer(threading.Thread):
-    """Answer ``gate`` of ``(dag_id, run_id)`` per ``answer`` until :meth:`stop`."""
+    """Answer ``gate`` of ``(dag_id, run_id)`` per ``answer``, every try, until :meth:`stop`.
+
+    A try whose answer Airflow took is never answered again (an answer Airflow then loses is the
+    run's fault to survive, not the answerer's to repair); one Airflow refused is tried again, as a
+    person would, once the gate waits."""
 
     def __init__(self, airflow, dag_id: str, run_id: str, gate: str, answer: str, delay_s: float) -> None:
         super().__init__(daemon=True, name="chaos-answerer")
@@ -34,7 +49,8 @@ class Answerer(threading.Thread):
         self.answer, self.delay_s = answer, delay_s
         self.answers = Answers()
         self._done = threading.Event()
-        self._answered_tries: set[int] = set()
+        self._taken: dict[int, tuple[float, str]] = {}  # try -> the answer Airflow took
+        self._judged: set[int] = set()
 
     def run(self) -> None:
         while not self._done.wait(0.2):
@@ -46,23 +62,21 @@ class Answerer(threading.Thread):
 
     def _step(self) -> None:
         ti = self.airflow.task_instance(self.dag_id, self.run_id, self.gate)
-        try_number = ti.get("try_number") or 0
-        if try_number in self._answered_tries or ti["state"] in (
-            None,
-            "success",
-            "failed",
-            "skipped",
-            "upstream_failed",
-        ):
+        try_number, state = ti.get("try_number") or 0, ti["state"]
+        if state == "success" and try_number in self._taken and try_number not in self._judged:
+            self._judged.add(try_number)
+            at, option = self._taken[try_number]
+            if option == "Approve":
+                self.answers.accepted.append(at)
+        if try_number in self._taken or state in (None, "success", "failed", "skipped", "upstream_failed"):
             return
-        if self.answer == sch.EARLY:
+        if self.answer == sch.EARLY and not self.answers.errors_for(try_number):
             if not self._question_exists():
                 return
-        elif ti["state"] != "awaiting_input":
+        elif state != "awaiting_input":
             return
         else:
             self.airflow.wait_for_approval(self.dag_id, self.run_id, self.gate, timeout=120)
-        self._answered_tries.add(try_number)
         self._answer(try_number)
 
     def _question_exists(self) -> bool:
@@ -80,19 +94,24 @@ class Answerer(threading.Thread):
         elif self.answer != sch.EARLY:
             self._done.wait(self.delay_s)
         option = "Reject" if self.answer == sch.REJECT else "Approve"
-        self._send(option)
-        if self.answer == sch.TWICE:
+        if self._send(option, try_number) and self.answer == sch.TWICE:
             self._done.wait(self.delay_s)
-            self._send(option)
+            self._send(option, try_number)
 
-    def _send(self, option: str) -> None:
+    def _send(self, option: str, try_number: int) -> bool:
         at = time.monotonic()
         try:
             self.airflow.answer(self.dag_id, self.run_id, self.gate, [option])
-            self.answers.sent.append((at, option))
-            log.info("chaos: answered %s at +%.1f", option, at)
         except Exception as exc:
-            self.answers.errors.append(f"{option} at +{at:.1f}: {type(exc).__name__}: {exc}"[:300])
+            self.answers.errors.append(
+                f"try {try_number}: {option} at +{at:.1f}: {type(exc).__name__}: {exc}"[:300]
+            )
+            self._done.wait(2)
+            return False
+        self.answers.sent.append((at, option))
+        self._taken.setdefault(try_number, (at, option))
+        log.info("chaos: answered %s at +%.1f (try %s)", option, at, try_number)
+        return True
 
     def stop(self) -> Answers:
         """Answer no more."""

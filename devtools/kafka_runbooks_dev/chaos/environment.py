@@ -62,13 +62,12 @@ class Environment:
         self.stack.stop()
 
 
-def start(
-    home: Path | None = None, port_base: int | None = None, topology: Topology | None = None
-) -> Environment:
-    """A fresh stack (destroyed first), its Spark Connect server and a fresh Airflow on them."""
+def start(name: str = "default", home: Path | None = None, port_base: int | None = None) -> Environment:
+    """A fresh stack of topology ``name`` (:func:`topology`, destroyed first), its Spark Connect
+    server and a fresh Airflow on them."""
     home = Path(home or os.environ.get("KR_CHAOS_HOME") or PROJECT_ROOT / ".stack" / "chaos").resolve()
     base = int(port_base or os.environ.get("KR_CHAOS_PORT_BASE", "17000"))
-    stack = LocalStack(home=home / "stack", topology=topology or Topology(port_base=base))
+    stack = LocalStack(home=home / "stack", topology=topology(name, base))
     stack.destroy()
     stack.start(timeout=900)
     stack.start_spark_connect(store_url=str(PROJECT_ROOT))

@@ -137,6 +137,7 @@ class Campaign:
         }
         result.faults = faults.lines
         result.answers = answers.sent + answers.errors if answers else []
+        result.notes += self._failed_task_logs(scenario, result)
         final = scenario.final_check(ctx, setup)
         seen = watcher.stop()
         every_node_back(ctx)  # a throttle left on a broker that was down is read once it is back
@@ -163,11 +164,22 @@ class Campaign:
         }
 
     def _approved_at(self, scenario: Scenario, result: Result, answers) -> float | None:
-        """When the approval the gate recorded was sent (None: the gate never approved)."""
-        if not scenario.gate or result.tasks.get(scenario.gate) != "success" or answers is None:
-            return None
-        approvals = [at for at, option in answers.sent if option == "Approve"]
-        return approvals[0] if approvals else None
+        """When the first approval a gate try accepted was sent (None: no try approved)."""
+        return answers.approved_at if scenario.gate and answers is not None else None
+
+    def _failed_task_logs(self, scenario: Scenario, result: Result, tail: int = 2500) -> list[str]:
+        """The end of each failed task's log (the reason a reader of the record needs first)."""
+        out = []
+        for ti in self.airflow.task_instances(scenario.dag_id, result.run_id):
+            if ti["state"] != "failed":
+                continue
+            task, tries = ti["task_id"], max(1, ti.get("try_number") or 1)
+            try:
+                text = self.airflow.task_log_text(scenario.dag_id, result.run_id, task, try_number=tries)
+                out.append(f"{task} (try {tries}) log: {text[-tail:]}")
+            except Exception as exc:
+                out.append(f"{task} log not read: {exc}")
+        return out
 
     def _names_loss(self, scenario: Scenario, result: Result) -> bool:
         """Whether the run's outcome names a loss of acknowledged records (its logs say so)."""

@@ -31,3 +31,28 @@ def test_a_glue_function_reads_the_request_not_the_params(name):
 def test_the_request_is_built_in_one_place():
     """``recovery_request`` is the only caller of the library's parser in the glue."""
     assert callers_of(glue, "build_request") == ["recovery_request"]
+
+
+def test_an_automated_recovery_that_can_elect_nothing_fails_naming_the_clean_path(caplog):
+    """Found by the fault campaign (unclean seeds 1 and 2): a partition offline, its only clean
+    replica down, a stale one back; nothing may be elected without allow_committed_loss, and the
+    run ended green over an offline partition. It fails now, naming the partition and what to do;
+    a read-only mode still ends successfully."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.unclean import automated_recovery_requested
+
+    choice = {
+        "topic": "orders",
+        "partition": 0,
+        "chosen": None,
+        "reason": "clean path: broker(s) 1 hold every committed record and did not answer",
+        "clean_path": "CLEAN PATH: broker(s) 1 (down) hold every committed record of orders-0",
+    }
+    document = {"mode": "automated_recovery", "choices": [choice], "artifacts": {}}
+    with pytest.raises(
+        AirflowFailException, match=r"not recovered: 1 partition\(s\) stay offline: orders-0: CLEAN PATH"
+    ):
+        automated_recovery_requested(document)
+    assert automated_recovery_requested({**document, "mode": "show_replica_info"}) is False
+    assert automated_recovery_requested({**document, "choices": []}) is False
