@@ -49,9 +49,13 @@ class Environment:
 
     def fresh_stack(self) -> None:
         """A new stack of the same topology on the same ports (Airflow's connections stay true)."""
+        from kafka_runbooks_dev import spark_connect
+
+        spark_connect.stop_recorded(self.stack.home)
         self.stack.stop()
         self.stack.destroy()
         self.stack.start(timeout=900)
+        self.stack.start_spark_connect(store_url=str(PROJECT_ROOT))
 
     def stop(self) -> None:
         """Airflow killed (thrown away), then the stack and its Spark Connect server stopped."""

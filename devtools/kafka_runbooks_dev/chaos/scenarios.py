@@ -76,9 +76,14 @@ def make_topic(ctx: Context, topic: str, assignment: dict[int, list[int]], min_i
     """The schedule's topic, its replicas where given, filled with a little data, fully in sync."""
     bs = ctx.stack.bootstrap_servers
     create_topic(bs, topic, assignment=assignment, config={"min.insync.replicas": str(min_isr)})
-    wait_until(
-        lambda: all(len(p.isr) == len(p.replicas) for p in ctx.admin.describe_partitions([topic])), 60, 0.5
-    )
+
+    def in_sync() -> bool:
+        try:  # a stack just started: its brokers may not all know the topic (or each other) yet
+            return all(len(p.isr) == len(p.replicas) for p in ctx.admin.describe_partitions([topic]))
+        except Exception:
+            return False
+
+    wait_until(in_sync, 90, 0.5, f"{topic} fully in sync")
     for p in assignment:
         produce(bs, topic, 200, partition=p, size=1000)
 
