@@ -103,6 +103,17 @@ class KafkaPythonClient:
         versions = getattr(data, "api_versions", None) or {}
         return versions.get(api_key)
 
+    def describe_features(
+        self,
+    ) -> tuple[dict[str, int], dict[str, tuple[int, int]], dict[int, tuple[int, int]]]:
+        """ApiVersions v3+: (finalized feature -> max level, supported feature -> range, api key -> range)."""
+        answer = self._client.describe_features()
+        finalized = {name: f["finalized"][1] for name, f in answer.items() if "finalized" in f}
+        supported = {name: tuple(f["supported"]) for name, f in answer.items() if "supported" in f}
+        data = self._client._manager.broker_version_data
+        apis = {int(k): tuple(v) for k, v in (getattr(data, "api_versions", None) or {}).items()}
+        return finalized, supported, apis
+
     def describe_cluster(self) -> tuple[str, list[Broker]]:
         """Registered brokers, fenced ones included (DescribeCluster v2, KIP-1073)."""
         data = self._client.describe_cluster()

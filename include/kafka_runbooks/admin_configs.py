@@ -13,6 +13,7 @@ import time
 
 from kafka_runbooks.admin_errors import map_client_errors, rpc
 from kafka_runbooks.errors import AdminError, KafkaRunbookError
+from kafka_runbooks.evidence.features import ClusterFeatures
 from kafka_runbooks.evidence.settings import ClusterTimeouts, read_timeouts
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,15 @@ class ConfigRequests:
             except KafkaRunbookError as exc:
                 errors[broker_id] = self.not_answering().get(broker_id) or f"{type(exc).__name__}: {exc}"
         return values, errors
+
+    @rpc("ApiVersions")
+    def describe_features(self) -> ClusterFeatures:
+        """The features the cluster finalized and the RPC versions a broker advertises
+        (:mod:`kafka_runbooks.evidence.features`): what a runbook asks before relying on one."""
+        finalized, supported, apis = self._retry(
+            "ApiVersions", lambda: self._kafka_python.describe_features()
+        )
+        return ClusterFeatures(finalized, supported, apis, source=f"ApiVersions of {self.bootstrap_servers}")
 
     def cluster_timeouts(self) -> ClusterTimeouts:
         """``broker.session.timeout.ms`` and ``controller.quorum.fetch.timeout.ms`` as the cluster

@@ -608,6 +608,7 @@ def _health(report: dict[str, Any]) -> str:
         + _health_replication(report.get("replication"))
         + _health_quorum(report.get("quorum"))
         + _health_log_dirs(report.get("log_dirs"))
+        + _health_features(report.get("features"))
         + _broker_chart(brokers)
         + _broker_table(brokers)
         + "</section>"
@@ -700,6 +701,21 @@ def _health_quorum(q: dict[str, Any] | None) -> str:
         f"{len(q.get('caught_up_voters', []))} of {len(q.get('voters', []))} voters caught up, "
         f"{_e(q.get('majority'))} needed</div><p class='quorum-voters muted'>Voters: {_e(voters)}. "
         f"Observers: {_e(observers)}.</p>"
+    )
+
+
+def _health_features(features: dict[str, Any] | None) -> str:
+    """What the cluster finalized (ApiVersions): the features the runbooks ask before relying on one."""
+    if not features:
+        return ""
+    if "finalized" not in features:
+        return f"<p class='features muted' data-features='unknown'>Features: unknown ({_e(features.get('unknown'))}).</p>"
+    finalized = ", ".join(f"{k} {v}" for k, v in features["finalized"].items()) or "none"
+    elr = "kept" if features.get("elr") else "not kept (no record of clean replicas beyond the ISR)"
+    quorum = "dynamic (voters can change)" if features.get("dynamic_quorum") else "static"
+    return (
+        f"<p class='features muted' data-features='read'>Features finalized: {_e(finalized)}. ELR {_e(elr)}; "
+        f"KRaft quorum {_e(quorum)}.</p>"
     )
 
 

@@ -8,6 +8,7 @@ here (``alive=False``): that is exactly the broker a runbook has to reason about
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 NO_LEADER = -1
 
@@ -147,6 +148,9 @@ class ClusterState:
     taken_at_ms: int = 0
     # every directory of every broker that answered DescribeLogDirs, failed ones included
     log_dir_states: dict[int, tuple[LogDir, ...]] = field(default_factory=dict)
+    # what the cluster finalized (evidence.features.ClusterFeatures), read beside the state where a
+    # report shows it; None: not read
+    features: Any = None
 
     @property
     def active_controller(self) -> int | None:

@@ -114,6 +114,7 @@ def write_snapshot(state: ClusterState, directory: Path | str, bootstrap_servers
         # small sections the health report carries as they are (the Spark job does not read them)
         "quorum": quorum_report(state.quorum),
         "log_dirs": log_dirs_report(state),
+        "features": state.features.as_dict() if state.features is not None else {"unknown": "not read"},
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2))
     return out

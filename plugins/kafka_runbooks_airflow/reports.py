@@ -12,7 +12,7 @@ from kafka_runbooks.health import HealthSettings, log_findings
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.snapshot_contract import META_FILE, REPORT_FILE
 
-SNAPSHOT_SECTIONS = ("quorum", "log_dirs")  # read by the sweep's Python side, not by Spark
+SNAPSHOT_SECTIONS = ("quorum", "log_dirs", "features")  # read by the sweep's Python side, not by Spark
 HEALTH_DIR = "health"  # the health job's output folder, inside the snapshot's (the DAG passes it)
 
 log = logging.getLogger(__name__)

@@ -49,6 +49,9 @@ class QuorumAdmin(Protocol):
     def ping(self) -> str:
         """The cluster id (DescribeCluster), or ClusterUnreachable."""
 
+    def describe_features(self):
+        """ApiVersions: the features the cluster finalized (``kraft.version`` for a dynamic quorum)."""
+
 
 class VoterChanges(Protocol):
     """AddRaftVoter / RemoveRaftVoter (:class:`.quorum_tool.QuorumTool`)."""
@@ -112,6 +115,9 @@ class ControllerReplacement:
         """What the gate shows: voters with lag and caught-up age, the observer, the steps and
         the majority before and after each; refused when any step would break the majority."""
         req = self.request
+        refusal = self.admin.describe_features().refusal("dynamic quorum", "changing the KRaft voters")
+        if refusal:  # asked of the cluster: a static quorum cannot add or remove a voter
+            self._refuse(refusal)
         quorum = self.admin.describe_quorum()
         steps = plan_steps(quorum, req)
         checks = project(quorum, steps)

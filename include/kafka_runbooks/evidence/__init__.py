@@ -16,7 +16,9 @@ own answers, in Kafka's terms, with thresholds read from the cluster's own setti
   clock that stamped both ends, or unknown;
 - **how long must a settle hold** (:mod:`.settle`): never shorter than ``broker.session.timeout.ms``,
   its last read asking the nodes themselves;
-- **the thresholds** (:mod:`.settings`): read from the cluster, never a constant in a runbook.
+- **the thresholds** (:mod:`.settings`): read from the cluster, never a constant in a runbook;
+- **which features the cluster has** (:mod:`.features`): finalized levels and RPC versions from
+  ApiVersions, never a release string; an absent feature leaves its rule unknown.
 
 "Unknown" stays unknown in every rule: an answer that cannot tell is never read as the
 comfortable answer. ``tests/unit/kafka_runbooks/evidence/test_one_room.py`` fails when a decision
@@ -26,6 +28,7 @@ the controller's offline replicas of a partition) anywhere else.
 
 from kafka_runbooks.evidence.catch_up import CAUGHT_UP, NOT_CAUGHT_UP, UNKNOWN, CatchUp, FetchMark, QuorumView
 from kafka_runbooks.evidence.clock import AIRFLOW_API_SERVER, WORKER, Stamp, after, age_ms, newer_than
+from kafka_runbooks.evidence.features import ClusterFeatures, no_elr_words
 from kafka_runbooks.evidence.replica_dirs import ReplicaDirs, judge_replica_dirs
 from kafka_runbooks.evidence.replicas import committed_holders, eligible_leader_replicas, last_known_elr
 from kafka_runbooks.evidence.serving import serving, silent_brokers
@@ -39,6 +42,7 @@ __all__ = [
     "UNKNOWN",
     "WORKER",
     "CatchUp",
+    "ClusterFeatures",
     "FetchMark",
     "ClusterTimeouts",
     "QuorumView",
@@ -52,6 +56,7 @@ __all__ = [
     "judge_replica_dirs",
     "last_known_elr",
     "newer_than",
+    "no_elr_words",
     "read_timeouts",
     "serving",
     "settle_period_s",

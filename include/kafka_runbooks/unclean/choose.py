@@ -150,7 +150,9 @@ def clean_replicas(partition: PartitionState) -> tuple[int, ...]:
     return committed_holders(partition)
 
 
-def _committed_loss(best, clean: tuple[int, ...], infos, hints: tuple[int, ...] = ()) -> str:
+def _committed_loss(
+    best, clean: tuple[int, ...], infos, hints: tuple[int, ...] = (), no_elr: str | None = None
+) -> str:
     """The acknowledged records the election of ``best`` loses, in words; "0" only for a clean replica.
 
     The committed offset is on the clean replicas; when none of them answered it is unknown,
@@ -167,7 +169,8 @@ def _committed_loss(best, clean: tuple[int, ...], infos, hints: tuple[int, ...] 
             if best.broker_id in hints
             else ""
         )
-        return "unknown: the controller names no replica holding every committed record" + hint
+        named = no_elr or "the controller names no replica holding every committed record"
+        return f"unknown: {named}" + hint
     answered = [i for i in infos if i.broker_id in clean and i.answered]
     beyond = max((i.log_end_offset - best.log_end_offset for i in answered), default=None)
     bound = f"; up to {beyond} (what a clean replica holds beyond it)" if beyond is not None else ""
@@ -263,9 +266,12 @@ def choose(
     gathered: GatherResult,
     brokers: dict[int, Broker],
     allow_committed_loss: bool = False,
+    no_elr: str | None = None,
 ) -> Choice:
     """The replica to elect: a clean one if any answered; else the clean path, or (only when the
-    operator allows losing committed records) the best live log, named as lacking them."""
+    operator allows losing committed records) the best live log, named as lacking them. ``no_elr``:
+    what to say where the cluster keeps no ELR (:func:`kafka_runbooks.evidence.no_elr_words`), so a
+    partition with no clean replica named is "unknown", never "none are clean"."""
     infos = gathered.for_partition(partition.topic, partition.partition, partition.replicas)
     live = [
         i
@@ -304,5 +310,5 @@ def choose(
         chosen_is_clean=best is not None and best.broker_id in clean,
         clean_path=clean_path,
         unclean_option=option.broker_id if option is not None and option.broker_id not in clean else None,
-        committed_loss=_committed_loss(option, clean, infos, last_known_elr(partition)),
+        committed_loss=_committed_loss(option, clean, infos, last_known_elr(partition), no_elr),
     )

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from kafka_runbooks import decisions, storage
 from kafka_runbooks.admin import ClusterAdmin
-from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.errors import KafkaRunbookError, RunbookFailed, SafetyRefusal
+from kafka_runbooks.evidence import no_elr_words
 from kafka_runbooks.model import PartitionState
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.unclean.choose import Choice, choose
@@ -80,13 +81,16 @@ def plan(
     """
     logger = logger or log
     out_dir = storage.locate(out_dir)
+    no_elr = _kraft_features(admin, logger)
     restored_first = restore_pending(admin, state_file, logger) if state_file is not None else {}
     state = admin.read_state(include_log_dirs=False)
     targets = resolve(request, state)  # unknown topics/partitions fail here
     _record_online(targets.online, logger)
     gathered = gather(admin, targets.offline, state.brokers, request.recovery_duration_ms)
     _record_unanswered(gathered, logger)
-    choices = [choose(p, gathered, state.brokers, request.allow_committed_loss) for p in targets.offline]
+    choices = [
+        choose(p, gathered, state.brokers, request.allow_committed_loss, no_elr) for p in targets.offline
+    ]
     for c in choices:
         _record_choice(c, logger)
     table = replica_table(choices, [p.name for p in targets.online])
@@ -98,6 +102,23 @@ def plan(
     write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in ("table", "table_md")})
     document["artifacts"]["plan"] = str(out_dir / "plan.json")
     return document
+
+
+def _kraft_features(admin: ClusterAdmin, logger: logging.Logger) -> str | None:
+    """Refuse a ZooKeeper-mode cluster; what to say where the cluster keeps no ELR (None: it keeps
+    one). Features not read: the ELR's words say so (unknown), nothing is refused on a guess."""
+    try:
+        features = admin.describe_features()
+    except KafkaRunbookError as exc:
+        logger.warning("the cluster's features were not read: %s", exc)
+        return no_elr_words(None)
+    refusal = features.refusal("kraft", "unclean recovery")
+    if refusal:
+        decisions.record(
+            "plan", "refuse", refusal, observed=features.as_dict(), logger=logger, level=logging.ERROR
+        )
+        raise SafetyRefusal(refusal)
+    return no_elr_words(features)
 
 
 def _record_online(online: list[PartitionState], logger: logging.Logger) -> None:

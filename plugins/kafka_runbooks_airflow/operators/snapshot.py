@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,17 @@ from kafka_runbooks import decisions, storage
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks.snapshot import store_snapshot
 from kafka_runbooks.storage import StorePath
+
+log = logging.getLogger(__name__)
+
+
+def _features(admin):
+    """The features the cluster finalized, for the report; None (shown unknown) when not read."""
+    try:
+        return admin.describe_features()
+    except Exception as exc:  # a report without features says so; the snapshot stays good
+        log.warning("features not read: %s", exc)
+        return None
 
 
 class KafkaClusterSnapshotOperator(BaseOperator):
@@ -50,6 +62,7 @@ class KafkaClusterSnapshotOperator(BaseOperator):
         admin = hook.admin
         try:
             state = admin.read_state(include_log_dirs=self.include_log_dirs)
+            state.features = _features(admin)
         finally:
             admin.close()
         # one folder per cluster: a fleet sweep snapshots several clusters in one run

@@ -13,6 +13,7 @@ from kafka_runbooks.controller_replace.plan import ReplaceRequest
 from kafka_runbooks.controller_replace.quorum_tool import VoterAlreadyAdded, VoterNotFound
 from kafka_runbooks.controller_replace.runbook import ControllerReplacement
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
+from kafka_runbooks.evidence import ClusterFeatures
 from kafka_runbooks.model import Quorum, QuorumMember
 
 NOW = 1_000_000
@@ -24,6 +25,7 @@ class Cluster:
 
     def __init__(self, voters, observers, ages) -> None:
         self.voters, self.observers, self.ages = list(voters), list(observers), dict(ages)
+        self.kraft_version = 1
         self.calls: list[tuple] = []
 
     def _m(self, n: int) -> QuorumMember:
@@ -43,6 +45,12 @@ class Cluster:
 
     def ping(self) -> str:
         return "cluster-1"
+
+    def describe_features(self) -> ClusterFeatures:
+        # a dynamic quorum (KIP-853), as a 3.9+ cluster formatted with --initial-controllers answers
+        return ClusterFeatures(
+            {"metadata.version": 30, "kraft.version": self.kraft_version}, {}, source="fake"
+        )
 
     def add_controller(self, node_id, directory_id, cluster_id, endpoints) -> str:
         self.calls.append(("add", node_id, directory_id, cluster_id, [str(e) for e in endpoints]))
@@ -192,3 +200,14 @@ def test_the_verification_fails_when_a_voter_goes_silent_during_the_settle():
     cluster.describe_quorum = describe
     with pytest.raises(RunbookFailed, match="final quorum check failed"):
         run.verify([9001, 9002, 9004])
+
+
+def test_a_static_quorum_is_refused_naming_the_feature_and_the_release_that_has_it():
+    """Issue #38: asked of the cluster (kraft.version finalized), never of a release string."""
+    cluster = Cluster([9001, 9002, 9003], [9004], {9001: 0, 9002: 100, 9003: 60_000, 9004: 100})
+    cluster.kraft_version = 0
+    with pytest.raises(
+        SafetyRefusal, match=r"needs a dynamic KRaft quorum \(kraft.version finalized at 1.*4.1\+"
+    ):
+        replacement(cluster).plan()
+    assert cluster.calls == []

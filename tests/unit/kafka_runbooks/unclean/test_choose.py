@@ -329,3 +329,15 @@ def test_a_last_known_elr_replica_back_after_a_crash_is_never_clean():
     only_hint = choose(_offline(last_known_elr=(3,)), gathered, state.brokers, allow_committed_loss=True)
     assert only_hint.chosen == 3 and only_hint.loses_committed
     assert "only in the last known ELR" in only_hint.committed_loss
+
+
+def test_on_a_cluster_without_elr_the_loss_is_unknown_in_words_that_say_why():
+    """Issue #38: with eligible.leader.replicas.version not finalized (Kafka 4.0's default) the
+    controller keeps no ELR: "the controller names no replica" would read as "none are clean"."""
+    from kafka_runbooks.evidence import ClusterFeatures, no_elr_words
+
+    no_elr = no_elr_words(ClusterFeatures({"metadata.version": 22, "eligible.leader.replicas.version": 0}, {}))
+    state = _state()
+    gathered = _gathered([(3, 1000, 4, None), (2, 900, 4, None)])
+    c = choose(_offline(), gathered, state.brokers, allow_committed_loss=True, no_elr=no_elr)
+    assert c.committed_loss.startswith("unknown: the cluster keeps no record of clean replicas beyond the ISR")
