@@ -138,6 +138,22 @@ def no_end(ended: bool, waited_s: float) -> list[str]:
     return [] if ended else [f"the run had not ended {waited_s:.0f} s after its last fault"]
 
 
+def restarts(watch: Watch, away: list[Away]) -> list[tuple[float, str]]:
+    """When each node no fault touched first ran a new process: the runbook's restarts as the
+    processes show them."""
+    touched = {a.node for a in away}
+    if not watch.pids:
+        return []
+    first, out = watch.pids[0][1], []
+    seen: set[int] = set()
+    for at, pids in watch.pids:
+        for node, pid in pids.items():
+            if node not in touched and node not in seen and pid != first.get(node):
+                seen.add(node)
+                out.append((at, f"node {node} restarted (pid {first.get(node)} -> {pid})"))
+    return out
+
+
 def replica_set_changes(watch: Watch, away: list[Away]) -> list[tuple[float, str]]:
     """When each watched partition's replica set first changed, or a reassignment was in flight: the
     runbook's writes as the cluster shows them (a fault changes ISRs and leaders, never replica sets)."""

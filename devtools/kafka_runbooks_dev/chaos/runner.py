@@ -88,7 +88,8 @@ class Campaign:
         self, scenario: Scenario, schedule: sch.Schedule, setup: Setup, ctx: Context, result: Result
     ) -> None:
         bs = self.stack.bootstrap_servers
-        watcher, traffic = Watcher(bs, [setup.topic]), Traffic(bs, setup.topic)
+        pids = lambda: {n.node_id: self.stack.pid(n.name) for n in self.stack.topology.nodes}  # noqa: E731
+        watcher, traffic = Watcher(bs, [setup.topic], pids=pids), Traffic(bs, setup.topic)
         watcher.start()
         traffic.start()
         conf = {**setup.conf, "approval_timeout_s": LATE_TIMEOUT_S if schedule.answer == sch.LATE else 3600}
@@ -157,8 +158,10 @@ class Campaign:
             "min_isr_broken": inv.min_isr_broken(seen.samples, {setup.topic: setup.min_isr}, away),
             "false_success": inv.false_success(result.run_state, final),
             "leftovers": inv.leftovers(*self._leftovers(setup)),
-            "unapproved_write": inv.unapproved_write(inv.replica_set_changes(seen, away), approved_at)
-            if scenario.gate and scenario.runbook != "restart"
+            "unapproved_write": inv.unapproved_write(
+                inv.replica_set_changes(seen, away) + inv.restarts(seen, away), approved_at
+            )
+            if scenario.gate
             else [],
             "no_end": inv.no_end(ended, RUN_BOUND_S),
         }

@@ -41,13 +41,15 @@ class Watch:
 
     samples: list[Sample] = field(default_factory=list)
     reassigning: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)  # (at, partitions)
+    pids: list[tuple[float, dict[int, int | None]]] = field(default_factory=list)  # (at, node -> pid)
 
 
 class Watcher(threading.Thread):
     """Polls until :meth:`stop`; reassignments in flight are read every ``reassign_every`` samples."""
 
-    def __init__(self, bootstrap: str, topics: list[str], reassign_every: int = 5) -> None:
+    def __init__(self, bootstrap: str, topics: list[str], reassign_every: int = 5, pids=None) -> None:
         super().__init__(daemon=True, name="chaos-watcher")
+        self.pids = pids  # () -> {node id: pid}: which process each node runs (a restart changes it)
         self.admin = ClusterAdmin({"bootstrap.servers": bootstrap}, timeout_s=3)
         self.topics = list(topics)
         self.reassign_every = reassign_every
@@ -61,6 +63,8 @@ class Watcher(threading.Thread):
             n += 1
             if n % self.reassign_every == 0:
                 self._reassignments()
+                if self.pids is not None:
+                    self.seen.pids.append((time.monotonic(), self.pids()))
 
     def _sample(self) -> Sample:
         at = time.monotonic()

@@ -62,3 +62,11 @@ def test_replica_set_changes_are_read_from_the_samples():
     assert [at for at, _ in inv.replica_set_changes(watch, [])] == [0.5, 1]
     assert inv.leftovers({"broker 1": {"leader.replication.throttled.rate": "1"}}, {}) != []
     assert inv.no_end(False, 900) and inv.no_end(True, 900) == []
+
+
+def test_a_restart_no_fault_made_is_the_runbooks_write():
+    watch = Watch(pids=[(0.0, {1: 100, 2: 200}), (5.0, {1: 101, 2: 200}), (6.0, {1: 101, 2: 201})])
+    assert inv.restarts(watch, [inv.Away(2, 4.0, 7.0, "kill")]) == [
+        (5.0, "node 1 restarted (pid 100 -> 101)")
+    ]
+    assert inv.unapproved_write(inv.restarts(watch, []), approved_at=5.5)[0].startswith("node 1 restarted")
