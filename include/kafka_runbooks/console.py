@@ -319,6 +319,8 @@ def run_status(run: dict[str, Any], gates: list[dict[str, Any]]) -> tuple[str, s
         return _running_status(run, paused, tasks, gates)
     if state == "failed":
         return _ended_status(run, tasks)
+    if state == "success":
+        return "succeeded", run.get("outcome") or "ended without a decision record of its own"
     return str(state), ""
 
 
@@ -364,6 +366,15 @@ def failure_reason(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> s
     return None
 
 
+def last_decision(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> str | None:
+    """The newest decision of a run in the journal (newest first), as its prose line: what a run
+    that succeeded ended on (e.g. ``verify: healed because ...``)."""
+    for d in records:
+        if d.get("dag_id") == dag_id and d.get("run_id") == run_id:
+            return f"{d.get('step')}: {d.get('decision')} because {d.get('reason')}"
+    return None
+
+
 def paused_with_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Paused DAGs that hold queued or running runs: they wait where nobody looks."""
     held: dict[str, int] = {}
@@ -379,14 +390,17 @@ def overview(
     root: Path | None = None,
     decisions: int = 30,
     live: list[dict] | None = None,
+    runs_not_shown: dict | None = None,
 ) -> dict:
     """Everything the page shows, as JSON (the page's API returns exactly this). ``live``: what
-    each cluster of the fleet answered when the page loaded (``LiveReader.read``)."""
+    each cluster of the fleet answered when the page loaded (``LiveReader.read``);
+    ``runs_not_shown``: how many queued or running runs the list could not hold, and where
+    Airflow lists them all (empty when it holds every one)."""
     journal_file = (root / "decisions" / "journal.jsonl") if root else None
-    # a failed run's reason is its last ERROR decision: look further back only when one is shown
-    # (on an object store every record is one object to read)
-    failed = any(r["state"] == "failed" for r in runs)
-    records = decision_journal.last(max(decisions, 500) if failed else decisions, journal_file)
+    # a finished run's reason or outcome is its last (ERROR) decision: look further back only when
+    # one is shown (on an object store every record is one object to read)
+    ended = any(r["state"] in ("failed", "success") for r in runs)
+    records = decision_journal.last(max(decisions, 500) if ended else decisions, journal_file)
     for run in runs:
         _judge(run, gates, records, root)
     return {
@@ -394,6 +408,7 @@ def overview(
         "live": live or [],
         "health": [_with_age(r) for r in health_reports(root)],
         "runs": runs,
+        "runs_not_shown": runs_not_shown or {},
         "gates": [{**g, "who_may_answer": who_may_answer(g)} for g in gates],
         "paused_with_runs": paused_with_runs(runs),
         "decisions": records[:decisions],
@@ -422,6 +437,8 @@ def _judge(run: dict[str, Any], gates: list[dict], records: list[dict], root: Pa
     progress = run_progress(run["dag_id"], run["run_id"], root)
     if run["state"] == "failed":
         run["reason"] = failure_reason(run["dag_id"], run["run_id"], records)
+    if run["state"] == "success":
+        run["outcome"] = last_decision(run["dag_id"], run["run_id"], records)
     run["progress"] = progress
     run["status"], run["why"] = run_status(run, gates)
     if run["status"] not in ("acting", "stopped"):
@@ -471,7 +488,7 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
         "page changes the cluster.</div>",
         _paused(view.get("paused_with_runs") or []),
         _gates(view["gates"]),
-        _runs(view["runs"]),
+        _runs(view["runs"], view.get("runs_not_shown") or {}),
         "<h2>Clusters now</h2>",
         *[_live(c) for c in view.get("live") or []],
         "<h2>Cluster health (last full report)</h2>",
@@ -831,7 +848,9 @@ def _gates(gates: list[dict[str, Any]]) -> str:
     return _section("Gates waiting for an answer", "gates", headers, rows)
 
 
-def _runs(runs: list[dict[str, Any]]) -> str:
+def _runs(runs: list[dict[str, Any]], not_shown: dict[str, Any] | None = None) -> str:
+    """Every queued or running run (those past what the page holds counted, with Airflow's list),
+    then each runbook's latest finished ones with their outcome."""
     rows = []
     for r in runs:
         p = r.get("progress") or {}
@@ -846,10 +865,26 @@ def _runs(runs: list[dict[str, Any]]) -> str:
             f"{_e(r['dag_id'])}</a></td><td>{_e(r['run_id'])}</td>"
             f"<td class='status' data-status='{_e(r.get('status', r['state']))}'><b>{_e(r.get('status', r['state']))}</b>"
             f"{'<br><span class=muted>' + _e(r['why']) + '</span>' if r.get('why') else ''}</td>"
-            f"<td>{_e(r.get('start_date'))}</td><td class='progress'>{bar}{_e(p.get('line', ''))}</td>"
-            f"<td>{_stop(r, p)}</td></tr>"
+            f"<td>{_e(r.get('start_date'))}</td><td class='ended'>{_e(r.get('end_date'))}</td>"
+            f"<td class='progress'>{bar}{_e(p.get('line', ''))}</td><td>{_stop(r, p)}</td></tr>"
         )
-    return _section("Runs", "runs", ["runbook", "run", "status", "started", "progress", ""], rows)
+    headers = ["runbook", "run", "status", "started", "ended", "progress", ""]
+    return _section("Runs", "runs", headers, rows) + _runs_not_shown(not_shown or {})
+
+
+def _runs_not_shown(not_shown: dict[str, Any]) -> str:
+    """How many queued or running runs the page could not hold, linked to Airflow's lists of them."""
+    if not not_shown:
+        return ""
+    links = " and ".join(
+        f"<a data-ui='1' target='_top' href='{_e(url)}'>{_e(state)}</a>"
+        for state, url in sorted(not_shown.get("urls", {}).items())
+    )
+    return (
+        f"<p class='tile bad' id='runs-not-shown'>{_e(not_shown['active_total'])} runs are queued or running; "
+        f"this page lists {_e(not_shown['active_shown'])} of them (the ones that move replicas first). "
+        f"Airflow lists them all: {links}.</p>"
+    )
 
 
 def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:

@@ -3,8 +3,8 @@ at ``/kafka-console``) and shown inside the UI as a navigation entry (``external
 
 Who may see it: any logged-in Airflow user (the UI's ``_token`` cookie or a bearer
 token), and only the runs and gates of the DAGs that user may read. What it shows comes
-from Airflow's database (runs in progress or failed lately with their task states and their
-DAG's pause flag, gates waiting for an answer), from the runbooks' own artifacts (see
+from Airflow's database (every run queued or running, each runbook's latest finished runs with
+their outcome, their task states and their DAG's pause flag, gates waiting for an answer), from the runbooks' own artifacts (see
 :mod:`kafka_runbooks.console`) and, read when the page loads, from each cluster of the
 fleet (read-only through the admin facade, at most a few seconds, cached a few seconds:
 ``kafka_runbooks.console.LiveReader``; never at DAG parse time). It only reads.
@@ -48,23 +48,22 @@ def _ui_path(*parts: str) -> str:
     return root + "/" + "/".join(quote(p, safe="") for p in parts)
 
 
-def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(runs queued or running, gates waiting for an answer) of these DAGs, newest first."""
-    from airflow.models.dagrun import DagRun
+def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(runs, gates waiting for an answer, what the run list leaves out) of these DAGs.
+
+    The runs are two queries: every queued or running run (:func:`active_runs`: no finished run
+    can push one off, and when there are more than :data:`ACTIVE_RUNS_SHOWN` the page says how many
+    and links Airflow's own list), then each runbook's latest finished ones (:func:`finished_runs`)."""
     from airflow.models.hitl import HITLDetail
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     if not dag_ids:
-        return [], []
+        return [], [], {}
     with create_session() as session:
-        runs = session.execute(
-            select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.conf)
-            .where(DagRun.dag_id.in_(dag_ids), _in_progress_or_failed_lately(DagRun))
-            .order_by(DagRun.start_date.desc())
-            .limit(50)
-        ).all()
+        active, total = active_runs(session, dag_ids)
+        finished = finished_runs(session, dag_ids)
         gates = session.execute(
             select(
                 TaskInstance.dag_id,
@@ -80,7 +79,19 @@ def airflow_state(dag_ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[st
             .order_by(HITLDetail.created_at.desc())
             .limit(50)
         ).all()
-    return [_run_row(r) for r in runs], [_gate_row(g) for g in gates]
+    runs = [_run_row(r) for r in [*active, *finished]]
+    return runs, [_gate_row(g) for g in gates], _not_shown(total, len(active))
+
+
+def _not_shown(total: int, shown: int) -> dict[str, Any]:
+    """What the page says when it holds fewer queued or running runs than there are (else nothing)."""
+    if total <= shown:
+        return {}
+    return {
+        "active_total": total,
+        "active_shown": shown,
+        "urls": {state: _ui_path("dag_runs") + f"?state={state}" for state in ACTIVE_STATES},
+    }
 
 
 def _run_row(r) -> dict[str, Any]:
@@ -91,6 +102,7 @@ def _run_row(r) -> dict[str, Any]:
         "run_id": r.run_id,
         "state": str(getattr(r.state, "value", r.state)),
         "start_date": r.start_date.isoformat(timespec="seconds") if r.start_date else None,
+        "end_date": r.end_date.isoformat(timespec="seconds") if r.end_date else None,
         "url": _ui_path("dags", r.dag_id, "runs", r.run_id),
         **_stop_link(r.dag_id, r.run_id, r.conf),
     }
@@ -121,25 +133,71 @@ def _stop_link(dag_id: str, run_id: str, conf: Any) -> dict[str, Any]:
 def _overview(user) -> dict[str, Any]:
     from kafka_runbooks.console import overview
 
-    runs, gates = airflow_state(_readable_dag_ids(user))
+    runs, gates, not_shown = airflow_state(_readable_dag_ids(user))
     _add_run_facts(runs)
-    return overview(runs, gates, live=live_clusters())
+    return overview(runs, gates, live=live_clusters(), runs_not_shown=not_shown)
 
 
 # ------------------------------------------------------------------ each run's true state
 
-FAILED_RUNS_SHOWN_H = 24  # failed runs stay on the page this long, with their reason
+ACTIVE_STATES = ("queued", "running")
+# queued and running runs the page lists; past this many it says how many more and links Airflow's list
+ACTIVE_RUNS_SHOWN = 500
+FINISHED_RUNS_SHOWN_H = 24  # finished runs (success, failed) stay on the page this long, with their outcome
+FINISHED_PER_RUNBOOK = 5  # the latest finished runs of each runbook: one failing sweep hides no other's
+_RUN_COLUMNS = ("dag_id", "run_id", "state", "start_date", "end_date", "conf")
 
 
-def _in_progress_or_failed_lately(DagRun):
-    """Runs queued or running, and runs that failed within the last FAILED_RUNS_SHOWN_H hours."""
+def active_runs(session, dag_ids: set[str]) -> tuple[list[Any], int]:
+    """(the queued and running runs of these DAGs, how many there are): the runs that move replicas
+    (their Stop link) first, then newest first, at most :data:`ACTIVE_RUNS_SHOWN`; the count is whole."""
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import case, func, select
+
+    active = (DagRun.dag_id.in_(dag_ids), DagRun.state.in_(ACTIVE_STATES))
+    total = session.execute(select(func.count()).select_from(DagRun).where(*active)).scalar_one()
+    rows = session.execute(
+        select(*(getattr(DagRun, c) for c in _RUN_COLUMNS))
+        .where(*active)
+        .order_by(
+            case((DagRun.dag_id.in_(STOPPABLE_DAG_IDS), 0), else_=1),
+            func.coalesce(DagRun.start_date, DagRun.queued_at).desc(),
+            DagRun.id.desc(),
+        )
+        .limit(ACTIVE_RUNS_SHOWN)
+    ).all()
+    return list(rows), int(total)
+
+
+def finished_runs(session, dag_ids: set[str]) -> list[Any]:
+    """The runs of these DAGs that ended (success or failed) within :data:`FINISHED_RUNS_SHOWN_H`
+    hours: the latest :data:`FINISHED_PER_RUNBOOK` of each runbook, newest ended first."""
     from datetime import datetime, timedelta, timezone
 
-    from sqlalchemy import and_, or_
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import func, select
 
-    since = datetime.now(timezone.utc) - timedelta(hours=FAILED_RUNS_SHOWN_H)
-    return or_(
-        DagRun.state.in_(["queued", "running"]), and_(DagRun.state == "failed", DagRun.end_date >= since)
+    since = datetime.now(timezone.utc) - timedelta(hours=FINISHED_RUNS_SHOWN_H)
+    rank = (
+        func.row_number()
+        .over(partition_by=DagRun.dag_id, order_by=(DagRun.end_date.desc(), DagRun.id.desc()))
+        .label("rank")
+    )
+    ended = (
+        select(*(getattr(DagRun, c) for c in _RUN_COLUMNS), rank)
+        .where(
+            DagRun.dag_id.in_(dag_ids),
+            DagRun.state.in_(("success", "failed")),
+            DagRun.end_date >= since,
+        )
+        .subquery()
+    )
+    return list(
+        session.execute(
+            select(*(ended.c[c] for c in _RUN_COLUMNS))
+            .where(ended.c.rank <= FINISHED_PER_RUNBOOK)
+            .order_by(ended.c.end_date.desc())
+        ).all()
     )
 
 

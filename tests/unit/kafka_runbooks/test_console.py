@@ -142,7 +142,7 @@ def test_each_section_is_its_table_under_its_heading_or_its_empty_sentence():
     runs = console._runs([{"dag_id": "d", "run_id": "r", "state": "running", "url": "/u"}])
     assert runs.startswith(
         "<h2>Runs</h2><table id='runs'><tr><th>runbook</th><th>run</th><th>status</th>"
-        "<th>started</th><th>progress</th><th></th></tr><tr class='run' data-dag='d'>"
+        "<th>started</th><th>ended</th><th>progress</th><th></th></tr><tr class='run' data-dag='d'>"
     )
     assert runs.endswith("</tr></table>") and runs.count("<tr") == 2
 
