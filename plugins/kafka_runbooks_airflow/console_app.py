@@ -181,7 +181,7 @@ def finished_runs(session, dag_ids: set[str]) -> list[Any]:
     rank = (
         func.row_number()
         .over(partition_by=DagRun.dag_id, order_by=(DagRun.end_date.desc(), DagRun.id.desc()))
-        .label("rank")
+        .label("run_rank")
     )
     ended = (
         select(*(getattr(DagRun, c) for c in _RUN_COLUMNS), rank)
@@ -195,7 +195,7 @@ def finished_runs(session, dag_ids: set[str]) -> list[Any]:
     return list(
         session.execute(
             select(*(ended.c[c] for c in _RUN_COLUMNS))
-            .where(ended.c.rank <= FINISHED_PER_RUNBOOK)
+            .where(ended.c.run_rank <= FINISHED_PER_RUNBOOK)
             .order_by(ended.c.end_date.desc())
         ).all()
     )
