@@ -26,13 +26,13 @@ Each refusal is a :class:`RequestError` (the plugin records it as a ``refuse`` D
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import retries
-from kafka_runbooks.evidence import judge_replica_dirs
+from kafka_runbooks.errors import BadInput
+from kafka_runbooks.evidence import ClusterTimeouts, hold_then_ask, judge_replica_dirs
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, build_request
 from kafka_runbooks.log_dirs import error_name
@@ -263,19 +263,61 @@ def await_holding(
     *,
     timeout_s: float,
     settle_s: float,
+    timeouts: ClusterTimeouts | None = None,
+    ask: Callable[[Any], dict[int, str]] | None = None,
     poll_s: float = 5.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> Any:
-    """Read until ``judge(read()).done`` has held on every read for ``settle_s`` (a follower may
-    still be joining, a lucky read proves nothing), or ``timeout_s`` passed: the last judgement."""
-    seen, _ = retries.hold_until(
+    """Read until ``judge(read()).done`` has held on every read for the settle period (a follower may
+    still be joining, a lucky read proves nothing), or ``timeout_s`` passed: the last judgement.
+
+    A runbook's verify passes the cluster's ``timeouts`` and an ``ask`` of the nodes the judgement relies
+    on (``{broker: why}`` of the silent ones): the period is then never shorter than
+    ``broker.session.timeout.ms`` and its last read asks the nodes themselves
+    (``evidence.hold_then_ask``); a silent node starts it again, and one still silent at the timeout
+    leaves the judgement not done (``silent`` set on it when it has the attribute). Without them
+    (a test's own wait) it is a plain settle of ``settle_s``."""
+    if (timeouts is None) != (ask is None):
+        raise BadInput("await_holding takes the cluster's timeouts and the ask of its nodes together")
+    if timeouts is None:
+        seen, _ = retries.hold_until(
+            lambda: judge(read()),
+            lambda judged: bool(judged.done),
+            settle_s=settle_s,
+            timeout_s=timeout_s,
+            interval_s=poll_s,
+            clock=clock,
+            sleep=sleep,
+        )
+        return seen
+    seen, held, silent = hold_then_ask(
         lambda: judge(read()),
         lambda judged: bool(judged.done),
-        settle_s=settle_s,
+        ask,
+        requested_settle_s=settle_s,
+        timeouts=timeouts,
         timeout_s=timeout_s,
         interval_s=poll_s,
         clock=clock,
         sleep=sleep,
     )
-    return seen
+    return seen if held else NotHeld(seen, silent)
+
+
+@dataclass(frozen=True)
+class NotHeld:
+    """A judgement that held on every read but whose nodes did not all answer themselves at its end:
+    never done, whatever the judgement said."""
+
+    judged: Any
+    silent: dict[int, str]
+    done: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.judged, name)
+
+    def observed(self, *args: Any) -> dict[str, Any]:
+        """The judgement's observed figures, with the brokers that did not answer themselves."""
+        inner = self.judged.observed(*args) if hasattr(self.judged, "observed") else dict(vars(self.judged))
+        return {**inner, "not_answering": {str(b): why for b, why in self.silent.items()}}

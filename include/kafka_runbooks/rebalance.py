@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_runbooks.approval_proof import ApprovedAction
 from kafka_runbooks.balance_rules import bytes_spread_limit, spread, spread_limit, within_bytes_spread
 from kafka_runbooks.failed_broker.decommission import _percent
 from kafka_runbooks.failed_broker.request import (
@@ -294,15 +295,20 @@ class LeaderMoves:
 
 
 def apply_leader_moves(
-    admin, moves: list[Mapping[str, Any]], timeout_s: float = 60.0, sleep=None
+    admin, moves: list[Mapping[str, Any]], approval: ApprovedAction, timeout_s: float = 60.0, sleep=None
 ) -> LeaderMoves:
     """The approved leader-only moves: reorder each partition's replicas (no replica is added, so no
     data moves) where its replicas are still the planned ones, then wait until the controller lists
-    none of them in flight. A partition whose replicas changed since the plan is left alone."""
+    none of them in flight. A partition whose replicas changed since the plan is left alone, and one
+    already in the planned order is not sent again (a re-run redoes nothing done).
+
+    ``approval`` is the proof the approval check handed out (``kafka_runbooks.approval_proof.approved_action``):
+    unless it approved exactly these moves (``leader_moves``), nothing is sent (NotApproved)."""
     import time
 
     from kafka_runbooks.errors import RunbookFailed
 
+    approval.require("leader_moves", [dict(m) for m in moves])
     current = {
         (p.topic, p.partition): p.replicas for p in admin.read_state(include_log_dirs=False).partitions
     }

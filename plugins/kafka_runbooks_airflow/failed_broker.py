@@ -480,12 +480,15 @@ def _load_plan(plan_dir: StorePath) -> Any:
 
 
 def verify_reassignment(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict:
-    """After the last chunk: the cluster read back until the "healed" rule holds; then the asked-for
-    election. What the run asked for (brokers, drain, election) is validate's checked request."""
+    """After the last chunk: the cluster read back until the "healed" rule holds for a settle period
+    that can see a death (never shorter than ``broker.session.timeout.ms``; its last read asks the
+    leaders and ISR members themselves). It only reads: the approved election ran at the end of
+    ``execute_chunks`` (``leader_moves``). What the run asked for (brokers, drain) is validate's
+    checked request."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-    from kafka_runbooks_airflow.verify_settings import verify_timeouts
+    from kafka_runbooks_airflow.verify_settings import partitions_ask, verify_settle
 
     planned = _planned_targets(dag_id, run_id)
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
@@ -507,24 +510,14 @@ def verify_reassignment(checked: dict[str, Any], kafka_config_id: str, dag_id: s
             read,
             set(checked["failed"]),
             planned,
-            **verify_timeouts(),
+            **verify_settle(admin, "verify", log),
+            ask=partitions_ask(admin, lambda answer: answer[0].partitions),
             logger=log,
             drain=drain,
         )
     finally:
         admin.close()
-    out: dict[str, Any] = {"healed": True, "partitions": healed.partitions}
-    if checked.get("elect_preferred_leaders", True) and planned:
-        out["election"] = elect_preferred_on(kafka_config_id, set(planned))
-    elif planned:
-        decisions.record(
-            "elect preferred leaders",
-            "do not elect",
-            "elect_preferred_leaders is off: leadership moves to the new preferred replicas when the "
-            "controller's auto leader rebalance gets to it",
-            logger=log,
-        )
-    return out
+    return {"healed": True, "partitions": healed.partitions}
 
 
 def _planned_targets(dag_id: str, run_id: str) -> dict[str, list[int]]:
@@ -539,54 +532,23 @@ def _planned_targets(dag_id: str, run_id: str) -> dict[str, list[int]]:
     return planned
 
 
-def elect_preferred_on(kafka_config_id: str, keys: set[str]) -> dict[str, Any]:
-    """The approved preferred-leader election on the moved partitions, read back until settled."""
+def remove_run_throttles(
+    kafka_config_id: str, elect: bool, dag_id: str, run_id: str, context=None
+) -> dict[str, Any]:
+    """The all_done cleanup: whatever happened to the run, its throttles come off (a restoring write:
+    no approval needed). With ``elect`` (the run's ``elect_preferred_leaders``), a run that ended
+    early having moved replicas gets the election of what it moved, behind its own approval check
+    (``leader_moves.after_stop``; ``context``: the task's, read when an election is due)."""
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-
-    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
-    try:
-        result = _elect_preferred(admin, keys)
-    finally:
-        admin.close()
-    if not result.ok:
-        raise RunbookFailed(
-            f"healed, but {len(result.not_led)} moved partition(s) are not led by their preferred replica: "
-            f"{result.not_led[:10]} (election errors {dict(list(result.errors.items())[:10])})"
-        )
-    return {
-        "elected": len(result.asked),
-        "leaders_before": {str(b): n for b, n in result.leaders_before.items()},
-        "leaders_after": {str(b): n for b, n in result.leaders_after.items()},
-    }
-
-
-def _elect_preferred(admin: ClusterAdmin, keys: set[str]):
-    """The preferred-leader election of the moved partitions ``keys`` (``topic:partition``),
-    read back until settled: the one election both a verified and a stopped run make."""
-    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
-    from kafka_runbooks_airflow.verify_settings import election_settle_s
-
-    topics = sorted({k.rsplit(":", 1)[0] for k in keys})
-    return elect_preferred_leaders(
-        read=lambda: admin.describe_topic_partitions(topics),
-        elect=admin.elect_preferred,
-        keys=keys,
-        logger=log,
-        settle_s=election_settle_s(),
-    )
-
-
-def remove_run_throttles(kafka_config_id: str, elect: bool, dag_id: str, run_id: str) -> dict[str, Any]:
-    """The all_done cleanup: whatever happened to the run, its throttles come off; with ``elect``
-    (the run's ``elect_preferred_leaders``) a run that ended early elects what it moved."""
-    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+    from kafka_runbooks_airflow.leader_moves import after_stop
 
     folder = run_dir(dag_id, run_id)
+    context_of = _current_context if context is None else (lambda: context)
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         left = clean_leftover_throttles(admin, dag_id, only=[folder / ADOPT_STATE, folder / EXEC_STATE])
         leaders = {
-            path.name: elect_after_stop(admin, path, elect)
+            path.name: after_stop(admin, path, elect, context_of, log)
             for path in (folder / ADOPT_STATE, folder / EXEC_STATE)
             if path.exists()
         }
@@ -597,38 +559,11 @@ def remove_run_throttles(kafka_config_id: str, elect: bool, dag_id: str, run_id:
     return {"left": left, "leaders": {k: v for k, v in leaders.items() if v}}
 
 
-def elect_after_stop(admin: ClusterAdmin, path: StorePath, elect: bool) -> str | None:
-    """A run that ended before verify_result (stopped, failed) but moved replicas: elect the preferred
-    leaders of what it moved (approved with the plan), and say in its state and progress whether
-    leadership is balanced. None: the run finished (verify_result elects) or moved nothing."""
-    import time
+def _current_context():
+    """The running task's context (the approval check reads the run's gate record and the task's start)."""
+    from airflow.sdk import get_current_context
 
-    from kafka_runbooks.failed_broker import progress
-    from kafka_runbooks.failed_broker.execute import claim, fenced_checkpoint, load_state
-    from kafka_runbooks.failed_broker.stop import final_progress, moved
-
-    state = load_state(path)
-    keys = set(moved(state))
-    if state.finished or not keys or (state.leaders and "NOT" not in state.leaders):
-        return None
-    state = claim(path, f"leaders after the end of {path.parent.name}")
-    if not elect:
-        state.leaders = (
-            f"leaders NOT re-balanced: elect_preferred_leaders is off; elect the preferred leaders of the "
-            f"{len(keys)} moved partition(s) with kafka-leader-election --election-type PREFERRED"
-        )
-    else:
-        result = _elect_preferred(admin, keys)
-        state.leaders = (
-            f"leaders re-balanced: the {len(keys)} moved partition(s) are led by their preferred replica"
-            if result.ok
-            else f"leaders NOT re-balanced: {len(result.not_led)} moved partition(s) not led by their preferred "
-            f"replica ({result.not_led[:5]}); elect them with kafka-leader-election --election-type PREFERRED"
-        )
-    fenced_checkpoint(path, state.fence)(state)
-    if state.stopped:
-        progress.write(_progress_file(path), final_progress(state, time.time()))
-    return state.leaders
+    return get_current_context()
 
 
 def _progress_file(path: StorePath) -> StorePath:
@@ -670,7 +605,9 @@ def stop_run_state(
 
     checkpoint = checkpoint or (lambda s: save_state(path, s))
     done = stop(admin, state, request, checkpoint=checkpoint, logger=logger)
-    left = verify_stopped(admin, {run_id: (state, done["throttle"])})
+    left = verify_stopped(
+        admin, {run_id: (state, done["throttle"])}, **stop_settle(admin, [state], 5.0, logger)
+    )
     progress.write(progress_file, final_progress(state, time.time()))
     _record_stopped(f"run {run_id}", request, done, left, logger)
     # the run's folder is in the runbook's state directory, next to the stop/ requests
@@ -824,8 +761,29 @@ def _still_to_stop(conn_id: str, request_id: str) -> list[str]:
     ]
 
 
+def stop_settle(admin: ClusterAdmin, states: list, asked_s: float, logger) -> dict[str, Any]:
+    """The stop's read-back settle: ``asked_s``, never shorter than the cluster's
+    ``broker.session.timeout.ms`` (recorded: asked, held, why), its last read asking the leaders and
+    ISR members of the stopped runs' partitions themselves (``verify_stopped``'s keyword arguments)."""
+    from kafka_runbooks_airflow.verify_settings import partitions_ask, settle_record
+
+    timeouts = admin.cluster_timeouts()
+    settle_record("stop", asked_s, timeouts, logger)
+    keys = {k for state in states for c in state.chunks for k in c.targets}
+    topics = sorted({k.rsplit(":", 1)[0] for k in keys})
+
+    def partitions(_):
+        """The stopped runs' partitions as the cluster has them now."""
+        found = admin.describe_topic_partitions(topics) if topics else []
+        return [p for p in found if f"{p.topic}:{p.partition}" in keys]
+
+    ask = partitions_ask(admin, partitions)
+    return {"settle_s": asked_s, "timeouts": timeouts, "ask": lambda: ask(None)}
+
+
 def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[str, Any]:
-    """Stop every state of the connection that has something on the cluster; read it all back."""
+    """Stop every state of the connection that has something on the cluster; read it all back for a
+    settle period that can see a death (``stop_settle``)."""
     from kafka_runbooks.failed_broker.execute import claim, fenced_checkpoint, key
     from kafka_runbooks.failed_broker.stop import StopRequest, stop, to_stop, verify_stopped
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
@@ -850,7 +808,7 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
                 n: (s, done[n]["throttle"] or (s.stop_request or {}).get("throttle_removed"))
                 for n, s in chosen.items()
             },
-            settle_s=settle_s,
+            **stop_settle(admin, list(chosen.values()), settle_s, log),
         )
     finally:
         admin.close()

@@ -19,10 +19,12 @@ from kafka_runbooks import decisions
 log = logging.getLogger("kafka_runbooks.log_dir_failure")
 
 
-def _timeouts() -> dict[str, float]:
-    from kafka_runbooks_airflow.verify_settings import verify_timeouts
+def _settle(admin, step: str, partitions_of) -> dict:
+    """The verify's keyword arguments: its timeout and settle (never shorter than the session timeout,
+    recorded), and the last read's ask of the leaders and ISR members of ``partitions_of(answer)``."""
+    from kafka_runbooks_airflow.verify_settings import partitions_ask, verify_settle
 
-    return verify_timeouts()
+    return {**verify_settle(admin, step, log), "ask": partitions_ask(admin, partitions_of)}
 
 
 def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +163,8 @@ def _keys(names: list[str]) -> list[tuple[str, int]]:
 def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
     """After the moves and the cleanup: the moved partitions name the broker no more, its healthy
     dirs' partitions still do, every partition is in sync and no throttle is left, on every read
-    for the settle period."""
+    for the settle period (never shorter than ``broker.session.timeout.ms``; its last read asks every
+    partition's leader and ISR members themselves)."""
     from kafka_runbooks.errors import RunbookFailed
     from kafka_runbooks.failed_broker.throttle import leftover_throttles
     from kafka_runbooks.log_dir_failure import await_holding, moved_off
@@ -177,15 +180,12 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
         left = leftover_throttles(
             admin, state.alive_broker_ids(), sorted({p.topic for p in state.partitions})
         )
-        return moved_off(state, broker, moved, kept), left
+        return moved_off(state, broker, moved, kept), left, state.partitions
 
-    def judge(seen):
-        """Judge one read: the moves' result and the throttles left."""
-        result, left = seen
-        return _Judged(result, left)
-
-    try:
-        judged = await_holding(read, judge, **_timeouts())
+    try:  # each read judged: the moves' result, the throttles left, the partitions (their nodes asked)
+        judged = await_holding(
+            read, lambda seen: _Judged(*seen), **_settle(admin, "verify", lambda j: j.partitions)
+        )
     finally:
         admin.close()
     observed = {
@@ -194,6 +194,7 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
         "moved": len(moved),
         "kept": len(kept),
     }
+    observed["not_answering"] = {str(b): why for b, why in getattr(judged, "silent", {}).items()}
     decisions.record(
         "verify",
         "moved" if judged.done else "NOT moved",
@@ -211,14 +212,28 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
 
 
 class _Judged:
-    def __init__(self, result, left: dict) -> None:
-        self.result, self.left = result, left
+    def __init__(self, result, left: dict, partitions: list) -> None:
+        self.result, self.left, self.partitions = result, left, partitions
         self.done = result.done and not left
+
+
+class _WithPartitions:
+    """A Replaced judgement with the broker's partitions as read (the settle asks their nodes)."""
+
+    def __init__(self, judged, state, broker: int) -> None:
+        self.judged, self.done = judged, judged.done
+        self.partitions = [p for p in state.partitions if broker in p.replicas]
+
+    def observed(self) -> dict[str, Any]:
+        """The judgement's fields, for the decision record."""
+        return dict(self.judged.__dict__)
 
 
 def verify_replaced(conn_id: str, broker: int) -> dict[str, Any]:
     """The disk was replaced and the broker restarted: its replicas are back in healthy dirs and
-    in sync (held for the settle period), or the run fails naming what is not. Nothing moves."""
+    in sync (held for the settle period, never shorter than ``broker.session.timeout.ms``, its last
+    read asking the leaders and ISR members of the broker's partitions themselves), or the run fails
+    naming what is not. Nothing moves."""
     from kafka_runbooks.errors import RunbookFailed
     from kafka_runbooks.log_dir_failure import await_holding, live_broker, replaced
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
@@ -235,10 +250,14 @@ def verify_replaced(conn_id: str, broker: int) -> dict[str, Any]:
         return state
 
     try:
-        seen = await_holding(read, lambda state: replaced(state, broker), **_timeouts())
+        seen = await_holding(
+            read,
+            lambda state: _WithPartitions(replaced(state, broker), state, broker),
+            **_settle(admin, "verify replaced", lambda j: j.partitions),
+        )
     finally:
         admin.close()
-    observed = dict(seen.__dict__)
+    observed = seen.observed()
     decisions.record(
         "verify replaced",
         "replaced" if seen.done else "NOT replaced",

@@ -3,8 +3,11 @@
 The failed-broker heal and the planned decommission run the same pipeline: check the input,
 take the cluster's lease, validate against the cluster, finish an earlier run's moves,
 snapshot, plan with the Spark job, review the plan, the plan-bound approval gate, the
-throttled chunks (a reschedule sensor that also obeys the stop request), the all_done
-throttle cleanup, the verification and the lease's release. Only the request differs (how
+throttled chunks (a reschedule sensor that also obeys the stop request, and, once every chunk
+is done, makes the approved leader moves: a rebalance's leader-only reorders and the
+preferred-leader election, each behind its own approval check), the all_done throttle
+cleanup (which elects what a stopped or failed run moved, only with a valid approval), the
+verification (it only reads) and the lease's release. Only the request differs (how
 the params are parsed, which brokers are emptied, what is checked before the gate, the
 gate's subject, the planner's flags), so a runbook names its functions and this module
 builds the tasks: one wiring, not a copy per DAG.
@@ -244,9 +247,10 @@ def _ending_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
 
     @task(trigger_rule="all_done")
     def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
-        """Whatever happened (done, failed, stopped), this run's throttles come off. It runs after bad
-        input too, so it reads its two values from the params instead of building the request (that
-        would refuse the run a second time)."""
+        """Whatever happened (done, failed, stopped), this run's throttles come off (no approval: it
+        puts back what the run set); a run that ended early having moved replicas gets the election of
+        what it moved, behind its own approval check. It runs after bad input too, so it reads its two
+        values from the params instead of building the request (that would refuse the run a second time)."""
         from kafka_runbooks_airflow.failed_broker import remove_run_throttles
 
         elect = bool(params.get("elect_preferred_leaders", True))
@@ -254,7 +258,8 @@ def _ending_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
 
     @task
     def verify_result(checked: dict, params=None, run_id=None, dag_run=None) -> dict:
-        """Read the cluster back until the runbook's end state has held for the settle period."""
+        """Read the cluster back until the runbook's end state has held for the settle period (never
+        shorter than the cluster's session timeout). It only reads: nothing is written here."""
         return call(runbook.verify, checked, params["kafka_config_id"], dag_run.dag_id, run_id)
 
     return {"remove_throttles": remove_throttles, "verify_result": verify_result}

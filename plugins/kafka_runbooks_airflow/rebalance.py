@@ -4,8 +4,8 @@ The rebalance runs the heal's tasks (``kafka_runbooks_airflow.failed_broker``) w
 and broker choice (``kafka_runbooks.rebalance``: modes, live brokers, new brokers, what the racks
 allow), the planner's ``--rebalance`` with the target spreads and each receiver's room under the
 disk ceiling, the decommission's disk check before the gate, and its own end state: the moved
-partitions on their targets and in sync, the approved leader-only moves made, the preferred
-leaders elected, the spreads read back within the target (or as close as the plan said it gets)
+partitions on their targets and in sync, the approved leader-only moves made and the preferred
+leaders elected (at the end of ``execute_chunks``, behind its approval), the spreads read back within the target (or as close as the plan said it gets)
 for the settle period, no throttle left. Mode ``replication-factor`` (``kafka_runbooks.replication_factor``)
 picks its topics from the cluster in validate and ends with every partition of them read back at
 the target, in sync; it lowers topics above the target only with ``allow_replication_factor_decrease``,
@@ -34,10 +34,12 @@ __all__ = ["DEFAULT_BYTES_SPREAD_PERCENT", "DEFAULT_SPREAD"]
 log = logging.getLogger("kafka_runbooks.rebalance")
 
 
-def _timeouts() -> dict[str, float]:
-    from kafka_runbooks_airflow.verify_settings import verify_timeouts
+def _settle(admin, step: str, partitions_of) -> dict:
+    """A read-back's keyword arguments: its timeout and settle (never shorter than the session timeout,
+    recorded), and the last read's ask of the leaders and ISR members of ``partitions_of(answer)``."""
+    from kafka_runbooks_airflow.verify_settings import partitions_ask, verify_settle
 
-    return verify_timeouts()
+    return {**verify_settle(admin, step, log), "ask": partitions_ask(admin, partitions_of)}
 
 
 def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -216,11 +218,13 @@ def _summary(checked: dict[str, Any]) -> dict[str, Any]:
 
 
 def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:
-    """After the chunks and the cleanup: the moved partitions on their targets and in sync with no
-    throttle left; then the approved leader-only moves and the preferred-leader election; then the
-    spreads read back within the target (or the plan's own "as close as it gets"), each held for
-    the settle period; then the bytes per broker read back and judged (a WARNING when not within,
-    never a failure). Anything else fails the run naming what is off."""
+    """After the chunks, the approved leader moves (made at the end of ``execute_chunks``:
+    ``kafka_runbooks_airflow.leader_moves``) and the cleanup, read only: the moved partitions on their
+    targets and in sync with no throttle left; then the spreads read back within the target (or the
+    plan's own "as close as it gets"), each held for the settle period (never shorter than
+    ``broker.session.timeout.ms``, its last read asking the leaders and ISR members themselves); then
+    the bytes per broker read back and judged (a WARNING when not within, never a failure). Anything
+    else fails the run naming what is off."""
     from kafka_runbooks.errors import RunbookFailed
 
     summary = _summary(checked)
@@ -228,13 +232,7 @@ def verify(checked: dict[str, Any], kafka_config_id: str, dag_id: str, run_id: s
     moved = _await_moved(kafka_config_id, planned)
     if summary.get("rebalance") == "replication-factor":
         return {"moved": moved, "replication_factor": _await_rf(kafka_config_id, summary)}
-    reordered = _leader_only_moves(kafka_config_id, summary.get("leader_moves") or [])
-    out: dict[str, Any] = {"moved": moved, "leader_only_moves": reordered}
-    keys = set(planned) | {f"{m['topic']}:{m['partition']}" for m in summary.get("leader_moves") or []}
-    if checked.get("elect_preferred_leaders", True) and keys:
-        from kafka_runbooks_airflow.failed_broker import elect_preferred_on
-
-        out["election"] = elect_preferred_on(kafka_config_id, keys)
+    out: dict[str, Any] = {"moved": moved}
     spread = _await_spread(kafka_config_id, summary)
     out["spread"] = spread
     if not spread["done"]:
@@ -261,7 +259,7 @@ def _await_moved(conn_id: str, planned: dict[str, list[int]]) -> int:
         return _Moved(state, planned, left)
 
     try:
-        seen = await_holding(read, lambda s: s, **_timeouts())
+        seen = await_holding(read, lambda s: s, **_settle(admin, "verify", lambda m: m.partitions))
     finally:
         admin.close()
     decisions.record(
@@ -292,6 +290,7 @@ class _Moved:
         ]
         self.isr_short = [p.name for p in state.partitions if len(set(p.isr)) < len(p.replicas)]
         self.left = left
+        self.partitions = state.partitions  # the settle asks their leaders and ISR members
         self.done = not self.off_plan and not self.isr_short and not left
 
     def observed(self) -> dict[str, Any]:
@@ -318,8 +317,8 @@ def _await_rf(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     try:
         seen = await_holding(
             lambda: admin.read_state(topics, include_log_dirs=False),
-            lambda state: judge_rf(state, topics, rf),
-            **_timeouts(),
+            lambda state: _Judged(judge_rf(state, topics, rf), state),
+            **_settle(admin, "verify replication factor", lambda j: j.partitions),
         )
     finally:
         admin.close()
@@ -338,31 +337,14 @@ def _await_rf(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     return {"done": True, **seen.observed()}
 
 
-def _leader_only_moves(conn_id: str, moves: list[dict]) -> dict[str, Any]:
-    """The approved leader-only moves (``kafka_runbooks.rebalance.apply_leader_moves``), recorded."""
-    from kafka_runbooks.errors import RunbookFailed
-    from kafka_runbooks.rebalance import apply_leader_moves
-    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+class _Judged:
+    """A judgement with the partitions it was made on (the settle asks their leaders and ISR members)."""
 
-    if not moves:
-        return {"submitted": 0, "skipped": {}}
-    admin = KafkaAdminHook(kafka_config_id=conn_id).admin
-    try:
-        done = apply_leader_moves(admin, moves)
-    finally:
-        admin.close()
-    decisions.record(
-        "leader-only moves",
-        "reordered" if not done.errors else "reordered partly",
-        "the approved preferred-leader changes: each partition's replica list reordered, no data moves; "
-        "partitions whose replicas changed since the plan are left alone",
-        observed={"submitted": len(done.submitted), "errors": done.errors, "skipped": done.skipped},
-        logger=log,
-        level=logging.INFO if not done.errors else logging.ERROR,
-    )
-    if done.errors:
-        raise RunbookFailed(f"leader-only moves refused by the controller: {done.errors}")
-    return {"submitted": len(done.submitted), "skipped": done.skipped}
+    def __init__(self, judged, state) -> None:
+        self.judged, self.done, self.partitions = judged, judged.done, state.partitions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.judged, name)
 
 
 def _await_spread(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -376,8 +358,8 @@ def _await_spread(conn_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     try:
         judged = await_holding(
             lambda: admin.read_state(include_log_dirs=False),
-            lambda state: judge_spread(state, summary),
-            **_timeouts(),
+            lambda state: _Judged(judge_spread(state, summary), state),
+            **_settle(admin, "verify spread", lambda j: j.partitions),
         )
     finally:
         admin.close()

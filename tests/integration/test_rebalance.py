@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks.balance_rules import bytes_spread_limit, within_bytes_spread
+from kafka_runbooks.evidence import silent_brokers
 from kafka_runbooks.failed_broker import runbook
 from kafka_runbooks.failed_broker.execute import ChunkExecutor, ExecState, chunks_from_plan_dir, save_state
 from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
@@ -136,13 +137,19 @@ def test_add_brokers_onto_broker_4_under_acks_all_ends_within_the_spread(restore
             admin, checkpoint=lambda s: save_state(tmp_path / "exec.json", s), progress_every_s=0
         )
         wait_until(lambda: executor.step(state), 120, 1, "the executor to finish every chunk")
-        moves = apply_leader_moves(admin, summary["leader_moves"])
+        proof = _approved(
+            {"chunks": [c.targets for c in state.chunks], "leader_moves": summary["leader_moves"]}
+        )  # what the approval check hands the write functions for this plan
+        moves = apply_leader_moves(admin, summary["leader_moves"], proof)
         assert moves.errors == {} and moves.skipped == {}
         keys = {f"{t.topic}:{t.partition}" for t in plan.partitions} | set(moves.submitted)
         elected = elect_preferred_leaders(
             read=lambda: admin.describe_topic_partitions([topic]),
             elect=admin.elect_preferred,
             keys=keys,
+            approval=proof,
+            silent=lambda brokers: silent_brokers(admin, brokers),
+            timeouts=admin.cluster_timeouts(),
             settle_s=2,
             poll_s=1,
         )
@@ -382,3 +389,14 @@ def _lower_to_2(stack, admin, topic: str, tmp_path: Path) -> None:
         assert p.replicas[0] == RF_ONE[p.partition][0]  # the preferred leader stays
         assert len({racks[b] for b in p.replicas}) == 2 and set(p.isr) == set(p.replicas), (p, racks)
     assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+
+
+def _approved(action: dict) -> object:
+    """The proof of an approval of ``action`` (a reassignment with the election on), as the approval
+    check hands it out after the gate approved the plan's digest."""
+    from kafka_runbooks.approval import APPROVED, plan_digest
+    from kafka_runbooks.approval_proof import approved_action
+
+    action = {**action, "elect_preferred_leaders": True, "dry_run": False}
+    digest = plan_digest(action)
+    return approved_action({"outcome": APPROVED, "digest": digest, "by": {"id": "test"}}, digest, action)

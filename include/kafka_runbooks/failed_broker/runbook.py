@@ -11,15 +11,15 @@ their Airflow paths and turns these results into XCom.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_runbooks import decisions, retries
+from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
+from kafka_runbooks.evidence import ClusterTimeouts, hold_then_ask
 from kafka_runbooks.failed_broker.plan import Plan, check_plan
 from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, foreign_reassignments
 from kafka_runbooks.model import ClusterState
@@ -269,22 +269,26 @@ def await_healed(
     failed: set[int],
     planned: dict[str, list[int]],
     *,
+    timeouts: ClusterTimeouts,
+    ask: Callable[[Reading], dict[int, str]],
     timeout_s: float = 600.0,
     settle_s: float = 15.0,
     poll_s: float = 5.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
     logger: logging.Logger | None = None,
     drain: bool = False,
 ) -> Healing:
-    """Healed only when the rule holds on a read and still holds on every read ``settle_s`` later.
+    """Healed only when the rule holds on every read for the settle period and the nodes the last
+    read relies on answer themselves (``ask``: the leaders and ISR members).
 
     Right after the last chunk a follower may still be joining the ISR of a partition the run
     did not touch (a broker restarted a minute ago), or the cleanup task may be taking the
     run's throttles off: one read would call that a failure, and one lucky read would call a
-    cluster healed that is about to lose an ISR member. So the runbook reads until the rule
-    holds for the settle period, or ``timeout_s`` passes; then ``verify`` records the last read
-    (NotHealed with what was seen)."""
+    cluster healed that is about to lose an ISR member. So it reads until the rule holds for the
+    settle period (``settle_s``, never shorter than ``broker.session.timeout.ms``: a broker killed a
+    moment ago is registered, unfenced, leader and in its ISRs until then; a silent one starts it
+    again) or ``timeout_s`` passes; ``verify`` records the last read (NotHealed with what was seen)."""
     logger = logger or log
     said_wait: list[Healing] = []  # the first read not healed, said once as a "wait" record
 
@@ -295,16 +299,27 @@ def await_healed(
             _say_wait(answer[2], poll_s, timeout_s, logger)
         return answer[2].healed
 
-    (state, left, _), _ = retries.hold_until(
+    (state, left, _), _, silent = hold_then_ask(
         lambda: _judged(read(), failed, planned, drain),
         healed,
-        settle_s=settle_s,
+        lambda answer: ask((answer[0], answer[1])),
+        requested_settle_s=settle_s,
+        timeouts=timeouts,
         timeout_s=timeout_s,
         interval_s=poll_s,
         clock=clock,
         sleep=sleep,
     )
+    _refuse_silent(silent, logger)
     return verify(state, failed, planned, left, logger, drain)
+
+
+def _refuse_silent(silent: dict[int, str], logger: logging.Logger) -> None:
+    """NotHealed (recorded) when nodes the settle's last read relies on did not answer themselves."""
+    if silent:
+        why = f"broker(s) the last read relies on (leaders, ISR members) do not answer themselves: {silent}"
+        decisions.record("verify", "NOT healed", why, logger=logger, level=logging.ERROR)
+        raise NotHealed(f"not healed: {why}")
 
 
 def _judged(reading: Reading, failed: set[int], planned: dict[str, list[int]], drain: bool):

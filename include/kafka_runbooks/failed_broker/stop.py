@@ -34,11 +34,13 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decisions, retries, storage
+from kafka_runbooks.evidence import ClusterTimeouts, settle_period_s
 from kafka_runbooks.failed_broker import progress, throttle
 from kafka_runbooks.failed_broker.execute import (
     DONE,
@@ -533,11 +535,17 @@ def verify_stopped(
     timeout_s: float = 60.0,
     sleep=time.sleep,
     clock=time.monotonic,
+    timeouts: ClusterTimeouts | None = None,
+    ask: Callable[[], dict[int, str]] | None = None,
 ) -> dict[str, Any]:
     """Read back until none of these runs' reassignments is in flight, none of their throttles is set
     and every partition whose order the stop put back (or found in order) shows its origin's replicas
-    in order, and still so after ``settle_s`` (one broker's metadata can lag); returns what is left
-    (empty: stopped)."""
+    in order, and still so after the settle period (one broker's metadata can lag); returns what is left
+    (empty: stopped). With the cluster's ``timeouts`` the settle is never shorter than
+    ``broker.session.timeout.ms``; with ``ask`` (``{broker: why}``: the silent nodes the read relies
+    on) its last read asks them, a silent one left as ``not_answering``."""
+    settle_s = settle_s if timeouts is None else settle_period_s(settle_s, timeouts)
+    timeout_s = max(timeout_s, 2 * settle_s)  # time to hold it twice
 
     def left() -> dict[str, Any]:
         """One read: per run, its reassignments still in flight (to its own targets) and its throttles
@@ -556,12 +564,15 @@ def verify_stopped(
         return out
 
     def settled() -> dict[str, Any]:
-        """One read; when it finds nothing left, the read ``settle_s`` later is the one that counts."""
+        """One read; when it finds nothing left, the read a settle period later is the one that counts,
+        and then the nodes it relies on are asked themselves."""
         found = left()
         if found:
             return found
         sleep(settle_s)
-        return left()
+        found = left()
+        silent = ask() if ask is not None and not found else {}
+        return found or ({"not_answering": {str(b): why for b, why in silent.items()}} if silent else {})
 
     found, _ = retries.poll_until(
         settled, lambda found: not found, timeout_s=timeout_s, interval_s=1.0, clock=clock, sleep=sleep

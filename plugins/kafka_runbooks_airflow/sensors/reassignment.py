@@ -20,6 +20,11 @@ submission whether this try is still ``running`` (``task_state.still_current_fro
 try (``restarting``) or one marked ``failed`` submits nothing, and an Airflow that cannot answer
 fails the poke with nothing submitted.
 
+When every chunk is done, the same approved task makes the run's approved leader moves (a
+rebalance's leader-only reorders, then the preferred-leader election of what moved:
+``kafka_runbooks_airflow.leader_moves``), each behind its own approval check, none twice; only
+then does it succeed.
+
 Before every step it reads the stop request of its Kafka connection
 (:mod:`kafka_runbooks.failed_broker.stop`, written by the ``kafka_reassignment_stop`` DAG): one
 asked after its run started makes it cancel what its run has in flight, take the
@@ -80,38 +85,20 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         """
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kafka_runbooks.failed_broker.execute import (
-            RECEIVER_SLOTS,
-            ChunkExecutor,
-            ReassignError,
-            Superseded,
-            claim,
-            fenced_checkpoint,
-        )
+        from kafka_runbooks.failed_broker.execute import ReassignError, Superseded, claim, fenced_checkpoint
         from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
-        from kafka_runbooks_airflow.task_state import still_current_from
 
         path = self._checked_state_path(context)
         ti = context["ti"]
         state = claim(path, f"{context['run_id']} {self.task_id} try {ti.try_number}")
         self._fence = state.fence
         checkpoint = fenced_checkpoint(path, state.fence, self._halted)
-        if state.finished:
+        if state.finished and not self.approval_gate_task_id:  # adopted moves: no leader step of this run
             self.log.info("every chunk of %s is already done", path.name)
             return True
-        stop_asked = self._stop_request(context)
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
-        progress_file = self._progress_file(path)
-        executor = ChunkExecutor(  # chunks overlap: the next starts when a receiver has room
-            admin,
-            logger=self.log,
-            checkpoint=checkpoint,
-            progress_file=progress_file,
-            receiver_slots=RECEIVER_SLOTS,
-            still_current=still_current_from(context, self.dag_id, self.task_id),
-        )
         try:
-            done = self._steps(executor, state, stop_asked, admin, checkpoint, path, progress_file, context)
+            done = self._advance(context, admin, state, checkpoint, path)
         except Superseded as exc:
             self._superseded(path, exc)
         except ReassignError as exc:
@@ -119,6 +106,41 @@ class KafkaReassignmentSensor(BaseSensorOperator):
         finally:
             admin.close()
         return done
+
+    def _advance(self, context, admin, state, checkpoint, path) -> bool:
+        """The chunks' steps (none once all are done), then, once every chunk is done, the approved
+        leader moves in this same approved task (none twice); True when both are done."""
+        from kafka_runbooks.failed_broker.execute import RECEIVER_SLOTS, ChunkExecutor
+        from kafka_runbooks_airflow.task_state import still_current_from
+
+        stop_asked = self._stop_request(context)
+        progress_file = self._progress_file(path)
+        done = state.finished
+        if done:
+            self.log.info("every chunk of %s is already done", path.name)
+        else:
+            executor = ChunkExecutor(  # chunks overlap: the next starts when a receiver has room
+                admin,
+                logger=self.log,
+                checkpoint=checkpoint,
+                progress_file=progress_file,
+                receiver_slots=RECEIVER_SLOTS,
+                still_current=still_current_from(context, self.dag_id, self.task_id),
+            )
+            done = self._steps(executor, state, stop_asked, admin, checkpoint, path, progress_file, context)
+        if state.finished:
+            done = self._after_chunks(context, admin, state, path, checkpoint, stop_asked() is not None)
+        return done
+
+    def _after_chunks(self, context, admin, state, path, checkpoint, stop_asked: bool) -> bool:
+        """Every chunk is done: this run's approved leader-only moves and preferred-leader election
+        (``leader_moves.after_chunks``: each behind its own approval check, none done twice), then True.
+        The adopted moves of an earlier run (no gate of this run) end here."""
+        if self.approval_gate_task_id:
+            from kafka_runbooks_airflow.leader_moves import after_chunks
+
+            after_chunks(context, admin, state, path, checkpoint, stop_asked, self.log)
+        return True
 
     def _checked_state_path(self, context):
         """The run's state file, checked every poke before anything moves: it exists, the chunks

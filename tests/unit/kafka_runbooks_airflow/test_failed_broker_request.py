@@ -24,10 +24,11 @@ def test_validating_against_the_cluster_reads_the_request_not_the_params():
         assert [a.arg for a in function.args.args][:2] == ["request", "kafka_config_id"]
 
 
-def test_verifying_and_electing_read_the_checked_request_and_the_cluster_not_the_params():
+def test_verifying_reads_the_checked_request_and_the_cluster_not_the_params():
     """After the moves, what the run asked for is validate's checked XCom (the request as a dict);
-    of the params only the cluster is taken, once, by the task's adapter ``verify``."""
-    for name in ("verify_reassignment", "elect_preferred_on"):
+    of the params only the cluster is taken, once, by the task's adapter ``verify`` (the election is
+    no longer verify's: it is made in ``execute_chunks``, ``leader_moves``)."""
+    for name in ("verify_reassignment",):
         function = functions(glue)[name]
         assert params_reads(function) == [], f"{name} reads the params"
         assert "kafka_config_id" in [a.arg for a in function.args.args]

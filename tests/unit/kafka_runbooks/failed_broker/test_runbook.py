@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.evidence import ClusterTimeouts
 from kafka_runbooks.failed_broker import runbook
 from kafka_runbooks.failed_broker.request import RequestError, build_request
 from kafka_runbooks.model import Broker, ClusterState, PartitionState
@@ -135,6 +137,41 @@ def reads(*parts: PartitionState, left=None):
 
 
 SHORT = PartitionState("t", 0, 1, 2, (1, 2), (1,))
+QUICK = ClusterTimeouts(1, 2000, source="DescribeConfigs of broker(s) [1, 2] (the largest value)")
+ASKED = {"timeouts": QUICK, "ask": lambda reading: {}}  # a session shorter than every settle here; all answer
+
+
+def test_the_settle_is_never_shorter_than_the_session_timeout_and_a_silent_isr_member_is_not_healed(caplog):
+    """Asked 5 s (the test suite's verify settle) on a cluster whose broker.session.timeout.ms is 9 s:
+    the healed rule is held 9 s. Broker 2, killed a second ago, is still in t-0's ISR (its session has
+    not timed out), so every read looks healed; the last read asks the ISR members themselves, 2 does
+    not answer, and the run is not healed (the old rule called it healed after 5 s)."""
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    asked: list[set[int]] = []
+
+    def ask(reading):
+        members = {b for p in reading[0].partitions for b in (p.leader, *p.isr)}
+        asked.append(members)
+        return {2: "KafkaConnectionError: [Errno 111] ECONNREFUSED"} if 2 in members else {}
+
+    local = ClusterTimeouts(9000, 2000, source="DescribeConfigs of broker(s) [1, 2] (the largest value)")
+    kw = {"timeouts": local, "ask": ask}
+    taken = inspect.signature(runbook.await_healed).parameters
+    with pytest.raises(runbook.NotHealed, match="do not answer themselves"):
+        runbook.await_healed(
+            reads(HEALED),
+            {4},
+            {"t:0": [1, 2]},
+            timeout_s=30,
+            settle_s=5,
+            poll_s=1,
+            clock=clock,
+            sleep=clock.sleep,
+            **{k: v for k, v in kw.items() if k in taken},
+        )
+    assert asked and asked[0] == {1, 2}
+    assert asked and clock.now >= 9
 
 
 def test_healed_only_after_the_rule_held_for_the_settle_period(caplog):
@@ -142,7 +179,15 @@ def test_healed_only_after_the_rule_held_for_the_settle_period(caplog):
     clock = Clock()
     read = reads(SHORT, SHORT, HEALED)  # a follower rejoining the ISR after two reads
     seen = runbook.await_healed(
-        read, {4}, {"t:0": [1, 2]}, timeout_s=60, settle_s=10, poll_s=2, clock=clock, sleep=clock.sleep
+        read,
+        {4},
+        {"t:0": [1, 2]},
+        timeout_s=60,
+        settle_s=10,
+        poll_s=2,
+        clock=clock,
+        sleep=clock.sleep,
+        **ASKED,
     )
     assert seen.healed and clock.now >= 4 + 10
     messages = [r.getMessage() for r in caplog.records]
@@ -154,7 +199,15 @@ def test_a_partition_falling_out_of_the_isr_during_the_settle_period_restarts_it
     clock = Clock()
     read = reads(HEALED, HEALED, SHORT, HEALED)
     runbook.await_healed(
-        read, {4}, {"t:0": [1, 2]}, timeout_s=60, settle_s=10, poll_s=2, clock=clock, sleep=clock.sleep
+        read,
+        {4},
+        {"t:0": [1, 2]},
+        timeout_s=60,
+        settle_s=10,
+        poll_s=2,
+        clock=clock,
+        sleep=clock.sleep,
+        **ASKED,
     )
     assert clock.now >= 6 + 10  # held from the fourth read (t=6), not from the first
 
@@ -172,6 +225,7 @@ def test_not_healed_by_the_timeout_fails_with_what_was_seen_last(caplog):
             poll_s=5,
             clock=clock,
             sleep=clock.sleep,
+            **ASKED,
         )
     assert 30 <= clock.now <= 35
     assert any("DECISION verify: NOT healed" in r.getMessage() for r in caplog.records)
@@ -190,4 +244,5 @@ def test_healed_then_broken_at_the_timeout_is_not_healed():
             poll_s=2,
             clock=clock,
             sleep=clock.sleep,
+            **ASKED,
         )

@@ -52,6 +52,15 @@ class FailedBrokerCluster:
     def broker_answers(self, broker_id, timeout_s=5.0):
         return self.silent.get(broker_id)
 
+    def cluster_timeouts(self):
+        """The local stack's settings (DescribeConfigs of the brokers); shorter than any settle here."""
+        from kafka_runbooks.evidence import ClusterTimeouts
+
+        return ClusterTimeouts(1, 2000, source="DescribeConfigs of broker(s) [1, 2, 3] (the largest value)")
+
+    def describe_topic_partitions(self, topics):
+        return self.describe_partitions(topics)
+
     def list_topics(self):
         return ["t"]
 
