@@ -273,11 +273,7 @@ def choose(
     what to say where the cluster keeps no ELR (:func:`kafka_runbooks.evidence.no_elr_words`), so a
     partition with no clean replica named is "unknown", never "none are clean"."""
     infos = gathered.for_partition(partition.topic, partition.partition, partition.replicas)
-    live = [
-        i
-        for i in infos
-        if i.answered and brokers.get(i.broker_id) is not None and brokers[i.broker_id].available
-    ]
+    live = [i for i in infos if i.answered and brokers.get(i.broker_id) and brokers[i.broker_id].available]
     clean = clean_replicas(partition)
     clean_live = [i for i in live if i.broker_id in clean]
     ordered, rank, epoch_known = _rank_candidates(clean_live or live, infos)
