@@ -116,13 +116,21 @@ class Campaign:
         self._judge(scenario, setup, ctx, result, ended, faults, answers, watcher, acked)
 
     def _wait_end(self, scenario: Scenario, run_id: str, injector: Injector) -> bool:
-        """Until the run ends; False (and the run marked failed) when it has not ended ``RUN_BOUND_S``
-        after the last fault, or after the trigger if no fault acted."""
+        """Until the run ends; False (and the run marked failed) when for ``RUN_BOUND_S`` no task of
+        it changed state (a sensor's pokes move it up_for_reschedule -> running) and no fault acted:
+        a run that waits with no end, however long a healthy run may take."""
+        moved_at, last = time.monotonic(), None
         while True:
             state = self.airflow.dag_run(scenario.dag_id, run_id)["state"]
             if state in ("success", "failed"):
                 return True
-            since = injector.log.last_at or injector.started
+            tis = {
+                (t["task_id"], t.get("try_number"), t["state"])
+                for t in self.airflow.task_instances(scenario.dag_id, run_id)
+            }
+            if tis != last:
+                moved_at, last = time.monotonic(), tis
+            since = max(moved_at, injector.log.last_at or injector.started)
             if time.monotonic() - since > RUN_BOUND_S:
                 self.airflow.api(
                     "PATCH", f"/dags/{scenario.dag_id}/dagRuns/{run_id}", json={"state": "failed"}
