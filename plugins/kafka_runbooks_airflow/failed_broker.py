@@ -404,8 +404,11 @@ def _read_for_validate(
         failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
         if not request.dry_run:
             # this run holds the cluster's lease: no other run executes here, recorded throttles are
-            # leftovers (a dry run holds no lease: another run may be moving data right now)
-            clean_leftover_throttles(admin, dag_id, cluster=kafka_config_id)
+            # leftovers (a dry run holds no lease: another run may be moving data right now). Every
+            # reassigning runbook's: a throttle a decommission left on a broker that was dead at its
+            # cleanup comes off at the next heal (or any other) once that broker answers again
+            for each in REASSIGNING_DAG_IDS:
+                clean_leftover_throttles(admin, each, cluster=kafka_config_id)
         return state, failed, receivers, runbook.in_flight(admin)
     finally:
         admin.close()

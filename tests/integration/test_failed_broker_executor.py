@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,17 @@ def clear_throttles(admin) -> None:
 @pytest.fixture
 def no_leftover_throttles(admin):
     yield
+    clear_throttles(admin)
+
+
+@pytest.fixture
+def no_throttle_once_back(admin):
+    """Listed before ``restore_stack``, so torn down after it restarted what the test killed: a
+    throttle left on a broker that was dead at the test's end is cleared once it answers again."""
+    yield
+    wait_until(
+        lambda: all(b.available for b in admin.describe_brokers().values()), 120, 1, "every broker back"
+    )
     clear_throttles(admin)
 
 
@@ -334,3 +346,100 @@ def test_a_superseded_process_acts_no_more(restore_stack, admin, tmp_path, caplo
     parts = admin.describe_partitions(topics)
     assert all(DEAD not in p.replicas for p in parts)
     assert leftover_throttles(admin, [1, 2, 3], topics) == {}
+
+
+def test_a_receiver_killed_mid_chunk_ends_the_run_with_a_decision_and_no_throttle_is_left(
+    no_throttle_once_back, restore_stack, admin, tmp_path, caplog
+):
+    """Issue #37, seen on the real stack: receiver 3 killed -9 in the middle of a chunk left the run
+    waiting with no end ("chunk 1 of 2 | 0 % bytes" four minutes on), and once broker 3 was back its
+    leader/follower.replication.throttled.rate were still set. Now every poll says it (WARNING, how
+    long, the bytes waiting), and past broker.session.timeout.ms (6 s here) plus 60 s the run cancels
+    its move to broker 3, puts the replica order back, fails naming the receiver; its other move goes
+    on; every throttle comes off, broker 3's once it answers again."""
+    stack = restore_stack
+    bs = stack.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kafka_runbooks")
+    big, small = unique_topic("silent-big"), unique_topic("silent-small")
+    create_topic(bs, big, assignment={0: [4, 1]})
+    create_topic(bs, small, assignment={0: [2, 4]})
+    assert produce(bs, big, 15000, size=200) == 15000  # ~3 MB: a minute at 50 kB/s
+    assert produce(bs, small, 200, size=200) == 200
+    stack.kill(f"broker-{DEAD}")
+    wait_until(
+        lambda: not admin.describe_brokers().get(DEAD) or admin.describe_brokers()[DEAD].fenced,
+        60,
+        1,
+        f"broker {DEAD} fenced",
+    )
+    plan = write_plan(
+        tmp_path / "plan",
+        [
+            [
+                {"topic": big, "partition": 0, "from": [4, 1], "to": [3, 1], "bytes": 3_000_000},
+                {"topic": small, "partition": 0, "from": [2, 4], "to": [2, 1], "bytes": 40_000},
+            ],
+            [{"topic": big, "partition": 0, "from": [3, 1], "to": [3, 2], "bytes": 3_000_000}],
+        ],
+    )
+    path = tmp_path / "exec-state.json"
+    state = ExecState(
+        run_id="silent",
+        failed_brokers=[DEAD],
+        throttle_bytes_per_sec=50_000,
+        chunks=chunks_from_plan_dir(plan),
+    )
+    save_state(path, state)
+    executor = ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s), progress_every_s=0)
+    executor.step(state)
+    assert state.chunks[0].status == MOVING and (big, 0) in admin.list_reassignments()
+    assert leftover_throttles(admin, [3], [])["broker 3"], "the receiver's rates are set"
+
+    stack.kill("broker-3")  # kill -9, mid-chunk
+    killed = time.monotonic()
+    with pytest.raises(ReassignError, match=r"receiver\(s\) \[3\] stopped answering") as ended:
+        wait_until(lambda: executor.step(state) and False, 240, 1, "the run to decide on the silent receiver")
+    waited = time.monotonic() - killed
+    assert 60 <= waited <= 150, f"decided {waited:.0f} s after the kill (6 s session + 60 s bound)"
+    assert "broker 3 for" in str(ended.value) and "trigger a new run" in str(ended.value)
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if "a receiver does not answer itself because" in r.getMessage()
+    ]
+    assert len(said) >= 10, "said every poll"
+    assert any("3000000 bytes planned" in m for m in said), said[-1]
+
+    # the move to broker 3 is cancelled and back in its order; the other move was not touched
+    assert (big, 0) not in admin.list_reassignments()
+    wait_until(
+        lambda: list(admin.describe_partitions([big])[0].replicas) == [4, 1], 30, 1, "big-0 back as [4, 1]"
+    )
+    small_now = admin.describe_partitions([small])[0]
+    assert (small, 0) in admin.list_reassignments() or list(small_now.replicas) == [2, 1]
+    final = load_state(path)
+    assert final.gave_up and final.chunks[0].cancelled == {f"{big}:0": "receiver(s) [3] silent"}
+    assert final.chunks[1].status == "pending", "no further chunk"
+    # the throttle is off every live broker and the topics; broker 3's is recorded until it answers
+    assert leftover_throttles(admin, [1, 2], [big, small]) == {}
+    assert list(final.throttle.brokers) == ["3"]
+
+    # the cleanup task while broker 3 is dead leaves it recorded; once broker 3 is back its rates are
+    # still set on it, and the cleanup (or any later run's validate) takes them off
+    live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
+    assert list(
+        ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).remove_throttle(final, live)
+    ) == ["broker 3"]
+    stack.start_node("broker-3")
+    stack.wait_ready(["broker-3"], 180)
+    wait_until(lambda: admin.broker_answers(3) is None, 60, 1, "broker 3 answering")
+    assert leftover_throttles(admin, [3], [])["broker 3"], "the run's rates outlived broker 3's death"
+    leftover = load_state(path)
+    live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
+    assert (
+        ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).remove_throttle(leftover, live) == {}
+    )
+    assert leftover_throttles(admin, [1, 2, 3], [big, small]) == {}
+    assert load_state(path).throttle is None
+    with pytest.raises(ReassignStopped, match="does not go on"):
+        executor.step(load_state(path))

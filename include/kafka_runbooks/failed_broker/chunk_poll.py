@@ -8,9 +8,12 @@ off when the last moving chunk is verified.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from kafka_runbooks.evidence.clock import Stamp
+from kafka_runbooks.evidence.silence import Silence
 from kafka_runbooks.failed_broker import progress
 from kafka_runbooks.failed_broker.chunk_state import (
     DONE,
@@ -51,6 +54,8 @@ class ChunkPoll(ChunkWork):
             self.throttles.set_throttle(state, chunk, live)
         done, waiting = [], []
         for k in chunk.moving:
+            if k in chunk.cancelled:  # given up on (a silent receiver): its cancel is under way
+                continue
             target = set(chunk.targets[k])
             p = partitions.get(k)
             if k in inflight:
@@ -95,8 +100,14 @@ class ChunkPoll(ChunkWork):
         self._last_progress = now
         total = sum(chunk.bytes.get(k, 0) for k in chunk.moving)
         copied = sum(chunk.bytes.get(k, 0) for k in done)
+        silent = {int(b) for b in state.silent}  # a silent receiver's log dirs cannot be asked
         receivers = sorted(
-            {b for k in waiting for b in chunk.targets[k] if b not in chunk.origin.get(k, []) and b in live}
+            {
+                b
+                for k in waiting
+                for b in chunk.targets[k]
+                if b not in chunk.origin.get(k, []) and b in live and b not in silent
+            }
         )
         if waiting and receivers:
             sizes, _ = self.admin.describe_log_dirs(receivers)
@@ -109,7 +120,9 @@ class ChunkPoll(ChunkWork):
             chunk.adopted = True
             chunk.started_ms = int(now * 1000)
             self.checkpoint(state)
-        figures = progress.measure(state, chunk, done, copied, now)
+        figures = dataclasses.replace(
+            progress.measure(state, chunk, done, copied, now), silent=self._silence_note(state)
+        )
         progress.write(self.progress_file, figures)
         self._record(
             "progress",
@@ -124,3 +137,15 @@ class ChunkPoll(ChunkWork):
                 "waiting": waiting[:20],
             },
         )
+
+    def _silence_note(self, state: ExecState) -> str | None:
+        """The receivers the last step found silent, and for how long (this process's clock), for the
+        progress line: a chunk waiting on a dead receiver says so instead of "0 % bytes" alone."""
+        if not state.silent:
+            return None
+        now = Stamp(int(self.clock() * 1000), self.clock_name)
+        parts = []
+        for broker, raw in sorted(state.silent.items()):
+            age = Silence.from_dict(int(broker), raw).age_ms(now)
+            parts.append(f"broker {broker} silent {'?' if age is None else f'{age / 1000:.0f} s'}")
+        return "receiver(s) not answering: " + ", ".join(parts)

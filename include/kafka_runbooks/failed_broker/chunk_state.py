@@ -20,6 +20,7 @@ from typing import Any
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.evidence.silence import host_clock
 from kafka_runbooks.failed_broker import throttle
 from kafka_runbooks.task_state import StillCurrent, require_running
 
@@ -74,6 +75,9 @@ class ChunkState:
     # adopted partitions whose origin is known as a SET only (the in-flight replicas minus those being
     # added, target first): a stop never "restores" a guessed replica order for them
     origin_order_unknown: list[str] = field(default_factory=list)
+    # moves the run cancelled because a receiver stopped answering (partition -> why), recorded before
+    # the cancel; a partition leaves ``moving`` once its cancel is confirmed (chunk_silence)
+    cancelled: dict[str, str] = field(default_factory=dict)
 
     @property
     def planned_bytes(self) -> int:
@@ -99,6 +103,12 @@ class ExecState:
     leaders: str | None = None
     # a decommission: failed_brokers are live brokers being drained, so their being live stops nothing
     drain: bool = False
+    # receivers with moves in flight that do not answer themselves: broker -> its spell of silence
+    # (evidence.silence.Silence.as_dict), kept across pokes
+    silent: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the executor ended the run on a decision (a receiver silent past its limit): final, a new run
+    # re-plans on the live brokers
+    gave_up: str | None = None
 
     def to_json(self) -> str:
         """The execution state as the fenced state file keeps it (read back by :meth:`from_json`)."""
@@ -116,8 +126,15 @@ class ExecState:
         return cls(**raw)
 
     def in_flight_targets(self) -> dict[str, list[int]]:
-        """Partitions this run submitted and has not seen finish: exactly what it owns."""
-        return {k: c.targets[k] for c in self.chunks if c.status == MOVING for k in c.moving}
+        """Partitions this run submitted and has not seen finish: exactly what it owns (a move it
+        decided to cancel is not one a new run may adopt)."""
+        return {
+            k: c.targets[k]
+            for c in self.chunks
+            if c.status == MOVING
+            for k in c.moving
+            if k not in c.cancelled
+        }
 
 
 def target_of(inflight: dict[str, list[int]]) -> set[int]:
@@ -127,8 +144,9 @@ def target_of(inflight: dict[str, list[int]]) -> set[int]:
 
 class ChunkWork:
     """What every part of the executor shares: the cluster it reads and moves (``admin``), the
-    checkpoint it writes after each change, the clock, the decision records and ``still_current``
-    (asked right before each reassignment or throttle submitted; None: no Airflow to ask)."""
+    checkpoint it writes after each change, the clock (``clock_name``: whose clock it is, kept with a
+    time that outlives the process), the decision records and ``still_current`` (asked right before
+    each reassignment or throttle submitted; None: no Airflow to ask)."""
 
     def __init__(
         self,
@@ -137,12 +155,14 @@ class ChunkWork:
         checkpoint: Callable[[ExecState], None] | None = None,
         clock: Callable[[], float] = time.time,
         still_current: StillCurrent | None = None,
+        clock_name: str | None = None,
     ) -> None:
         self.admin = admin
         self.still_current = still_current
         self.log = logger
         self.checkpoint = checkpoint or (lambda s: None)
         self.clock = clock
+        self.clock_name = clock_name or host_clock()
 
     # -- reads -----------------------------------------------------------------------
     def _cluster(self, keys: list[str]):

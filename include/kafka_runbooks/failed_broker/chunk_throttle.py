@@ -68,12 +68,12 @@ class ChunkThrottle(ChunkWork):
         throttle.apply(self.admin, addition, logger=self.log)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
-        """Take the run's throttle off; what could not be removed stays in the state (for the next
-        cleanup and the read-back) and is returned."""
+        """Take the run's throttle off; what could not be removed (a broker not live or not answering
+        itself) stays in the state, and only that, for the next cleanup and the read-back; returned."""
         if state.throttle is None:
             return {}
         self.checkpoint(state)  # still ours? a superseded process takes nothing off: the claimant does
         left = throttle.remove(self.admin, state.throttle, live=live, logger=self.log)
-        state.throttle = None if not left else dataclasses.replace(state.throttle, left=left)
+        state.throttle = throttle.remaining(state.throttle, left)  # a silent broker's, until it answers
         self.checkpoint(state)
         return left

@@ -12,7 +12,10 @@ run or a new run picks up where the last one stopped and nothing moves twice:
 - set the throttle (recorded first), submit the rest, then poll: partitions and bytes
   done, rate, time left; the chunk is done when every partition has its target replicas,
   all of them in the ISR, and no reassignment in flight;
-- remove the throttle once no chunk of the run moves any more, record, go on.
+- remove the throttle once no chunk of the run moves any more, record, go on;
+- after every poll, ask the receivers of the moves still waiting for their own answer: a silent
+  one is said every poll, starts no further chunk, and past the cluster's session timeout plus a
+  bound ends the run with a decision (its moves cancelled, their order put back: ``chunk_silence``).
 
 Chunks overlap when the executor is given ``receiver_slots`` (the runbook's sensor does): the
 next chunk starts as soon as one of its receivers (a broker it adds replicas to) has fewer than
@@ -51,6 +54,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed
 from kafka_runbooks.failed_broker import progress
 from kafka_runbooks.failed_broker.chunk_poll import ChunkPoll
+from kafka_runbooks.failed_broker.chunk_silence import SILENT_BOUND_S, ReceiverWatch
 
 # The run's state and the start's rules live in chunk_state and chunk_start; their names are still
 # imported from here by the glue, the sensor, the runbooks, the bench and the tests (the state file
@@ -212,7 +216,9 @@ class ChunkExecutor(ChunkWork):
 
     The step loop and the overlap rule are here; a chunk is started by :class:`ChunkStart`,
     polled by :class:`ChunkPoll`, and the run's throttle kept by :class:`ChunkThrottle`. Their
-    checkpoint goes through this executor's, so every part writes under the same fence.
+    checkpoint goes through this executor's, so every part writes under the same fence. The receivers
+    of the moves still waiting are watched by :class:`ReceiverWatch` (``silent_bound_s``: how long
+    past the cluster's session timeout a silent one is waited for).
     """
 
     def __init__(
@@ -226,8 +232,10 @@ class ChunkExecutor(ChunkWork):
         receiver_slots: int = 0,
         receiver_ceiling: int = RECEIVER_CEILING,
         still_current: StillCurrent | None = None,
+        silent_bound_s: float = SILENT_BOUND_S,
+        clock_name: str | None = None,
     ) -> None:
-        super().__init__(admin, logger, checkpoint, clock, still_current)
+        super().__init__(admin, logger, checkpoint, clock, still_current, clock_name)
         self.receiver_slots = receiver_slots
         self.receiver_ceiling = receiver_ceiling
         self.progress_file = progress_file  # progress.json for the UI page; None: log only
@@ -237,10 +245,12 @@ class ChunkExecutor(ChunkWork):
             "checkpoint": lambda s: self.checkpoint(s),
             "clock": clock,
             "still_current": still_current,
+            "clock_name": self.clock_name,
         }
         self.throttles = ChunkThrottle(**work)
         self.starter = ChunkStart(self.throttles, **work)
         self.watch = ChunkPoll(self.throttles, progress_every_s, progress_file, **work)
+        self.silence = ReceiverWatch(silent_bound_s, **work)
 
     def remove_throttle(self, state: ExecState, live: set[int] | None = None) -> dict[str, str]:
         """Take the run's throttle off (:meth:`ChunkThrottle.remove_throttle`): the cleanup task and
@@ -270,26 +280,35 @@ class ChunkExecutor(ChunkWork):
             )
             return True
         try:
+            if state.gave_up:  # final: finish a cancel it recorded, go no further
+                self.silence.cancel_recorded(state)
+                raise ReassignStopped(f"{state.gave_up}; this run does not go on after that decision")
             started = chunk.status == PENDING
             if started:
                 self.starter.start(state, chunk)
-            live, adding = self._poll_moving(state)
-            if not started and live is not None and (state.drain or not set(state.failed_brokers) & live):
+            live, adding, waiting = self._poll_moving(state)
+            self.silence.check(state, waiting)  # a receiver silent past its limit ends the run here
+            moving_on = live is not None and (state.drain or not set(state.failed_brokers) & live)
+            if not started and moving_on and not state.silent:  # nothing more onto a silent receiver
                 self._start_overlapping(state, adding)
         except ReassignError:
+            if state.gave_up:
+                progress.write(self.progress_file, progress.given_up(state, self.clock()))
             self.remove_throttle(state)
             raise
         return False
 
-    def _poll_moving(self, state: ExecState) -> tuple[set[int] | None, Counter]:
+    def _poll_moving(self, state: ExecState) -> tuple[set[int] | None, Counter, dict[int, list[str]]]:
         """Poll every moving chunk in order; (live brokers as last read, receiver -> replicas still
-        being added to it). ``live`` is None when nothing moved."""
-        live, adding = None, Counter()
+        being added to it, chunk index -> its partitions not yet in place). ``live`` is None when
+        nothing moved."""
+        live, adding, waiting_in = None, Counter(), {}
         for chunk in [c for c in state.chunks if c.status == MOVING]:
             live, waiting = self.watch.poll(state, chunk)
+            waiting_in[chunk.index] = waiting
             for k in waiting:
                 adding.update(b for b in chunk.targets[k] if b not in chunk.origin.get(k, []))
-        return live, adding
+        return live, adding, waiting_in
 
     def _start_overlapping(self, state: ExecState, adding: Counter) -> None:
         """Start the next chunk while others move when one of its receivers has room (at most one

@@ -11,7 +11,7 @@ submitted. The same figures go to the task log (one short line) and to
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Progress:
     cancelled: int = 0  # partitions whose move a stop cancelled (back on their replicas before the move)
     not_started: int = 0  # partitions of chunks a stop left unstarted
     leaders: str | None = None  # after a stop: whether the moved partitions' leaders were re-balanced
+    silent: str | None = None  # receivers with moves waiting that do not answer themselves, and how long
 
     @property
     def percent_bytes(self) -> float:
@@ -71,6 +72,8 @@ class Progress:
             else f"time left {'unknown' if self.eta_s is None else '~' + format_duration(self.eta_s)}"
         )
         tail = f" | {self.leaders}" if self.stopped and self.leaders else ""
+        if self.silent and not self.stopped:
+            tail += f" | {self.silent}"
         return (
             f"{head} | {self.percent_bytes:.0f}% bytes ({format_size(self.bytes_done)} of {format_size(self.bytes)})"
             f" | {self.percent_partitions:.0f}% partitions ({self.partitions_done}/{self.partitions})"
@@ -155,6 +158,15 @@ def finished(state, now: float) -> Progress:
         cancelled=sum(len([k for k in c.moving if k not in c.completed]) for c in stopped),
         not_started=sum(len(c.targets) for c in state.chunks if c.status == "pending"),
         leaders=getattr(state, "leaders", None),
+    )
+
+
+def given_up(state, now: float) -> Progress:
+    """The closing figures of a run the executor ended on a decision (``state.gave_up``: a receiver
+    silent past its limit): what was done, the moves it cancelled, the chunks never started."""
+    figures = finished(state, now)
+    return replace(
+        figures, stopped=state.gave_up, cancelled=sum(len(c.cancelled) for c in state.chunks), eta_s=None
     )
 
 

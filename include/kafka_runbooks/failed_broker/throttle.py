@@ -21,7 +21,8 @@ from typing import Any
 
 from kafka_runbooks import decisions
 from kafka_runbooks.admin import ClusterAdmin
-from kafka_runbooks.errors import RunbookFailed
+from kafka_runbooks.errors import KafkaRunbookError, RunbookFailed
+from kafka_runbooks.evidence.serving import silent_brokers
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -174,13 +175,23 @@ def remove(
     """Take off what ``record`` set; returns what could not be removed (resource -> why).
 
     Broker rates go back to their previous value (deleted when there was none). Topic
-    items are taken out; a list left empty is deleted rather than left as "". A broker
-    that is not live keeps its entry in the returned dict (its dynamic config lives in
-    the controller's metadata and is removed when it can be reached again).
+    items are taken out; a list left empty is deleted rather than left as "". A broker's
+    rates are changed by a request to that broker itself, so each broker is asked for its own
+    answer first and changed alone: one that is not live or does not answer (killed a moment ago,
+    still registered) keeps its entry in the returned dict, and keeps none of the others or the
+    topics from being cleaned. Its config lives in the controller's metadata and outlives it:
+    it comes off when the broker answers again (:func:`remaining` keeps exactly that).
     """
     left: dict[str, str] = {}
     broker_changes = _broker_rate_restores(record, live, left)
-    for name, result in admin.incremental_alter_configs("broker", broker_changes).items():
+    for broker, why in silent_brokers(admin, [int(b) for b in broker_changes]).items():
+        left[f"broker {broker}"] = f"does not answer itself ({why})"
+        broker_changes.pop(str(broker))
+    for name, change in broker_changes.items():
+        try:
+            result = admin.incremental_alter_configs("broker", {name: change}).get(name, "NoAnswer")
+        except KafkaRunbookError as exc:  # that broker only: the others and the topics go on
+            result = f"{type(exc).__name__}: {exc}"
         if result != "OK":
             left[f"broker {name}"] = result
     topics = list(record.topics)
@@ -195,13 +206,25 @@ def remove(
         "throttle",
         "remove the replication throttle" if not left else "remove the replication throttle (partly)",
         "the chunk is over (done, failed or stopped): a throttle left behind would slow every later "
-        "replica catch-up on these brokers",
+        "replica catch-up on these brokers"
+        + ("" if not left else "; what is left stays recorded and comes off once its broker answers"),
         observed={"brokers": list(record.brokers), "topics": topics, "left": left},
         action="rates restored or deleted; throttled replicas taken out",
         logger=logger,
         level=logging.INFO if not left else logging.WARNING,
     )
     return left
+
+
+def remaining(record: ThrottleRecord, left: dict[str, str]) -> ThrottleRecord | None:
+    """What of ``record`` a removal could not take off (``left``, as :func:`remove` names it): the
+    next cleanup restores only those brokers and topics, never again a broker already put back (an
+    operator may have set its rate since). None: nothing left."""
+    if not left:
+        return None
+    brokers = {b: dict(e) for b, e in record.brokers.items() if f"broker {b}" in left}
+    topics = {t: e for t, e in record.topics.items() if f"topic {t}" in left}
+    return ThrottleRecord(rate=record.rate, brokers=brokers, topics=topics, left=dict(left))
 
 
 def _broker_rate_restores(
