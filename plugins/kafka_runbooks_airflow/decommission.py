@@ -18,12 +18,18 @@ log = logging.getLogger("kafka_runbooks.failed_broker")
 
 
 def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """What needs no cluster, before the run waits for the lease (then it joins the lease queue)."""
+    """What can be judged before the run waits for the lease (then it joins the lease queue): the
+    params, and the broker ids they name against the brokers the cluster has (one read-only
+    DescribeCluster)."""
     from kafka_runbooks.failed_broker.decommission import build_decommission_request
-    from kafka_runbooks_airflow.inputs import check_before_lease
+    from kafka_runbooks.fleet import DEFAULT_CLUSTER
+    from kafka_runbooks_airflow.inputs import check_before_lease, refuse_unknown_broker_ids
     from kafka_runbooks_airflow.lease import join_lease_queue
 
     checked = check_before_lease(dag_id, params, build_decommission_request, ("kafka_config_id",), log.name)
+    request = build_decommission_request(params)  # checked just above: it parses
+    named = {"broker_ids": request.failed_brokers, "receivers": request.receivers}
+    refuse_unknown_broker_ids(params.get("kafka_config_id") or DEFAULT_CLUSTER, named, log.name)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -351,16 +351,25 @@ def reassign_request(params: Mapping[str, Any], parse=None) -> ReassignRequest:
 
 
 def validate_request(
-    request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str, choose
+    request: ReassignRequest,
+    kafka_config_id: str,
+    dag_id: str,
+    run_id: str,
+    choose,
+    moving: Iterable[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The request against the cluster ``kafka_config_id`` before anything moves: the brokers to
     empty and the receivers as ``choose`` ((request, ClusterState) -> (brokers, receivers)) picks
-    them, the runbook's checks, adoption prepared, the checked values as XCom. A RequestError is
-    the run's ``refuse`` DECISION."""
+    them, the runbook's checks, adoption prepared, the checked values as XCom. ``moving``: the
+    partitions a selection moves (the log-dir failure's failed dir), whose replication factor the
+    receivers must be able to hold (the heal's and the drain's own choice checks theirs). A
+    RequestError is the run's ``refuse`` DECISION."""
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
 
-    state, failed, receivers, inflight = _read_for_validate(request, kafka_config_id, dag_id, choose)
+    state, failed, receivers, inflight = _read_for_validate(
+        request, kafka_config_id, dag_id, _held_by_receivers(choose, moving)
+    )
     owned = owned_in_flight(dag_id, kafka_config_id)
     with refused_as_decision():
         checked = runbook.validate(request, state, failed, receivers, inflight, owned)
@@ -387,6 +396,24 @@ def validate_request(
         "adopted": len(checked.adopt),
         "plan_dir": str(folder / "plan"),
     }
+
+
+def _held_by_receivers(choose, moving: Iterable[tuple[str, int]] | None):
+    """``choose``, then, for a selection of partitions (``moving``), the refusal of receivers that
+    cannot hold their replication factor, before the gate (the planner would refuse after the snapshot)."""
+    if moving is None:
+        return choose
+    from kafka_runbooks.failed_broker.request import refuse_receivers_short
+
+    keys = {f"{t}:{p}" for t, p in moving}
+
+    def checked(request, state):
+        """The runbook's choice of brokers, whose receivers must hold what the selection moves."""
+        failed, receivers = choose(request, state)
+        refuse_receivers_short(state, failed, receivers, keys=keys, drain=True)
+        return failed, receivers
+
+    return checked
 
 
 def _read_for_validate(

@@ -119,6 +119,45 @@ def check_before_lease(
     return {name: params.get(name) for name in conn_params}
 
 
+def refuse_unknown_broker_ids(
+    kafka_config_id: str, named: dict[str, tuple[int, ...] | None], logger: str
+) -> None:
+    """The run's first task: broker ids its params name (``failed_brokers``, ``broker_ids``,
+    ``receivers``) that the cluster does not have are refused at once, with the brokers it has,
+    instead of after the wait for the cluster's lease. One DescribeCluster, read-only (a failed broker
+    no longer registered may still be named by replicas: then the assignments too); nothing named
+    (detect, all): no read. A KRaft controller's id is left to ``validate``, which names it so."""
+    from kafka_runbooks.failed_broker.request import RequestError, unknown_broker_ids
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    if not any(named.values()):
+        return
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
+    try:
+        known = set(admin.describe_brokers())
+        if unknown_broker_ids(named, known).get("failed_brokers"):  # unregistered, still in assignments?
+            known |= {b for p in admin.describe_partitions() for b in p.replicas}
+        unknown = unknown_broker_ids(named, known)
+        if unknown:  # a controller's id is validate's to name
+            voters = {v.node_id for v in admin.describe_quorum().voters}
+            unknown = unknown_broker_ids(named, known | voters)
+    finally:
+        admin.close()
+    if not unknown:
+        return
+    why = (
+        "broker id(s) the cluster does not have: "
+        + "; ".join(f"{name} {ids}" for name, ids in unknown.items())
+        + f" (its brokers: {sorted(known)}, controllers: {sorted(voters - known)})"
+    )
+
+    def refuse(_params):
+        """The refusal, as the run's ``refuse`` DECISION."""
+        raise RequestError(why)
+
+    refuse_bad_input(refuse, {}, logger)
+
+
 def _raise(message: str) -> Callable[[Any], Any]:
     def parse(_params):
         """Refuse any params with the prepared BadInput message."""
@@ -141,7 +180,9 @@ def _connection_exists(conn_id: str) -> bool:
 
 def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``check_before_lease`` with the runbook's own parser and connection params (its ``check_input``
-    task); then the run joins the cluster's lease queue, so sweeps see it while it waits."""
+    task), for the heal also its broker ids against the cluster's (``refuse_unknown_broker_ids``, one
+    read-only DescribeCluster); then the run joins the cluster's lease queue, so sweeps see it while
+    it waits."""
     from kafka_runbooks_airflow.lease import join_lease_queue
 
     if dag_id == "kafka_broker_restart":
@@ -160,5 +201,9 @@ def check_runbook_input(dag_id: str, run_id: str, params: Mapping[str, Any]) -> 
     else:
         raise BadInput(f"no input check for {dag_id!r}")
     checked = check_before_lease(dag_id, params, build_request, conns, logger)
+    if dag_id == "kafka_failed_broker_reassignment":  # its broker ids against the cluster's, read-only
+        request = build_request(dict(params))  # checked just above: it parses
+        named = {"failed_brokers": request.failed_brokers, "receivers": request.receivers}
+        refuse_unknown_broker_ids(params.get("kafka_config_id") or DEFAULT_CLUSTER, named, logger)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked

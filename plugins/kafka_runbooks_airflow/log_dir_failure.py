@@ -28,12 +28,17 @@ def _settle(admin, step: str, partitions_of) -> dict:
 
 
 def check_input(dag_id: str, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """What needs no cluster, before the run waits for the lease (then it joins the lease queue)."""
+    """What can be judged before the run waits for the lease (then it joins the lease queue): the
+    params, and the broker ids they name against the cluster's brokers (read-only DescribeCluster)."""
+    from kafka_runbooks.fleet import DEFAULT_CLUSTER
     from kafka_runbooks.log_dir_failure import build_log_dir_request
-    from kafka_runbooks_airflow.inputs import check_before_lease
+    from kafka_runbooks_airflow.inputs import check_before_lease, refuse_unknown_broker_ids
     from kafka_runbooks_airflow.lease import join_lease_queue
 
     checked = check_before_lease(dag_id, params, build_log_dir_request, ("kafka_config_id",), log.name)
+    request = build_log_dir_request(params)  # checked just above: it parses
+    named = {"broker_id": (request.broker_id,), "receivers": request.reassign.receivers}
+    refuse_unknown_broker_ids(params.get("kafka_config_id") or DEFAULT_CLUSTER, named, log.name)
     join_lease_queue(dag_id, run_id, dict(params))
     return checked
 
@@ -97,6 +102,7 @@ def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[st
         dag_id,
         run_id,
         lambda req, now: _receivers(req, now, request.broker_id),
+        moving=found.replicas,  # the receivers must hold these partitions' replication factor
     )
     return {
         **checked,

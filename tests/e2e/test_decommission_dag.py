@@ -83,13 +83,16 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
     assert producer.failed == [] and producer.acked > 100
     assert _lease_holder(airflow_local) is None, "the decommission's teardown gave the lease back"
 
-    # a broker that is not registered: refused by validate, before any gate, with the reason
+    # a broker the cluster does not have: refused in the run's first task, before the lease, naming
+    # the brokers it has
     refused = airflow_local.trigger(DAG_ID, {"broker_ids": "99"})
     assert airflow_local.wait_for_run(DAG_ID, refused, timeout=300) == "failed"
-    assert airflow_local.task_instance(DAG_ID, refused, "validate")["state"] == "failed"
-    validate_log = airflow_local.task_log_text(DAG_ID, refused, "validate")
-    assert "DECISION validate: refuse the run: nothing was done" in validate_log
-    assert "broker(s) [99] to drain are not registered with the cluster" in validate_log, validate_log[-3000:]
+    assert airflow_local.task_instance(DAG_ID, refused, "check_input")["state"] == "failed"
+    check_log = airflow_local.task_log_text(DAG_ID, refused, "check_input")
+    assert "DECISION validate: refuse the run: nothing was done" in check_log
+    assert (
+        "broker id(s) the cluster does not have: broker_ids [99] (its brokers: [1, 2, 3, 4]" in check_log
+    ), check_log[-3000:]
     assert airflow_local.task_instance(DAG_ID, refused, "approval_gate")["state"] in (
         "skipped",
         "upstream_failed",

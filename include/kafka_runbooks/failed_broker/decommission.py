@@ -6,8 +6,11 @@ differs is decided here, Airflow-free, before the gate:
 
 - the brokers to drain are named (``broker_ids``) or a rack is (``rack``: every registered
   broker of it); each must be registered and live, not a KRaft controller;
-- the brokers left must be able to hold what moves: a partition whose replication factor is
-  above the brokers it can still use is refused, so is one whose rack spread cannot be kept;
+- the brokers left must be able to hold what moves: a drain that would leave fewer live brokers
+  than the replication factor of a topic it moves is refused, naming the topics, the live brokers
+  left and the dead ones (another broker already dead must be healed or brought back first); a
+  partition whose replication factor is above the brokers it can still use is refused, so is one
+  whose rack spread cannot be kept;
 - after the plan, no receiver's log dir may pass ``max_disk_usage_percent`` (from the
   DescribeLogDirs total and usable bytes of each dir; unknown sizes are not "room").
 
@@ -27,6 +30,7 @@ from kafka_runbooks.failed_broker.request import (
     _broker_list,
     _not_controllers,
     build_request,
+    dead_brokers,
 )
 from kafka_runbooks.model import ClusterState, LogDir, PartitionState
 from kafka_runbooks.units import format_size
@@ -125,7 +129,32 @@ def resolve_drain(request: ReassignRequest, state: ClusterState) -> tuple[list[i
     if not receivers:
         raise RequestError(f"no live broker is left to receive the replicas of {drained}")
     refuse_what_the_rest_cannot_hold(state, drained, receivers)
+    refuse_live_below_rf(state, drained)  # what the partitions' own count misses: a dead replica kept
     return drained, receivers
+
+
+def refuse_live_below_rf(state: ClusterState, drained: list[int]) -> None:
+    """RequestError when the live brokers left after the drain are fewer than the replication factor
+    of a topic the drain moves: with another broker already dead, the drained replicas would land
+    beside a dead one (the plan keeps it) and the cluster could not hold the topic's RF on live
+    brokers any more, nor heal the dead broker. Names the topics and their RF, the live brokers left
+    and the dead ones."""
+    gone = set(drained)
+    left = [b for b in state.alive_broker_ids() if b not in gone]
+    rf: dict[str, int] = {}
+    for p in state.partitions:
+        if gone & set(p.replicas):
+            rf[p.topic] = max(rf.get(p.topic, 0), len(p.replicas))
+    above = {t: n for t, n in sorted(rf.items()) if n > len(left)}
+    if not above:
+        return
+    shown = ", ".join(f"{t} (RF {n})" for t, n in list(above.items())[:MAX_LISTED])
+    more = f" and {len(above) - MAX_LISTED} more" if len(above) > MAX_LISTED else ""
+    raise RequestError(
+        f"draining {sorted(gone)} is refused: it leaves {len(left)} live broker(s) {left} (dead: "
+        f"{dead_brokers(state)}), fewer than the replication factor of {len(above)} topic(s) it moves: "
+        f"{shown}{more}. Heal or bring back the dead broker(s) first, or add brokers"
+    )
 
 
 def _rack_of(state: ClusterState, broker_id: int) -> tuple:

@@ -2,9 +2,11 @@
 
 Bad input is a :class:`RequestError` with a clear message, raised before any change:
 an unknown or live broker named as failed, a KRaft controller named as a broker, a
-broker named twice, receivers that are unknown, not available or failed themselves, a
-throttle of zero, chunk limits below one, and a reassignment in flight that this
-runbook did not start.
+broker named twice, receivers that are unknown, not available or failed themselves,
+receivers that cannot hold the replication factor of a partition that moves
+(:func:`refuse_receivers_short`), a throttle of zero, chunk limits below one, and a
+reassignment in flight that this runbook did not start. Broker ids the cluster does not
+have are refused in the run's first task already (:func:`unknown_broker_ids`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.failed_broker.failures import failed_brokers
-from kafka_runbooks.model import ClusterState
+from kafka_runbooks.model import ClusterState, PartitionState
 
 # The chunk and throttle defaults of every reassigning runbook, in one place: the trigger forms
 # (kafka_runbooks_airflow.reassign_dag), the sweep's defaults and build_request import them;
@@ -24,6 +26,7 @@ from kafka_runbooks.model import ClusterState
 DEFAULT_MAX_PARTITIONS_PER_CHUNK = 50
 DEFAULT_MAX_BYTES_PER_CHUNK = 1 << 30
 DEFAULT_THROTTLE_BYTES_PER_SEC = 50 << 20
+LISTED = 10  # topics and partitions named in a refusal
 
 
 class RequestError(BadInput):
@@ -173,7 +176,65 @@ def resolve(request: ReassignRequest, state: ClusterState) -> tuple[list[int], l
     )
     if failed and not receivers:
         raise RequestError("no available broker can receive replicas")
+    refuse_receivers_short(state, failed, receivers)
     return failed, receivers
+
+
+def dead_brokers(state: ClusterState) -> list[int]:
+    """Brokers the cluster knows (registered, or named by a replica) that are not available."""
+    return sorted(b for b in state.brokers if not state.is_available(b))
+
+
+def _by_topic(short: list[PartitionState]) -> str:
+    """``topic (RF 3: partitions [0, 2])`` for each topic of ``short``, the first ``LISTED`` topics."""
+    topics: dict[str, list[PartitionState]] = {}
+    for p in short:
+        topics.setdefault(p.topic, []).append(p)
+    shown = [
+        f"{t} (RF {max(len(p.replicas) for p in ps)}: partition(s) {sorted(p.partition for p in ps)[:LISTED]})"
+        for t, ps in sorted(topics.items())[:LISTED]
+    ]
+    return ", ".join(shown) + (f" and {len(topics) - LISTED} more topic(s)" if len(topics) > LISTED else "")
+
+
+def refuse_receivers_short(
+    state: ClusterState,
+    emptied: list[int],
+    receivers: list[int],
+    keys: set[str] | None = None,
+    drain: bool = False,
+) -> None:
+    """RequestError when a partition that moves (one with a replica on ``emptied``; ``keys``:
+    ``topic:partition`` of only those) cannot keep its replication factor: its replicas kept and the
+    receivers are fewer brokers than it has replicas (the planner would refuse the whole plan after
+    the snapshot; refused here, before the gate, naming the topics and their RF, the receivers and
+    the dead brokers). A partition the heal cannot copy from (no available replica outside the
+    brokers emptied) is not moved and not counted: the plan lists it; a ``drain`` copies from the
+    emptied brokers themselves."""
+    gone, rest = set(emptied), set(receivers)
+    short = []
+    for p in state.partitions:
+        if not gone & set(p.replicas) or (keys is not None and f"{p.topic}:{p.partition}" not in keys):
+            continue
+        kept = [b for b in p.replicas if b not in gone]
+        if not drain and not any(state.is_available(b) for b in kept):
+            continue
+        if len(set(kept) | rest) < len(p.replicas):
+            short.append(p)
+    if short:
+        raise RequestError(
+            f"the receivers cannot hold the replication factor of {len(short)} partition(s) that move off "
+            f"broker(s) {sorted(gone)}: {_by_topic(short)}; receivers {sorted(rest)} (live brokers: "
+            f"{state.alive_broker_ids()}, dead: {dead_brokers(state)}), fewer than the replicas each needs "
+            "outside the brokers emptied. Bring a broker back or add one, or name more receivers, then run again"
+        )
+
+
+def unknown_broker_ids(named: dict[str, tuple[int, ...] | None], known: set[int]) -> dict[str, list[int]]:
+    """Per param (``failed_brokers``, ``broker_ids``, ``receivers``), the ids it names that are not
+    brokers the cluster has (``known``: registered, or named by a replica); empty: all exist."""
+    out = {name: sorted(set(ids) - known) for name, ids in named.items() if ids}
+    return {name: ids for name, ids in out.items() if ids}
 
 
 def _named_failed(named: tuple[int, ...], state: ClusterState) -> list[int]:

@@ -145,3 +145,17 @@ def test_drained_means_no_replica_no_leadership_and_nothing_left_on_disk():
     assert runbook.healing(unanswered, {4}, {}, {}).healed  # the heal does not read a dead broker's disks
     with pytest.raises(runbook.NotHealed, match=r"not drained: .*led by drained brokers \['t-0'\]"):
         runbook.verify(led, {4}, {}, {}, drain=True)
+
+
+def test_a_drain_beside_a_dead_broker_that_leaves_fewer_live_brokers_than_the_rf_is_refused():
+    """Broker 3 already dead, broker 4 drained: brokers 1 and 2 are left for an RF 3 topic. Every
+    partition still has enough brokers counting the dead one (the plan would keep it), so this was
+    shown at the gate; now refused naming the topic and its RF, the live brokers left and the dead."""
+    cluster = state(parts=[(1, 3, 4), (4, 3, 2), (1, 2)], fenced=(3,))
+    with pytest.raises(RequestError) as refused:
+        drain({"broker_ids": "4"}, cluster)
+    message = str(refused.value)
+    assert "draining [4] is refused: it leaves 2 live broker(s) [1, 2] (dead: [3])" in message
+    assert "replication factor of 1 topic(s) it moves: t (RF 3)" in message
+    # RF 2 is held by the two left
+    assert drain({"broker_ids": "4"}, state(parts=[(1, 4), (4, 3)], fenced=(3,))) == ([4], [1, 2])

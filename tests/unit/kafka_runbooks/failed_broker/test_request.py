@@ -159,3 +159,24 @@ def test_the_chunk_defaults_are_one_constant_each_and_the_spark_planner_repeats_
     planner = _planner_constants()
     assert planner["DEFAULT_MAX_PARTITIONS"] == request.DEFAULT_MAX_PARTITIONS_PER_CHUNK
     assert planner["DEFAULT_MAX_BYTES"] == request.DEFAULT_MAX_BYTES_PER_CHUNK
+
+
+def test_a_heal_whose_receivers_cannot_hold_the_replication_factor_is_refused_before_the_gate():
+    """Brokers 3 and 4 dead, two live: an RF 3 partition on [1, 3, 4] has one replica kept and two
+    receivers, one of them already its replica. The planner refused this after the snapshot and the
+    Spark job; validate refuses it now, naming the topic and its RF, the receivers and the dead."""
+    brokers = {b: Broker(broker_id=b, fenced=b in (3, 4)) for b in (1, 2, 3, 4)}
+    parts = [
+        PartitionState("orders", 0, 1, 1, (1, 3, 4), (1,)),
+        PartitionState("orders", 1, 2, 1, (2, 4, 3), (2,)),
+        PartitionState("logs", 0, 4, 1, (4, 3), ()),  # no live replica to copy from: not moved, not counted
+    ]
+    cluster = ClusterState(cluster_id="c", brokers=brokers, quorum=None, partitions=parts)
+    with pytest.raises(RequestError) as refused:
+        resolve(build_request({}), cluster)
+    message = str(refused.value)
+    assert "cannot hold the replication factor of 2 partition(s)" in message
+    assert "orders (RF 3: partition(s) [0, 1])" in message and "logs" not in message
+    assert "receivers [1, 2] (live brokers: [1, 2], dead: [3, 4])" in message
+    # broker 3 alone: [1, 3, 4] onto 2 and [2, 4, 3] onto 1 keep their RF (broker 4's replica stays)
+    assert resolve(build_request({"failed_brokers": "3"}), cluster) == ([3], [1, 2])
