@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine, idempotently:
-# a venv in .venv with requirements.txt and this project (editable), and the pinned
-# Kafka jars from Maven Central under .stack/lib, S3Proxy's under .stack/s3proxy-lib. Needs python3 (3.10+), Java 17, Maven.
+# a venv in .venv with requirements.txt and this project (editable), and the Kafka jars of the
+# stack's release (KR_KAFKA_VERSION, default the one stack/pom.xml pins) from Maven Central under
+# .stack/lib-<version>, S3Proxy's under .stack/s3proxy-lib. Needs python3 (3.10+), Java 17, Maven.
 # With --browser (what `make test` runs) also, through apt-get when they are missing (as
 # root, or sudo): Debian's chromium and chromium-driver for the browser end-to-end test, and
 # postgresql and redis-server for the CeleryExecutor test (tests/e2e/test_celery_fleet.py:
@@ -28,7 +29,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
-.venv/bin/python -c "from kafka_runbooks_dev.localstack.stack import ensure_jars; ensure_jars()"
+# once per release; what Maven Central does not serve of it is said each time (docs/local-stack.md)
+.venv/bin/python -c "from kafka_runbooks_dev.localstack import jars
+for m in jars.missing_parts(jars.ensure_jars()): print('bootstrap:', m.line())"
 # S3Proxy, the local object store (its jars and dependencies, from Maven Central like Kafka)
 .venv/bin/python -c "from kafka_runbooks_dev.localstack.s3proxy import ensure_jars; ensure_jars()"
 

@@ -57,7 +57,7 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # the quick JIT the stack's Kafka JVMs use: a third less CPU for a small analysis (local_spark.py)
 os.environ.setdefault("KR_SPARK_DRIVER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
-from kafka_runbooks_dev.localstack import LocalStack, Topology  # noqa: E402
+from kafka_runbooks_dev.localstack import LocalStack, Topology, jars  # noqa: E402
 
 # ~20 s idle; 4 minutes were not enough with several stacks and stress-ng on 2 cores
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
@@ -179,6 +179,11 @@ def connect(kafka_stack):
     ``client.created`` are deleted afterwards."""
     from kafka_runbooks.connect.client import ConnectClient
 
+    lacking = (
+        jars.lacks(kafka_stack.lib_dir, jars.FILE_CONNECTORS) if isinstance(kafka_stack, LocalStack) else None
+    )
+    if lacking is not None:  # every one of them runs file connectors: failed, with what the release lacks
+        pytest.fail(f"these tests need the stack's Connect worker with its file connectors: {lacking.line()}")
     url = getattr(kafka_stack, "connect_url", None)
     if not url:
         pytest.fail(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import requests
 
+from kafka_runbooks_dev.localstack import jars
 from kafka_runbooks_dev.localstack.stack import read_gauge
 from tests.helpers import wait_until
 
@@ -69,7 +71,34 @@ def test_every_kafka_node_maps_the_class_data_sharing_archive(local_stack):
         assert str(archive) in maps, f"{status.name} (pid {status.pid}) started without {archive.name}"
 
 
+def test_every_node_runs_the_stacks_release_and_a_topic_takes_writes(local_stack, admin):
+    """KR_KAFKA_VERSION reaches every node (each one's own start-up line says its version), and
+    the cluster it formed creates a topic (RF 3) and takes acks=all writes."""
+    from confluent_kafka import Producer
+
+    from tests.helpers import create_topic, unique_topic
+
+    for status in local_stack.status():
+        said = set(re.findall(r"Kafka version: (\S+)", local_stack.log_file(status.name).read_text()))
+        assert said == {local_stack.kafka_version}, f"{status.name} said {said}"
+    topic = unique_topic("release-check")
+    create_topic(local_stack.bootstrap_servers, topic, 3, 3)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap_servers, "acks": "all"})
+    for i in range(100):
+        producer.produce(topic, value=str(i).encode())
+    assert producer.flush(60) == 0, "records not delivered"
+    assert sorted(
+        len(p.replicas) for p in admin.read_state(include_log_dirs=False).partitions if p.topic == topic
+    ) == [
+        3,
+        3,
+        3,
+    ]
+
+
 def test_connect_worker_has_the_file_connectors(local_stack):
+    lacking = jars.lacks(local_stack.lib_dir, jars.FILE_CONNECTORS)
+    assert lacking is None, lacking.line()  # failed, and why: this release's jars were not served
     plugins = requests.get(f"{local_stack.connect_url}/connector-plugins", timeout=10).json()
     classes = {p["class"] for p in plugins}
     assert "org.apache.kafka.connect.file.FileStreamSinkConnector" in classes

@@ -6,9 +6,13 @@ start parsed and verified the same ~7,800 classes again, ~4.7 CPU-s and ~12 s to
 one broker each way, with the machine under load).
 
 The archive is built once per jar set (``-Xshare:dump`` from the class list a broker loaded,
-kept gzipped in ``stack/kafka-node.classlist.gz``) and lives beside the jars, so a new Kafka
-version (a new jar set) gets a new one. It is an optimisation only: when it cannot be built or
-the JVM rejects it (another JDK), the nodes start as before (``-Xshare:auto``).
+kept gzipped in ``stack/kafka-node.classlist.gz``) and lives beside the jars, so each Kafka
+release (its own folder, ``.stack/lib-<version>``) gets its own. The list is a 4.3.1 broker's;
+replayed on another release's jars the dump skips the classes that release lacks (a "Preload
+Warning" each) and archives the rest: it succeeded for 3.9.2, 4.0.2, 4.1.2, 4.2.2 and 4.4.0 (Dec 2026),
+and their nodes map it. It is an optimisation only: when it cannot be built or the JVM rejects it
+(another JDK, a damaged file), the nodes start as before (``-Xshare:auto``; the unit test
+``test_a_jvm_that_rejects_the_archive_starts_without_it``).
 
 To regenerate the class list after a Kafka upgrade: start a broker with
 ``-XX:DumpLoadedClassList=kafka-node.classlist``, let it become ready, gzip the file there.

@@ -17,6 +17,8 @@ started with ``KR_STACK_LOG_DIRS=2`` (the broker lives on, the dir goes offline:
 ``kafka_log_dir_failure``). ``KR_STACK_DYNAMIC_QUORUM=1`` (with ``KR_STACK_SPARE_CONTROLLERS=1``)
 formats a KIP-853 dynamic quorum with a spare controller to start as an observer
 (``kstack start-node controller-9004``): the set-up of ``kafka_controller_replace``.
+``KR_KAFKA_VERSION`` (e.g. ``3.9.2``, or a line: ``4.0``) picks the Kafka release of a new stack
+(:mod:`.jars`); ``start`` and ``status`` name it and what of it Maven Central did not serve.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 import sys
 import time
 
+from kafka_runbooks_dev.localstack import jars
 from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 
 
@@ -74,6 +77,9 @@ def _incident(args, stack: LocalStack) -> None:
     elif args.command == "log-recovery":
         _log_recovery(args, stack, incidents)
     else:
+        lacking = jars.lacks(stack.lib_dir, jars.FILE_CONNECTORS)
+        if lacking is not None:  # its connector is a file sink
+            raise StackError(f"fail-connector needs the file connectors: {lacking.line()}")
         status = incidents.fail_connector(stack, args.name)
         failed = [t["id"] for t in status["tasks"] if t["state"] == "FAILED"]
         print(f"connector {args.name}: {status['connector']['state']}, task(s) {failed} FAILED")
@@ -96,6 +102,24 @@ def _log_recovery(args, stack: LocalStack, incidents) -> None:
         incidents.delete_recovery_topic(stack, held.broker)
 
 
+def _status(stack: LocalStack, as_json: bool) -> None:
+    """The nodes, after the stack's release and one line per part it lacks (on stderr with
+    ``--json``, whose output stays the list of nodes)."""
+    lacking = [m.line() for m in stack.lacking()]
+    if as_json:
+        print(json.dumps([s.as_dict() for s in stack.status()], indent=2))
+        for line in lacking:
+            print(line, file=sys.stderr)
+        return
+    print(f"Kafka {stack.kafka_version} (jars: {stack.lib_dir})")
+    for line in lacking:
+        print(line)
+    for r in (s.as_dict() for s in stack.status()):
+        state = f"running pid {r['pid']}" if r["running"] else "stopped"
+        rack = f" rack={r['rack']}" if r["rack"] else ""
+        print(f"{r['name']:<18} {r['address']:<17} {state:<20} metrics {r['metrics_url']}{rack}")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's connection chatter
@@ -104,21 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "start":
             stack.start()
+            print(f"Kafka {stack.kafka_version}")
             print(f"bootstrap servers: {stack.bootstrap_servers}")
-            print(f"connect REST:      {stack.connect_url}")
+            print(f"connect REST:      {stack.connect_url or 'none'}")
         elif args.command == "stop":
             stack.stop()
         elif args.command == "destroy":
             stack.destroy()
         elif args.command == "status":
-            rows = [s.as_dict() for s in stack.status()]
-            if args.json:
-                print(json.dumps(rows, indent=2))
-            else:
-                for r in rows:
-                    state = f"running pid {r['pid']}" if r["running"] else "stopped"
-                    rack = f" rack={r['rack']}" if r["rack"] else ""
-                    print(f"{r['name']:<18} {r['address']:<17} {state:<20} metrics {r['metrics_url']}{rack}")
+            _status(stack, args.json)
         elif args.command == "kill":
             stack.kill(args.node)
         elif args.command == "stop-node":

@@ -1,6 +1,7 @@
 """Start, stop, kill and inspect the local stack's JVMs.
 
-Every node is a plain ``java`` process started from the jars under ``.stack/lib``; its
+Every node is a plain ``java`` process started from the jars of one Kafka release under
+``.stack/lib-<version>`` (``KR_KAFKA_VERSION``, :mod:`.jars`); its
 config, data, log and pid file live under ``<home>/<node-name>/``. The same code is
 the restart back end the runbooks use against the local stack, so it must be honest
 about what is running: a pid file alone is not proof, the process must be alive and
@@ -9,9 +10,6 @@ carry this stack's marker on its command line.
 
 from __future__ import annotations
 
-import base64
-import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -22,20 +20,25 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_runbooks_dev.localstack import cds
+from kafka_runbooks_dev.localstack import cds, jars, kraft_format
+from kafka_runbooks_dev.localstack.jars import (  # noqa: F401 (their home before jars.py; imported from here)
+    PROJECT_ROOT,
+    STACK_ASSETS,
+    StackError,
+    _set_connect_plugins_apart,
+    ensure_jars,
+    fetch_with_maven,
+    kafka_classpath,
+)
 from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, CONTROLLER, LOOPBACK, Node, Topology
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-STACK_ASSETS = PROJECT_ROOT / "stack"
 DEFAULT_HOME = PROJECT_ROOT / ".stack" / "demo"
-DEFAULT_LIB = PROJECT_ROOT / ".stack" / "lib"
 JMX_EXPORTER_CONFIG = STACK_ASSETS / "jmx-exporter" / "kafka.yml"
 
 HEAP = {BROKER: "-Xmx512m", CONTROLLER: "-Xmx256m", CONNECT: "-Xmx512m"}
@@ -45,12 +48,9 @@ MAIN_CLASS = {
     CONNECT: "org.apache.kafka.connect.cli.ConnectDistributed",
 }
 BROKER_STATE_RUNNING = 3
-# fast failure detection on the stack: 1 s heartbeats, a 6 s session (Kafka's default is 9 s)
+# fast failure detection on the stack: 1 s heartbeats, a 6 s session (Kafka's default is 9 s), set
+# alike on brokers and controllers: the controllers enforce it, the runbooks read it from the brokers
 BROKER_SESSION_TIMEOUT_MS = "6000"
-
-
-class StackError(RuntimeError):
-    """The local stack could not do what was asked; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -66,81 +66,6 @@ class NodeStatus:
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
-
-
-def fetch_with_maven(
-    pom: Path, lib_dir: Path, what: str, arrange: Callable[[Path], None] | None = None
-) -> Path:
-    """Copy the dependencies ``pom`` names from Maven Central into ``lib_dir``, once per pom.
-
-    The Kafka nodes and S3Proxy both run as plain ``java`` from jars fetched this way; a
-    marker holding the pom's digest says the copy is complete and current. ``arrange`` lays
-    the fetched jars out before the marker is written; ``what`` names them in messages.
-    """
-    marker = lib_dir / ".complete"
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
-    if marker.exists() and marker.read_text().strip() == digest:
-        return lib_dir
-    lib_dir.parent.mkdir(parents=True, exist_ok=True)
-    # two test lanes (or a test and `make demo`) may want the same jars at once: one fetches,
-    # the other waits and finds them complete (a second fetch would empty the folder under the first)
-    with open(lib_dir.with_name(lib_dir.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and marker.read_text().strip() == digest:
-            return lib_dir
-        return _fetch_locked(pom, lib_dir, what, arrange, marker, digest)
-
-
-def _fetch_locked(
-    pom: Path, lib_dir: Path, what: str, arrange: Callable[[Path], None] | None, marker: Path, digest: str
-) -> Path:
-    if shutil.which("mvn") is None:
-        raise StackError(f"Maven (mvn) is needed to fetch {what} and is not on PATH")
-    if lib_dir.exists():
-        shutil.rmtree(lib_dir)
-    lib_dir.mkdir(parents=True)
-    log.info("fetching %s with Maven into %s", what, lib_dir)
-    proc = subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={lib_dir}"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise StackError(f"mvn could not fetch {what}:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
-    if arrange is not None:
-        arrange(lib_dir)
-    marker.write_text(digest)
-    return lib_dir
-
-
-def _set_connect_plugins_apart(lib_dir: Path) -> None:
-    """Connect loads the file connectors from its plugin path, not from the classpath."""
-    plugin_dir = lib_dir / "connect-plugins" / "file-connectors"
-    plugin_dir.mkdir(parents=True)
-    for jar in lib_dir.glob("connect-file-*.jar"):
-        jar.rename(plugin_dir / jar.name)
-
-
-def ensure_jars(lib_dir: Path = DEFAULT_LIB) -> Path:
-    """Copy the pinned Kafka jars from Maven Central into ``lib_dir`` once, and build their
-    class-data-sharing archive (the nodes start faster with it; see :mod:`.cds`)."""
-    fetch_with_maven(STACK_ASSETS / "pom.xml", lib_dir, "the Kafka jars", _set_connect_plugins_apart)
-    cds.ensure_archive(lib_dir, kafka_classpath(lib_dir))
-    return lib_dir
-
-
-def kafka_classpath(lib_dir: Path) -> str:
-    """Every jar of the Kafka nodes, in a fixed order (the archive is bound to it)."""
-    jars = sorted(p for p in lib_dir.glob("*.jar") if not p.name.startswith("jmx_prometheus"))
-    return os.pathsep.join(str(j) for j in jars)
-
-
-def _new_cluster_id() -> str:
-    """A random cluster id; never one starting with '-' (the storage tool would read it as an option)."""
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id
 
 
 def _port_open(port: int, timeout: float = 0.5) -> bool:
@@ -184,10 +109,11 @@ class LocalStack:
         lib_dir: Path | str | None = None,
     ) -> None:
         self.home = Path(home or os.environ.get("KR_STACK_DIR") or DEFAULT_HOME).resolve()
-        self.lib_dir = Path(lib_dir or DEFAULT_LIB).resolve()
-        state = self.home / "stack.json"
-        if topology is None and state.exists():
-            topology = Topology.from_json(json.loads(state.read_text())["topology"])
+        state = self._state()  # a stack keeps its shape and its release, once started
+        self.kafka_version = jars.selected(recorded=state.get("kafka_version"))
+        self.lib_dir = Path(lib_dir or jars.lib_dir_for(self.kafka_version)).resolve()
+        if topology is None and "topology" in state:
+            topology = Topology.from_json(state["topology"])
         self.topology = topology or Topology.from_env()
         self._children: dict[str, subprocess.Popen] = {}
 
@@ -198,7 +124,13 @@ class LocalStack:
 
     @property
     def connect_url(self) -> str | None:
-        return self.topology.connect_url
+        """The Connect worker's REST URL; None without one (none in the topology, or its release's
+        Connect jars not served: :meth:`lacking` says)."""
+        return None if jars.lacks(self.lib_dir, jars.CONNECT_WORKER) else self.topology.connect_url
+
+    def lacking(self) -> list[jars.Missing]:
+        """The parts of the stack its release's jars lack (Maven Central did not serve them)."""
+        return jars.missing_parts(self.lib_dir)
 
     @property
     def cluster_id(self) -> str:
@@ -363,13 +295,16 @@ class LocalStack:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, wait: bool = True, timeout: float = 240.0) -> LocalStack:
-        """Start every node that is not running; wait until all are ready."""
-        ensure_jars(self.lib_dir)
+        """Start every node that is not running (a part its release lacks is said, in one line
+        each, and left out); wait until all are ready."""
+        ensure_jars(self.lib_dir, self.kafka_version)
         self._write_state()
+        for missing in self.lacking():
+            log.warning("%s", missing.line())
         groups = [
             self.topology.controller_nodes,
             self.topology.broker_nodes,
-            [self.topology.connect_node] if self.topology.connect_node else [],
+            [self.topology.connect_node] if self.connect_url else [],
         ]
         deadline = time.monotonic() + timeout
         for group in groups:
@@ -410,8 +345,10 @@ class LocalStack:
         if self.is_running(node.name):
             log.info("%s is already running", node.name)
         else:
-            ensure_jars(self.lib_dir)
+            ensure_jars(self.lib_dir, self.kafka_version)
             self._write_state()
+            if node.role == CONNECT and self.connect_url is None:
+                raise StackError(jars.lacks(self.lib_dir, jars.CONNECT_WORKER).line())
             self._launch(node)
         if wait:
             self.wait_ready([node.name], timeout)
@@ -477,7 +414,8 @@ class LocalStack:
     def _write_state(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         state = self._state()
-        state.setdefault("cluster_id", _new_cluster_id())
+        state.setdefault("cluster_id", kraft_format.new_kafka_uuid())
+        kraft_format.record_release(self, state)
         state["topology"] = self.topology.to_json()
         (self.home / "stack.json").write_text(json.dumps(state, indent=2))
 
@@ -541,7 +479,7 @@ class LocalStack:
         config = ndir / ("worker.properties" if node.role == CONNECT else "server.properties")
         config.write_text(render_properties(self._properties(node)))
         if node.role != CONNECT:
-            self._format_storage(node, config)
+            kraft_format.format_storage(self, node, config)
         classpath = self._classpath(node)
         cmd = [
             "java",
@@ -569,54 +507,6 @@ class LocalStack:
         (ndir / "pid").write_text(str(proc.pid))
         log.info("started %s (pid %s)", node.name, proc.pid)
 
-    def _format_storage(self, node: Node, config: Path) -> None:
-        data = self.node_dir(node) / "data"
-        if (data / "meta.properties").exists():
-            return
-        proc = subprocess.run(
-            [
-                "java",
-                "-cp",
-                self._classpath(node),
-                f"-Dkr.log.file={self.node_dir(node) / 'format.log'}",
-                f"-Dlog4j2.configurationFile={STACK_ASSETS / 'log4j2.properties'}",
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                self.cluster_id,
-                "-c",
-                str(config),
-                "--ignore-formatted",
-                *self._quorum_format_args(node),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            raise StackError(f"formatting {node.name}'s storage failed:\n{proc.stdout}{proc.stderr}")
-
-    def directory_id(self, node: Node) -> str:
-        """The metadata log directory id of an initial controller of a dynamic quorum: chosen
-        once per stack (kept in stack.json) and given to ``--initial-controllers`` on every one."""
-        state = self._state()
-        ids = state.setdefault("directory_ids", {})
-        if str(node.node_id) not in ids:
-            ids[str(node.node_id)] = _new_cluster_id()  # a Kafka Uuid: 16 bytes, base64url
-            (self.home / "stack.json").write_text(json.dumps(state, indent=2))
-        return ids[str(node.node_id)]
-
-    def _quorum_format_args(self, node: Node) -> list[str]:
-        """kafka-storage format's quorum options: none for a static quorum; the initial voters
-        (``id@host:port:directory-id``) for the initial controllers of a dynamic one, and
-        ``--no-initial-controllers`` for a spare controller, which then starts as an observer."""
-        topo = self.topology
-        if not topo.dynamic_quorum or node.role != CONTROLLER:
-            return []
-        if node in topo.spare_controller_nodes:
-            return ["--no-initial-controllers"]
-        voters = ",".join(f"{n.node_id}@{n.address}:{self.directory_id(n)}" for n in topo.controller_nodes)
-        return ["--initial-controllers", voters]
-
     def _properties(self, node: Node) -> dict[str, str]:
         """The node's server.properties: a Connect worker's, a controller's or a broker's."""
         if node.role == CONNECT:
@@ -624,9 +514,6 @@ class LocalStack:
         if node.role == CONTROLLER:
             # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
             # cluster-wide dynamic default, which beats the brokers' static setting.
-            # The session timeout is the controllers' to enforce (a broker's own value only
-            # validates its heartbeat interval): set alike on both, so what the runbooks read from
-            # the brokers (kafka_runbooks.evidence.settings) is what the controllers fence by.
             return {
                 **self._kraft_properties(node),
                 "process.roles": "controller",

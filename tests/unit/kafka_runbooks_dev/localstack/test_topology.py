@@ -52,10 +52,10 @@ def test_new_cluster_ids_never_start_with_a_dash(monkeypatch):
     """kafka-storage's argument parser reads '-abc...' as an option (1 start in 64 failed)."""
     import uuid
 
-    from kafka_runbooks_dev.localstack import stack
+    from kafka_runbooks_dev.localstack import kraft_format
 
     dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # urlsafe base64 of 0xfb... starts with '-'
     fresh = iter([dash_first, uuid.UUID(int=1)])
-    monkeypatch.setattr(stack.uuid, "uuid4", lambda: next(fresh))
-    assert stack.base64.urlsafe_b64encode(dash_first.bytes).decode().startswith("-")
-    assert not stack._new_cluster_id().startswith("-")
+    monkeypatch.setattr(kraft_format.uuid, "uuid4", lambda: next(fresh))
+    assert kraft_format.base64.urlsafe_b64encode(dash_first.bytes).decode().startswith("-")
+    assert not kraft_format.new_kafka_uuid().startswith("-")
