@@ -316,19 +316,22 @@ def refused_as_decision():
 
 
 def upstream_result_or_skip(value: Any, task_id: str, what: str) -> Any:
-    """The XCom of an upstream task, or a clean skip naming the task whose failure is the real error.
+    """The XCom of an upstream task, or a failure naming the task whose failure is the real error.
 
     ``review_plan`` runs whatever happened upstream (it reports an impossible plan); when
     ``validate`` or the snapshot failed there is nothing to review, and a TypeError on a
-    missing XCom would only hide the real error under noise.
+    missing XCom would only hide the real error under noise. It fails, never skips: a skip here
+    skipped the gate, the chunks and the verification, and the run ended green with nothing done
+    (the fault campaign's heal seed 4: the snapshot task killed, the run a success). (A run with
+    nothing to move never gets here: ``anything_to_move`` skips the review before it runs.)
     """
     if value is not None:
         return value
-    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowFailException
 
     reason = f"{task_id} did not finish ({what} is missing): its log holds the real error; nothing to review"
-    decisions.record("plan", "skip", reason, logger=log, level=logging.WARNING)
-    raise AirflowSkipException(reason)
+    decisions.record("plan", "the run failed earlier", reason, logger=log, level=logging.ERROR)
+    raise AirflowFailException(reason)
 
 
 def validate(request: ReassignRequest, kafka_config_id: str, dag_id: str, run_id: str) -> dict[str, Any]:

@@ -113,10 +113,11 @@ def clean_throttles(admin):
         admin.incremental_alter_configs(kind, {resource: {k: ("DELETE", None) for k in keys}})
 
 
-def test_bad_input_ends_in_a_refuse_record_and_the_review_skips_cleanly(airflow_local: AirflowLocal):
+def test_bad_input_ends_in_a_refuse_record_and_the_review_fails_naming_it(airflow_local: AirflowLocal):
     """A controller id named as the failed broker: validate refuses with a DECISION record naming
-    it a controller; review_plan (which runs whatever happened upstream) skips, naming validate,
-    instead of failing with a TypeError that would hide the real error."""
+    it a controller; review_plan (which runs whatever happened upstream) fails, naming validate,
+    instead of failing with a TypeError that would hide the real error (a skip would carry through
+    to a green run: the fault campaign's heal seed 4)."""
     airflow_local.wait_for_dag(REASSIGN, timeout=120)
     airflow_local.unpause(REASSIGN)
     run = airflow_local.trigger(REASSIGN, {"failed_brokers": [9001]})
@@ -129,8 +130,8 @@ def test_bad_input_ends_in_a_refuse_record_and_the_review_skips_cleanly(airflow_
     assert "DECISION validate: refuse the run: nothing was done because" in validate_log
     review = airflow_local.task_instance(REASSIGN, run, "review_plan")
     review_log = airflow_local.task_log_text(REASSIGN, run, "review_plan")
-    assert review["state"] == "skipped", review_log[-3000:]
-    assert "DECISION plan: skip because validate did not finish" in review_log
+    assert review["state"] == "failed", review_log[-3000:]
+    assert "DECISION plan: the run failed earlier because validate did not finish" in review_log
     assert "TypeError" not in review_log
     for task in ("approval_gate", "execute_chunks"):
         assert airflow_local.task_instance(REASSIGN, run, task)["state"] in ("skipped", "upstream_failed")

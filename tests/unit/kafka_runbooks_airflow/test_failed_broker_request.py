@@ -141,3 +141,16 @@ def test_the_glue_each_reassigning_dag_names_takes_what_the_builder_hands_it(pat
         assert leading == [p or leading[0] for p in contract], (
             f"{path.stem}: {field} {module}:{name}{leading}"
         )
+
+
+def test_a_review_without_its_upstream_result_fails_the_run_never_skips_it():
+    """Found by the fault campaign (heal seed 4): the snapshot task was killed, the review skipped,
+    and the skip carried through the gate, the chunks and the verification: a green run that healed
+    nothing. The review fails now, naming the task whose log holds the error."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_runbooks_airflow.failed_broker import upstream_result_or_skip
+
+    with pytest.raises(AirflowFailException, match="snapshot_cluster did not finish"):
+        upstream_result_or_skip(None, "snapshot_cluster", "the snapshot")
+    assert upstream_result_or_skip({"path": "x"}, "snapshot_cluster", "the snapshot") == {"path": "x"}
