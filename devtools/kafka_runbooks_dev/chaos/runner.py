@@ -172,6 +172,10 @@ class Campaign:
             if scenario.gate
             else [],
             "no_end": inv.no_end(ended, RUN_BOUND_S),
+            # the schedule's own conf refused: the harness is wrong, and nothing was tried
+            "harness": ["check_input refused the schedule's conf"]
+            if result.tasks.get("check_input") == "failed"
+            else [],
         }
 
     def _approved_at(self, scenario: Scenario, result: Result, answers) -> float | None:

@@ -275,7 +275,7 @@ class Rebalance(Scenario):
             "max_disk_usage_percent": SHARED_DISK_CEILING,
         }
         if variant == "replication-factor":
-            conf.update({"topics": topic, "target_replication_factor": 3})
+            conf.update({"topics": topic, "replication_factor": 3})
         return Setup(topic, conf, brokers, expect={"variant": variant}, min_isr=1 if variant != "full" else 2)
 
     def final_check(self, ctx: Context, setup: Setup) -> list[str]:
