@@ -175,6 +175,7 @@ class Campaign:
             # the schedule's own conf refused: the harness is wrong, and nothing was tried
             "harness": ["check_input refused the schedule's conf"]
             if result.tasks.get("check_input") == "failed"
+            and not any("check_input" in f for f in result.faults)
             else [],
         }
 
