@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's connection chatter
     args = build_parser().parse_args(argv)
-    stack = LocalStack(home=args.home)
     try:
+        stack = LocalStack(home=args.home)  # refuses a KR_KAFKA_VERSION that is no supported release
         if args.command == "start":
             stack.start()
             print(f"Kafka {stack.kafka_version}")

@@ -285,3 +285,12 @@ def test_a_jvm_that_rejects_the_archive_starts_without_it(tmp_path):
         text=True,
     )
     assert refused.returncode != 0  # the archive really is unusable: auto fell back, on would not
+
+
+def test_kstack_refuses_a_release_it_does_not_support_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KR_KAFKA_VERSION", "2.8.2")
+    assert main(["--home", str(tmp_path / "s"), "status"]) == 2
+    assert capsys.readouterr().err == (
+        "kstack: KR_KAFKA_VERSION=2.8.2: Kafka 2.8.2 is not supported by the local stack "
+        "(KRaft releases 3.9.x, 4.0.x, 4.1.x, 4.2.x, 4.3.x, 4.4.x)\n"
+    )
