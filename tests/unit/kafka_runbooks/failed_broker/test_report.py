@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from airflow.sdk.exceptions import AirflowSkipException  # first: Airflow sets up logging when imported
 
 from kafka_runbooks.failed_broker.report import chunk_rows, per_broker_rows, plan_markdown
 from kafka_runbooks.units import format_duration, format_size
@@ -111,14 +110,18 @@ def test_a_long_chunk_list_is_summed_up_not_cut():
     assert "| … 10 more | 10 | 10.0 KiB |" in lines
 
 
-def test_review_after_a_failed_validate_skips_and_names_it(caplog):
+def test_review_after_a_failed_validate_fails_and_names_it(caplog):
+    """A skip here carried through the gate, the chunks and the verification to a green run (the
+    fault campaign's heal seed 4): the review fails, naming the task whose log holds the error."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from kafka_runbooks_airflow.failed_broker import review_plan
 
     caplog.set_level(logging.INFO)
-    with pytest.raises(AirflowSkipException, match="validate did not finish"):
+    with pytest.raises(AirflowFailException, match="validate did not finish"):
         review_plan(None, None, "kafka_failed_broker_reassignment", "run-1")
-    assert "DECISION plan: skip because validate did not finish" in caplog.text
-    with pytest.raises(AirflowSkipException, match="snapshot_cluster did not finish"):
+    assert "DECISION plan: the run failed earlier because validate did not finish" in caplog.text
+    with pytest.raises(AirflowFailException, match="snapshot_cluster did not finish"):
         review_plan({"plan_dir": "/nowhere"}, None, "kafka_failed_broker_reassignment", "run-1")
 
 
