@@ -182,9 +182,17 @@ with DAG(
             get_current_context(), document, request, params["kafka_config_id"], run_id
         )
 
+    @task(trigger_rule="all_done")
+    def restore_replica_order(params=None) -> dict:
+        """Whatever happened to the elections, no replica order is left changed: what a killed or
+        cleared try left reordered is put back (the run still holds the cluster's lease)."""
+        from kafka_runbooks_airflow import unclean
+
+        return unclean.restore_left_orders(params["kafka_config_id"])
+
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()
     check_input() >> acquire_lease >> planned
     elections = run_elections(planned)
     automated_recovery_requested(planned) >> approve >> elections
-    elections >> release_lease.as_teardown(setups=acquire_lease)
+    elections >> restore_replica_order() >> release_lease.as_teardown(setups=acquire_lease)

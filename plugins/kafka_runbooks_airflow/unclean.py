@@ -137,6 +137,46 @@ def automated_recovery_requested(document: dict[str, Any]) -> bool:
     return go
 
 
+def superseded_by_airflow(context):
+    """A ``halted`` check for the run's fence: why this try may no longer act, from Airflow's own
+    answer (a Clear puts it in ``restarting``, a mark-failed in ``failed``), or None while it runs.
+
+    The fence alone stops an old try once a newer one claims it; a Clear that sends the run back to
+    its plan claims nothing until its elections run, and the old try, still running for seconds,
+    reordered and elected on (the fault campaign's unclean seed 6). No answer is no licence either."""
+    from kafka_runbooks_airflow.task_state import still_current_from
+
+    still_current = still_current_from(context, context["dag"].dag_id, context["ti"].task_id)
+
+    def halted() -> str | None:
+        """None while Airflow says this try runs; else why it must not act."""
+        reading = still_current()
+        if reading.running:
+            return None
+        return f"Airflow says this try is {reading.state or reading.unknown}, not running: it acts no more"
+
+    return halted
+
+
+def restore_left_orders(kafka_config_id: str) -> dict[str, Any]:
+    """What the run (or an earlier one) left reordered, put back now: the all_done step after the
+    elections. A try killed between its reorder and its restore (a Clear, a kill -9) left the journal
+    entry; without this step it waited for the next run of the runbook."""
+    from kafka_runbooks.unclean.elect import ReorderState, restore_pending
+    from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+    admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
+    try:
+        restored = restore_pending(admin, ReorderState(kafka_config_id), log)
+    finally:
+        admin.close()
+    if any(v.startswith("NOT") for v in restored.values()):
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"replica order(s) not restored (the next run tries again): {restored}")
+    return {"restored": restored}
+
+
 def run_elections(
     context, document: dict[str, Any], request: RecoveryRequest, kafka_config_id: str, run_id: str
 ) -> dict[str, Any]:
@@ -163,7 +203,10 @@ def run_elections(
     # this attempt claims the run, and the old one's next reorder, election or restore refuses
     who = f"{run_id} {context['ti'].task_id} try {context['ti'].try_number}"
     guard = run_guard(
-        storage.store(), f"unclean/{safe_name(context['dag'].dag_id)}/{safe_name(run_id)}/fence.json", who
+        storage.store(),
+        f"unclean/{safe_name(context['dag'].dag_id)}/{safe_name(run_id)}/fence.json",
+        who,
+        halted=superseded_by_airflow(context),
     )
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:

@@ -29,6 +29,7 @@ def test_elections_only_after_the_gate(dag):
         "automated_recovery_requested",
         "approve_elections",
         "run_elections",
+        "restore_replica_order",
         "release_lease",
     ]
     gate = dag.get_task("approve_elections")

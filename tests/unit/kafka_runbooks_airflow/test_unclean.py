@@ -56,3 +56,29 @@ def test_an_automated_recovery_that_can_elect_nothing_fails_naming_the_clean_pat
         automated_recovery_requested(document)
     assert automated_recovery_requested({**document, "mode": "show_replica_info"}) is False
     assert automated_recovery_requested({**document, "choices": []}) is False
+
+
+def test_a_cleared_elections_try_acts_no_more():
+    """Found by the fault campaign (unclean seed 6): a Clear sent the run back to its plan while the
+    elections' try ran on; nothing claimed the fence, and the old try reordered and elected. The
+    fence's halted check now asks Airflow, which says ``restarting``."""
+    from kafka_runbooks_airflow.unclean import superseded_by_airflow
+
+    class TI:
+        task_id, map_index = "run_elections", -1
+
+        def __init__(self, state):
+            self.state = state
+
+        def get_task_states(self, dag_id, task_ids, run_ids, map_index=None):
+            return {run_ids[0]: {"run_elections": self.state}}
+
+    class Dag:
+        dag_id = "kafka_unclean_recovery"
+
+    def halted(state):
+        return superseded_by_airflow({"ti": TI(state), "run_id": "r1", "dag": Dag()})()
+
+    assert halted("running") is None
+    assert "restarting, not running" in halted("restarting")
+    assert "failed, not running" in halted("failed")
