@@ -23,7 +23,7 @@ AIRFLOW_OFFSET = 500
 
 def topology(name: str, base: int) -> Topology:
     """The campaign's stacks: ``default`` (4 brokers in 2 racks, 3 controllers, Connect) for most
-    runbooks; ``jbod`` (3 brokers with two log dirs, a dynamic quorum of 3 with a spare controller)
+    runbooks; ``jbod`` (4 brokers with two log dirs, a dynamic quorum of 3 with a spare controller)
     for the log-dir failure and the controller replacement, as the end-to-end tests build it."""
     if name == "jbod":
         # 4 brokers: with 3, the RF-3 internal topics (consumer offsets) have no broker to move a
