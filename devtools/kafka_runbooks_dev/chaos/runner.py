@@ -92,7 +92,9 @@ class Campaign:
         watcher, traffic = Watcher(bs, [setup.topic], pids=pids), Traffic(bs, setup.topic)
         watcher.start()
         traffic.start()
-        conf = {**setup.conf, "approval_timeout_s": LATE_TIMEOUT_S if schedule.answer == sch.LATE else 3600}
+        conf = dict(setup.conf)
+        if scenario.gate:
+            conf["approval_timeout_s"] = LATE_TIMEOUT_S if schedule.answer == sch.LATE else 3600
         result.run_id = run_id = self.airflow.trigger(scenario.dag_id, conf)
         injector = Injector(
             schedule.faults, self.stack, self.airflow, scenario.dag_id, run_id, setup.acted_on, ctx.rng

@@ -430,6 +430,60 @@ class ControllerReplace(Scenario):
         """Nothing: the next schedule gets a fresh stack (``fresh_stack``)."""
 
 
+class Stop(Scenario):
+    """kafka_reassignment_stop: a slow heal moving replicas is stopped while its chunks run."""
+
+    runbook, dag_id = "stop", "kafka_reassignment_stop"
+    gate = None
+    tasks = ("request_stop", "wait_for_executing_task", "stop_and_verify")
+
+    def prepare(self, ctx: Context, topic: str, variant: str) -> Setup:
+        heal = Heal()
+        setup = heal.prepare(ctx, topic, "one-chunk")
+        for p in range(4):  # enough bytes that the chunk is still copying when the stop comes
+            produce(ctx.stack.bootstrap_servers, topic, 3000, partition=p, size=2000)
+        run_id = ctx.airflow.trigger(heal.dag_id, {**setup.conf, "throttle_bytes_per_sec": "512 KiB"})
+        ctx.airflow.wait_for_approval(heal.dag_id, run_id, "approval_gate", timeout=300)
+        ctx.airflow.answer(heal.dag_id, run_id, "approval_gate", ["Approve"])
+        wait_until(lambda: bool(ctx.admin.list_reassignments()), 180, 1, "the heal's chunk in flight")
+        before = {p.name: p.replicas for p in ctx.admin.describe_partitions([topic])}
+        return Setup(
+            topic,
+            {"reason": "chaos campaign: stop the heal", "wait_for_task_s": "60s"},
+            setup.acted_on,
+            incident=setup.incident,
+            expect={
+                "heal_run": run_id,
+                "heal_dag": heal.dag_id,
+                "dead": setup.expect["dead"],
+                "before": before,
+            },
+        )
+
+    def final_check(self, ctx: Context, setup: Setup) -> list[str]:
+        out = (
+            [f"reassignment still in flight: {sorted(ctx.admin.list_reassignments())[:5]}"]
+            if ctx.admin.list_reassignments()
+            else []
+        )
+        state = ctx.airflow.dag_run(setup.expect["heal_dag"], setup.expect["heal_run"])["state"]
+        if state not in ("failed", "success"):
+            out.append(f"the stopped heal is still {state}")
+        return out
+
+    def restore(self, ctx: Context, setup: Setup) -> None:
+        with contextlib.suppress(Exception):
+            wait_until(
+                lambda: (
+                    ctx.airflow.dag_run(setup.expect["heal_dag"], setup.expect["heal_run"])["state"]
+                    in ("failed", "success")
+                ),
+                300,
+                2,
+            )
+        restore_stack(ctx, [setup.topic])
+
+
 def _dir_offline(admin: ClusterAdmin, broker: int) -> bool:
     states, _ = admin.describe_log_dir_states([broker])
     return any(not d.online for d in states.get(broker, ()))
@@ -454,7 +508,16 @@ def restore_log_dirs(ctx: Context, timeout: float = 180) -> None:
 
 SCENARIOS: dict[str, Scenario] = {
     s.runbook: s
-    for s in (Restart(), Heal(), Decommission(), Rebalance(), Unclean(), LogDir(), ControllerReplace())
+    for s in (
+        Restart(),
+        Heal(),
+        Decommission(),
+        Rebalance(),
+        Unclean(),
+        LogDir(),
+        ControllerReplace(),
+        Stop(),
+    )
 }
 
 

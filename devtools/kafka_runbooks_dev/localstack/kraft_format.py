@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafka_runbooks_dev.localstack import security
 from kafka_runbooks_dev.localstack.jars import ENV, FORMATTED_BEFORE_RECORDS, STACK_ASSETS, StackError
 from kafka_runbooks_dev.localstack.topology import CONNECT, CONTROLLER, Node
 
@@ -75,6 +76,7 @@ def format_storage(stack: LocalStack, node: Node, config: Path) -> None:
             str(config),
             "--ignore-formatted",
             *quorum_format_args(stack, node),
+            *security.format_args(stack, node),
         ],
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ carry this stack's marker on its command line.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_runbooks_dev.localstack import cds, jars, kraft_format
+from kafka_runbooks_dev.localstack import cds, jars, kraft_format, node_config, security
 from kafka_runbooks_dev.localstack.jars import (  # noqa: F401 (their home before jars.py; imported from here)
     PROJECT_ROOT,
     STACK_ASSETS,
@@ -48,9 +49,6 @@ MAIN_CLASS = {
     CONNECT: "org.apache.kafka.connect.cli.ConnectDistributed",
 }
 BROKER_STATE_RUNNING = 3
-# fast failure detection on the stack: 1 s heartbeats, a 6 s session (Kafka's default is 9 s), set
-# alike on brokers and controllers: the controllers enforce it, the runbooks read it from the brokers
-BROKER_SESSION_TIMEOUT_MS = "6000"
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,13 @@ def _port_open(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def _http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+def _http_get(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)  # noqa: S310 (loopback only)
+    if auth is not None:  # HTTP basic auth (a secured stack's Connect worker)
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (loopback only)
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 (loopback only)
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, ""
@@ -232,17 +234,26 @@ class LocalStack:
             text = self.metrics(node.name)
             leader = read_gauge(text, "kafka_server_raft_metrics_current_leader") if text else None
             return _port_open(node.port) and leader is not None and leader >= 0
-        status, _ = _http_get(f"{self.connect_url}/connector-plugins")
+        status, _ = _http_get(f"{self.connect_url}/connector-plugins", auth=security.connect_auth(self))
         return status == 200
 
-    def airflow_connections(self, spark_master: str = "local[*]") -> dict[str, dict]:
-        """The Airflow connections (conn_id -> JSON) that point the runbooks at this stack."""
+    def client_config(self, principal: str = security.RUNBOOKS, auth: str = "sasl_ssl") -> dict:
+        """Client settings (librdkafka keys) for this stack: the bootstrap servers alone, or on a
+        secured stack ``principal``'s credentials over ``sasl_ssl`` or ``mtls`` (:mod:`.security`)."""
+        return security.client_config(self, principal, auth)
+
+    def airflow_connections(
+        self, spark_master: str = "local[*]", kafka_auth: str = "sasl_ssl"
+    ) -> dict[str, dict]:
+        """The Airflow connections (conn_id -> JSON) that point the runbooks at this stack; on a
+        secured one as the ``runbooks`` principal, over ``kafka_auth`` (``sasl_ssl`` or ``mtls``),
+        and Connect's with its basic-auth login."""
         # every node's JMX exporter: the restart runbook probes brokers, the metadata-error
         # sweep reads brokers and controllers
         nodes = self.topology.broker_nodes + self.topology.controller_nodes
         endpoints = {str(n.node_id): n.metrics_url for n in nodes}
         conns = {
-            "kafka_default": {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}},
+            "kafka_default": {"conn_type": "kafka", "extra": self.client_config(auth=kafka_auth)},
             "spark_default": self._spark_connection(spark_master),
             "kafka_broker_probe_default": {
                 "conn_type": "generic",
@@ -255,6 +266,9 @@ class LocalStack:
         }
         if self.connect_url:
             conns["kafka_connect_default"] = {"conn_type": "http", "host": self.connect_url}
+            login = security.connect_auth(self)
+            if login is not None:
+                conns["kafka_connect_default"].update(login=login[0], password=login[1])
         return conns
 
     def _spark_connection(self, spark_master: str) -> dict:
@@ -312,6 +326,8 @@ class LocalStack:
                 self.start_node(node.name, wait=False)
             if wait:
                 self.wait_ready([n.name for n in group], max(1.0, deadline - time.monotonic()))
+        if wait and self.topology.secured:
+            security.grant(self)  # the runbooks' principal: exactly the ACLs the runbooks need
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -465,7 +481,9 @@ class LocalStack:
         return text
 
     def _classpath(self, node: Node) -> str:
-        return kafka_classpath(self.lib_dir)
+        """The Kafka jars; a secured stack's Connect worker's end with its basic-auth extension."""
+        extra = security.connect_jars(self) if node.role == CONNECT else []
+        return os.pathsep.join([kafka_classpath(self.lib_dir), *map(str, extra)])
 
     def _agent(self) -> Path:
         agents = sorted(self.lib_dir.glob("jmx_prometheus_javaagent-*.jar"))
@@ -487,7 +505,8 @@ class LocalStack:
             "-Xms64m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
-            *cds.jvm_flags(self.lib_dir, classpath),
+            *cds.jvm_flags(self.lib_dir, kafka_classpath(self.lib_dir)),  # a prefix of classpath
+            *security.jvm_flags(self, node),
             "-Djava.awt.headless=true",
             self._marker(node),
             f"-Dkr.log.file={ndir / 'server.log'}",
@@ -508,84 +527,9 @@ class LocalStack:
         log.info("started %s (pid %s)", node.name, proc.pid)
 
     def _properties(self, node: Node) -> dict[str, str]:
-        """The node's server.properties: a Connect worker's, a controller's or a broker's."""
-        if node.role == CONNECT:
-            return self._connect_properties(node)
-        if node.role == CONTROLLER:
-            # With ELR (KIP-966) the controllers publish their min.insync.replicas as the
-            # cluster-wide dynamic default, which beats the brokers' static setting.
-            return {
-                **self._kraft_properties(node),
-                "process.roles": "controller",
-                "listeners": f"CONTROLLER://{node.address}",
-                "min.insync.replicas": str(min(2, self.topology.brokers)),
-                "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
-            }
-        return self._broker_properties(node)
-
-    def _connect_properties(self, node: Node) -> dict[str, str]:
-        """A distributed Connect worker on the stack's brokers, its topics at RF min(3, brokers)."""
-        rf = str(min(3, self.topology.brokers))
-        return {
-            "bootstrap.servers": self.topology.bootstrap_servers,
-            "group.id": "kafka-runbooks-connect",
-            "listeners": f"http://{node.address}",
-            "rest.advertised.host.name": LOOPBACK,
-            "rest.advertised.port": str(node.port),
-            "plugin.path": str(self.lib_dir / "connect-plugins"),
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "config.storage.topic": "connect-configs",
-            "offset.storage.topic": "connect-offsets",
-            "status.storage.topic": "connect-status",
-            "config.storage.replication.factor": rf,
-            "offset.storage.replication.factor": rf,
-            "status.storage.replication.factor": rf,
-            "offset.flush.interval.ms": "2000",
-        }
-
-    def _kraft_properties(self, node: Node) -> dict[str, str]:
-        """What a KRaft broker and controller share: id, quorum (static voters or dynamic), dirs."""
-        topo = self.topology
-        return {
-            "node.id": str(node.node_id),
-            **(
-                {"controller.quorum.bootstrap.servers": topo.quorum_bootstrap_servers}
-                if topo.dynamic_quorum
-                else {"controller.quorum.voters": topo.quorum_voters}
-            ),
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": ",".join(str(d) for d in self.log_dirs(node)),
-        }
-
-    def _broker_properties(self, node: Node) -> dict[str, str]:
-        """A broker with production-like durability (min ISR 2, no unclean election) and fast
-        failure detection (1 s heartbeats, 6 s session), then the topology's own overrides."""
-        topo = self.topology
-        min_isr = str(min(2, topo.brokers))
-        rf = str(min(3, topo.brokers))
-        return {
-            **self._kraft_properties(node),
-            "process.roles": "broker",
-            "listeners": f"PLAINTEXT://{node.address}",
-            "advertised.listeners": f"PLAINTEXT://{node.address}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "broker.rack": node.rack or "",
-            "min.insync.replicas": min_isr,
-            "default.replication.factor": rf,
-            "offsets.topic.replication.factor": rf,
-            "transaction.state.log.replication.factor": rf,
-            "transaction.state.log.min.isr": min_isr,
-            "unclean.leader.election.enable": "false",
-            "auto.create.topics.enable": "false",
-            "num.partitions": "3",
-            "group.initial.rebalance.delay.ms": "0",
-            "broker.heartbeat.interval.ms": "1000",
-            "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
-            "replica.lag.time.max.ms": "10000",
-            **topo.broker_settings,
-        }
+        """The node's server.properties (or worker.properties): :mod:`.node_config`, secured by
+        :mod:`.security` on a stack of ``Topology(security="sasl_ssl")``."""
+        return node_config.properties(self, node)
 
 
 def killed_before_writing(child: subprocess.Popen | None, logs: tuple[Path, ...]) -> int | None:

@@ -19,6 +19,7 @@ CONNECT = "connect"
 CONTROLLER_ID_BASE = 9000
 CONNECT_NODE_ID = 0
 LOOPBACK = "127.0.0.1"
+SECURITY_MODES = ("none", "sasl_ssl")
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,14 @@ class Topology:
     # extra controllers of a dynamic quorum, formatted with ``--no-initial-controllers``: they
     # join as observers when started (``kstack start-node controller-9004``), never at stack start
     spare_controllers: int = 0
+    # "sasl_ssl": every listener authenticated and the StandardAuthorizer on (``security.py``):
+    # brokers on SASL_SSL (SCRAM-SHA-512) at their port and SSL (mTLS) 50 above, controllers on
+    # mTLS, Connect's REST API behind basic auth; "none" (the default) is PLAINTEXT, no authorizer
+    security: str = "none"
 
     def __post_init__(self) -> None:
+        if self.security not in SECURITY_MODES:
+            raise ValueError(f"security {self.security!r} is not one of {', '.join(SECURITY_MODES)}")
         if self.brokers < 1:
             raise ValueError("the stack needs at least one broker")
         if self.controllers < 1 or self.controllers % 2 == 0:
@@ -135,6 +142,11 @@ class Topology:
         return nodes
 
     @property
+    def secured(self) -> bool:
+        """Whether the stack authenticates every client and authorizes every request."""
+        return self.security != "none"
+
+    @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.address for n in self.broker_nodes)
 
@@ -179,8 +191,9 @@ class Topology:
         """Defaults, overridden by ``KR_STACK_BROKERS``, ``KR_STACK_CONTROLLERS``,
         ``KR_STACK_RACKS`` (comma separated), ``KR_STACK_CONNECT`` (0/1), ``KR_STACK_PORT_BASE``,
         ``KR_STACK_LOG_DIRS`` (per broker: 2 lets ``kstack fail-log-dir`` fail one),
-        ``KR_STACK_DYNAMIC_QUORUM`` (0/1: KIP-853) and ``KR_STACK_SPARE_CONTROLLERS`` (observers
-        to add as voters; a dynamic quorum only)."""
+        ``KR_STACK_DYNAMIC_QUORUM`` (0/1: KIP-853), ``KR_STACK_SPARE_CONTROLLERS`` (observers
+        to add as voters; a dynamic quorum only) and ``KR_STACK_SECURITY`` (``sasl_ssl``: a
+        secured stack, ``security.py``)."""
         env = os.environ if environ is None else environ
         kwargs: dict = {}
         if env.get("KR_STACK_BROKERS"):
@@ -199,4 +212,6 @@ class Topology:
             kwargs["dynamic_quorum"] = env["KR_STACK_DYNAMIC_QUORUM"] not in ("0", "false", "no")
         if env.get("KR_STACK_SPARE_CONTROLLERS"):
             kwargs["spare_controllers"] = int(env["KR_STACK_SPARE_CONTROLLERS"])
+        if env.get("KR_STACK_SECURITY"):
+            kwargs["security"] = env["KR_STACK_SECURITY"].strip().lower()
         return cls(**kwargs)
