@@ -78,6 +78,9 @@ def start(name: str = "default", home: Path | None = None, port_base: int | None
     stack.start(timeout=900)
     stack.start_spark_connect(store_url=str(PROJECT_ROOT))
     data_dir = home / "data"
+    # a new cluster gets a new data store: run states of an earlier campaign's cluster (same connection
+    # id, another cluster) were found and acted on by a stop (stop seed 9, round 2)
+    shutil.rmtree(data_dir, ignore_errors=True)
     os.environ["KAFKA_RUNBOOKS_DATA_DIR"] = str(data_dir)  # the campaign reads the runbooks' state files too
     airflow = AirflowLocal(
         home / "airflow",
