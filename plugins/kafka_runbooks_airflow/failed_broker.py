@@ -251,8 +251,11 @@ def decide_log_dir_run(
 # ------------------------------------------------------------------ the reassignment run
 
 
-def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[list[int], StorePath]]:
-    """Partitions some run of this runbook submitted on ``cluster`` and has not seen finish."""
+def owned_in_flight(
+    dag_id: str, cluster: str | None = None, cluster_id: str | None = None
+) -> dict[str, tuple[list[int], StorePath]]:
+    """Partitions some run of this runbook submitted on ``cluster`` (the connection; of the cluster
+    ``cluster_id`` when given) and has not seen finish."""
     from kafka_runbooks.failed_broker.execute import load_state
 
     owned: dict[str, tuple[list[int], StorePath]] = {}
@@ -261,6 +264,8 @@ def owned_in_flight(dag_id: str, cluster: str | None = None) -> dict[str, tuple[
             state = load_state(path)
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable state file %s: %s", path, exc)
+            continue
+        if _another_clusters(state, cluster_id, path):
             continue
         for k, target in state.in_flight_targets().items():
             owned[k] = (target, path)
@@ -280,6 +285,8 @@ def clean_leftover_throttles(
     left: dict[str, Any] = {}
     for path in only if only is not None else state_files(dag_id, cluster):
         if not path.exists() or load_state(path).throttle is None:
+            continue
+        if load_state(path).cluster_id and _another_clusters(load_state(path), admin.ping(), path):
             continue
         # claimed first: a killed task still running (Airflow lets it, for a few seconds) acts no more
         state = claim(path, f"throttle cleanup of {path.parent.name}")
@@ -373,7 +380,7 @@ def validate_request(
     state, failed, receivers, inflight = _read_for_validate(
         request, kafka_config_id, dag_id, _held_by_receivers(choose, moving)
     )
-    owned = owned_in_flight(dag_id, kafka_config_id)
+    owned = owned_in_flight(dag_id, kafka_config_id, state.cluster_id)
     with refused_as_decision():
         checked = runbook.validate(request, state, failed, receivers, inflight, owned)
     folder = run_dir(dag_id, run_id)
@@ -386,12 +393,14 @@ def validate_request(
             throttle_bytes_per_sec=request.throttle_bytes_per_sec,
             chunks=[ChunkState(index=0, targets=checked.adopt)] if checked.adopt else [],
             drain=request.drain,
+            cluster_id=state.cluster_id,
         ),
     )
     checked.record(request, log)
     return {
         **request.as_dict(),
         "nothing_to_do": checked.nothing_to_do,
+        "cluster_id": state.cluster_id,
         "failed": failed,
         "failed_csv": ",".join(str(b) for b in failed),
         "receivers": receivers,
@@ -483,6 +492,7 @@ def review_plan(
                 throttle_bytes_per_sec=int(checked["throttle_bytes_per_sec"]),
                 chunks=chunks_from_plan_dir(plan_dir),
                 drain=bool(checked.get("drain")),
+                cluster_id=checked.get("cluster_id"),
             ),
         )
     return {
@@ -713,7 +723,23 @@ def request_stop(params: dict[str, Any], run_id: str, user: str | None, active_r
     }
 
 
-def _states(conn_id: str) -> dict[str, tuple[StorePath, Any]]:
+def _another_clusters(state, cluster_id: str | None, path) -> bool:
+    """A run planned on another cluster behind the same connection id: left alone, and said so."""
+    if not state.of_another_cluster(cluster_id):
+        return False
+    decisions.record(
+        "state",
+        "leave alone: another cluster's run",
+        f"{path.parent.name} was planned on cluster {state.cluster_id}; this connection reaches cluster "
+        f"{cluster_id} now (rebuilt or repointed): its moves, orders and throttles are not this cluster's",
+        observed={"state_file": str(path)},
+        logger=log,
+        level=logging.WARNING,
+    )
+    return True
+
+
+def _states(conn_id: str, cluster_id: str | None = None) -> dict[str, tuple[StorePath, Any]]:
     from kafka_runbooks.failed_broker.execute import load_state
 
     out = {}
@@ -723,6 +749,8 @@ def _states(conn_id: str) -> dict[str, tuple[StorePath, Any]]:
             state = load_state(path)
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable state file %s: %s", path, exc)
+            continue
+        if _another_clusters(state, cluster_id, path):
             continue
         dag = path.parent.parent.name
         prefix = "" if dag == REASSIGN_DAG_ID else f"{dag}/"  # the heal's names stay as they were
@@ -822,9 +850,9 @@ def stop_and_verify(requested: dict[str, Any], settle_s: float = 5.0) -> dict[st
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     request = StopRequest(**requested["request"])
-    states = _states(request.kafka_config_id)
     admin = KafkaAdminHook(kafka_config_id=request.kafka_config_id).admin
     try:
+        states = _states(request.kafka_config_id, admin.ping())
         inflight = {key(t, p): v for (t, p), v in admin.list_reassignments().items()}
         chosen = to_stop({n: s for n, (_, s) in states.items()}, inflight, request.request_id)
         done: dict[str, dict] = {}

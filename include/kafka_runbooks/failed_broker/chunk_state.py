@@ -109,6 +109,14 @@ class ExecState:
     # the executor ended the run on a decision (a receiver silent past its limit): final, a new run
     # re-plans on the live brokers
     gave_up: str | None = None
+    # the cluster the run was planned on (DescribeCluster's id): a state under the same connection id
+    # but of another cluster (rebuilt, repointed) is never stopped, adopted or cleaned up on this one;
+    # None: an older state file, counted for any
+    cluster_id: str | None = None
+
+    def of_another_cluster(self, cluster_id: str | None) -> bool:
+        """Whether this run was planned on a cluster other than ``cluster_id`` (unknown: no)."""
+        return bool(self.cluster_id and cluster_id and self.cluster_id != cluster_id)
 
     def to_json(self) -> str:
         """The execution state as the fenced state file keeps it (read back by :meth:`from_json`)."""

@@ -154,3 +154,31 @@ def test_a_review_without_its_upstream_result_fails_the_run_never_skips_it():
     with pytest.raises(AirflowFailException, match="snapshot_cluster did not finish"):
         upstream_result_or_skip(None, "snapshot_cluster", "the snapshot")
     assert upstream_result_or_skip({"path": "x"}, "snapshot_cluster", "the snapshot") == {"path": "x"}
+
+
+def test_a_run_of_another_cluster_behind_the_same_connection_is_left_alone(monkeypatch, tmp_path):
+    """Found by the fault campaign (stop seed 9, round 2): a stop acted on run states that a cluster
+    since rebuilt behind the same connection id had left, and put back "replica orders" of them on the
+    new cluster (internal topics share their names). A state records the cluster it was planned on."""
+    import kafka_runbooks_airflow.failed_broker as glue
+    from kafka_runbooks.failed_broker.chunk_state import ChunkState, ExecState
+
+    ours = ExecState(
+        "r-ours", [4], 1, [ChunkState(0, {"t:0": [1, 2]}, status="moving", moving=["t:0"])], cluster_id="new"
+    )
+    theirs = ExecState(
+        "r-old", [4], 1, [ChunkState(0, {"u:0": [1, 3]}, status="moving", moving=["u:0"])], cluster_id="old"
+    )
+    unmarked = ExecState(
+        "r-unmarked", [4], 1, [ChunkState(0, {"v:0": [2, 3]}, status="moving", moving=["v:0"])]
+    )
+    states = {
+        tmp_path / "a" / "exec-state.json": ours,
+        tmp_path / "b" / "exec-state.json": theirs,
+        tmp_path / "c" / "exec-state.json": unmarked,
+    }
+    monkeypatch.setattr(glue, "state_files", lambda dag_id, cluster=None: list(states))
+    monkeypatch.setattr("kafka_runbooks.failed_broker.execute.load_state", lambda path: states[path])
+    assert set(glue.owned_in_flight("kafka_failed_broker_reassignment", "k", "new")) == {"t:0", "v:0"}
+    assert not ours.of_another_cluster("new") and theirs.of_another_cluster("new")
+    assert not unmarked.of_another_cluster("new")  # an older state file counts for any, as before
