@@ -132,6 +132,23 @@ class KafkaPythonClient:
         ]
         return data["cluster_id"], brokers
 
+    def cluster_authorized_operations(self) -> frozenset[str] | None:
+        """The operations the principal may do on the cluster (DescribeCluster's KIP-430 field; a
+        principal without DESCRIBE on the cluster is told none), None when the broker did not say."""
+        return _operations(self._client.describe_cluster().get("cluster_authorized_operations"))
+
+    def topic_authorized_operations(self, topics: list[str] | None) -> dict[str, frozenset[str] | None]:
+        """Per topic (all it may see when None) the operations the principal may do on it, None when
+        the authorizer refused it DESCRIBE; a topic that does not exist is left out (Metadata)."""
+        out: dict[str, frozenset[str] | None] = {}
+        for topic in self._client.describe_topics(topics):
+            code = topic.get("error_code", 0)
+            if code == TOPIC_AUTHORIZATION_FAILED:
+                out[topic["name"]] = None
+            elif code == 0:
+                out[topic["name"]] = _operations(topic.get("topic_authorized_operations")) or frozenset()
+        return out
+
     def topic_names(self) -> list[str]:
         """Every topic the metadata names, internal ones included (a Metadata request)."""
         return list(self._client.list_topics())
@@ -179,6 +196,8 @@ class KafkaPythonClient:
                 topics, response_partition_limit=page_size, cursor=cursor
             )
             for topic in data["topics"]:
+                if topic["error_code"] == TOPIC_AUTHORIZATION_FAILED:  # never read as "deleted"
+                    _refused(topic["error_code"], f"TOPIC {topic['name']}")
                 if topic["error_code"] != 0:
                     # UNKNOWN_TOPIC_OR_PARTITION: deleted since it was listed.
                     log.info("topic %s not described (error code %s)", topic["name"], topic["error_code"])
@@ -212,7 +231,7 @@ class KafkaPythonClient:
         from kafka.admin import ConfigResource, ConfigResourceType
 
         resources = [ConfigResource(ConfigResourceType.TOPIC, t, configs=list(names)) for t in topics]
-        data = self._client.describe_configs(resources, config_filter="all").get("topic", {})
+        data = describe_configs(self, resources).get("topic", {})
         return {
             topic: {k: v.get("value") for k, v in entries.items()}
             for topic, entries in data.items()
@@ -225,17 +244,75 @@ class KafkaPythonClient:
 
     def describe_log_dir_states(self, broker_id: int) -> tuple[LogDir, ...]:
         """Every log dir of one broker (asked of that broker), failed ones with their error code."""
+        from kafka.protocol.admin import DescribeLogDirsRequest
+
         from kafka_runbooks.log_dirs import parse_describe_log_dirs
 
-        dirs = tuple(
-            d
-            for answer in self._client.describe_log_dirs(brokers=[broker_id])
-            for d in parse_describe_log_dirs(broker_id, answer["log_dirs"])
-        )
+        manager = self._client._manager
+
+        async def ask():
+            """The request for every dir of the broker, on kafka-python's event loop."""
+            return await manager.send(DescribeLogDirsRequest(topics=None), node_id=broker_id)
+
+        # sent here, not by kafka-python's describe_log_dirs, which drops the answer's error code:
+        # a principal without DESCRIBE on the cluster got "no log dirs", not a refusal
+        response = manager.run(ask)
+        _refused(getattr(response, "error_code", 0), f"BROKER {broker_id}")
+        dirs = parse_describe_log_dirs(broker_id, [result.to_dict() for result in response.results])
         for d in dirs:
             if not d.online:
                 log.warning("broker %s log dir %s: error %s", broker_id, d.path, d.error_code)
         return dirs
+
+
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+
+
+def _refused(code: int, resource: str) -> None:
+    """Raise kafka-python's authorization error for an answer's TOPIC_ or CLUSTER_AUTHORIZATION_FAILED
+    code, naming the resource (the facade maps it to NotAuthorized); any other code: nothing."""
+    if code in (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED):
+        from kafka import errors
+
+        raise errors.for_code(code)(resource)
+
+
+def describe_configs(client: KafkaPythonClient, resources: list) -> dict[str, dict[str, dict]]:
+    """DescribeConfigs as kafka-python's ``describe_configs(config_filter="all")`` answers it (broker
+    resources asked of their broker), but a resource the authorizer refused raises (kafka-python
+    drops per-resource error codes: a refused topic read as one without configs)."""
+    kp = client._client
+    broker_resources, other_resources = kp._group_config_resources(resources)
+
+    async def ask():
+        """Every request, on kafka-python's event loop."""
+        answers = []
+        for broker_id, group in broker_resources.items():
+            answers.append(await kp._manager.send(kp._describe_configs_request(group), node_id=broker_id))
+        if other_resources:
+            answers.append(await kp._manager.send(kp._describe_configs_request(other_resources)))
+        return answers
+
+    responses = kp._manager.run(ask)
+    for response in responses:
+        for result in response.results:
+            kind = {2: "TOPIC", 4: "BROKER"}.get(result.resource_type, str(result.resource_type))
+            _refused(result.error_code, f"{kind} {result.resource_name}")
+    return kp._describe_configs_process_responses(responses, "all")
+
+
+def _operations(value: Any) -> frozenset[str] | None:
+    """KIP-430 authorized operations as AclOperation names: a bit field from the wire (bit n set =
+    operation n), or kafka-python's list of names; None for none given (Kafka's INT32_MIN: not asked)."""
+    from kafka.admin import ACLOperation
+
+    if value is None or value == -(2**31):
+        return None
+    if isinstance(value, int):
+        known = {op.value: op.name for op in ACLOperation}
+        return frozenset(known[bit] for bit in range(32) if value & (1 << bit) and bit in known)
+    return frozenset(str(getattr(op, "name", op)) for op in value)
 
 
 def _ts(value: int | None) -> int | None:
@@ -638,7 +715,7 @@ def describe_config_values(
         _know_brokers(client, [int(n) for n in names])
     own = "DYNAMIC_BROKER_CONFIG" if resource_type == "broker" else "DYNAMIC_TOPIC_CONFIG"
     resources = [ConfigResource(rtype, str(n), configs=list(keys)) for n in names]
-    data = client._client.describe_configs(resources, config_filter="all").get(resource_type, {})
+    data = describe_configs(client, resources).get(resource_type, {})
     out: dict[str, dict[str, str | None]] = {}
     for name in names:
         entries = data.get(str(name), {})
@@ -659,7 +736,7 @@ def effective_broker_configs(
 
     _know_brokers(client, [broker_id])
     resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=list(keys))
-    data = client._client.describe_configs([resource], config_filter="all").get("broker", {})
+    data = describe_configs(client, [resource]).get("broker", {})
     entries = data.get(str(broker_id), {})
     return {k: entries[k].get("value") for k in keys if k in entries}
 

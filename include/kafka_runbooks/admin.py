@@ -47,16 +47,17 @@ from typing import Any
 from kafka_runbooks import retries
 from kafka_runbooks.admin_configs import ConfigRequests
 from kafka_runbooks.admin_errors import map_client_errors, rpc
+from kafka_runbooks.admin_reads import ScopedReads
 from kafka_runbooks.bootstrap import bootstrap_servers, until_one_listens
 from kafka_runbooks.client_config import redact, require_bootstrap
 from kafka_runbooks.errors import ClusterUnreachable
-from kafka_runbooks.model import Broker, ClusterState, LogDir, LogDirReplica, PartitionState, Quorum
+from kafka_runbooks.model import Broker, ClusterState, LogDir, PartitionState, Quorum
 from kafka_runbooks.quiet_logs import quiet_client_logs
 
 log = logging.getLogger(__name__)
 
 
-class ClusterAdmin(ConfigRequests):
+class ClusterAdmin(ConfigRequests, ScopedReads):
     def __init__(self, config: dict[str, Any], timeout_s: float = 30.0) -> None:
         self.config = dict(config)
         self.bootstrap_servers = require_bootstrap(self.config)
@@ -208,30 +209,6 @@ class ClusterAdmin(ConfigRequests):
                 f"ListPartitionReassignments on {self.bootstrap_servers} failed after "
                 f"{attempts} attempts: {type(exc).__name__}: {exc}"
             ) from exc
-
-    @rpc("DescribeLogDirs")
-    def describe_log_dirs(self, broker_ids: list[int]) -> tuple[list[LogDirReplica], dict[int, str]]:
-        """Replica sizes per broker; a broker that cannot answer is an error entry, not a failure."""
-        states, errors = self.describe_log_dir_states(broker_ids)
-        return [r for dirs in states.values() for d in dirs for r in d.replicas], errors
-
-    @rpc("DescribeLogDirs")
-    def describe_log_dir_states(
-        self, broker_ids: list[int]
-    ) -> tuple[dict[int, tuple[LogDir, ...]], dict[int, str]]:
-        """Every log dir per broker, failed ones with their error code (DescribeLogDirs); a broker
-        that cannot answer is an error entry (its dirs unknown), not a failure."""
-        states: dict[int, tuple[LogDir, ...]] = {}
-        errors: dict[int, str] = {}
-        for broker_id in broker_ids:
-            try:
-                states[broker_id] = self._kafka_python.describe_log_dir_states(broker_id)
-            except Exception as exc:  # one broker's failure must not hide the others'
-                # a suspect fails at once (NodeNotReadyError): the reason is why it is one
-                suspect = self.not_answering().get(broker_id)
-                errors[broker_id] = suspect or f"{type(exc).__name__}: {exc}"
-                log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
-        return states, errors
 
     @rpc("DescribeTopicPartitions")
     def describe_topic_partitions(self, topics: list[str]) -> list[PartitionState]:

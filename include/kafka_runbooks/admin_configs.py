@@ -12,7 +12,7 @@ import logging
 import time
 
 from kafka_runbooks.admin_errors import map_client_errors, rpc
-from kafka_runbooks.errors import AdminError, KafkaRunbookError
+from kafka_runbooks.errors import AdminError, KafkaRunbookError, NotAuthorized
 from kafka_runbooks.evidence.features import ClusterFeatures
 from kafka_runbooks.evidence.settings import ClusterTimeouts, read_timeouts
 
@@ -74,6 +74,8 @@ class ConfigRequests:
             try:
                 with map_client_errors("DescribeConfigs", f"broker {broker_id}"):
                     values[broker_id] = effective_broker_configs(self._kafka_python, broker_id, keys)
+            except NotAuthorized:
+                raise  # the principal's, not the broker's: every broker would refuse it
             except KafkaRunbookError as exc:
                 errors[broker_id] = self.not_answering().get(broker_id) or f"{type(exc).__name__}: {exc}"
         return values, errors
@@ -102,6 +104,8 @@ class ConfigRequests:
         """The cluster's controller.quorum.fetch.timeout.ms, or None when no broker said (unknown)."""
         try:
             return self.cluster_timeouts().quorum_fetch_timeout_ms
+        except NotAuthorized:
+            raise  # a missing ACL is said, never read as "unknown"
         except KafkaRunbookError as exc:
             log.warning("controller.quorum.fetch.timeout.ms not read: %s", exc)
             return None

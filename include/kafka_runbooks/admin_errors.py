@@ -12,9 +12,31 @@ from collections.abc import Callable
 from functools import cache, wraps
 from typing import Any, TypeVar
 
-from kafka_runbooks.errors import AdminError, ClusterUnreachable, ErrorMap, KafkaRunbookError, map_exceptions
+from kafka_runbooks.errors import (
+    AdminError,
+    ClusterUnreachable,
+    ErrorMap,
+    KafkaRunbookError,
+    NotAuthorized,
+    map_exceptions,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+# the client libraries' authorization errors: kafka-python's classes, confluent-kafka's codes
+KAFKA_PYTHON_AUTHORIZATION = (
+    "TopicAuthorizationFailedError",
+    "GroupAuthorizationFailedError",
+    "ClusterAuthorizationFailedError",
+    "TransactionalIdAuthorizationFailedError",
+    "DelegationTokenAuthorizationFailedError",
+)
+CONFLUENT_AUTHORIZATION = (
+    "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED",
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+)
 
 
 @cache
@@ -25,8 +47,11 @@ def client_errors() -> ErrorMap:
     node not ready, a request or the client timing out) are ``ClusterUnreachable``; every
     other ``KafkaError`` is an answer with an error, ``AdminError``. confluent-kafka puts
     the difference in the error's code, not its class: transport, timeout and
-    all-brokers-down codes are ``ClusterUnreachable``, the others ``AdminError``. Built on
-    first use: importing the facade loads no client library.
+    all-brokers-down codes are ``ClusterUnreachable``, the others ``AdminError``. An
+    authorization error of either (kafka-python's ``TopicAuthorizationFailedError``,
+    ``ClusterAuthorizationFailedError``, ...; confluent-kafka's ``TOPIC_AUTHORIZATION_FAILED``,
+    ``CLUSTER_AUTHORIZATION_FAILED``, ...) is ``NotAuthorized``, naming the request and the
+    operation it needs. Built on first use: importing the facade loads no client library.
     """
     from kafka import errors as kp
 
@@ -36,6 +61,8 @@ def client_errors() -> ErrorMap:
         kp.KafkaTimeoutError: ClusterUnreachable,
         kp.RequestTimedOutError: ClusterUnreachable,
         kp.NodeNotReadyError: ClusterUnreachable,
+        # the authorizer said no: the principal lacks an ACL (named by NotAuthorized.translated)
+        **{getattr(kp, name): NotAuthorized for name in KAFKA_PYTHON_AUTHORIZATION if hasattr(kp, name)},
     }
     try:
         from confluent_kafka import KafkaException
@@ -52,6 +79,9 @@ def _confluent_error_class(exc: BaseException) -> type[KafkaRunbookError]:
     error = exc.args[0] if exc.args else None
     code = error.code() if isinstance(error, KafkaError) else None
     unreachable = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+    refused = {getattr(KafkaError, name) for name in CONFLUENT_AUTHORIZATION if hasattr(KafkaError, name)}
+    if code in refused:
+        return NotAuthorized
     return ClusterUnreachable if code in unreachable else AdminError
 
 

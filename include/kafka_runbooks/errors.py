@@ -10,6 +10,9 @@ one of its branches:
   (callers read that as "state unknown", never as "healthy" or "down").
 - :class:`SafetyRefusal`: the runbook refuses to act because acting could not be proved
   safe (no approval of exactly this, another runbook holds the cluster, no safe plan).
+  :class:`NotAuthorized` below it: the connection's principal lacks an ACL the runbook needs,
+  named with the request and the resource (found up front by ``kafka_runbooks.acls``, or
+  refused by a broker).
 - :class:`RunbookFailed`: the runbook acted, or tried to, and the evidence read back
   says it did not work.
 
@@ -25,9 +28,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+from kafka_runbooks.acl_table import CLUSTER, TOPIC, operation_for
+
 
 class KafkaRunbookError(Exception):
     """Root of every error the runbooks raise."""
+
+    @classmethod
+    def translated(cls, what: str, where: str, exc: BaseException) -> KafkaRunbookError:
+        """This class for a client library's ``exc`` raised by ``what`` on ``where`` (the one
+        message :func:`map_exceptions` gives; a subclass that says more overrides it)."""
+        return cls(f"{what} on {where} failed: {type(exc).__name__}: {exc}")
 
 
 class BadInput(KafkaRunbookError, ValueError):
@@ -44,6 +55,50 @@ class Unreachable(CallFailed):
 
 class SafetyRefusal(KafkaRunbookError, RuntimeError):
     """The runbook will not act: doing so could not be proved safe."""
+
+
+class NotAuthorized(SafetyRefusal):
+    """The connection's principal lacks ``operation`` on ``resource``: a request was (or would be)
+    refused by the cluster's authorizer.
+
+    A :class:`SafetyRefusal`, not :class:`BadInput`: no param is wrong and a retry cannot help
+    (someone must grant the ACL), and when a broker refuses mid-run "nothing was done", which
+    ``BadInput`` promises, may not hold; the runbook stops instead of acting on what it cannot
+    finish (a reassignment without its throttle, a reorder without its election). Raised up front
+    by ``kafka_runbooks.acls`` (before the gate), or by the admin facade when a broker refuses.
+    """
+
+    def __init__(
+        self, operation: str | None, resource: str, request: str = "", target: str = "", message: str = ""
+    ) -> None:
+        self.operation, self.resource, self.request, self.target = operation, resource, request, target
+        lacks = f"lacks {operation} on {resource}" if operation else f"is not authorized on {resource}"
+        head = f"{request} on {target} refused" if request else "refused"
+        super().__init__(message or f"{head}: the principal {lacks}")
+
+    @classmethod
+    def translated(cls, what: str, where: str, exc: BaseException) -> NotAuthorized:
+        """From a client library's authorization error (kafka-python's ``...AuthorizationFailedError``
+        classes, confluent-kafka's ``..._AUTHORIZATION_FAILED`` codes): the operation the request
+        needs on that kind of resource (``kafka_runbooks.acl_table``), naming the request."""
+        kind = authorization_kind(exc)
+        resource = {CLUSTER: "the cluster", TOPIC: "the topic"}.get(kind, f"the {kind.lower()}")
+        detail = str(exc).strip()
+        return cls(operation_for(what, kind), resource + (f" ({detail})" if detail else ""), what, where)
+
+
+def authorization_kind(exc: BaseException) -> str:
+    """CLUSTER, TOPIC, GROUP, TRANSACTIONAL_ID or DELEGATION_TOKEN: which kind of resource a
+    client library's authorization error is about, read from its class or code name."""
+    error = exc.args[0] if exc.args else None
+    name = error.name() if hasattr(error, "name") and callable(error.name) else type(exc).__name__
+    flat = name.upper().replace("_", "")
+    for kind in ("CLUSTER", "TOPIC", "GROUP", "TRANSACTIONALID", "DELEGATIONTOKEN"):
+        if flat.startswith(kind):
+            return {"TRANSACTIONALID": "TRANSACTIONAL_ID", "DELEGATIONTOKEN": "DELEGATION_TOKEN"}.get(
+                kind, kind
+            )
+    return CLUSTER
 
 
 class RunbookFailed(KafkaRunbookError, RuntimeError):
@@ -72,9 +127,9 @@ def map_exceptions(mapping: ErrorMap, what: str, where: str) -> Iterator[None]:
     ``what`` names the call (``DescribeCluster``), ``where`` the cluster (its bootstrap
     servers). Errors already in the tree pass through untouched, and so does anything the
     map does not name (a bug is not hidden as a cluster error). Of the map's classes the
-    exception is an instance of, the most specific target wins (httpx's
-    ``map_exceptions``): a kafka-python ``KafkaTimeoutError`` is a ``KafkaError`` too, and
-    "nothing answered" (``ClusterUnreachable``) is the more specific ``AdminError``.
+    exception is an instance of, the nearest to its own class wins (:func:`mapped_class`): a
+    kafka-python ``KafkaTimeoutError`` is a ``KafkaError`` too, and is ``ClusterUnreachable`` by
+    its own entry. The message is the target class's (:meth:`KafkaRunbookError.translated`).
     """
     try:
         yield
@@ -84,16 +139,17 @@ def map_exceptions(mapping: ErrorMap, what: str, where: str) -> Iterator[None]:
         cls = mapped_class(mapping, exc)
         if cls is None:
             raise
-        raise cls(f"{what} on {where} failed: {type(exc).__name__}: {exc}") from exc
+        raise cls.translated(what, where, exc) from exc
 
 
 def mapped_class(mapping: ErrorMap, exc: BaseException) -> type[KafkaRunbookError] | None:
-    """Our class for ``exc`` by ``mapping`` (the most specific of those that apply), or None."""
-    chosen: type[KafkaRunbookError] | None = None
-    for client_class, target in mapping.items():
-        if not isinstance(exc, client_class):
-            continue
-        cls = target if isinstance(target, type) else target(exc)
-        if chosen is None or issubclass(cls, chosen):
-            chosen = cls
-    return chosen
+    """Our class for ``exc`` by ``mapping``, or None: the entry of the client class nearest to the
+    exception's own (its MRO), as an ``except`` clause would pick; so a kafka-python
+    ``TopicAuthorizationFailedError`` is ``NotAuthorized`` by its own entry, not ``AdminError`` by
+    ``KafkaError``'s, whatever the map's order."""
+    mro = type(exc).__mro__
+    matching = [(mro.index(c), target) for c, target in mapping.items() if c in mro]
+    if not matching:
+        return None
+    target = min(matching, key=lambda pair: pair[0])[1]
+    return target if isinstance(target, type) else target(exc)

@@ -54,8 +54,11 @@ def plan_roll(
         state = RollState.from_json(earlier)
         log.info("resuming the roll planned earlier for this run: %s", roll_state_file(dag_id, run_id))
         return _summary(state, resumed=True)
+    from kafka_runbooks_airflow.acl_check import require_acls
+
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
+        require_acls(admin, "kafka_broker_restart", kafka_config_id)  # its reads, before the gate
         probe = BrokerProbeHook(probe_conn_id).get_probe() if probe_conn_id else None
         backend = RestartBackendHook(restart_conn_id).get_backend()
         state = Roller(admin, backend, probe, logger=log).plan(

@@ -434,11 +434,13 @@ def _read_for_validate(
     """One connection for validate's reads: the cluster, the brokers to empty and the receivers
     (``choose``'s refusal is the run's), leftover throttles removed, the reassignments in flight."""
     from kafka_runbooks.failed_broker import runbook
+    from kafka_runbooks_airflow.acl_check import require_acls
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
     from kafka_runbooks_airflow.inputs import refuse_bad_input
 
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
+        require_acls(admin, dag_id, kafka_config_id)  # before the first write (leftover throttles)
         state = admin.read_state(include_log_dirs=False)
         failed, receivers = refuse_bad_input(lambda _: choose(request, state), {}, log.name)
         if not request.dry_run:

@@ -43,10 +43,12 @@ def recovery_request(params: Mapping[str, Any]) -> RecoveryRequest:
 def plan_recovery(request: RecoveryRequest, kafka_config_id: str, run_id: str) -> dict[str, Any]:
     """Gather every replica's log info, choose, write the table (read-only)."""
     from kafka_runbooks.unclean.runbook import plan
+    from kafka_runbooks_airflow.acl_check import require_acls
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
+        require_acls(admin, "kafka_unclean_recovery", kafka_config_id)  # before a restore's writes
         with _journal_if_lease_held(request, kafka_config_id) as journal:
             return plan(admin, request, artifacts(run_id), logger=log, state_file=journal)
     finally:

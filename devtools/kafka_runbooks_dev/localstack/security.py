@@ -346,9 +346,11 @@ def grant(stack: LocalStack) -> None:
     exists changes nothing): done at every start of a secured stack, once its brokers run."""
     from kafka.admin import KafkaAdminClient
 
-    from kafka_runbooks.client_config import to_kafka_python
+    from kafka_runbooks import client_config as librdkafka
 
-    admin = KafkaAdminClient(**to_kafka_python(client_config(stack, ADMIN)), request_timeout_ms=30000)
+    admin = KafkaAdminClient(
+        **librdkafka.to_kafka_python(client_config(stack, ADMIN)), request_timeout_ms=30000
+    )
     try:
         answer = admin.create_acls(acl_bindings())
     finally:

@@ -109,10 +109,14 @@ class LocalStack:
         home: Path | str | None = None,
         topology: Topology | None = None,
         lib_dir: Path | str | None = None,
+        kafka_version: str | None = None,
     ) -> None:
         self.home = Path(home or os.environ.get("KR_STACK_DIR") or DEFAULT_HOME).resolve()
         state = self._state()  # a stack keeps its shape and its release, once started
-        self.kafka_version = jars.selected(recorded=state.get("kafka_version"))
+        # ``kafka_version`` (a release or a line) stands where KR_KAFKA_VERSION would: the tests'
+        # compat stacks run another release than the session's in the same process
+        asked = {jars.ENV: kafka_version} if kafka_version else None
+        self.kafka_version = jars.selected(asked, recorded=state.get("kafka_version"))
         self.lib_dir = Path(lib_dir or jars.lib_dir_for(self.kafka_version)).resolve()
         if topology is None and "topology" in state:
             topology = Topology.from_json(state["topology"])

@@ -16,7 +16,7 @@ from kafka.errors import (
 
 from kafka_runbooks import errors
 from kafka_runbooks.admin import ClusterAdmin
-from kafka_runbooks.admin_errors import client_errors, map_client_errors
+from kafka_runbooks.admin_errors import KAFKA_PYTHON_AUTHORIZATION, client_errors, map_client_errors
 from kafka_runbooks.approval import NotApproved, PolicyError
 from kafka_runbooks.client_config import ClientConfigError
 from kafka_runbooks.connect.client import (
@@ -61,7 +61,13 @@ BRANCHES = {
         DockerApiError,
     ],
     errors.Unreachable: [ClusterUnreachable, ConnectUnreachable],
-    errors.SafetyRefusal: [NotApproved, LeaseHeld, LeaseLost, ConditionalWritesUnsupported],
+    errors.SafetyRefusal: [
+        NotApproved,
+        LeaseHeld,
+        LeaseLost,
+        ConditionalWritesUnsupported,
+        errors.NotAuthorized,
+    ],
     errors.RunbookFailed: [
         RecoveryFailed,
         ReassignError,
@@ -120,8 +126,35 @@ def test_confluent_transport_and_timeouts_are_cluster_unreachable(code):
 
 
 def test_confluent_error_answers_are_admin_errors():
-    exc = KafkaException(ConfluentError(ConfluentError.TOPIC_AUTHORIZATION_FAILED))
+    exc = KafkaException(ConfluentError(ConfluentError.POLICY_VIOLATION))
     assert type(_translated(exc)) is AdminError
+
+
+def test_an_authorization_error_of_either_client_is_not_authorized_naming_the_request_and_the_acl():
+    """kafka-python's classes and confluent-kafka's codes alike: the operation the request needs on
+    that kind of resource, from the ACL table (issue #38, 2)."""
+    from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    with pytest.raises(errors.NotAuthorized) as raised, map_client_errors("DescribeConfigs", "broker 2"):
+        raise ClusterAuthorizationFailedError("BROKER 2")
+    assert str(raised.value).startswith(
+        "DescribeConfigs on broker 2 refused: the principal lacks DESCRIBE_CONFIGS on the cluster"
+    )
+    assert (raised.value.operation, raised.value.request) == ("DESCRIBE_CONFIGS", "DescribeConfigs")
+    assert isinstance(raised.value, errors.SafetyRefusal) and not isinstance(raised.value, errors.BadInput)
+    with (
+        pytest.raises(errors.NotAuthorized, match="lacks ALTER_CONFIGS on the topic"),
+        map_client_errors("IncrementalAlterConfigs", "b:9092"),
+    ):
+        raise TopicAuthorizationFailedError("TOPIC t-0")
+    for code, says in (
+        (ConfluentError.TOPIC_AUTHORIZATION_FAILED, "lacks DESCRIBE on the topic"),
+        (ConfluentError.CLUSTER_AUTHORIZATION_FAILED, "lacks ALTER on the cluster"),
+        (ConfluentError.GROUP_AUTHORIZATION_FAILED, "is not authorized on the group"),
+    ):
+        request = "ListOffsets" if code == ConfluentError.TOPIC_AUTHORIZATION_FAILED else "ElectLeaders"
+        with pytest.raises(errors.NotAuthorized, match=says), map_client_errors(request, "b:9092"):
+            raise KafkaException(ConfluentError(code))
 
 
 def test_errors_already_in_the_tree_and_bugs_pass_through_untouched():
@@ -146,10 +179,17 @@ def test_every_kafka_python_error_class_has_its_branch():
         kp.RequestTimedOutError,
         kp.NodeNotReadyError,
     )
+    refused = tuple(getattr(kp, name) for name in KAFKA_PYTHON_AUTHORIZATION)
     classes = [c for c in vars(kp).values() if inspect.isclass(c) and issubclass(c, kp.KafkaError)]
     assert len(classes) > 100
     for cls in classes:
-        expected = ClusterUnreachable if issubclass(cls, unreachable) else AdminError
+        expected = (
+            errors.NotAuthorized
+            if issubclass(cls, refused)
+            else ClusterUnreachable
+            if issubclass(cls, unreachable)
+            else AdminError
+        )
         assert errors.mapped_class(client_errors(), cls.__new__(cls)) is expected, cls
 
 

@@ -33,6 +33,7 @@ from kafka_runbooks.model import (
 from kafka_runbooks_airflow import inputs
 from kafka_runbooks_airflow.hooks import kafka_admin
 from kafka_runbooks_airflow.run_state import mark_cluster, run_dir
+from tests.acl_fakes import no_authorizer
 
 CONN = "kafka_unit"
 
@@ -73,6 +74,11 @@ class Cluster:
 
     def list_reassignments(self):
         return {}
+
+    def authorized_operations(self, topics=None):
+        """No authorizer on this cluster: every operation allowed (the up-front ACL check passes)."""
+        self.asked.append("DescribeCluster")
+        return no_authorizer(topics, {p.topic for p in self.partitions})
 
     def broker_answers(self, broker_id, timeout_s=5.0):
         return None if broker_id not in self.fenced else "KafkaConnectionError: ECONNREFUSED"
