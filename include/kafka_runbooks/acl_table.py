@@ -92,6 +92,24 @@ RUNBOOK_REQUESTS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Kafka's authorizers imply some operations from others, on any resource (AclAuthorizer and
+# StandardAuthorizer alike): an ACL for one of these grants the operation too, and removing the
+# operation's own ACL alone takes nothing away from a principal that holds one of them
+IMPLIED_BY: dict[str, tuple[str, ...]] = {
+    "DESCRIBE": ("READ", "WRITE", "DELETE", "ALTER"),
+    "DESCRIBE_CONFIGS": ("ALTER_CONFIGS",),
+}
+
+
+def granting(acl: Acl, held: list[Acl]) -> list[Acl]:
+    """The ACLs of ``held`` that give ``acl``'s operation: its own, and those that imply it."""
+    return [
+        a
+        for a in held
+        if a.resource == acl.resource and (a == acl or a.operation in IMPLIED_BY.get(acl.operation, ()))
+    ]
+
+
 def acls_of(request: str) -> set[Acl]:
     """The ACLs one request needs (empty for a request the table does not know)."""
     return {Acl(kind, operation) for kind, operation in REQUESTS.get(request, {}).items()}
