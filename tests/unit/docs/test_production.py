@@ -358,3 +358,53 @@ def test_the_celery_settings_are_the_compose_files_and_the_pins_are_requirements
     for package, text in (("celery[redis]", "celery "), ("apache-airflow-providers-celery", "provider ")):
         version = re.search(rf"^{re.escape(package)}==(\S+)", requirements, flags=re.M).group(1)
         assert f"{text}{version}" in celery, package
+
+
+def _acl_rows() -> dict[str, tuple[set[str], set[str]]]:
+    """production.md's ACL table: runbook -> (operations on the cluster, on every topic)."""
+    text = _text()
+    section = text[
+        text.index("#### ACLs the runbooks principal needs") : text.index("Why, request by request")
+    ]
+    rows = {}
+    for m in re.finditer(r"^\| `([a-z_]+)` \| ([^|]+) \| ([^|]+) \|$", section, flags=re.M):
+        cluster, topic = (
+            {op for op in re.findall(r"`([A-Z_]+)`", cell)} for cell in (m.group(2), m.group(3))
+        )
+        rows[m.group(1)] = (cluster, topic)
+    return rows
+
+
+def test_the_acl_list_is_the_table_the_runbooks_check():
+    """docs/production.md's ACLs per runbook are kafka_runbooks.acl_table's, runbook for runbook (issue #38)."""
+    from kafka_runbooks import acl_table
+
+    want = {
+        runbook: (
+            {a.operation for a in acl_table.needs(runbook) if a.resource == acl_table.CLUSTER},
+            {a.operation for a in acl_table.needs(runbook) if a.resource == acl_table.TOPIC},
+        )
+        for runbook in acl_table.RUNBOOK_REQUESTS
+    }
+    assert _acl_rows() == want
+    assert set(want) == _dag_ids()
+
+
+def test_the_connections_pages_secured_examples_are_the_secured_stacks_connections(tmp_path):
+    """docs/connections.md's SASL_SSL and mTLS extras have the keys of the secured local stack's
+    kafka_default (what tests/integration/test_secured_stack.py runs the runbooks with), and the
+    translation for kafka-python accepts them."""
+    from kafka_runbooks_dev.localstack import LocalStack, Topology
+
+    text = (ROOT / "docs" / "connections.md").read_text()
+    section = text[text.index("### `kafka_default` over SASL_SSL or mTLS") :]
+    examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, flags=re.S)]
+    stack = LocalStack(home=tmp_path / "stack", topology=Topology(security="sasl_ssl"))
+    for example, auth in zip(examples, ("sasl_ssl", "mtls"), strict=True):
+        real = stack.client_config(auth=auth)
+        assert set(example) == set(real), auth
+        assert example["bootstrap.servers"] == real["bootstrap.servers"], auth
+        assert {k: v for k, v in example.items() if "password" not in k and "location" not in k} == {
+            k: v for k, v in real.items() if "password" not in k and "location" not in k
+        }
+        assert to_kafka_python(example)["security_protocol"] == real["security.protocol"]
