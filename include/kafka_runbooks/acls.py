@@ -58,9 +58,16 @@ def missing(
     (the ones its writes touch), None for every topic the principal can see."""
     needed = acl_table.needs(runbook)
     out: list[Missing] = []
+    blind = granted.cluster is not None and "DESCRIBE" not in granted.cluster
     for acl, requests in needed.items():
         if acl.resource == CLUSTER:
-            if granted.cluster is not None and acl.operation not in granted.cluster:
+            # without DESCRIBE the brokers say nothing of the cluster's other operations: only it is named
+            lacks = (
+                acl.operation == "DESCRIBE"
+                if blind
+                else acl.operation not in (granted.cluster or {acl.operation})
+            )
+            if lacks:
                 out.append(Missing(acl, requests))
             continue
         lacking = tuple(
