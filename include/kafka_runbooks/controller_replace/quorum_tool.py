@@ -102,13 +102,40 @@ def find_classpath(libs: str | os.PathLike[str]) -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
+# librdkafka's SASL login in the Java client's words (the connection's extras are librdkafka's keys)
+JAVA_LOGIN_MODULES = {
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+}
+
+
 def java_client_properties(config: dict[str, str]) -> dict[str, str]:
-    """The connection's settings the Java Admin client understands as they are."""
-    return {
+    """The connection's settings as the Java Admin client reads them: its own keys as they are, and
+    librdkafka's that it names otherwise translated (a SCRAM or PLAIN login, ``sasl.username`` and
+    ``sasl.password``, becomes ``sasl.jaas.config``; the CA file ``ssl.ca.location`` a PEM
+    truststore): without them the tool could not log in to a SASL_SSL cluster whose connection
+    works for every other request (issue #38)."""
+    out = {
         k: str(v)
         for k, v in config.items()
         if k in JAVA_CLIENT_KEYS or any(k.startswith(p) for p in JAVA_CLIENT_PREFIXES)
     }
+    mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "").upper()
+    if mechanism:
+        out["sasl.mechanism"] = mechanism
+    module = JAVA_LOGIN_MODULES.get(mechanism)
+    if module and "sasl.jaas.config" not in config and config.get("sasl.username"):
+        user, password = (str(config.get(k) or "") for k in ("sasl.username", "sasl.password"))
+        if any(c in user + password for c in '"\\'):  # a JAAS value in a properties file cannot hold them
+            raise BadInput(
+                "sasl.username or sasl.password holds a quote or a backslash: set sasl.jaas.config"
+            )
+        out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    ca = out.pop("ssl.ca.location", None)
+    if ca and "ssl.truststore.location" not in out:
+        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
+    return out
 
 
 def _properties(props: dict[str, str]) -> str:

@@ -39,3 +39,32 @@ def test_endpoints_and_libs_are_checked_before_any_call(tmp_path):
         ControllerEndpoint.parse("ctl4:9093")
     with pytest.raises(BadInput, match="no kafka-tools jar"):
         find_classpath(tmp_path)
+
+
+def test_a_sasl_ssl_connections_librdkafka_login_reaches_the_java_tool():
+    """The Kafka connection's extras are librdkafka's keys (docs/connections.md): the tool's Java
+    Admin client got no login and the JVM's default truststore from them, so it could not reach a
+    SASL_SSL cluster the runbooks' other requests reach (issue #38)."""
+    from kafka_runbooks.controller_replace.quorum_tool import java_client_properties
+
+    props = java_client_properties(
+        {
+            "bootstrap.servers": "b:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "runbooks",
+            "sasl.password": "pw-1",
+            "ssl.ca.location": "/secrets/ca.crt",
+        }
+    )
+    assert props == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="runbooks" password="pw-1";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/secrets/ca.crt",
+    }
+    own = java_client_properties(
+        {"sasl.mechanism": "PLAIN", "sasl.jaas.config": "X required;", "sasl.username": "u"}
+    )
+    assert own["sasl.jaas.config"] == "X required;"  # the connection's own JAAS line wins
