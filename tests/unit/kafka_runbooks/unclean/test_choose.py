@@ -336,8 +336,12 @@ def test_on_a_cluster_without_elr_the_loss_is_unknown_in_words_that_say_why():
     controller keeps no ELR: "the controller names no replica" would read as "none are clean"."""
     from kafka_runbooks.evidence import ClusterFeatures, no_elr_words
 
-    no_elr = no_elr_words(ClusterFeatures({"metadata.version": 22, "eligible.leader.replicas.version": 0}, {}))
+    no_elr = no_elr_words(
+        ClusterFeatures({"metadata.version": 22, "eligible.leader.replicas.version": 0}, {})
+    )
     state = _state()
     gathered = _gathered([(3, 1000, 4, None), (2, 900, 4, None)])
     c = choose(_offline(), gathered, state.brokers, allow_committed_loss=True, no_elr=no_elr)
-    assert c.committed_loss.startswith("unknown: the cluster keeps no record of clean replicas beyond the ISR")
+    assert c.committed_loss.startswith(
+        "unknown: the cluster keeps no record of clean replicas beyond the ISR"
+    )
