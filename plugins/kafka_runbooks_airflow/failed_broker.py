@@ -465,7 +465,6 @@ def review_plan(
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ExecState, chunks_from_plan_dir, save_state
     from kafka_runbooks.failed_broker.plan import read_snapshot_rows
-    from kafka_runbooks.failed_broker.report import plan_markdown
     from kafka_runbooks.snapshot_contract import SUMMARY_FILE
 
     checked = upstream_result_or_skip(checked, "validate", "the validated request")
@@ -473,15 +472,7 @@ def review_plan(
     plan_dir = storage.locate(checked["plan_dir"])
     plan = _load_plan(plan_dir)
     summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
-    throttle = int(checked["throttle_bytes_per_sec"])
-    if summary.get("rebalance") == "replication-factor":
-        from kafka_runbooks.replication_factor import rf_markdown
-
-        markdown = rf_markdown(summary, throttle, str(plan_dir))
-    else:
-        markdown = plan_markdown(
-            summary, throttle, str(plan_dir), bool(checked.get("elect_preferred_leaders", True))
-        )
+    markdown = _plan_markdown(checked, summary, plan_dir)
     runbook.review(plan, *read_snapshot_rows(snapshot_path), summary, log)
     log.info("reassignment plan:\n%s", markdown)
     path = run_dir(dag_id, run_id) / EXEC_STATE
@@ -506,6 +497,18 @@ def review_plan(
         "dry_run": checked["dry_run"],
         "require_approval": checked["require_approval"],
     }
+
+
+def _plan_markdown(checked: dict[str, Any], summary: dict[str, Any], plan_dir: StorePath) -> str:
+    """The plan as the review log and the gate show it: a replication-factor change has its own table."""
+    from kafka_runbooks.failed_broker.report import plan_markdown
+
+    throttle = int(checked["throttle_bytes_per_sec"])
+    if summary.get("rebalance") == "replication-factor":
+        from kafka_runbooks.replication_factor import rf_markdown
+
+        return rf_markdown(summary, throttle, str(plan_dir))
+    return plan_markdown(summary, throttle, str(plan_dir), bool(checked.get("elect_preferred_leaders", True)))
 
 
 def _load_plan(plan_dir: StorePath) -> Any:
