@@ -58,6 +58,7 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("KR_SPARK_DRIVER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 from kafka_runbooks_dev.localstack import LocalStack, Topology, jars  # noqa: E402
+from tests import compat  # noqa: E402
 
 # ~20 s idle; 4 minutes were not enough with several stacks and stress-ng on 2 cores
 START_TIMEOUT_S = float(os.environ.get("KR_TEST_STACK_START_TIMEOUT", "900"))
@@ -77,7 +78,9 @@ def _stack_home() -> Path:
 
 
 @pytest.fixture(scope="session")
-def kafka_stack():
+def session_stack():
+    """The session's stack (or the cluster it points at); ``kafka_stack`` outside
+    ``tests/integration``, where a ``compat`` copy's ``kafka_stack`` is its release's stack."""
     external = os.environ.get("KR_BOOTSTRAP_SERVERS")
     if external:
         yield ExternalCluster(external)
@@ -103,6 +106,12 @@ def kafka_stack():
             yield stack
         finally:
             stack.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_stack(session_stack):
+    """The stack the tests run against: the session's (``tests/integration`` overrides it)."""
+    return session_stack
 
 
 @pytest.fixture(scope="session")
@@ -299,6 +308,15 @@ def _stage_of(nodeid: str) -> int:
     return _STAGES.index(name) if name in _STAGES else len(_STAGES)
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--kafka-compat",
+        action="store_true",
+        help="run the tests marked compat again on the oldest and the newest supported Kafka release "
+        "(a stack of each; tests/compat.py)",
+    )
+
+
 def pytest_configure(config) -> None:
     uid = getattr(config, "workerinput", {}).get("testrunuid")
     if uid:
@@ -312,6 +330,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     class LaneScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            release = compat.release_of(nodeid)  # a compat copy runs in its release's lane
+            if release is not None:
+                return compat.LANE_OF_RELEASE[release]
             return LANE_OF_FILE.get(nodeid.split("::")[0]) or LANES.get(_stage_name(nodeid), "stack")
 
     return LaneScheduling(config, log)
@@ -319,7 +340,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items) -> None:
-    items.sort(key=lambda item: _stage_of(item.nodeid))
+    items.sort(key=lambda item: (_stage_of(item.nodeid), compat.order_in_stage(item)))
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -365,6 +386,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
     write(f"the {len(costly)} test files of 10 s or more (the lanes' balance is planned from these):")
     for path, seconds in costly:
         write(f"  {seconds:7.1f} s  {path}")
+    for line in compat.LEFT_OUT:
+        write(f"compat copies not made: {line}")
     wall = time.monotonic() - _CLOCK.started
     verdict = "within" if wall <= SUITE_BUDGET_S else "OVER"
     write(f"suite wall time {wall:.0f} s: {verdict} its budget of {SUITE_BUDGET_S} s")

@@ -8,6 +8,13 @@ that share one are run one after another (``pytest_collection_modifyitems`` belo
 idles through unrelated tests, and two extra stacks never run at once (they share the ports 600
 above the session stack's base, below the next lane's).
 
+Under ``--kafka-compat`` (``tests/compat.py``) a test marked ``compat`` runs again on the oldest
+and the newest supported Kafka release: ``kafka_stack``, ``local_stack`` and ``kafka_config`` are
+per test here, the session's stack for every other test and a stack of the copy's release for a
+copy (the default shape, on the extra stacks' ports, started on its release's first copy and
+stopped after its last, as the extra stacks are), and the JBOD and dynamic-quorum stacks are of
+the copy's release too. A module-scoped fixture here takes ``session_stack``.
+
 A failed log dir is not undone by a restart, so a test that needs every dir healthy asks for
 ``healthy_jbod_stack``: what an earlier test failed is put back (the broker stopped, its dir
 returned, the broker started again, everything in sync) instead of a new stack being started.
@@ -25,6 +32,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks_dev.helpers import cluster_healthy
 from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 from kafka_runbooks_dev.localstack.topology import Topology
+from tests import compat
 from tests.helpers import wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -56,11 +64,23 @@ def _dynamic_topology() -> Topology:
     )
 
 
-class LaneStack:
-    """One extra stack of the lane: started fresh on first use, stopped after its last user."""
+def _secured_topology() -> Topology:
+    """3 brokers (two racks), 1 controller and Connect, secured (``localstack/security.py``): SASL_SSL
+    and mTLS listeners, the StandardAuthorizer, the least-privilege ``runbooks`` principal."""
+    return Topology(brokers=3, controllers=1, connect=True, port_base=_base(), security="sasl_ssl")
 
-    def __init__(self, suffix: str, topology: Callable[[], Topology]) -> None:
-        self.suffix, self.topology = suffix, topology
+
+def _release_topology() -> Topology:
+    """A compat copy's stack: the session stack's shape (4 brokers, 3 voters, Connect)."""
+    return Topology(port_base=_base())
+
+
+class LaneStack:
+    """One extra stack of the lane: started fresh on first use, stopped after its last user.
+    ``release``: a compat copy's Kafka release (None: the session's)."""
+
+    def __init__(self, suffix: str, topology: Callable[[], Topology], release: str | None = None) -> None:
+        self.suffix, self.topology, self.release = suffix, topology, release
         self.stack: LocalStack | None = None
 
     def get(self) -> LocalStack:
@@ -73,7 +93,7 @@ class LaneStack:
         once on a loaded machine: a controller of a just-formatted stack gone before its first
         log line), with the failure printed for the next reader."""
         for attempt in range(1, attempts + 1):
-            stack = LocalStack(home=_home(self.suffix), topology=self.topology())
+            stack = LocalStack(home=_home(self.suffix), topology=self.topology(), kafka_version=self.release)
             stack.destroy()  # a stack left by an interrupted session or a failed attempt
             try:
                 stack.start(timeout=START_TIMEOUT_S)
@@ -94,25 +114,94 @@ class LaneStack:
             stack.stop()
 
 
-LANE_STACKS = {
-    "jbod_stack": LaneStack("-jbod", _jbod_topology),
-    "dynamic_stack": LaneStack("-dynamic-quorum", _dynamic_topology),
+SHAPES = {
+    "jbod_stack": ("-jbod", _jbod_topology),
+    "dynamic_stack": ("-dynamic-quorum", _dynamic_topology),
+    "secured_stack": ("-secured", _secured_topology),
+    "kafka_stack": ("-kafka", _release_topology),  # a compat copy's; the session's is in tests/conftest.py
 }
+# the lane's extra stacks, by shape and release (None: the session's), made on first use
+LANE_STACKS: dict[tuple[str, str | None], LaneStack] = {}
 # a fixture that needs one of the stacks above counts as its user
-USES = {"jbod_stack": "jbod_stack", "healthy_jbod_stack": "jbod_stack", "dynamic_stack": "dynamic_stack"}
+USES = {
+    "jbod_stack": "jbod_stack",
+    "healthy_jbod_stack": "jbod_stack",
+    "dynamic_stack": "dynamic_stack",
+    "secured_stack": "secured_stack",
+}
 
 
-def _stack_of(item: pytest.Item) -> str | None:
+def lane_stack(shape: str, release: str | None) -> LaneStack:
+    """The lane's stack of this shape and release (a release's folders end in ``-kafka-<release>``)."""
+    key = (shape, release)
+    if key not in LANE_STACKS:
+        suffix, topology = SHAPES[shape]
+        if release is not None:
+            suffix = f"{suffix}-{release}" if shape == "kafka_stack" else f"{suffix}-kafka-{release}"
+        LANE_STACKS[key] = LaneStack(suffix, topology, release)
+    return LANE_STACKS[key]
+
+
+def _stack_of(item: pytest.Item) -> tuple[str, str | None] | None:
     if HERE not in Path(str(item.path)).resolve().parents:  # another folder's fixture of that name
         return None
     names = getattr(item, "fixturenames", ())
-    return next((stack for fixture, stack in USES.items() if fixture in names), None)
+    release = compat.item_release(item)
+    shape = next((stack for fixture, stack in USES.items() if fixture in names), None)
+    if shape is None and release is not None and "kafka_stack" in names:
+        shape = "kafka_stack"
+    return (shape, release) if shape is not None else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Under ``--kafka-compat``, a test marked ``compat`` runs once per release: on the session's
+    stack and on a stack of each other release (``tests/compat.py``)."""
+    marker = metafunc.definition.get_closest_marker(compat.MARKER)
+    if marker is None or not metafunc.config.getoption("--kafka-compat"):
+        return
+    if compat.RELEASE_ARG not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid} is marked compat but uses no stack")
+    if os.environ.get("KR_BOOTSTRAP_SERVERS"):  # an external cluster: no stacks of our own
+        return
+    made, lacking = compat.copies_for(marker)
+    compat.LEFT_OUT.extend(f"{metafunc.definition.nodeid}: {line}" for line in lacking)
+    values = [None, *made]
+    metafunc.parametrize(compat.RELEASE_ARG, values, ids=[compat.instance_id(v) for v in values])
 
 
 @pytest.fixture
-def jbod_stack() -> LocalStack:
+def kafka_release(request: pytest.FixtureRequest) -> str | None:
+    """The Kafka release of a compat copy; None for the session's stack."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def kafka_stack(request: pytest.FixtureRequest, kafka_release: str | None):
+    """The session's stack, or a compat copy's stack of its release (the session's is not started
+    for a copy: the ``airflow`` lane's copies run before anything there needs it)."""
+    if kafka_release is None:
+        return request.getfixturevalue("session_stack")
+    return lane_stack("kafka_stack", kafka_release).get()
+
+
+@pytest.fixture
+def local_stack(kafka_stack) -> LocalStack:
+    """The stack, for tests that inject faults: never an external cluster."""
+    if not isinstance(kafka_stack, LocalStack):
+        pytest.skip("fault injection refuses to run against an external cluster (KR_BOOTSTRAP_SERVERS)")
+    return kafka_stack
+
+
+@pytest.fixture
+def kafka_config(kafka_stack) -> dict:
+    """Client settings for the test's stack."""
+    return {"bootstrap.servers": kafka_stack.bootstrap_servers}
+
+
+@pytest.fixture
+def jbod_stack(kafka_release: str | None) -> LocalStack:
     """The lane's JBOD stack as the previous test left it (a failed dir may still be failed)."""
-    return LANE_STACKS["jbod_stack"].get()
+    return lane_stack("jbod_stack", kafka_release).get()
 
 
 @pytest.fixture
@@ -123,9 +212,15 @@ def healthy_jbod_stack(jbod_stack: LocalStack) -> LocalStack:
 
 
 @pytest.fixture
-def dynamic_stack() -> LocalStack:
+def secured_stack(kafka_release: str | None) -> LocalStack:
+    """The lane's secured stack (tests/integration/test_secured_stack.py)."""
+    return lane_stack("secured_stack", kafka_release).get()
+
+
+@pytest.fixture
+def dynamic_stack(kafka_release: str | None) -> LocalStack:
     """The lane's dynamic-quorum stack (one test changes its voters: it is used once)."""
-    return LANE_STACKS["dynamic_stack"].get()
+    return lane_stack("dynamic_stack", kafka_release).get()
 
 
 def restore_log_dirs(stack: LocalStack, timeout: float = 180) -> list[str]:
@@ -181,7 +276,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """After the last test of a group, its stack stops (the next test would not use it)."""
     stack = _stack_of(item)
     if stack is not None and (nextitem is None or _stack_of(nextitem) != stack):
-        LANE_STACKS[stack].stop()
+        lane_stack(*stack).stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -16,6 +16,7 @@ from kafka_runbooks.connect.client import (
 from kafka_runbooks.connect.manual import RestartNotSettled, manual_restart
 from kafka_runbooks.connect.policy import GIVE_UP, RestartPolicy
 from kafka_runbooks.connect.state import JsonStateStore
+from kafka_runbooks_dev.localstack import jars
 from tests.connect_helpers import (
     SINK,
     all_running,
@@ -60,6 +61,7 @@ def _failed_again(kafka_stack, key: str, since: int) -> bool:
     return "RESTARTING" in states and "FAILED" in states[states.index("RESTARTING") :]
 
 
+@pytest.mark.compat(needs=jars.FILE_CONNECTORS)
 def test_sweep_heals_a_transient_failure_and_resets_the_count(connect, tmp_path, topic, kafka_stack):
     name, target = _failing_sink(connect, tmp_path, topic, "heal")
     failed_before = len(status_records(kafka_stack.bootstrap_servers, f"status-task-{name}-0"))

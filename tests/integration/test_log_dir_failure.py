@@ -46,6 +46,7 @@ def _with_log_dirs(admin: ClusterAdmin, broker: int):
     return state
 
 
+@pytest.mark.compat
 def test_exactly_the_failed_dirs_replicas_move_under_acks_all(healthy_jbod_stack, tmp_path):
     stack = healthy_jbod_stack
     bs = stack.bootstrap_servers

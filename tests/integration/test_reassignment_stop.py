@@ -52,6 +52,7 @@ def cleanup(admin):
     clear_throttles(admin)
 
 
+@pytest.mark.compat
 def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     restore_stack, admin, tmp_path, caplog, cleanup
 ):

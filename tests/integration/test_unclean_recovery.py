@@ -21,6 +21,7 @@ import pytest
 from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request
 from kafka_runbooks.unclean.runbook import RecoveredWithLoss, RecoveryFailed, plan, recover
+from kafka_runbooks_dev.localstack import LocalStack
 from tests import unclean_scenario as sc
 from tests.helpers import wait_until
 
@@ -31,9 +32,13 @@ SETTLE_S = 3
 
 
 @pytest.fixture(scope="module")
-def scenario(local_stack):
+def scenario(session_stack):
+    """The module's scenario on the session's stack (``local_stack`` is per test here: conftest.py)."""
     from kafka_runbooks.admin import ClusterAdmin
 
+    if not isinstance(session_stack, LocalStack):
+        pytest.skip("fault injection refuses to run against an external cluster (KR_BOOTSTRAP_SERVERS)")
+    local_stack = session_stack
     with ClusterAdmin({"bootstrap.servers": local_stack.bootstrap_servers}, timeout_s=15) as admin:
         built = sc.build(local_stack, admin, "unclean-it", partitions=8)
         try:

@@ -206,6 +206,19 @@ def test_a_formatted_stack_keeps_its_release_and_refuses_another(tmp_path, monke
     assert json.loads((tmp_path / "s" / "stack.json").read_text())["kafka_version"] == "3.9.2"
 
 
+def test_a_stack_given_its_release_runs_it_whatever_the_environment_says(tmp_path, monkeypatch):
+    """The tests' compat stacks run another release than the session's in the same process."""
+    monkeypatch.setenv("KR_KAFKA_VERSION", "4.3.1")
+    stack = LocalStack(home=tmp_path / "s", topology=Topology(port_base=20000), kafka_version="3.9")
+    assert (stack.kafka_version, stack.lib_dir.name) == ("3.9.2", "lib-3.9.2")
+    assert LocalStack(home=tmp_path / "t", topology=Topology(port_base=20000)).kafka_version == "4.3.1"
+    with pytest.raises(StackError, match=r"Kafka 2\.8\.2 is not supported"):
+        LocalStack(home=tmp_path / "u", kafka_version="2.8.2")
+    _formatted_stack(tmp_path / "old", "4.0.2")  # formatted by another: refused, as for the variable
+    with pytest.raises(StackError, match=r"formatted with Kafka 4\.0\.2"):
+        LocalStack(home=tmp_path / "old", kafka_version="3.9.2")._write_state()
+
+
 def test_a_stack_formatted_before_the_record_ran_4_3_1_and_an_unformatted_one_takes_the_new_release(
     tmp_path, monkeypatch
 ):
