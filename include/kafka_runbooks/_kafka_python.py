@@ -22,6 +22,7 @@ from kafka_runbooks.model import Broker, LogDir, LogDirReplica, PartitionState, 
 
 log = logging.getLogger(__name__)
 
+
 METADATA_TOPIC = "__cluster_metadata"
 
 
@@ -135,7 +136,7 @@ class KafkaPythonClient:
     def cluster_authorized_operations(self) -> frozenset[str] | None:
         """The operations the principal may do on the cluster (DescribeCluster's KIP-430 field; a
         principal without DESCRIBE on the cluster is told none), None when the broker did not say."""
-        return _operations(self._client.describe_cluster().get("cluster_authorized_operations"))
+        return _operations(_authorized(self._client.describe_cluster(), "cluster_authorized_operations"))
 
     def topic_authorized_operations(self, topics: list[str] | None) -> dict[str, frozenset[str] | None]:
         """Per topic (all it may see when None) the operations the principal may do on it, None when
@@ -146,7 +147,9 @@ class KafkaPythonClient:
             if code == TOPIC_AUTHORIZATION_FAILED:
                 out[topic["name"]] = None
             elif code == 0:
-                out[topic["name"]] = _operations(topic.get("topic_authorized_operations")) or frozenset()
+                out[topic["name"]] = (
+                    _operations(_authorized(topic, "topic_authorized_operations")) or frozenset()
+                )
         return out
 
     def topic_names(self) -> list[str]:
@@ -300,6 +303,15 @@ def describe_configs(client: KafkaPythonClient, resources: list) -> dict[str, di
             kind = {2: "TOPIC", 4: "BROKER"}.get(result.resource_type, str(result.resource_type))
             _refused(result.error_code, f"{kind} {result.resource_name}")
     return kp._describe_configs_process_responses(responses, "all")
+
+
+def _authorized(answer: dict[str, Any], wire_name: str) -> Any:
+    """The KIP-430 field of a DescribeCluster or Metadata answer: kafka-python 3.0.12 gives it as
+    ``authorized_operations`` (names, decoded); the wire's own name (a bit field) where a client
+    passes the field through. Read on a real authorizing broker: the wire name alone was never there,
+    so every ACL read as missing."""
+    value = answer.get("authorized_operations")
+    return value if value is not None else answer.get(wire_name)
 
 
 def _operations(value: Any) -> frozenset[str] | None:

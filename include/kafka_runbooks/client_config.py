@@ -7,6 +7,7 @@ settings mean what they mean to librdkafka. Secrets are redacted before anything
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
@@ -96,3 +97,19 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
     return {
         k: ("***" if any(m in k.lower() for m in SECRET_MARKERS) else v) for k, v in sorted(config.items())
     }
+
+
+class _MaskedConfig(logging.Filter):
+    """kafka-python logs its admin client's whole configuration at DEBUG, the SASL password and
+    key password in clear ("Starting KafkaAdminClient with configuration: {...}"; seen on the
+    secured stack): the dict is masked before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args and isinstance(record.args[0], dict):
+            record.args = (redact(record.args[0]), *record.args[1:])
+        elif isinstance(record.args, dict):
+            record.args = redact(record.args)
+        return True
+
+
+logging.getLogger("kafka.admin.client").addFilter(_MaskedConfig())

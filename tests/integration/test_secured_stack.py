@@ -182,8 +182,9 @@ def test_a_heal_chunk_moves_under_its_throttle_and_takes_it_off(secured_stack, r
 
     wait_until(advance, 180, 1, "the chunk to finish")
     assert [list(p.replicas) for p in admin.describe_topic_partitions([topic])] == [[3, 2], [2, 3]]
-    assert leftover_throttles(admin, [1, 2, 3], [topic]), "on until the cleanup task"
-    assert executor.remove_throttle(state) == {}  # the cleanup task's step
+    # the executor takes each broker's throttle off once nothing of its chunk moves there; the
+    # cleanup task's step finds nothing left, and says so
+    assert executor.remove_throttle(state) == {}
     assert leftover_throttles(admin, [1, 2, 3], [topic]) == {}
 
 
@@ -197,7 +198,10 @@ def test_an_unclean_election_and_a_replicas_log_end_as_the_runbooks_principal(se
     acls.require(admin, "kafka_unclean_recovery", topics=[topic])
     ends, sent = admin.list_replica_log_ends({2: [(topic, 0)], 3: [(topic, 0)]}, timeout_ms=10000)
     assert sent == 4 and all(rows[0][2] == 0 and rows[0][3] == 50 for rows in ends.values()), ends
-    assert admin.elect_unclean([(topic, 0)]) == {(topic, 0): None}
+    # a led partition: the broker says the election is not needed, which it says only to a principal
+    # with ALTER on the cluster (any other is told CLUSTER_AUTHORIZATION_FAILED)
+    answer = admin.elect_unclean([(topic, 0)])
+    assert list(answer) == [(topic, 0)] and "ElectionNotNeeded" in str(answer[(topic, 0)]), answer
 
 
 def test_a_rebalance_leader_move_as_the_runbooks_principal(secured_stack, runbooks_admin):
@@ -264,17 +268,23 @@ def test_a_connect_restart_through_basic_auth(secured_stack, tmp_path):
         },
     )
     try:
-        wait_until(
-            lambda: client.connector_status(name).tasks and client.connector_status(name).state == "RUNNING",
-            90,
-            1,
-            "running",
-        )
+        wait_until(lambda: _running(client, name), 90, 1, "running")
         outcome = manual_restart(client, name, scope="all", settle_timeout_s=90, stable_s=2)
         assert outcome, outcome
     finally:
         client.delete_connector(name)
     assert conn["password"] not in repr(client)
+
+
+def _running(client, name: str) -> bool:
+    """The connector and a task RUNNING; a 404 right after the PUT is Connect not having started it yet."""
+    from kafka_runbooks.connect.client import UnknownConnector
+
+    try:
+        status = client.connector_status(name)
+    except UnknownConnector:
+        return False
+    return bool(status.tasks) and status.state == "RUNNING"
 
 
 def _cluster_picture(admin: ClusterAdmin, topic: str) -> dict:
@@ -290,7 +300,7 @@ def _cluster_picture(admin: ClusterAdmin, topic: str) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def acl_topic(secured_stack) -> str:
     topic = unique_topic("sec-acl")
     _create_topic(secured_stack, topic, {0: [1, 2], 1: [2, 3]})
@@ -388,9 +398,15 @@ def test_no_secret_reaches_a_log_a_decision_record_or_an_artifact(secured_stack,
     }
     assert len(CAPTURED) > 100 and node_logs and artifacts
     leaks = [
-        f"{what} in {where}"
+        f"{what} in {where}: " + _line_of(text, value)
         for what, value in secrets.items()
         for where, text in texts.items()
         if value in text
     ]
     assert leaks == []
+
+
+def _line_of(text: str, secret: str) -> str:
+    """The first line holding ``secret``, the secret masked (so the failure says where, not what)."""
+    line = next(line for line in text.splitlines() if secret in line)
+    return line.replace(secret, "***")[:300]

@@ -129,3 +129,25 @@ def test_operations_are_read_from_the_wire_bit_field():
     }
     assert _operations(-(2**31)) is None and _operations(None) is None
     assert _operations(0) == frozenset()
+
+
+def test_the_answers_are_read_as_kafka_python_gives_them():
+    """kafka-python 3.0.12's DescribeCluster and Metadata answers (shapes copied from a real broker
+    with the StandardAuthorizer): the operations are under ``authorized_operations``, as names."""
+    from kafka_runbooks._kafka_python import KafkaPythonClient
+
+    class Client:
+        def describe_cluster(self):
+            return {"cluster_id": "c", "authorized_operations": ["DESCRIBE", "ALTER"]}
+
+        def describe_topics(self, topics):
+            return [
+                {"error_code": 0, "name": "t", "authorized_operations": ["DESCRIBE", "ALTER_CONFIGS"]},
+                {"error_code": 29, "name": "hidden", "authorized_operations": None},
+                {"error_code": 3, "name": "gone", "authorized_operations": ["DESCRIBE"]},
+            ]
+
+    kp = KafkaPythonClient.__new__(KafkaPythonClient)
+    kp._client = Client()
+    assert kp.cluster_authorized_operations() == {"DESCRIBE", "ALTER"}
+    assert kp.topic_authorized_operations(None) == {"t": {"DESCRIBE", "ALTER_CONFIGS"}, "hidden": None}
