@@ -12,9 +12,14 @@ Who may remove a gate is the deployment's decision (``allow_ungated``), not the 
 form's; and with ``four_eyes`` the person who triggered a run cannot approve it, nor can
 anyone who approved a decision upstream that started it (the run's ``upstream_approvals``:
 a sweep's gate whose answer started this run). An approval also expires
-(``approval_max_age_s``, default one hour): it is checked against the time the destructive
-task started, both times as Airflow recorded them, so a clear of the destructive task alone
-long after the gate goes back to the gate.
+(``approval_max_age_s``, default one hour), and a gate's answer counts only when it came by the
+gate's deadline. Every time these rules compare is on one clock, Airflow's API server's
+(:data:`kafka_runbooks.evidence.AIRFLOW_API_SERVER`): the HITL answer's ``responded_at`` (the
+API server stamps it), the gate's deadline (the API server's now when it asked, plus its
+timeout) and the time the destructive work first started (the API server's ``Date`` when the
+destructive task first checked its approval), never a worker's clock: a worker 50 minutes behind
+must not make a 1 h 40 min old approval look 50 minutes old. An unknown time, or one another
+clock stamped, never counts as fresh or in time.
 
 No Airflow here: the adapters in ``plugins/kafka_runbooks_airflow/gate.py`` read the
 settings and the run, and call these functions.
@@ -27,10 +32,11 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from kafka_runbooks.errors import BadInput, SafetyRefusal
+from kafka_runbooks.evidence import AIRFLOW_API_SERVER, Stamp, age_ms
 
 ALLOW_UNGATED_ENV = "KAFKA_RUNBOOKS_ALLOW_UNGATED"
 ALLOW_UNGATED_VARIABLE = "kafka_runbooks_allow_ungated"
@@ -87,7 +93,7 @@ class ApprovalPolicy:
 
     allow_ungated: bool = False
     four_eyes: bool = False
-    approval_max_age_s: float = DEFAULT_MAX_AGE_S  # an approval older than this at the task's start expires
+    approval_max_age_s: float = DEFAULT_MAX_AGE_S  # older than this when the work first started: expired
     source: str = "defaults"  # where the settings came from, for the decision record
     errors: tuple[str, ...] = ()  # settings that could not be read (the safe value was taken)
 
@@ -283,43 +289,78 @@ def upstream_refusal(
     return None
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An aware datetime from a datetime or ISO text; None when unknown or without a time zone."""
-    if isinstance(value, datetime):
-        parsed = value
-    else:
-        try:
-            parsed = datetime.fromisoformat(str(value))
-        except (TypeError, ValueError):
-            return None
-    return parsed if parsed.tzinfo is not None else None
+def approved_at(record: Mapping[str, Any]) -> Stamp:
+    """When the gate's answer was given, with the clock that stamped it (``at`` and ``at_clock`` of
+    the gate's record); a record without its clock is unknown, never assumed to be the API server's."""
+    return Stamp.of(record.get("at"), str(record.get("at_clock") or "an unrecorded"))
 
 
-def expiry_refusal(record: Mapping[str, Any], started_at: Any, policy: ApprovalPolicy) -> str | None:
-    """Why the approval is too old for a task that started at ``started_at``, or None.
+def _one_clock(what: str, stamp: Stamp) -> str | None:
+    """Why ``stamp`` cannot be used by these rules, or None when it is known on the API server's clock."""
+    if stamp.clock != AIRFLOW_API_SERVER:
+        return f"{what} was stamped by {stamp.clock} clock, not by {AIRFLOW_API_SERVER}'s"
+    if not stamp.known:
+        return f"{what} is unknown"
+    return None
 
-    Both times come from Airflow (the HITL answer's time, the task's start), never from
-    Kafka. An unknown time is not read as "fresh": the approval does not count.
+
+def expiry_refusal(record: Mapping[str, Any], started: Stamp | None, policy: ApprovalPolicy) -> str | None:
+    """Why the approval is too old for work that first started at ``started``, or None.
+
+    Both times are on Airflow's API server's clock: the answer's ``responded_at`` and the API
+    server's time when the destructive work first started (its ``Date``, taken as the end of that
+    second, so an age is never shorter than the truth). An unknown time, a time another clock
+    stamped, or an approval given after the work started (that work did not start under it) does
+    not count.
     """
     limit = timedelta(seconds=policy.approval_max_age_s)
-    approved_at, started = parse_time(record.get("at")), parse_time(started_at)
-    if approved_at is None:
+    approved = approved_at(record)
+    started = started if started is not None else Stamp(None, AIRFLOW_API_SERVER)
+    why = _one_clock(f"the approval's time ({record.get('at')!r})", approved) or _one_clock(
+        "the time this task's work first started", started
+    )
+    if why:
+        return f"{why}: the approval cannot be shown younger than {limit}, so it does not count"
+    age = age_ms(approved, started)
+    if age is None:  # both known on the API server's clock: cannot happen, never read as fresh
+        return f"the approval's age at {started} is unknown"
+    if age < 0:
         return (
-            f"the approval's time is unknown ({record.get('at')!r}): it cannot be shown younger than {limit}"
+            f"approved at {approved}, after this task's work first started at {started}: that work did "
+            "not start under this approval; clear this task to start it under the approval"
         )
-    if started is None:
+    if age > limit.total_seconds() * 1000:
         return (
-            f"the task's start time is unknown ({started_at!r}): the approval at {approved_at} cannot be aged"
+            f"approved at {approved.isoformat()}, expired after {limit} ({policy.source}): this task's work "
+            f"first started at {started.isoformat()} ({AIRFLOW_API_SERVER}'s clock), "
+            f"{timedelta(milliseconds=age)} later; clear the gate to ask again"
         )
-    if started < approved_at:
+    return None
+
+
+def time_left_ms(now: Stamp, deadline: Stamp) -> int | None:
+    """Milliseconds from ``now`` to ``deadline`` on one clock (negative: past); None when unknown."""
+    return age_ms(now, deadline)
+
+
+def late_answer(answered: Stamp, deadline: Stamp) -> tuple[str, str] | None:
+    """(outcome, reason) when a gate's answer came after its deadline (``timed_out``) or cannot be
+    compared with it (``refused``); None when it came in time.
+
+    Airflow can resume a gate with an answer given after its deadline (the scheduler's timeout
+    sweep resumes with any response it finds; a response between the deadline and the sweep
+    resumes the gate at once), so the gate judges the answer's time itself, on the API server's
+    clock that stamped both.
+    """
+    why = _one_clock("the answer's time", answered) or _one_clock("the gate's deadline", deadline)
+    if why:
+        return REFUSED, f"{why}: the answer cannot be shown to be in time, so it does not count"
+    late = age_ms(deadline, answered)
+    if late is not None and late > 0:
         return (
-            f"approved at {approved_at.isoformat()}, after this task started at {started.isoformat()}: "
-            "the two Airflow times disagree, so the approval's age is unknown"
-        )
-    if started - approved_at > limit:
-        return (
-            f"approved at {approved_at.isoformat()}, expired after {limit} ({policy.source}): this task "
-            f"started at {started.isoformat()}, {started - approved_at} later; clear the gate to ask again"
+            TIMED_OUT,
+            f"answered at {answered.isoformat()}, after the deadline {deadline.isoformat()} "
+            f"({AIRFLOW_API_SERVER}'s clock): the answer does not count",
         )
     return None
 
@@ -329,7 +370,7 @@ def check_approval(
     digest: str,
     policy: ApprovalPolicy,
     *,
-    started_at: Any,
+    started_at: Stamp | None,
     upstream: Sequence[Mapping[str, Any]] = (),
 ) -> Mapping[str, Any]:
     """The approval that lets the destructive step act on the plan with ``digest``; else NotApproved.
@@ -338,7 +379,8 @@ def check_approval(
     only when it approves exactly this digest; an ungated record counts only while the
     deployment still allows ungated runs; an approval still has to pass four-eyes (the
     triggering user and the ``upstream`` chain) and be younger than the policy's maximum age
-    at ``started_at`` (when the destructive task started).
+    at ``started_at``: when the destructive work first started, on the API server's clock
+    (None: unknown, the approval does not count).
     """
     if not record:
         raise NotApproved("no approval is recorded for this run: the approval gate has not approved it")

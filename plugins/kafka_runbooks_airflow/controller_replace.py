@@ -87,10 +87,14 @@ def _runbook(request: ReplaceRequest, kafka_config_id: str):
 def plan(request: ReplaceRequest, kafka_config_id: str) -> dict[str, Any]:
     """Read the quorum and plan; a step that would break the majority refuses here, before the gate."""
     from kafka_runbooks.controller_replace.runbook import ControllerReplacement
+    from kafka_runbooks_airflow.acl_check import require_acls
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
+        require_acls(
+            admin, "kafka_controller_replace", kafka_config_id
+        )  # AddRaftVoter's ALTER, before the gate
         document = ControllerReplacement(admin, None, request, logger=log).plan()  # type: ignore[arg-type]
     finally:
         admin.close()

@@ -13,8 +13,12 @@ a later task could check: clear the task after the gate and it runs as if approv
   the gate waited; nothing after the gate runs;
 - the destructive task calls :func:`require_approval` before acting: it recomputes the
   digest and refuses unless the gate approved exactly that for this run, and unless the
-  approval is younger than ``approval_max_age_s`` when the task started (a clear of the
-  destructive task alone, long after the gate, goes back to the gate);
+  approval was younger than ``approval_max_age_s`` when this task's work first started (a clear
+  of the destructive task alone, long after the gate, goes back to the gate). Both times are
+  Airflow's API server's (:mod:`kafka_runbooks_airflow.api_clock`): the answer's
+  ``responded_at``, and the API server's ``Date`` at this task's first approval check, kept in
+  Airflow's task state store (:func:`work_started`) so every later poke and retry ages the
+  approval from the same moment;
 - a run started by another run's approved decision (a sweep's gate) carries that approval
   in its conf (``upstream_approvals``, bound into its digest); the gate reads the parent
   gate's own record to verify it, and under four-eyes nobody in that chain may approve.
@@ -35,11 +39,14 @@ from typing import Any
 from kafka_runbooks import approval as rules
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.evidence import AIRFLOW_API_SERVER, Stamp
+from kafka_runbooks_airflow import api_clock
 
 log = logging.getLogger("kafka_runbooks.approval")
 
 RECORD_KEY = "approval"  # XCom key of the gate's record
-REQUEST_KEY = "approval_request"  # XCom key of what the gate asked (digest, trigger user)
+REQUEST_KEY = "approval_request"  # XCom key of what the gate asked (digest, trigger user, deadline)
+WORK_STARTED_KEY = "kafka_runbooks.approval.work_started"  # task state store key (destructive tasks)
 
 
 def load_policy():
@@ -182,43 +189,78 @@ def verified_upstream(context) -> list[dict[str, Any]]:
     return entries
 
 
-def task_started_at(context) -> Any:
-    """When this task started, as Airflow recorded it (a reschedule sensor: its first poke).
+def try_series(ti) -> Any:
+    """Which run of tries this try belongs to: Airflow's ``max_tries`` of the task instance.
 
-    Compared with the HITL answer's time, which Airflow's API server recorded: both are
-    Airflow's times, never a Kafka timestamp. A sensor re-checks its approval at every poke,
-    so "started" must stay the first poke's start, or a long roll would expire mid-way.
+    A retry keeps it (``handle_failure`` leaves it alone); a clear sets it to the try number plus
+    the task's retries, always higher than before. So what a try keeps in the task state store
+    (which Airflow keeps across retries and clears alike) is read back only within its own run of
+    tries: a retry or a poke finds it, a clear starts afresh.
     """
-    ti = context["ti"]
-    if context.get("task_reschedule_count"):
-        first = ti.get_first_reschedule_date(context)
-        if first is not None:
-            return first
-    return getattr(ti, "start_date", None)
+    return getattr(ti, "max_tries", None)
+
+
+def work_started(context) -> Stamp:
+    """When this task's work first started in this run of tries, on the API server's clock.
+
+    The first approval check reads the API server's ``Date`` (the end of that second) and keeps
+    it in Airflow's task state store (``context["task_state_store"]``, kept across pokes and
+    retries of the task instance); every later check reads it back. Not an XCom of the task:
+    Airflow deletes a task's own XComs each time it starts, a reschedule sensor's every poke
+    included. ClockUnreadable (a refusal) when the clock or the store cannot be read or written.
+    """
+    store = context.get("task_state_store")
+    if store is None:
+        raise api_clock.ClockUnreadable(
+            "this task has no task state store (Airflow 3.3's context['task_state_store']): the time its "
+            "work first started cannot be kept, so an approval cannot be aged"
+        )
+    series = try_series(context["ti"])
+    try:
+        kept = store.get(WORK_STARTED_KEY)
+    except Exception as exc:  # the supervisor or the API server did not answer
+        raise api_clock.ClockUnreadable(f"the task state store could not be read: {exc}") from exc
+    if isinstance(kept, dict) and kept.get("series") == series and isinstance(kept.get("ms"), int):
+        return Stamp(kept["ms"], str(kept.get("clock")))
+    started = api_clock.latest_in_second(api_clock.api_server_now())
+    entry = {"series": series, "ms": started.ms, "clock": started.clock, "at": started.isoformat()}
+    try:
+        store.set(WORK_STARTED_KEY, {**entry, "try_number": getattr(context["ti"], "try_number", None)})
+    except Exception as exc:
+        raise api_clock.ClockUnreadable(f"the task state store could not be written: {exc}") from exc
+    return started
 
 
 # ------------------------------------------------------------------ before every destructive task
 
 
 def require_approval(context, kind: str, gate_task_id: str, logger: logging.Logger | None = None) -> dict:
-    """Refuse (AirflowFailException, DECISION record) unless the gate approved this run's current plan."""
+    """Refuse (AirflowFailException, DECISION record) unless the gate approved this run's current plan,
+    and the approval was younger than its limit when this task's work first started (API server's clock)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     logger = logger or log
     action, digest = current_action(kind, context)
     record = run_xcom(context, gate_task_id, RECORD_KEY)
-    started = task_started_at(context)
+    started: Stamp | None = None
     try:
+        if isinstance(record, dict) and record.get("outcome") == rules.APPROVED:
+            started = work_started(context)
         approved = rules.check_approval(
             record, digest, load_policy(), started_at=started, upstream=upstream_approvals(context)
         )
-    except rules.NotApproved as exc:
+    except (rules.NotApproved, api_clock.ClockUnreadable) as exc:
         decisions.record(
             "approval",
             "refuse to act",
             str(exc),
             subject=context["ti"].task_id,
-            observed={"digest": digest, "gate_record": record, "action": action, "task_started_at": started},
+            observed={
+                "digest": digest,
+                "gate_record": record,
+                "action": action,
+                "work_started": str(started) if started else None,
+            },
             logger=logger,
             level=logging.ERROR,
         )
@@ -229,7 +271,12 @@ def require_approval(context, kind: str, gate_task_id: str, logger: logging.Logg
         f"{approved['outcome']} by {rules.user_label(approved.get('by'))} at {approved.get('at')}: "
         f"{approved['reason']}",
         subject=context["ti"].task_id,
-        observed={"digest": digest, "triggered_by": approved.get("triggered_by")},
+        observed={
+            "digest": digest,
+            "triggered_by": approved.get("triggered_by"),
+            "work_started": str(started) if started else None,
+            "clock": AIRFLOW_API_SERVER,
+        },
         logger=logger,
     )
     return approved

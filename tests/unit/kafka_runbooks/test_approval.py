@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kafka_runbooks import approval as rules
+from kafka_runbooks.evidence import AIRFLOW_API_SERVER, WORKER, Stamp
 
 PLAN = {
     "runbook": "kafka_broker_restart",
@@ -17,8 +18,15 @@ PLAN = {
 }
 
 
-APPROVED_AT = "2026-11-23T15:00:00+00:00"  # the HITL answer's time, as Airflow recorded it
-STARTED = datetime(2026, 11, 23, 15, 1, tzinfo=UTC)  # the destructive task's start, from Airflow
+APPROVED_AT = "2026-11-23T15:00:00+00:00"  # the HITL answer's responded_at (the API server stamps it)
+
+
+def _api(when: datetime) -> Stamp:
+    """A time on Airflow's API server's clock."""
+    return Stamp.of(when, AIRFLOW_API_SERVER)
+
+
+STARTED = _api(datetime(2026, 11, 23, 15, 1, tzinfo=UTC))  # the destructive work's first start
 
 
 def _policy(**kw) -> rules.ApprovalPolicy:
@@ -31,6 +39,7 @@ def _approved(digest: str, by="alice", triggered_by="bob") -> dict:
         "reason": f"approved by {by}",
         "by": {"id": by, "name": by},
         "at": APPROVED_AT,
+        "at_clock": AIRFLOW_API_SERVER,
         "triggered_by": triggered_by,
         "digest": digest,
     }
@@ -160,28 +169,48 @@ def test_an_upstream_approval_counts_only_as_its_gate_recorded_it():
             rules.upstream_entries(malformed)
 
 
-def test_an_approval_expires_at_the_destructive_tasks_start():
+def test_an_approval_expires_when_the_work_first_started_on_the_api_servers_clock():
     digest = rules.plan_digest(PLAN)
     record = _approved(digest)
     approved_at = datetime.fromisoformat(APPROVED_AT)
     hour = _policy()  # the default: one hour
     assert hour.approval_max_age_s == 3600
-    assert rules.check_approval(record, digest, hour, started_at=approved_at + timedelta(minutes=59))
-    late = approved_at + timedelta(hours=1, seconds=1)
+    assert rules.check_approval(record, digest, hour, started_at=_api(approved_at + timedelta(minutes=59)))
+    late = _api(approved_at + timedelta(hours=1, seconds=1))
     with pytest.raises(
         rules.NotApproved, match=r"approved at 2026-11-23T15:00:00\+00:00, expired after 1:00:00"
     ):
         rules.check_approval(record, digest, hour, started_at=late)
     assert rules.check_approval(record, digest, _policy(approval_max_age_s=7200), started_at=late)
-    # unknown stays unknown: no time, a naive time or a start before the answer never count as fresh
-    with pytest.raises(rules.NotApproved, match="start time is unknown"):
+    # unknown stays unknown: no time, another clock, a record without its clock, a start before the answer
+    with pytest.raises(rules.NotApproved, match="work first started is unknown"):
         rules.check_approval(record, digest, hour, started_at=None)
-    with pytest.raises(rules.NotApproved, match="start time is unknown"):
-        rules.check_approval(record, digest, hour, started_at=datetime(2026, 11, 23, 15, 1))
-    with pytest.raises(rules.NotApproved, match="approval's time is unknown"):
+    with pytest.raises(rules.NotApproved, match="stamped by this worker clock"):
+        rules.check_approval(record, digest, hour, started_at=Stamp.of(approved_at, WORKER))
+    with pytest.raises(rules.NotApproved, match="approval's time .* is unknown"):
         rules.check_approval({**record, "at": None}, digest, hour, started_at=STARTED)
-    with pytest.raises(rules.NotApproved, match="the two Airflow times disagree"):
-        rules.check_approval(record, digest, hour, started_at=approved_at - timedelta(seconds=5))
+    with pytest.raises(rules.NotApproved, match="stamped by an unrecorded clock"):
+        rules.check_approval({**record, "at_clock": None}, digest, hour, started_at=STARTED)
+    with pytest.raises(rules.NotApproved, match="that work did not start under this approval"):
+        rules.check_approval(record, digest, hour, started_at=_api(approved_at - timedelta(seconds=5)))
+
+
+def test_an_answer_counts_only_by_the_gates_deadline_on_one_clock():
+    deadline = _api(datetime(2026, 11, 23, 15, 30, tzinfo=UTC))
+    assert rules.late_answer(deadline, deadline) is None  # at the deadline: in time
+    assert rules.late_answer(deadline.plus_ms(-1), deadline) is None
+    outcome, why = rules.late_answer(deadline.plus_ms(1000), deadline)
+    assert outcome == rules.TIMED_OUT
+    assert why.startswith(
+        "answered at 2026-11-23T15:30:01+00:00, after the deadline 2026-11-23T15:30:00+00:00"
+    )
+    for answered, missing in (
+        (Stamp(None, AIRFLOW_API_SERVER), "the answer's time is unknown"),
+        (Stamp(deadline.ms, WORKER), "stamped by this worker clock"),
+    ):
+        outcome, why = rules.late_answer(answered, deadline)
+        assert outcome == rules.REFUSED and missing in why
+    assert rules.late_answer(deadline, Stamp(None, AIRFLOW_API_SERVER))[0] == rules.REFUSED
 
 
 def test_the_approval_lifetime_is_read_from_the_variable_then_the_environment():

@@ -18,6 +18,7 @@ from kafka_runbooks import approval as rules
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.metadata_errors.sweep import SweepOptions
 from kafka_runbooks.metadata_errors.targets import sweep_targets
+from tests.unit.kafka_runbooks_airflow.airflow_clock import TaskStateStore
 
 RUN_ID = "scheduled__2026-11-24T10:00:00+00:00"
 
@@ -81,14 +82,21 @@ def two_clusters(task_id: str, map_index: int) -> MappedTI:
 def context(ti: MappedTI) -> dict:
     from types import SimpleNamespace
 
-    return {"ti": ti, "dag": SimpleNamespace(dag_id="kafka_metadata_error_sweep"), "run_id": RUN_ID}
+    return {
+        "ti": ti,
+        "dag": SimpleNamespace(dag_id="kafka_metadata_error_sweep"),
+        "run_id": RUN_ID,
+        "task_state_store": TaskStateStore(),  # the task instance's (Airflow 3.3)
+    }
 
 
 @pytest.fixture
-def policy(monkeypatch):
+def policy(monkeypatch, api_server):
+    """The approval policy off; Airflow's API server (its clock) at 10:02, after the approvals here."""
     from kafka_runbooks_airflow import gate
     from kafka_runbooks_airflow.operators import gate as gates
 
+    api_server.now = datetime(2026, 11, 24, 10, 2, tzinfo=UTC)
     for module in (gate, gates):  # the glue's check and the gate operators read it
         monkeypatch.setattr(module, "load_policy", lambda: rules.load_policy({}.get, {}))
 
@@ -265,6 +273,7 @@ def _approved_record(ti: MappedTI, digest: str) -> None:
         "run_id": RUN_ID,
         "by": {"id": "alice", "name": "alice"},
         "at": "2026-11-24T10:01:00+00:00",
+        "at_clock": "Airflow's API server",  # the gate's record: responded_at, the API server's clock
         "triggered_by": None,
         "digest": digest,
     }
