@@ -28,7 +28,7 @@ SUITE := -m pytest -p no:cacheprovider -n 2 --timeout=900 --durations=30 tests
 
 test: lint
 	@bash scripts/bootstrap.sh --browser
-	$(PY) $(SUITE)
+	$(PY) $(SUITE) --kafka-compat
 
 # The whole suite once per supported Kafka release, one after the other, then passed/failed per
 # release; fails if any failed (hours). RELEASES=3.9,4.4.0 runs some (docs/testing.md, "Kafka releases").
