@@ -99,7 +99,11 @@ def session_stack():
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pytest.fail(f"another test session is using {home}; set KR_TEST_STACK_DIR to share one")
-        stack = LocalStack(home=home, topology=Topology(port_base=port_base))
+        # the release asked for (KR_KAFKA_VERSION, else the pinned one), never the one an earlier
+        # session recorded in this folder: the stack is destroyed and formatted anew anyway
+        stack = LocalStack(
+            home=home, topology=Topology(port_base=port_base), kafka_version=compat.session_release()
+        )
         stack.destroy()
         try:  # a start that times out must not leave its JVMs running
             stack.start(timeout=START_TIMEOUT_S)

@@ -2,7 +2,8 @@
 
 Shared by the integration test (the runbook's step class) and the e2e test (the DAG through
 Airflow): both keep every answer and judge each one by the same majority rule, on the quorum
-leader's own clock (``caught_up``), never the test's.
+leader's own clock and the controllers' own fetch timeout (``caught_up``, the evidence room's
+rule), never the test's.
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ from kafka_runbooks.controller_replace.plan import caught_up, voter_ids
 from kafka_runbooks.quorum import majority
 from tests.helpers import create_topic
 
-MAX_LAG_MS = 10_000
-
 
 class QuorumWatch(threading.Thread):
     """DescribeQuorum every 200 ms from its own client: (voters, caught-up voters, leader) per answer."""
 
-    def __init__(self, bootstrap: str, max_lag_ms: int = MAX_LAG_MS) -> None:
+    def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
         self.admin = ClusterAdmin({"bootstrap.servers": bootstrap}, timeout_s=5)
-        self.max_lag_ms = max_lag_ms
         self.answers: list[tuple[list[int], list[int], int]] = []
         self.errors: list[str] = []
         self.done = threading.Event()
@@ -35,7 +33,7 @@ class QuorumWatch(threading.Thread):
             except Exception as exc:  # an unanswered read is kept apart, never read as caught up
                 self.errors.append(repr(exc))
                 continue
-            self.answers.append((voter_ids(q), sorted(caught_up(q, self.max_lag_ms)), q.leader_id))
+            self.answers.append((voter_ids(q), sorted(caught_up(q)), q.leader_id))
 
     def stop(self) -> None:
         """End the polling and close its client (the answers stay)."""

@@ -59,7 +59,7 @@ from kafka_runbooks_dev.localstack.stack import LocalStack
 from kafka_runbooks_dev.localstack.topology import Topology
 from tests.e2e.test_broker_restart_dag import Producer
 from tests.helpers import SHARED_DISK_CEILING, create_topic, produce, unique_topic, wait_until
-from tests.quorum_watch import MAX_LAG_MS, QuorumWatch, created
+from tests.quorum_watch import QuorumWatch, created
 from tests.unclean_scenario import count_messages
 
 DAG_ID = "kafka_log_dir_failure"
@@ -472,7 +472,7 @@ def _settled_quorum(admin: ClusterAdmin, initial: list[int], spare: int):
     """The quorum once its initial voters are all caught up and the spare fetches as an observer."""
     q = admin.describe_quorum()
     joined = observer(q, spare) is not None
-    return q if voter_ids(q) == initial and len(caught_up(q, MAX_LAG_MS)) == 3 and joined else None
+    return q if voter_ids(q) == initial and len(caught_up(q)) == 3 and joined else None
 
 
 def _replace_at_gate(airflow: AirflowLocal, run_id: str, steps: list[tuple]) -> dict:

@@ -93,7 +93,8 @@ class LaneStack:
         once on a loaded machine: a controller of a just-formatted stack gone before its first
         log line), with the failure printed for the next reader."""
         for attempt in range(1, attempts + 1):
-            stack = LocalStack(home=_home(self.suffix), topology=self.topology(), kafka_version=self.release)
+            release = self.release or compat.session_release()  # never the one a folder recorded
+            stack = LocalStack(home=_home(self.suffix), topology=self.topology(), kafka_version=release)
             stack.destroy()  # a stack left by an interrupted session or a failed attempt
             try:
                 stack.start(timeout=START_TIMEOUT_S)

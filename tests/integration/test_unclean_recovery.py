@@ -151,7 +151,12 @@ def test_a_broker_that_does_not_answer_in_time_is_excluded(scenario, local_stack
         if "2" in doc["unanswered_brokers"]:
             break
     # leave broker 2 as found: unfenced again (the controller fenced it while it was frozen)
-    wait_until(lambda: admin.describe_brokers()[2].available, 90, 0.5, "broker 2 unfenced after SIGCONT")
+    wait_until(
+        lambda: (b := admin.describe_brokers().get(2)) is not None and b.available,
+        90,
+        0.5,
+        "broker 2 unfenced after SIGCONT (a fenced broker is not listed before DescribeCluster v2, Kafka 4.0)",
+    )
     assert "2" in doc["unanswered_brokers"] and "1500 ms" in doc["unanswered_brokers"]["2"]
     (choice,) = doc["choices"]
     rows = {r["broker_id"]: r for r in choice["rows"]}
@@ -177,7 +182,11 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
     report = _recover_with_loss(admin, doc, tmp_path, settle_s=SETTLE_S)
     (outcome,) = report.outcomes
     assert (outcome.status, outcome.leader) == (outcomes.ELECTED, sc.LONGEST)
-    assert f"for the whole {SETTLE_S} s settle period" in outcome.detail
+    # the settle asked for (3 s) is held at least broker.session.timeout.ms, the cluster's own (6 s here)
+    from kafka_runbooks.evidence import settle_period_s
+
+    held = settle_period_s(SETTLE_S, admin.cluster_timeouts())
+    assert held > SETTLE_S and f"for the whole {held:g} s settle period" in outcome.detail, outcome.detail
     after = _leader(admin, topic, 0)
     assert after.leader == sc.LONGEST and after.replicas == tuple(sc.ASSIGNMENT)  # order put back
 
