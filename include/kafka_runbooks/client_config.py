@@ -105,6 +105,7 @@ class _MaskedConfig(logging.Filter):
     secured stack): the dict is masked before any handler sees it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask the secrets of a dict argument; the line itself is always kept."""
         if isinstance(record.args, tuple) and record.args and isinstance(record.args[0], dict):
             record.args = (redact(record.args[0]), *record.args[1:])
         elif isinstance(record.args, dict):

@@ -273,8 +273,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = grouped
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """After the last test of a group, its stack stops (the next test would not use it)."""
+    """After the last test of a group, its stack stops (the next test would not use it). Last, after
+    the test's fixtures are torn down: a fixture that puts the stack back (``restore_stack`` starts
+    the nodes a test stopped) would otherwise restart a stopped stack, which then holds the ports
+    the next extra stack starts on (seen: a 4.4.0 copy's stack left running, the next one's JMX
+    exporter 'Address already in use')."""
     stack = _stack_of(item)
     if stack is not None and (nextitem is None or _stack_of(nextitem) != stack):
         lane_stack(*stack).stop()
