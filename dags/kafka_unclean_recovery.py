@@ -185,10 +185,13 @@ with DAG(
     @task(trigger_rule="all_done")
     def restore_replica_order(params=None) -> dict:
         """Whatever happened to the elections, no replica order is left changed: what a killed or
-        cleared try left reordered is put back (the run still holds the cluster's lease)."""
+        cleared try left reordered is put back (the run still holds the cluster's lease). Then the run
+        fails unless the elections succeeded or were skipped: as its last step, its state is the run's."""
+        from airflow.sdk import get_current_context
+
         from kafka_runbooks_airflow import unclean
 
-        return unclean.restore_left_orders(params["kafka_config_id"])
+        return unclean.restore_left_orders(params["kafka_config_id"], get_current_context())
 
     acquire_lease, release_lease = lease_tasks(POKE_INTERVAL_S)
     planned = plan_recovery()

@@ -160,10 +160,34 @@ def superseded_by_airflow(context):
     return halted
 
 
-def restore_left_orders(kafka_config_id: str) -> dict[str, Any]:
+ELECTIONS_TASK = "run_elections"
+ELECTIONS_DONE = ("success", "skipped")  # the elections held, or the run chose not to elect
+
+
+def elections_ended(context) -> str | None:
+    """Why the run must not end a success, from Airflow's state of its elections task; None when they
+    succeeded or were skipped. The restore step is the run's last and runs whatever happened, so the
+    run's state is its state: without this, a run whose recovery failed ended a success (the fault
+    campaign's unclean seed 2, once the restore step existed). Unknown is not success."""
+    ti = context["ti"]
+    try:
+        states = ti.get_task_states(
+            dag_id=context["dag"].dag_id, task_ids=[ELECTIONS_TASK], run_ids=[context["run_id"]]
+        )
+        raw = ((states or {}).get(context["run_id"]) or {}).get(ELECTIONS_TASK)
+    except Exception as exc:  # the supervisor or the API server did not answer
+        return f"the state of {ELECTIONS_TASK} could not be read ({type(exc).__name__}: {exc})"
+    state = None if raw is None else str(getattr(raw, "value", raw))
+    if state in ELECTIONS_DONE:
+        return None
+    return f"{ELECTIONS_TASK} ended {state or 'with no state'}: the offline partitions were not recovered"
+
+
+def restore_left_orders(kafka_config_id: str, context=None) -> dict[str, Any]:
     """What the run (or an earlier one) left reordered, put back now: the all_done step after the
     elections. A try killed between its reorder and its restore (a Clear, a kill -9) left the journal
-    entry; without this step it waited for the next run of the runbook."""
+    entry; without this step it waited for the next run of the runbook. Then, with ``context``, the
+    run fails unless its elections succeeded (:func:`elections_ended`)."""
     from kafka_runbooks.unclean.elect import ReorderState, restore_pending
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
@@ -176,6 +200,14 @@ def restore_left_orders(kafka_config_id: str) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
         raise AirflowFailException(f"replica order(s) not restored (the next run tries again): {restored}")
+    why = elections_ended(context) if context is not None else None
+    if why:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        decisions.record(
+            "outcome", "fail the run", f"{why}; the replica orders are restored ({restored or 'none left'})"
+        )
+        raise AirflowFailException(f"{why} (replica orders restored: {restored or 'none left'})")
     return {"restored": restored}
 
 
