@@ -19,7 +19,9 @@ pytestmark = pytest.mark.timeout(1500)
 
 # chosen to cover a node fault on the node acted on, an Airflow fault and an unusual answer
 # between them (see each schedule with kafka_runbooks_dev.chaos.schedule.draw)
-HANDFUL = [("restart", 3), ("heal", 4), ("unclean", 2), ("decommission", 5)]
+# restart 3 left out for the suite's time: its fault (an answer as the gate asks) is
+# tests/e2e/test_gate_answers.py's, and it replays with `make chaos RUNBOOKS=restart SEEDS=3`
+HANDFUL = [("heal", 4), ("unclean", 2), ("decommission", 5)]
 
 
 @pytest.fixture

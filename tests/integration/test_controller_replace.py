@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.controller_replace.plan import ReplaceRequest, caught_up, voter_ids
 from kafka_runbooks.controller_replace.quorum_tool import QuorumTool
@@ -26,7 +24,6 @@ from tests.quorum_watch import QuorumWatch, created
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.compat
 def test_a_lost_controller_is_replaced_without_ever_losing_the_majority(dynamic_stack):
     stack = dynamic_stack
     spare = stack.topology.spare_controller_nodes[0]

@@ -51,7 +51,7 @@ def test_a_bounce_between_two_sweeps_restarts_the_countdown(restore_stack, admin
         assert "registered and fenced" in record.reason
     else:
         assert f"broker {BROKER}" in record.reason and "hosts" in record.reason, record.reason
-    assert first.failed[BROKER].last_fetch_ms is not None  # the quorum still lists it as an observer
+    assert first.failed[BROKER].seen_fetch_ms is not None  # the quorum still lists it as an observer
 
     # a sweep later, still down without having run: the countdown goes on
     wait_until(lambda: admin.read_state(include_log_dirs=False).taken_at_ms > started + 1000, 10, 0.5)

@@ -21,7 +21,7 @@ import pytest
 from kafka_runbooks.unclean import elect as outcomes
 from kafka_runbooks.unclean.request import RecoveryInputError, build_request
 from kafka_runbooks.unclean.runbook import RecoveredWithLoss, RecoveryFailed, plan, recover
-from kafka_runbooks_dev.localstack import LocalStack
+from kafka_runbooks_dev.localstack import LocalStack, jars
 from tests import unclean_scenario as sc
 from tests.helpers import wait_until
 
@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the hold after an election where nothing happens during it: three reads a second apart (the
 #: runbook's default is 30 s); the tests that break the hold keep the longer periods they need
 SETTLE_S = 3
+# the session's release's jars (.stack/lib-<version>), as the stack runs them
+LIB_DIR = jars.lib_dir_for(jars.selected())
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +197,7 @@ def test_the_runbook_keeps_the_longest_log_and_kafka_unclean_election_does_not(
         [
             "java",
             "-cp",
-            str(ROOT / ".stack" / "lib" / "*"),
+            str(LIB_DIR / "*"),
             "org.apache.kafka.tools.LeaderElectionCommand",
             "--bootstrap-server",
             local_stack.bootstrap_servers,
@@ -419,9 +421,9 @@ TOOLS = {
 
 
 def _tool(command: list[str]) -> subprocess.CompletedProcess:
-    """Run a STEPS.md command with the Kafka 4.3.1 tools jar (the class its script runs)."""
+    """Run a STEPS.md command with the session's release's tools jar (the class its script runs)."""
     cls = TOOLS[command[0]]
-    java = ["java", "-cp", str(ROOT / ".stack" / "lib" / "*"), cls, *command[1:]]
+    java = ["java", "-cp", str(LIB_DIR / "*"), cls, *command[1:]]
     return subprocess.run(java, capture_output=True, text=True, timeout=180)
 
 
