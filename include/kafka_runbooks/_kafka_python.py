@@ -66,6 +66,9 @@ class KafkaPythonClient:
         self.suspect_ms = suspect_ms if suspect_ms is not None else 3 * self.request_timeout_ms
         #: broker id -> why it is skipped ("broker 2 accepted the connection but did not answer within 3 s")
         self.suspects: dict[int, str] = {}
+        #: broker id -> when (monotonic s) it last refused a connection: no controller-bound request
+        #: goes there for ``suspect_ms`` (kafka-python's own back-off ends within milliseconds)
+        self.refused: dict[int, float] = {}
         self._client = KafkaAdminClient(**kwargs)
         _watch_nodes(self)
 
@@ -95,6 +98,7 @@ class KafkaPythonClient:
 
     def answered(self, node_id: int) -> None:
         """A node that answers is no longer a suspect."""
+        self.refused.pop(node_id, None)
         if self.suspects.pop(node_id, None) is not None:
             log.info("broker %s answers again", node_id)
 
@@ -347,7 +351,12 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
     def watched_send(request, node_id=None, request_timeout_ms=None):
         """kafka-python's send, remembering which node answered and making one that timed out a suspect."""
         node = node_id if node_id is not None else manager.least_loaded_node()
-        future = send(request, node_id=node, request_timeout_ms=request_timeout_ms)
+        try:
+            future = send(request, node_id=node, request_timeout_ms=request_timeout_ms)
+        except Exception as exc:  # a connection refused at once: remembered, then kafka-python's
+            if node is not None:
+                _on_send_failure(client, node, exc, request_timeout_ms)
+            raise
         if node is not None:
             future.add_callback(lambda _: client.answered(node))
             future.add_errback(lambda exc: _on_send_failure(client, node, exc, request_timeout_ms))
@@ -356,8 +365,15 @@ def _watch_nodes(client: KafkaPythonClient) -> None:
     async def controller_id_not_suspect(timeout_ms=30000):
         """The node for controller-bound requests: kafka-python's choice unless it is a suspect or refused
         its last connection, then the lowest other broker the metadata names (:func:`controller_choice`)."""
+        import time
+
         node = await refresh_controller_id(timeout_ms)
-        avoid = set(client.suspects) | set(manager._backoff)  # kafka-python's: last connect failed
+        recent = time.monotonic() - client.suspect_ms / 1000
+        refused = {b for b, at in client.refused.items() if at >= recent}
+        # a refused connection (a broker killed a moment ago, still in the metadata): kafka-python's
+        # back-off forgets it within milliseconds, and a retry went back to it (seen: ElectLeaders
+        # after a kill -9, every attempt to the dead broker)
+        avoid = set(client.suspects) | set(manager._backoff) | refused
         chosen = controller_choice(node, [b.node_id for b in manager.cluster.brokers()], avoid)
         if chosen != node:
             log.info(
@@ -386,8 +402,13 @@ def _on_send_failure(
     """A request that timed out on ``node`` (the connection was accepted, or is half-open,
     and nothing came back) makes the node a suspect; a refused connection or a node already
     in back-off is kafka-python's own business (it backs off by itself)."""
-    from kafka.errors import KafkaTimeoutError, RequestTimedOutError
+    import time
 
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError
+
+    if isinstance(exc, KafkaConnectionError):
+        client.refused[node] = time.monotonic()
+        return
     if not isinstance(exc, (RequestTimedOutError, KafkaTimeoutError)):
         return
     seconds = (timeout_ms or client.request_timeout_ms) / 1000

@@ -173,3 +173,19 @@ def test_kafka_pythons_own_debug_line_of_its_configuration_is_masked(caplog):
     logging.getLogger("kafka.admin.client").debug("Starting KafkaAdminClient with configuration: %s", configs)
     assert "s3cret-pw" not in caplog.text and "k3y-pw" not in caplog.text
     assert "'sasl_plain_password': '***'" in caplog.text and "b:9092" in caplog.text
+
+
+def test_a_refused_connection_is_remembered_until_the_broker_answers_again():
+    """kafka-python forgets a refused connection within milliseconds (its back-off); a retry of a
+    controller-bound request went back to a broker killed a moment ago. The refusal is kept for the
+    controller choice until the broker answers again; a timeout still makes a suspect."""
+    from kafka.errors import KafkaConnectionError
+
+    from kafka_runbooks._kafka_python import KafkaPythonClient, _on_send_failure
+
+    kp = KafkaPythonClient.__new__(KafkaPythonClient)
+    kp.suspects, kp.refused, kp.request_timeout_ms, kp.suspect_ms = {}, {}, 5000, 15000
+    _on_send_failure(kp, 3, KafkaConnectionError("111 ECONNREFUSED"), None)
+    assert list(kp.refused) == [3] and kp.suspects == {}
+    kp.answered(3)
+    assert kp.refused == {}
