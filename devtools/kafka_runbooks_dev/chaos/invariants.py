@@ -8,7 +8,9 @@ show it, so a reader of the campaign's record sees why without the samples:
 - ``leaderless``: never a moment without a quorum leader beyond one election (spans while the
   schedule itself kept a majority of the controllers away are the schedule's, not the runbook's);
 - ``min_isr_broken``: min.insync.replicas never broken by the runbook's own action: a partition
-  below it whose replicas out of the ISR include one no fault (and no incident) touched;
+  below it whose replicas out of the ISR include one no fault (and no incident) touched and that
+  the watcher saw in the ISR before (a replica a reassignment is adding was never in it: its
+  absence is the copy, not a replica the runbook pushed out);
 - ``false_success``: "success" only where a read of the cluster, made after
   ``broker.session.timeout.ms``, agrees;
 - ``leftovers``: no throttle, replica reorder or cordon left behind once the run ended;
@@ -83,16 +85,20 @@ def _majority_away(start: float, end: float, away: list[Away], majority: int) ->
 
 
 def min_isr_broken(samples: list[Sample], min_isr: dict[str, int], away: list[Away]) -> list[str]:
-    """Moments a partition was below its min ISR with a replica out of the ISR that no fault touched."""
+    """Moments a partition was below its min ISR with a replica out of the ISR that no fault touched
+    and that was in it before (seen in an earlier sample's ISR)."""
     touched = {a.node for a in away}
     seen: set[tuple[str, tuple[int, ...]]] = set()
+    was_in_isr: dict[str, set[int]] = {}
     out = []
     for s in samples:
         for name, p in (s.partitions or {}).items():
+            was = was_in_isr.setdefault(name, set())
+            was.update(p.isr)
             floor = min_isr.get(name.rsplit("-", 1)[0])
             if floor is None or p.leader < 0 or len(p.isr) >= floor or len(p.replicas) <= floor:
                 continue
-            untouched = tuple(sorted(set(p.replicas) - set(p.isr) - touched))
+            untouched = tuple(sorted((set(p.replicas) - set(p.isr) - touched) & was))
             if untouched and (name, untouched) not in seen:
                 seen.add((name, untouched))
                 out.append(

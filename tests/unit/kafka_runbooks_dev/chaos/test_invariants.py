@@ -29,14 +29,22 @@ def test_a_long_span_without_a_leader_is_a_violation_unless_a_majority_was_away(
 
 
 def test_min_isr_is_broken_by_the_runbook_only_through_a_broker_no_fault_touched():
+    in_sync = sample(1, **{"t-0": (1, (1, 2, 3), (1, 2, 3))})
     below = sample(3, **{"t-0": (1, (1, 2, 3), (1,))})
-    assert inv.min_isr_broken([below], {"t": 2}, [inv.Away(2, 0, None, "kill")]) == [
+    assert inv.min_isr_broken([in_sync, below], {"t": 2}, [inv.Away(2, 0, None, "kill")]) == [
         "t-0 at +3.0 s: ISR [1] below min.insync.replicas=2, broker(s) [3] out of it that no fault touched"
     ]
     touched = [inv.Away(2, 0, None, "kill"), inv.Away(3, 1, 9, "stop")]
-    assert inv.min_isr_broken([below], {"t": 2}, touched) == []
+    assert inv.min_isr_broken([in_sync, below], {"t": 2}, touched) == []
     at_min = sample(3, **{"t-0": (1, (1, 2, 3), (1, 2))})
     assert inv.min_isr_broken([at_min], {"t": 2}, []) == []
+
+
+def test_a_replica_being_added_was_never_in_the_isr_so_it_breaks_nothing():
+    """Campaign stop:9 (round 3): a heal copying to broker 3 for a partition whose other replica the
+    incident killed read as "broker 3 out of the ISR that no fault touched": it was never in it."""
+    adding = [sample(t, **{"t-0": (2, (4, 2, 3), (2,))}) for t in (1, 2, 3)]
+    assert inv.min_isr_broken(adding, {"t": 2}, [inv.Away(4, 0, None, "kill")]) == []
 
 
 def test_a_success_the_cluster_disagrees_with_is_false():
