@@ -180,27 +180,34 @@ def elections_ended(context) -> str | None:
     state = None if raw is None else str(getattr(raw, "value", raw))
     if state in ELECTIONS_DONE:
         return None
-    return f"{ELECTIONS_TASK} ended {state or 'with no state'}: the offline partitions were not recovered"
+    return f"{ELECTIONS_TASK} ended {state or 'with no state'}"
 
 
 def restore_left_orders(kafka_config_id: str, context=None) -> dict[str, Any]:
     """What the run (or an earlier one) left reordered, put back now: the all_done step after the
     elections. A try killed between its reorder and its restore (a Clear, a kill -9) left the journal
     entry; without this step it waited for the next run of the runbook. Then, with ``context``, the
-    run fails unless its elections succeeded (:func:`elections_ended`)."""
+    run fails unless its elections succeeded (:func:`elections_ended`), saying what the cluster
+    says of each planned partition now: an election the killed task sent may have held, and lost
+    records (:mod:`kafka_runbooks.unclean.unreported`)."""
     from kafka_runbooks.unclean.elect import ReorderState, restore_pending
+    from kafka_runbooks.unclean.unreported import partitions_now
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         restored = restore_pending(admin, ReorderState(kafka_config_id), log)
+        why = elections_ended(context) if context is not None else None
+        if why:
+            document = context["ti"].xcom_pull(task_ids="plan_recovery") or {}
+            now = partitions_now(admin, document, log)
+            why = f"{why}; the cluster now: {now or 'no partition was planned'}"
     finally:
         admin.close()
     if any(v.startswith("NOT") for v in restored.values()):
         from airflow.sdk.exceptions import AirflowFailException
 
         raise AirflowFailException(f"replica order(s) not restored (the next run tries again): {restored}")
-    why = elections_ended(context) if context is not None else None
     if why:
         from airflow.sdk.exceptions import AirflowFailException
 

@@ -203,7 +203,7 @@ class Campaign:
         """Whether the run's outcome names a loss of acknowledged records (its logs say so)."""
         if scenario.runbook != "unclean":
             return False
-        for task in ("run_elections",):
+        for task in ("run_elections", "restore_replica_order"):  # the last step says it after a kill
             try:
                 text = self.airflow.task_log_text(scenario.dag_id, result.run_id, task)
             except Exception as exc:  # no such task or no log: this task names nothing

@@ -6,8 +6,14 @@ bytes per second) and, per topic, which replicas the rate applies to
 (``leader.replication.throttled.replicas``: the existing replicas that send,
 ``follower.replication.throttled.replicas``: the new replicas that fetch, as
 ``partition:broker`` items). Everything is changed with IncrementalAlterConfigs: list
-items are appended and taken out one by one, so other configs (and other tools' items)
-survive; a broker rate that was already set is put back as it was.
+items are appended (APPEND) and taken out (SUBTRACT) by the controller itself, so other configs
+(and other tools' items) survive; a broker rate that was already set is put back as it was.
+
+Every change is read back before it counts: a broker answers DescribeConfigs from its own copy
+of the metadata, which can lag the controller's answer to the change (seen on Kafka 3.9.2: a
+topic's throttled replicas read as unset just after they were appended, so a removal that
+edited what it read took nothing off). The read-back makes later reads of the same broker
+newer than the change; what does not show within ``READ_BACK_S`` is named as left, never done.
 
 What was set is written to the run's state file BEFORE it is set, so a cleanup task, a
 killed task's ``on_kill`` or the next run can always take it off again.
@@ -16,6 +22,8 @@ killed task's ``on_kill`` or the next run can always take it off again.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +38,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_KEYS = [LEADER_RATE, FOLLOWER_RATE]
 TOPIC_KEYS = [LEADER_REPLICAS, FOLLOWER_REPLICAS]
+READ_BACK_S = 10.0  # a change not in a broker's own answer by then is reported, not taken as done
 
 
 @dataclass
@@ -129,15 +138,12 @@ def read_previous_rates(admin: ClusterAdmin, record: ThrottleRecord) -> None:
 
 
 def apply(admin: ClusterAdmin, record: ThrottleRecord, logger: logging.Logger | None = None) -> None:
-    """Set the rates on the brokers and append the throttled replicas on the topics."""
+    """Set the rates on the brokers and append the throttled replicas on the topics, then read them
+    back: a throttle that does not show in the brokers' own answers is not taken as set."""
     rate = str(record.rate)
     broker_changes = {b: {k: ("SET", rate) for k in BROKER_KEYS} for b in record.brokers}
     topic_changes = {
-        t: {
-            key: ("APPEND", ",".join(items))
-            for key, items in ((LEADER_REPLICAS, e.leader), (FOLLOWER_REPLICAS, e.follower))
-            if items
-        }
+        t: {key: ("APPEND", ",".join(items)) for key, items in _lists(e) if items}
         for t, e in record.topics.items()
     }
     failures = {
@@ -154,6 +160,11 @@ def apply(admin: ClusterAdmin, record: ThrottleRecord, logger: logging.Logger | 
     )
     if failures:
         raise ThrottleError(f"setting the replication throttle failed: {failures}")
+    unseen = _until_none(lambda: _not_set_yet(admin, record))
+    if unseen:
+        raise ThrottleError(
+            f"the replication throttle was set but does not read back within {READ_BACK_S:.0f} s: {unseen}"
+        )
     decisions.record(
         "throttle",
         "set the replication throttle",
@@ -162,6 +173,7 @@ def apply(admin: ClusterAdmin, record: ThrottleRecord, logger: logging.Logger | 
             "rate_bytes_per_sec": record.rate,
             "brokers": list(record.brokers),
             "topics": record.as_dict()["topics"],
+            "read_back": "every broker's own answer and the topics' configs show it",
         },
         action=f"{LEADER_RATE}/{FOLLOWER_RATE}={rate} on brokers {list(record.brokers)}; "
         f"{LEADER_REPLICAS}/{FOLLOWER_REPLICAS} appended on {len(record.topics)} topic(s)",
@@ -174,13 +186,15 @@ def remove(
 ) -> dict[str, str]:
     """Take off what ``record`` set; returns what could not be removed (resource -> why).
 
-    Broker rates go back to their previous value (deleted when there was none). Topic
-    items are taken out; a list left empty is deleted rather than left as "". A broker's
-    rates are changed by a request to that broker itself, so each broker is asked for its own
-    answer first and changed alone: one that is not live or does not answer (killed a moment ago,
-    still registered) keeps its entry in the returned dict, and keeps none of the others or the
-    topics from being cleaned. Its config lives in the controller's metadata and outlives it:
-    it comes off when the broker answers again (:func:`remaining` keeps exactly that).
+    Broker rates go back to their previous value (deleted when there was none). Topic items are
+    subtracted by the controller (never computed from a read, which may lag); a list left empty is
+    then deleted rather than left as "". A broker's rates are changed by a request to that broker
+    itself, so each broker is asked for its own answer first and changed alone: one that is not live
+    or does not answer (killed a moment ago, still registered) keeps its entry in the returned dict,
+    and keeps none of the others or the topics from being cleaned. Its config lives in the
+    controller's metadata and outlives it: it comes off when the broker answers again
+    (:func:`remaining` keeps exactly that). Whatever still reads as set after ``READ_BACK_S`` is
+    returned too.
     """
     left: dict[str, str] = {}
     broker_changes = _broker_rate_restores(record, live, left)
@@ -194,22 +208,18 @@ def remove(
             result = f"{type(exc).__name__}: {exc}"
         if result != "OK":
             left[f"broker {name}"] = result
-    topics = list(record.topics)
-    current = admin.describe_config_values("topic", topics, TOPIC_KEYS) if topics else {}
-    topic_changes = {
-        topic: _topic_item_removals(record.topics[topic], current.get(topic, {})) for topic in topics
-    }
-    for name, result in admin.incremental_alter_configs("topic", topic_changes).items():
-        if result != "OK" and "UnknownTopicOrPartition" not in result:
-            left[f"topic {name}"] = result
+    _subtract_topic_items(admin, record, left)
+    restored = {b: c for b, c in broker_changes.items() if f"broker {b}" not in left}
+    topics = [t for t in record.topics if f"topic {t}" not in left]
+    left.update(_until_none(lambda: _still_set(admin, record, restored, topics)))
     decisions.record(
         "throttle",
         "remove the replication throttle" if not left else "remove the replication throttle (partly)",
         "the chunk is over (done, failed or stopped): a throttle left behind would slow every later "
         "replica catch-up on these brokers"
         + ("" if not left else "; what is left stays recorded and comes off once its broker answers"),
-        observed={"brokers": list(record.brokers), "topics": topics, "left": left},
-        action="rates restored or deleted; throttled replicas taken out",
+        observed={"brokers": list(record.brokers), "topics": list(record.topics), "left": left},
+        action="rates restored or deleted; throttled replicas taken out; read back",
         logger=logger,
         level=logging.INFO if not left else logging.WARNING,
     )
@@ -246,19 +256,89 @@ def _broker_rate_restores(
     return broker_changes
 
 
-def _topic_item_removals(
-    ours: TopicThrottle, now: dict[str, str | None]
-) -> dict[str, tuple[str, str | None]]:
-    """Take only the run's own items out of a topic's throttled-replica lists (``now``: as read):
-    items someone else added stay, and a list left empty is deleted, never left as ""."""
-    changes = {}
-    for key, items in ((LEADER_REPLICAS, ours.leader), (FOLLOWER_REPLICAS, ours.follower)):
-        value = now.get(key)
-        if value is None:
+def _lists(entry: TopicThrottle) -> tuple[tuple[str, list[str]], ...]:
+    """A topic's two throttled-replica lists, by config name."""
+    return ((LEADER_REPLICAS, entry.leader), (FOLLOWER_REPLICAS, entry.follower))
+
+
+def _items(value: str | None) -> list[str]:
+    """A list config's ``partition:broker`` items as read (None: not set)."""
+    return [i.strip() for i in (value or "").split(",") if i.strip()]
+
+
+def _subtract_topic_items(admin: ClusterAdmin, record: ThrottleRecord, left: dict[str, str]) -> None:
+    """SUBTRACT the run's own items from each topic's lists: the controller takes out exactly those,
+    items someone else added stay, whatever any broker's copy of the configs says right now."""
+    changes = {
+        t: {key: ("SUBTRACT", ",".join(items)) for key, items in _lists(e) if items}
+        for t, e in record.topics.items()
+    }
+    for name, result in admin.incremental_alter_configs("topic", changes).items():
+        if result != "OK" and "UnknownTopicOrPartition" not in result:
+            left[f"topic {name}"] = result
+
+
+def _until_none(read: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """Ask ``read`` (what does not read as wanted yet) until it names nothing or ``READ_BACK_S``
+    passed; what it named last."""
+    deadline = time.monotonic() + READ_BACK_S
+    while True:
+        pending = read()
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        time.sleep(0.2)
+
+
+def _own_rates(admin: ClusterAdmin, broker: str) -> dict[str, str | None] | str:
+    """The throttle rates set on ``broker``, in its own answer; why not, as text, when it cannot say."""
+    try:
+        return admin.describe_config_values("broker", [broker], BROKER_KEYS)[broker]
+    except KafkaRunbookError as exc:
+        return f"does not answer ({type(exc).__name__}: {exc})"
+
+
+def _not_set_yet(admin: ClusterAdmin, record: ThrottleRecord) -> dict[str, str]:
+    """What of ``record`` its brokers' own answers and the topics' configs do not show yet."""
+    pending: dict[str, str] = {}
+    for broker in record.brokers:
+        rates = _own_rates(admin, broker)
+        if isinstance(rates, str) or any(rates.get(k) != str(record.rate) for k in BROKER_KEYS):
+            pending[f"broker {broker}"] = f"reads {rates}"
+    now = admin.describe_config_values("topic", list(record.topics), TOPIC_KEYS) if record.topics else {}
+    for topic, entry in record.topics.items():
+        have = now.get(topic, {})
+        missing = [i for key, items in _lists(entry) for i in items if i not in _items(have.get(key))]
+        if missing:
+            pending[f"topic {topic}"] = f"does not list {missing} yet"
+    return pending
+
+
+def _still_set(
+    admin: ClusterAdmin,
+    record: ThrottleRecord,
+    restored: dict[str, dict[str, tuple[str, str | None]]],
+    topics: list[str],
+) -> dict[str, str]:
+    """What a removal changed but does not read back yet: a broker whose own answer is not its
+    restored rates, a topic still listing one of the run's items. A list read empty is deleted
+    (SUBTRACT leaves "")."""
+    pending: dict[str, str] = {}
+    for broker, change in restored.items():
+        wanted = {k: value for k, (_, value) in change.items()}
+        rates = _own_rates(admin, broker)
+        if isinstance(rates, str) or any(rates.get(k) != wanted[k] for k in BROKER_KEYS):
+            pending[f"broker {broker}"] = f"restored, but its own answer reads {rates}"
+    now = admin.describe_config_values("topic", topics, TOPIC_KEYS) if topics else {}
+    for topic in topics:
+        have = now.get(topic, {})
+        ours = [i for key, items in _lists(record.topics[topic]) for i in items if i in _items(have.get(key))]
+        if ours:
+            pending[f"topic {topic}"] = f"still lists {ours}"
             continue
-        remaining = [i for i in value.split(",") if i.strip() and i.strip() not in set(items)]
-        changes[key] = ("SET", ",".join(remaining)) if remaining else ("DELETE", None)
-    return changes
+        empty = {key: ("DELETE", None) for key in TOPIC_KEYS if key in have and not _items(have[key])}
+        if empty and admin.incremental_alter_configs("topic", {topic: empty}).get(topic) != "OK":
+            pending[f"topic {topic}"] = f"{sorted(empty)} left empty"
+    return pending
 
 
 def leftover_throttles(

@@ -31,6 +31,7 @@ from kafka_runbooks.unclean.render import (
     write_json,
 )
 from kafka_runbooks.unclean.request import RecoveryRequest, resolve
+from kafka_runbooks.unclean.unreported import LOSS_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def _lossy_elections(report: ElectionReport, choices: list[Choice], logger) -> d
     for name, loss in lossy.items():
         decisions.record(
             "outcome",
-            "RECOVERED WITH LOSS of acknowledged records",
+            LOSS_WORDS,
             f"broker {by_name[name].chosen} leads but is not known to hold every committed record "
             f"(clean replicas {list(by_name[name].clean_replicas)}); acknowledged records lost: {loss}",
             observed={"chosen": by_name[name].chosen, "clean_replicas": list(by_name[name].clean_replicas)},

@@ -31,6 +31,7 @@ from kafka_runbooks.failed_broker.execute import (
 )
 from kafka_runbooks.failed_broker.throttle import BROKER_KEYS, FOLLOWER_RATE, LEADER_RATE
 from kafka_runbooks.model import Broker, LogDirReplica, PartitionState
+from tests.config_fakes import ConfigStore
 
 SESSION_MS = 6000
 FROM = {("t", 0): [5, 1, 2], ("t", 1): [2, 5, 4]}
@@ -57,7 +58,7 @@ class Cluster:
         self.inflight: dict[tuple[str, int], dict[str, list[int]]] = {}
         self.silent: dict[int, str] = {}
         self.fenced: set[int] = set()
-        self.configs: dict[tuple[str, str], dict[str, str]] = {}
+        self.store = ConfigStore()
         self.acted: list[tuple] = []
         self.log_dirs_asked: list[list[int]] = []
 
@@ -89,7 +90,7 @@ class Cluster:
         return [LogDirReplica(b, "t", 1, 100, "/d") for b in broker_ids if b == 1], errors
 
     def describe_config_values(self, kind, names, keys):
-        return {n: {k: v for k, v in self.configs.get((kind, n), {}).items() if k in keys} for n in names}
+        return self.store.values(kind, names, keys)
 
     # changes
     def alter_partition_reassignments(self, pairs):
@@ -122,16 +123,7 @@ class Cluster:
             dead = [n for n in changes if int(n) in self.silent]
             if dead:  # sent to that broker itself: kafka-python raises, nothing of the call comes back
                 raise AdminError(f"IncrementalAlterConfigs failed: broker {dead[0]}: {KILLED}")
-        for name, entries in changes.items():
-            values = self.configs.setdefault((kind, name), {})
-            for k, (op, v) in entries.items():
-                if op == "DELETE":
-                    values.pop(k, None)
-                elif op == "APPEND":
-                    values[k] = ",".join(i for i in [values.get(k), v] if i)
-                else:
-                    values[k] = v
-        return dict.fromkeys(changes, "OK")
+        return self.store.alter(kind, changes)
 
     def finish(self, tp):
         """The controller completes a move: its new replica caught up and joined the ISR."""
@@ -144,7 +136,7 @@ class Cluster:
             "leader.replication.throttled.replicas",
             "follower.replication.throttled.replicas",
         }
-        return {f"{kind} {n}": v for (kind, n), v in self.configs.items() if set(v) & keys}
+        return {f"{kind} {n}": v for (kind, n), v in self.store.configs.items() if set(v) & keys}
 
 
 @pytest.fixture
@@ -181,7 +173,7 @@ def test_a_receiver_killed_mid_chunk_is_said_every_poll_then_its_moves_are_cance
     assert state.chunks[0].status == MOVING and _reassigned(cluster) == [
         {("t", 0): [3, 1, 2], ("t", 1): [2, 1, 4]}
     ]
-    assert cluster.configs[("broker", "3")][FOLLOWER_RATE] == "50000"
+    assert cluster.store.configs[("broker", "3")][FOLLOWER_RATE] == "50000"
 
     cluster.silent[3] = KILLED  # kill -9: no answer at once; fenced after the session timeout
     clock.now += 1

@@ -25,6 +25,7 @@ from kafka_runbooks_airflow.hooks import kafka_admin
 from kafka_runbooks_airflow.lease import cluster_lease
 from kafka_runbooks_airflow.run_state import run_dir
 from kafka_runbooks_airflow.sensors.reassignment import KafkaReassignmentSensor
+from tests.config_fakes import ConfigStore
 
 DAG_ID = "kafka_failed_broker_reassignment"
 RUN_ID = "sweep__kafka_unit__2026-11-24T10:00:00+00:00"
@@ -42,6 +43,7 @@ class FailedBrokerCluster:
         self.closed = 0
         self.on_read = None
         self.silent: dict[int, str] = {}  # brokers whose own listener does not answer, with why
+        self.store = ConfigStore()
 
     def describe_brokers(self):
         if self.on_read is not None:
@@ -82,11 +84,11 @@ class FailedBrokerCluster:
         return {tp: None for tp in pairs}
 
     def describe_config_values(self, kind, names, keys):
-        return {name: {} for name in names}
+        return self.store.values(kind, names, keys)
 
     def incremental_alter_configs(self, kind, changes):
         self.acted.append(("configs", kind, changes))
-        return {name: "OK" for name in changes}
+        return self.store.alter(kind, changes)
 
     def describe_log_dirs(self, broker_ids):
         return [], {}
@@ -191,8 +193,14 @@ def test_on_kill_after_a_poke_takes_its_own_throttle_off(rig):
     rig.sensor.poke(rig.context)
     rig.cluster.acted.clear()
     rig.sensor.on_kill()
-    # each broker's rates by a request of its own (a dead one keeps none of the others back), then the topic
-    assert [call[:2] for call in rig.cluster.acted] == [("configs", "broker")] * 3 + [("configs", "topic")]
+    # each broker's rates by a request of its own (a dead one keeps none of the others back), then the
+    # topic: its items subtracted, then the lists SUBTRACT left empty ("") deleted
+    assert [call[:2] for call in rig.cluster.acted] == [("configs", "broker")] * 3 + [
+        ("configs", "topic")
+    ] * 2
+    assert {op for _, (op, _) in rig.cluster.acted[3][2]["t"].items()} == {"SUBTRACT"}
+    assert {op for _, (op, _) in rig.cluster.acted[4][2]["t"].items()} == {"DELETE"}
+    assert rig.cluster.store.values("topic", ["t"], ["leader.replication.throttled.replicas"]) == {"t": {}}
     assert [list(call[2]) for call in rig.cluster.acted[:3]] == [["1"], ["2"], ["3"]]
     assert load_state(rig.path).throttle is None
     assert _reassigned(rig.cluster) == []  # the copy itself goes on; a re-run adopts it
