@@ -63,9 +63,10 @@ class Answerer(threading.Thread):
     def _step(self) -> None:
         ti = self.airflow.task_instance(self.dag_id, self.run_id, self.gate)
         try_number, state = ti.get("try_number") or 0, ti["state"]
-        if state == "success" and try_number in self._taken and try_number not in self._judged:
+        taken = self._taken.get(try_number) or self._kept_for(try_number)
+        if state == "success" and taken and try_number not in self._judged:
             self._judged.add(try_number)
-            at, option = self._taken[try_number]
+            at, option = taken
             if option == "Approve":
                 self.answers.accepted.append(at)
         if try_number in self._taken or state in (None, "success", "failed", "skipped", "upstream_failed"):
@@ -78,6 +79,13 @@ class Answerer(threading.Thread):
         else:
             self.airflow.wait_for_approval(self.dag_id, self.run_id, self.gate, timeout=120)
         self._answer(try_number)
+
+    def _kept_for(self, try_number: int) -> tuple[float, str] | None:
+        """The answer an earlier try took, which a retry acts on (the gate keeps an answer whose try
+        Airflow failed, apache/airflow#67287): round 3's rebalance:13 read the retry's success on the
+        kept early answer as a write with no approval."""
+        earlier = [t for t in self._taken if t < try_number]
+        return self._taken[max(earlier)] if earlier else None
 
     def _question_exists(self) -> bool:
         try:
