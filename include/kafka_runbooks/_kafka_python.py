@@ -285,10 +285,13 @@ def _refused(code: int, resource: str) -> None:
         raise errors.for_code(code)(resource)
 
 
-def describe_configs(client: KafkaPythonClient, resources: list) -> dict[str, dict[str, dict]]:
+def describe_configs(
+    client: KafkaPythonClient, resources: list, asked_of: int | None = None
+) -> dict[str, dict[str, dict]]:
     """DescribeConfigs as kafka-python's ``describe_configs(config_filter="all")`` answers it (broker
     resources asked of their broker), but a resource the authorizer refused raises (kafka-python
-    drops per-resource error codes: a refused topic read as one without configs)."""
+    drops per-resource error codes: a refused topic read as one without configs). Other resources
+    are asked of ``asked_of`` where given, else of the least loaded broker."""
     kp = client._client
     broker_resources, other_resources = kp._group_config_resources(resources)
 
@@ -298,7 +301,8 @@ def describe_configs(client: KafkaPythonClient, resources: list) -> dict[str, di
         for broker_id, group in broker_resources.items():
             answers.append(await kp._manager.send(kp._describe_configs_request(group), node_id=broker_id))
         if other_resources:
-            answers.append(await kp._manager.send(kp._describe_configs_request(other_resources)))
+            request = kp._describe_configs_request(other_resources)
+            answers.append(await kp._manager.send(request, node_id=asked_of))
         return answers
 
     responses = kp._manager.run(ask)
@@ -733,7 +737,7 @@ def list_reassignments(
 
 
 def describe_config_values(
-    client: KafkaPythonClient, resource_type: str, names: list[str], keys: list[str]
+    client: KafkaPythonClient, resource_type: str, names: list[str], keys: list[str], asked_of=None
 ) -> dict[str, dict[str, str | None]]:
     """Values of ``keys`` set on each resource (``resource_type`` "broker" or "topic").
 
@@ -748,7 +752,9 @@ def describe_config_values(
         _know_brokers(client, [int(n) for n in names])
     own = "DYNAMIC_BROKER_CONFIG" if resource_type == "broker" else "DYNAMIC_TOPIC_CONFIG"
     resources = [ConfigResource(rtype, str(n), configs=list(keys)) for n in names]
-    data = describe_configs(client, resources).get(resource_type, {})
+    if asked_of is not None:
+        _know_brokers(client, [int(asked_of)])
+    data = describe_configs(client, resources, asked_of).get(resource_type, {})
     out: dict[str, dict[str, str | None]] = {}
     for name in names:
         entries = data.get(str(name), {})

@@ -43,13 +43,15 @@ class ConfigRequests:
 
     @rpc("DescribeConfigs")
     def describe_config_values(
-        self, resource_type: str, names: list[str], keys: list[str]
+        self, resource_type: str, names: list[str], keys: list[str], asked_of: int | None = None
     ) -> dict[str, dict[str, str | None]]:
         """Values of ``keys`` set on each resource itself (``resource_type`` "broker" or
-        "topic"); defaults and static settings read as absent."""
+        "topic"); defaults and static settings read as absent. Topics are asked of ``asked_of``
+        where given (its own copy of the metadata, which may lag another broker's), else of any
+        broker; a broker's configs always of that broker."""
         from kafka_runbooks._kafka_python import describe_config_values
 
-        return describe_config_values(self._kafka_python, resource_type, names, keys)
+        return describe_config_values(self._kafka_python, resource_type, names, keys, asked_of)
 
     @rpc("IncrementalAlterConfigs")
     def incremental_alter_configs(

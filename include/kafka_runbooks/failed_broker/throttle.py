@@ -211,7 +211,8 @@ def remove(
     _subtract_topic_items(admin, record, left)
     restored = {b: c for b, c in broker_changes.items() if f"broker {b}" not in left}
     topics = [t for t in record.topics if f"topic {t}" not in left]
-    left.update(_until_none(lambda: _still_set(admin, record, restored, topics)))
+    deleted: set[tuple[str, str]] = set()
+    left.update(_until_none(lambda: _still_set(admin, record, restored, topics, deleted)))
     decisions.record(
         "throttle",
         "remove the replication throttle" if not left else "remove the replication throttle (partly)",
@@ -297,19 +298,44 @@ def _own_rates(admin: ClusterAdmin, broker: str) -> dict[str, str | None] | str:
         return f"does not answer ({type(exc).__name__}: {exc})"
 
 
+def _topic_lists(
+    admin: ClusterAdmin, topics: list[str], brokers: list[str]
+) -> dict[str, list[dict[str, str | None]]]:
+    """Each topic's throttled-replica lists as each of ``brokers`` answers them (any broker when
+    none is named): brokers' copies of the metadata lag each other, so a change counts as read back
+    only once every one of them shows it."""
+    out: dict[str, list[dict[str, str | None]]] = {t: [] for t in topics}
+    if not topics:
+        return out
+    for broker in brokers or [None]:
+        asked_of = None if broker is None else int(broker)
+        try:
+            answer = admin.describe_config_values("topic", topics, TOPIC_KEYS, asked_of=asked_of)
+        except KafkaRunbookError:
+            continue  # a broker that does not answer reads nothing; the others still count
+        for topic in topics:
+            out[topic].append(answer.get(topic, {}))
+    return out
+
+
 def _not_set_yet(admin: ClusterAdmin, record: ThrottleRecord) -> dict[str, str]:
-    """What of ``record`` its brokers' own answers and the topics' configs do not show yet."""
+    """What of ``record`` its brokers' own answers (rates and the topics' lists) do not show yet."""
     pending: dict[str, str] = {}
     for broker in record.brokers:
         rates = _own_rates(admin, broker)
         if isinstance(rates, str) or any(rates.get(k) != str(record.rate) for k in BROKER_KEYS):
             pending[f"broker {broker}"] = f"reads {rates}"
-    now = admin.describe_config_values("topic", list(record.topics), TOPIC_KEYS) if record.topics else {}
-    for topic, entry in record.topics.items():
-        have = now.get(topic, {})
-        missing = [i for key, items in _lists(entry) for i in items if i not in _items(have.get(key))]
+    for topic, answers in _topic_lists(admin, list(record.topics), list(record.brokers)).items():
+        entry = record.topics[topic]
+        missing = {
+            i
+            for have in answers or [{}]
+            for key, items in _lists(entry)
+            for i in items
+            if i not in _items(have.get(key))
+        }
         if missing:
-            pending[f"topic {topic}"] = f"does not list {missing} yet"
+            pending[f"topic {topic}"] = f"does not list {sorted(missing)} yet"
     return pending
 
 
@@ -318,27 +344,56 @@ def _still_set(
     record: ThrottleRecord,
     restored: dict[str, dict[str, tuple[str, str | None]]],
     topics: list[str],
+    deleted: set[tuple[str, str]],
 ) -> dict[str, str]:
     """What a removal changed but does not read back yet: a broker whose own answer is not its
-    restored rates, a topic still listing one of the run's items. A list read empty is deleted
-    (SUBTRACT leaves "")."""
+    restored rates, a topic list as :func:`_list_still_set` judges it."""
     pending: dict[str, str] = {}
     for broker, change in restored.items():
         wanted = {k: value for k, (_, value) in change.items()}
         rates = _own_rates(admin, broker)
         if isinstance(rates, str) or any(rates.get(k) != wanted[k] for k in BROKER_KEYS):
             pending[f"broker {broker}"] = f"restored, but its own answer reads {rates}"
-    now = admin.describe_config_values("topic", topics, TOPIC_KEYS) if topics else {}
-    for topic in topics:
-        have = now.get(topic, {})
-        ours = [i for key, items in _lists(record.topics[topic]) for i in items if i in _items(have.get(key))]
-        if ours:
-            pending[f"topic {topic}"] = f"still lists {ours}"
-            continue
-        empty = {key: ("DELETE", None) for key in TOPIC_KEYS if key in have and not _items(have[key])}
-        if empty and admin.incremental_alter_configs("topic", {topic: empty}).get(topic) != "OK":
-            pending[f"topic {topic}"] = f"{sorted(empty)} left empty"
+    for topic, answers in _topic_lists(admin, topics, list(restored)).items():
+        why = [
+            w
+            for key, items in _lists(record.topics[topic])
+            if items and (w := _list_still_set(admin, topic, key, items, answers, deleted))
+        ]
+        if why:
+            pending[f"topic {topic}"] = "; ".join(why)
     return pending
+
+
+def _list_still_set(
+    admin: ClusterAdmin,
+    topic: str,
+    key: str,
+    ours: list[str],
+    answers: list[dict[str, str | None]],
+    deleted: set[tuple[str, str]],
+) -> str | None:
+    """Why one list the run subtracted from is not read back clean yet (None: it is): a broker still
+    lists one of ours (its copy lags the SUBTRACT). A list holding only others' items is theirs: done.
+    Kafka's SUBTRACT leaves a list it emptied as "", and sets "" on a list that was not set at all, so
+    until the run deletes it, a list read as unset comes from a copy older than the SUBTRACT: wait.
+    Once every broker reads it "" it is deleted, then read until every broker has it unset."""
+    if not answers:
+        return f"{key}: no broker answered"
+    listed = [_items(have.get(key)) for have in answers]
+    still = sorted({i for items in listed for i in items if i in ours})
+    if still:
+        return f"{key} still lists {still}"
+    if any(listed):
+        return None
+    present = [key in have for have in answers]
+    if (topic, key) in deleted:
+        return f"{key} left empty" if any(present) else None
+    if not all(present):
+        return f"{key}: a broker's copy is older than the removal"
+    deleted.add((topic, key))
+    admin.incremental_alter_configs("topic", {topic: {key: ("DELETE", None)}})
+    return f"{key} left empty, deleted"
 
 
 def leftover_throttles(

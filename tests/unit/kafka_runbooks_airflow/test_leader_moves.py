@@ -74,7 +74,7 @@ class Cluster:
     def describe_partitions(self, topics):
         return self.partitions()
 
-    def describe_config_values(self, kind, names, keys):
+    def describe_config_values(self, kind, names, keys, asked_of=None):
         return {name: {} for name in names}
 
     def cluster_timeouts(self):

@@ -83,7 +83,7 @@ class Cluster:
     def broker_answers(self, broker_id, timeout_s=5.0):
         return None if broker_id not in self.fenced else "KafkaConnectionError: ECONNREFUSED"
 
-    def describe_config_values(self, kind, names, keys):
+    def describe_config_values(self, kind, names, keys, asked_of=None):
         return {n: {k: v for k, v in self.configs.get(f"{kind} {n}", {}).items() if k in keys} for n in names}
 
     def incremental_alter_configs(self, kind, changes):

@@ -89,7 +89,7 @@ class Cluster:
         errors = {b: why for b, why in self.silent.items() if b in broker_ids}
         return [LogDirReplica(b, "t", 1, 100, "/d") for b in broker_ids if b == 1], errors
 
-    def describe_config_values(self, kind, names, keys):
+    def describe_config_values(self, kind, names, keys, asked_of=None):
         return self.store.values(kind, names, keys)
 
     # changes
