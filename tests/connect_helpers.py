@@ -33,6 +33,16 @@ def create_by_post(client: ConnectClient, name: str, config: dict[str, str]) -> 
     assert resp.status_code == 201, resp.text
 
 
+def refuses_ambiguous_paths(client: ConnectClient, name: str) -> bool:
+    """Whether this worker's REST server refuses ``name`` in a path (``400 Ambiguous URI path ...``:
+    Jetty 12, Connect 4.x); Connect 3.9's Jetty 9.4 serves ``%2F`` and ``%25`` like any other name.
+    Asked of the worker itself, never inferred from its version."""
+    from urllib.parse import quote
+
+    resp = client._request("GET", f"/connectors/{quote(name, safe='')}/status")
+    return resp.status_code == 400 and "Ambiguous URI" in resp.text
+
+
 def remove_by_tombstones(bootstrap: str, name: str) -> None:
     """Delete a connector the way ``DELETE /connectors/{name}`` does inside Connect: null
     values for ``connector-<name>`` and ``target-state-<name>`` in the config topic. The

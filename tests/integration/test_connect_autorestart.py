@@ -24,6 +24,7 @@ from tests.connect_helpers import (
     create_by_post,
     file_sink,
     listed,
+    refuses_ambiguous_paths,
     refusing_source,
     remove_by_tombstones,
     status_records,
@@ -238,6 +239,14 @@ def test_an_unaddressable_name_is_reported_once_and_the_worker_keeps_its_kip745_
     store = JsonStateStore("it-addr", tmp_path / "state")
     policy = RestartPolicy()
     client = ConnectClient(connect.url)
+    if not refuses_ambiguous_paths(client, bad):  # a worker that serves the name: restarted like any
+        first = sweep_cluster("it-addr", client, store, policy, exclude=exclude)
+        assert sorted((r["connector"], r["method"]) for r in first["restarts"]) == [
+            (bad, "kip-745"),
+            (good, "kip-745"),
+        ]
+        assert first["alerts"] == [] and first["errors"] == [] and not store.load()[bad].unaddressable
+        return
 
     first = sweep_cluster("it-addr", client, store, policy, exclude=exclude)
 
@@ -351,6 +360,10 @@ def test_a_manual_restart_of_an_unaddressable_name_says_what_to_do(connect, tmp_
     )
     tombstoned.append(bad)
     wait_until(lambda: (st := listed(connect, bad)) and task_failed(st), 60, 0.5, f"{bad} FAILED")
+    if not refuses_ambiguous_paths(ConnectClient(connect.url), bad):  # served: restarted, and says so
+        with pytest.raises(RestartNotSettled, match=r"task 0 FAILED"):
+            manual_restart(ConnectClient(connect.url), bad, "failed", settle_timeout_s=30, stable_s=2)
+        return
     with pytest.raises(UnaddressableConnector, match="Ambiguous URI path encoding") as err:
         manual_restart(ConnectClient(connect.url), bad, "failed", settle_timeout_s=5)
     assert f"'target-state-{bad}'" in str(err.value)
