@@ -26,6 +26,7 @@ from typing import Any
 from airflow.sdk import Param, task
 
 import kafka_runbooks_airflow.failed_broker  # noqa: F401 -- registers the gate's "reassign" action
+from kafka_runbooks.failed_broker.chunk_silence import SILENT_BOUND_S
 from kafka_runbooks.failed_broker.decommission import DEFAULT_MAX_DISK_USAGE_PERCENT
 from kafka_runbooks.failed_broker.request import (
     DEFAULT_MAX_BYTES_PER_CHUNK,
@@ -45,6 +46,9 @@ from kafka_runbooks_airflow.spark_connect import spark_job_path
 
 CHECKED = "ti.xcom_pull(task_ids='validate')"
 REVIEWED = "ti.xcom_pull(task_ids='review_plan')"
+
+
+CLEANUP_RETRIES = 3  # the throttle cleanup's, spread over SILENT_BOUND_S
 
 
 @dataclass(frozen=True)
@@ -245,11 +249,19 @@ def _deciding_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
 def _ending_tasks(runbook: ReassignmentRunbook) -> dict[str, Any]:
     """The Python tasks after the chunks: the throttles always come off, then the read-back."""
 
-    @task(trigger_rule="all_done")
+    @task(
+        trigger_rule="all_done",
+        retries=CLEANUP_RETRIES,
+        retry_delay=timedelta(seconds=SILENT_BOUND_S / CLEANUP_RETRIES),
+    )
     def remove_throttles(params=None, run_id=None, dag_run=None) -> dict:
         """Whatever happened (done, failed, stopped), this run's throttles come off (no approval: it
         puts back what the run set); a run that ended early having moved replicas gets the election of
-        what it moved, behind its own approval check. It runs after bad input too, so it reads its two
+        what it moved, behind its own approval check. A broker that did not answer keeps its rates
+        (they live in the controller's metadata and are changed through the broker itself): the task
+        tries again for as long as the executor waits for a crashed broker's supervisor
+        (``SILENT_BOUND_S``), so a broker killed as the run ended is cleaned once it is back (campaign
+        rebalance:12, round 3), not left to the next run. It runs after bad input too, so it reads its two
         values from the params instead of building the request (that would refuse the run a second time)."""
         from kafka_runbooks_airflow.failed_broker import remove_run_throttles
 
