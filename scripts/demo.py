@@ -68,6 +68,8 @@ def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
         connections=stack.airflow_connections(),
         extra_env={
             "KAFKA_RUNBOOKS_DATA_DIR": str(folders.data_dir),
+            # kafka_controller_replace runs Kafka's kafka-metadata-quorum from the stack's own jars
+            "KAFKA_RUNBOOKS_KAFKA_LIBS": str(stack.lib_dir),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         },

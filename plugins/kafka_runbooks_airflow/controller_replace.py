@@ -18,12 +18,14 @@ import logging
 import os
 from typing import Any
 
+from kafka_runbooks import decisions
 from kafka_runbooks.controller_replace.plan import ReplaceRequest
 from kafka_runbooks.controller_replace.quorum_tool import (
     LIBS_ENV,
     LIBS_VARIABLE,
     ControllerEndpoint,
     QuorumTool,
+    require_tool,
 )
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.units import parse_duration
@@ -90,6 +92,11 @@ def plan(request: ReplaceRequest, kafka_config_id: str) -> dict[str, Any]:
     from kafka_runbooks_airflow.acl_check import require_acls
     from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
 
+    try:
+        require_tool(kafka_libs())  # everything the approved steps need, checked before the gate
+    except BadInput as exc:
+        decisions.record("plan", "refuse", str(exc), logger=log, level=logging.ERROR)
+        raise
     admin = KafkaAdminHook(kafka_config_id=kafka_config_id).admin
     try:
         require_acls(

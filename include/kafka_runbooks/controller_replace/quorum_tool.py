@@ -102,6 +102,18 @@ def find_classpath(libs: str | os.PathLike[str]) -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
+def require_tool(libs: str | os.PathLike[str], java: str = "java") -> str:
+    """The tool's classpath, checked before the gate is shown: BadInput naming what is missing (the
+    jars, or a Java runtime on the worker's PATH). Seen as a new user would: approved, then failed at
+    once because the Variable was not set, and the page said only "task(s) failed: replace"."""
+    import shutil
+
+    classpath = find_classpath(libs)
+    if shutil.which(java) is None:
+        raise BadInput(f"no {java!r} on the worker's PATH: kafka-metadata-quorum needs a Java runtime")
+    return classpath
+
+
 # librdkafka's SASL login in the Java client's words (the connection's extras are librdkafka's keys)
 JAVA_LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",

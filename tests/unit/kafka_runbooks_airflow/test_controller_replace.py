@@ -34,7 +34,12 @@ def test_the_request_is_built_in_one_place():
     assert readers == ["build_request", "controller_replace_action"]
 
 
-def test_the_task_bodies_hand_the_params_to_the_request_builder(caplog):
+def _said(caplog, capsys) -> str:
+    """What the decision log said, through logging or (Airflow's structlog set up first) on stdout."""
+    return caplog.text + capsys.readouterr().out
+
+
+def test_the_task_bodies_hand_the_params_to_the_request_builder(caplog, capsys):
     from airflow.sdk.exceptions import AirflowFailException
 
     request = glue.replace_request(
@@ -43,4 +48,23 @@ def test_the_task_bodies_hand_the_params_to_the_request_builder(caplog):
     assert (request.remove, request.catch_up_timeout_s, request.settle_s) == ((3,), 120.0, 5.0)
     with caplog.at_level(logging.INFO), pytest.raises(AirflowFailException, match="give both"):
         glue.replace_request({"kafka_config_id": "k", "remove_voters": [3], "new_controller_id": 4})
-    assert [r for r in caplog.records if getattr(r, "decision_record", None)]
+    assert "DECISION validate: refuse the run" in _said(caplog, capsys)
+
+
+def test_the_plan_refuses_before_the_gate_when_kafkas_tool_cannot_run(monkeypatch, tmp_path, caplog, capsys):
+    """Issue #39.3, tried as a new user would: the Variable kafka_runbooks_kafka_libs unset, the gate
+    approved, then the replace task failed at once ("task(s) failed: replace"). The plan task now
+    refuses, naming what is missing, before any cluster call and before the gate is shown."""
+    from kafka_runbooks.errors import BadInput
+
+    monkeypatch.delenv("KAFKA_RUNBOOKS_KAFKA_LIBS", raising=False)
+    monkeypatch.setattr(glue, "_runbook", lambda *a: pytest.fail("the cluster was asked"))
+    request = glue.replace_request({"kafka_config_id": "k", "remove_voters": [3]})
+    with caplog.at_level(logging.INFO), pytest.raises(BadInput, match="kafka_runbooks_kafka_libs"):
+        glue.plan(request, "k")
+    assert "DECISION plan: refuse because set the Variable kafka_runbooks_kafka_libs" in _said(caplog, capsys)
+    (tmp_path / "kafka-tools-4.3.1.jar").write_text("")
+    monkeypatch.setenv("KAFKA_RUNBOOKS_KAFKA_LIBS", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    with pytest.raises(BadInput, match="needs a Java runtime"):
+        glue.plan(request, "k")
