@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.evidence import QuorumView, silent_brokers
+from kafka_runbooks.failed_broker.chunk_silence import SILENT_BOUND_S
 from kafka_runbooks_dev.chaos.traffic import produce_recorded
 from kafka_runbooks_dev.helpers import cluster_healthy, create_topic, produce, wait_until
 
@@ -466,10 +467,18 @@ class Stop(Scenario):
             if ctx.admin.list_reassignments()
             else []
         )
-        state = ctx.airflow.dag_run(setup.expect["heal_dag"], setup.expect["heal_run"])["state"]
+        # the stopped heal ends once its cleanup is done: that may wait for a broker a fault stopped
+        # (the throttle cleanup retries over SILENT_BOUND_S), so it gets that long and a margin
+        with contextlib.suppress(Exception):
+            wait_until(lambda: self._heal_state(ctx, setup) in ("failed", "success"), SILENT_BOUND_S + 60, 2)
+        state = self._heal_state(ctx, setup)
         if state not in ("failed", "success"):
-            out.append(f"the stopped heal is still {state}")
+            out.append(f"the stopped heal is still {state} {SILENT_BOUND_S + 60:.0f} s after the stop")
         return out
+
+    @staticmethod
+    def _heal_state(ctx: Context, setup: Setup) -> str:
+        return ctx.airflow.dag_run(setup.expect["heal_dag"], setup.expect["heal_run"])["state"]
 
     def restore(self, ctx: Context, setup: Setup) -> None:
         with contextlib.suppress(Exception):
