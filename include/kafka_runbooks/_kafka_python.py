@@ -412,6 +412,8 @@ def _on_send_failure(
 
     if isinstance(exc, KafkaConnectionError):
         client.refused[node] = time.monotonic()
+        if client._client._controller_id == node:  # kafka-python re-sends to a cached controller
+            client.forget_controller()  # without asking again: every ElectLeaders retry went there
         return
     if not isinstance(exc, (RequestTimedOutError, KafkaTimeoutError)):
         return

@@ -179,13 +179,19 @@ def test_a_refused_connection_is_remembered_until_the_broker_answers_again():
     """kafka-python forgets a refused connection within milliseconds (its back-off); a retry of a
     controller-bound request went back to a broker killed a moment ago. The refusal is kept for the
     controller choice until the broker answers again; a timeout still makes a suspect."""
+    from types import SimpleNamespace
+
     from kafka.errors import KafkaConnectionError
 
     from kafka_runbooks._kafka_python import KafkaPythonClient, _on_send_failure
 
     kp = KafkaPythonClient.__new__(KafkaPythonClient)
     kp.suspects, kp.refused, kp.request_timeout_ms, kp.suspect_ms = {}, {}, 5000, 15000
+    kp._client = SimpleNamespace(_controller_id=3)  # kafka-python cached the killed broker as controller
     _on_send_failure(kp, 3, KafkaConnectionError("111 ECONNREFUSED"), None)
     assert list(kp.refused) == [3] and kp.suspects == {}
+    # and forgets it: kafka-python re-sends to a cached controller without asking again (make test,
+    # Dec 2: every ElectLeaders retry after a kill -9 went to the dead broker)
+    assert kp._client._controller_id is None
     kp.answered(3)
     assert kp.refused == {}
