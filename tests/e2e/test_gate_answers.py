@@ -118,8 +118,15 @@ def test_an_approval_given_as_soon_as_the_gate_asks_is_taken_once(airflow_local:
         # write refused: the try was no longer running), leaves its retry to judge the same answer
         # again: to the same outcome, and the act still runs once
         refused_writes = sum("gate.answered) could not be written" in log for log in logs[:-1])
-        assert judged in logs[-1] and gate_log.count(judged) == 1 + refused_writes
-        if len(logs) > 1:  # Airflow failed the answered try; the retry took the kept answer, asked nothing
+        assert gate_log.count(judged) == 1 + refused_writes
+        if "DECISION approval [approval_gate]: keep the recorded answer" in logs[-1]:
+            # the answered try judged and wrote its ledger entry, then Airflow failed it (seen once in
+            # make test, Dec 2): the retry decides nothing again and keeps the record
+            lost += 1
+            assert judged not in logs[-1] and "Waiting for response" not in logs[-1]
+        else:
+            assert judged in logs[-1]
+        if len(logs) > 1 and judged in logs[-1]:  # the retry took the answer Airflow kept, asked nothing
             lost += 1
             assert "DECISION approval [approval_gate]: take the answer Airflow kept" in logs[-1]
             assert "Waiting for response" not in logs[-1]
