@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_runbooks import decisions
+from kafka_runbooks import decisions, retries
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import KafkaRunbookError, RunbookFailed
 from kafka_runbooks.evidence.serving import silent_brokers
@@ -281,13 +281,11 @@ def _subtract_topic_items(admin: ClusterAdmin, record: ThrottleRecord, left: dic
 
 def _until_none(read: Callable[[], dict[str, str]]) -> dict[str, str]:
     """Ask ``read`` (what does not read as wanted yet) until it names nothing or ``READ_BACK_S``
-    passed; what it named last."""
-    deadline = time.monotonic() + READ_BACK_S
-    while True:
-        pending = read()
-        if not pending or time.monotonic() >= deadline:
-            return pending
-        time.sleep(0.2)
+    passed (:func:`kafka_runbooks.retries.poll_until`); what it named last."""
+    pending, _ = retries.poll_until(
+        read, lambda named: not named, timeout_s=READ_BACK_S, interval_s=0.2, sleep=lambda s: time.sleep(s)
+    )
+    return pending
 
 
 def _own_rates(admin: ClusterAdmin, broker: str) -> dict[str, str | None] | str:
