@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
 from kafka_runbooks.fleet import config_id_of
+from kafka_runbooks_airflow.run_state import ADOPT_STATE, EXEC_STATE
 
 URL_PREFIX = "/kafka-console"
 KAFKA_DAG_PREFIX = "kafka_"
@@ -364,15 +365,37 @@ def _refusal_for(user, dag_id: str, run_id: str) -> tuple[str | None, dict[str, 
     return stop_refusal(dag_id, state, may_edit, approvers, str(user.get_id())), conf
 
 
+# what each of a run's state files holds, in the words of the Stop page
+STATE_LABELS = {ADOPT_STATE: "moves adopted from an earlier run", EXEC_STATE: "this run's plan"}
+
+
 def _stop_page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    """A page of the Stop in the Kafka page's look (its stylesheet), with the way back to it."""
     from html import escape
 
+    from kafka_runbooks.console import STYLE
+
     return HTMLResponse(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title></head>"
-        f"<body style='font-family:sans-serif;max-width:60em;margin:2em'><h1>{escape(title)}</h1>{body}"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{body}"
         f"<p><a href='{escape(_ui_path('plugin', 'kafka'))}'>Back to the Kafka page</a></p></body></html>",
         status_code=status,
     )
+
+
+def stop_result_html(result: dict[str, Any]) -> tuple[str, str]:
+    """(title, body) of a Stop's answer: the headline and each state's line, both from the stop's
+    own result (``stop_run_now``), so that they can never disagree."""
+    from html import escape
+
+    lines = "".join(
+        f"<li class='ending' data-state='{escape(name)}'>{escape(STATE_LABELS.get(name, name))}: "
+        f"{escape(str(r.get('line') or r.get('taken_over') or r))}</li>"
+        for name, r in result["states"].items()
+    )
+    request = result["request"]
+    body = f"<p>{escape(request['by'])}: {escape(request['reason'])}</p>"
+    return result["headline"], body + (f"<ul>{lines}</ul>" if lines else "")
 
 
 @app.get("/runs/{dag_id}/{run_id}/stop", response_class=HTMLResponse)
@@ -418,14 +441,7 @@ async def stop_run(dag_id: str, run_id: str, request: Request, user: GetUserDep)
     result = await run_in_threadpool(stop_run_now, dag_id, run_id, conn, str(user.get_name()), reason)
     if "json" in request.headers.get("accept", ""):
         return JSONResponse(result)
-    lines = "".join(
-        f"<li class='ending' data-state='{escape(name)}'>{escape(str(r.get('line') or r))}</li>"
-        for name, r in result["states"].items()
-    )
-    return _stop_page(
-        "Stopped",
-        f"<p>{escape(result['request']['by'])}: {escape(reason)}</p><ul>{lines or '<li>nothing was moving yet: the run stops before its first move</li>'}</ul>",
-    )
+    return _stop_page(*stop_result_html(result))
 
 
 # ------------------------------------------------------------------ one decision record

@@ -508,7 +508,8 @@ def _plan_markdown(checked: dict[str, Any], summary: dict[str, Any], plan_dir: S
         from kafka_runbooks.replication_factor import rf_markdown
 
         return rf_markdown(summary, throttle, str(plan_dir))
-    return plan_markdown(summary, throttle, str(plan_dir), bool(checked.get("elect_preferred_leaders", True)))
+    elect = bool(checked.get("elect_preferred_leaders", True))
+    return plan_markdown(summary, throttle, str(plan_dir), elect, checked.get("failed_dirs") or ())
 
 
 def _load_plan(plan_dir: StorePath) -> Any:
@@ -899,7 +900,7 @@ def stop_run_now(dag_id: str, run_id: str, conn_id: str, user: str, reason: str)
     elects the preferred leaders of what moved.
     """
     requested = request_stop({"kafka_config_id": conn_id, "reason": reason}, f"console {run_id}", user, 1)
-    from kafka_runbooks.failed_broker.stop import StopRequest
+    from kafka_runbooks.failed_broker.stop import StopRequest, stop_headline
 
     request = StopRequest(**requested["request"])
     folder = run_dir(dag_id, run_id)
@@ -913,6 +914,7 @@ def stop_run_now(dag_id: str, run_id: str, conn_id: str, user: str, reason: str)
                 out["states"][path.name] = _stop_state_now(admin, path, request, run_id)
     finally:
         admin.close()
+    out["headline"] = stop_headline(out["states"].values())
     return out
 
 
@@ -922,12 +924,13 @@ def _stop_state_now(admin: ClusterAdmin, path: StorePath, request, run_id: str) 
     from dataclasses import asdict
 
     from kafka_runbooks.failed_broker import progress
-    from kafka_runbooks.failed_broker.execute import Superseded, claim, fenced_checkpoint
+    from kafka_runbooks.failed_broker.execute import Superseded, claim, fenced_checkpoint, load_state
     from kafka_runbooks.failed_broker.stop import ending, final_progress, stop_until_clean
 
+    now = load_state(path)
+    if now.finished:  # final: no claim, so the run's leader moves go on undisturbed
+        return {**asdict(ending(now)), "finished": True, "complete": True, "line": ending(now).line()}
     state = claim(path, f"stop request {request.request_id}")
-    if state.finished:
-        return {"finished": True, "line": "every chunk was already done: nothing to stop"}
     try:
         done, left = stop_until_clean(admin, state, request, fenced_checkpoint(path, state.fence), log)
     except Superseded as exc:  # the executing task claimed it meanwhile: it stops its run itself
@@ -935,7 +938,7 @@ def _stop_state_now(admin: ClusterAdmin, path: StorePath, request, run_id: str) 
     progress.write(_progress_file(path), final_progress(state, time.time()))
     _record_stopped(f"run {run_id}", request, done, left, log)
     result = ending(state)
-    return {**asdict(result), "line": result.line(), "left": left}
+    return {**asdict(result), "complete": result.complete, "line": result.line(), "left": left}
 
 
 @gate_action("reassign")

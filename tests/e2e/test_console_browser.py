@@ -259,6 +259,10 @@ def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
 
     line = wait_until(stopped_everywhere, 15, 0.5, "the run stopped, its throttle gone, its ending shown")
     _shot(browser, "07-stopped")
+    # one headline, from the same record as the lines (once it said "nothing to stop" beside "3 of 9")
+    page = browser.find_element("tag name", "body").text
+    assert browser.find_element("tag name", "h1").text == "Stopped", page
+    assert "nothing to stop" not in page.lower(), page
     state = json.loads((_reassign_dir(run) / "exec-state.json").read_text())
     assert state["stopped"] == stopped_text and state["throttle"] is None
     # chunks overlap: more than one chunk may have been moving when the stop came; every

@@ -145,3 +145,54 @@ def test_stop_cancels_only_this_runs_reassignments_and_removes_its_throttle(
     assert not ours & set(admin.list_reassignments()), "the refused resume submitted nothing"
     inflight = {f"{t}:{p}": v for (t, p), v in admin.list_reassignments().items()}
     assert to_stop({"run-1": final}, inflight, "a-later-stop") == {}
+
+
+def test_a_stop_after_the_last_chunk_is_done_stops_nothing_and_the_run_finishes(
+    restore_stack, admin, tmp_path, caplog, cleanup
+):
+    """Issue #39 point 1: a Stop that reached the state between the last chunk's completion and the
+    step that finishes the run marked a complete heal stopped, failed it and skipped its
+    verification. Now the stop finds every partition on its target (the read-back settles the
+    chunk done), says so, and the executor's next step finishes the run complete."""
+    bs = restore_stack.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kafka_runbooks")
+    topic = unique_topic("stop-late")
+    create_topic(bs, topic, assignment={0: [1, 4], 1: [4, 2]})
+    assert produce(bs, topic, 100, size=100) == 100
+    plan = write_plan(tmp_path / "plan", [moves_off(admin, [topic], DEAD)])
+    path = tmp_path / "kafka_broker_decommission" / "run-1" / "exec-state.json"
+    path.parent.mkdir(parents=True)
+    state = ExecState(
+        run_id="run-1",
+        failed_brokers=[DEAD],  # a live broker drained, as the decommission does
+        throttle_bytes_per_sec=10_000_000,
+        chunks=chunks_from_plan_dir(plan),
+        drain=True,
+    )
+    save_state(path, state)
+    executor = ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s))
+    wait_until(
+        lambda: executor.step(state) or all(c.status == "done" for c in state.chunks),
+        120,
+        1,
+        "the only chunk done, the run not finished yet",
+    )
+    assert not state.finished, "the window this test is about: every chunk done, the run not finished"
+    request = StopRequest("kafka_default", "alice", "late", 1, request_id="stop-late")
+    stopping = load_state(path)
+    done = stop(admin, stopping, request, checkpoint=lambda s: save_state(path, s))
+    assert (
+        done["cancelled"] == []
+        and verify_stopped(admin, {"run-1": (stopping, done["throttle"])}, settle_s=2) == {}
+    )
+    from kafka_runbooks.failed_broker.stop import ending, stop_headline
+
+    end = ending(stopping)
+    assert end.complete and end.line().startswith("NOTHING TO STOP (stopped by alice: late)"), end.line()
+    assert stop_headline([{"complete": end.complete}]).startswith("Nothing to stop")
+    resumed = load_state(path)
+    assert ChunkExecutor(admin, checkpoint=lambda s: save_state(path, s)).step(resumed) is True
+    final = load_state(path)
+    assert final.finished and final.stopped is None and final.stop_request["after_the_last_chunk"]
+    assert leftover_throttles(admin, [1, 2, 3, 4], [topic]) == {}
+    assert any("came after the last chunk: nothing was stopped" in r.getMessage() for r in caplog.records)

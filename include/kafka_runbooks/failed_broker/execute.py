@@ -263,22 +263,14 @@ class ChunkExecutor(ChunkWork):
         so whoever picks the run up after a kill resumes exactly there and nothing moves twice."""
         if state.finished:
             return True
+        chunk = next((c for c in state.chunks if c.status != DONE), None)
+        if chunk is None:  # done, even when a stop came after the last chunk: nothing was stopped
+            return self._finish(state)
         if state.stop_request:  # stopped by an operator: final, a new run plans afresh
             raise ReassignStopped(
                 f"{state.stopped}; this run does not go on after a stop: trigger a new run, it plans "
                 "from what the cluster holds now"
             )
-        chunk = next((c for c in state.chunks if c.status != DONE), None)
-        if chunk is None:
-            state.finished = True
-            self.checkpoint(state)
-            progress.write(self.progress_file, progress.finished(state, self.clock()))
-            self._record(
-                "every chunk done",
-                f"{len(state.chunks)} chunk(s) executed and verified",
-                observed={"moved": sum(len(c.moving) for c in state.chunks)},
-            )
-            return True
         try:
             if state.gave_up:  # final: finish a cancel it recorded, go no further
                 self.silence.cancel_recorded(state)
@@ -297,6 +289,25 @@ class ChunkExecutor(ChunkWork):
             self.remove_throttle(state)
             raise
         return False
+
+    def _finish(self, state: ExecState) -> bool:
+        """Every chunk is done: the run finished, and says so. A stop that reached the state after
+        the last chunk finished (every stopped chunk read back on its targets) stopped nothing: the
+        run's work is complete and its verification runs, so it is recorded as a late stop."""
+        late = f"; the stop ({state.stopped}) came after the last chunk: nothing was stopped"
+        late = late if state.stop_request and state.stopped else ""
+        if late:  # kept as history in the request; the run itself is not a stopped one
+            state.stop_request = {**state.stop_request, "after_the_last_chunk": True}
+            state.stopped = None
+        state.finished = True
+        self.checkpoint(state)
+        progress.write(self.progress_file, progress.finished(state, self.clock()))
+        self._record(
+            "every chunk done",
+            f"{len(state.chunks)} chunk(s) executed and verified{late}",
+            observed={"moved": sum(len(c.moving) for c in state.chunks)},
+        )
+        return True
 
     def _poll_moving(self, state: ExecState) -> tuple[set[int] | None, Counter, dict[int, list[str]]]:
         """Poll every moving chunk in order; (live brokers as last read, receiver -> replicas still

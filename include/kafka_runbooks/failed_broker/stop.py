@@ -34,7 +34,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -385,14 +385,38 @@ class Ending:
     not_started: list[str]
     leaders: str
 
+    @property
+    def complete(self) -> bool:
+        """Every chunk was done before the stop took effect: nothing was cancelled, nothing is left
+        unstarted, so the stop stopped nothing and the run's work stands complete."""
+        return self.chunks_done == self.chunks and not self.cancelled and not self.not_started
+
     def line(self) -> str:
-        """The stopped run's end as one log line: chunks done, partitions moved, cancelled and never
-        started, leaders."""
-        return (
-            f"STOPPED ({self.stopped}): {self.chunks_done} of {self.chunks} chunk(s) done; "
-            f"{len(self.completed)} partition(s) moved, {len(self.cancelled)} cancelled (back on their "
-            f"replicas before the move), {len(self.not_started)} never started; {self.leaders}"
+        """The run's end as one log line, from these same counts: chunks done, partitions moved,
+        cancelled and never started, leaders. A stop that came after the last chunk says so."""
+        counts = (
+            f"{self.chunks_done} of {self.chunks} chunk(s) done; {len(self.completed)} partition(s) moved, "
+            f"{len(self.cancelled)} cancelled (back on their replicas before the move), "
+            f"{len(self.not_started)} never started; {self.leaders}"
         )
+        if self.complete:
+            return f"NOTHING TO STOP ({self.stopped}): the work was already complete: {counts}"
+        return f"STOPPED ({self.stopped}): {counts}"
+
+
+def stop_headline(results: Iterable[Mapping[str, Any]]) -> str:
+    """The headline of a Stop over a run's states, from the same results as their lines (each the
+    ``complete`` of its :class:`Ending`, or ``taken_over`` when the running task claimed the state
+    first): 'Stopped' only when one of them had work left that the stop cancelled or kept from
+    starting."""
+    results = list(results)
+    if not results:
+        return "Stopped before the first move: nothing was moving yet"
+    if any("taken_over" in r for r in results):
+        return "Stop handed to the running task: it ends the run and its log says how"
+    if all(r.get("complete") for r in results):
+        return "Nothing to stop: the run's work was already complete"
+    return "Stopped"
 
 
 def ending(state: ExecState) -> Ending:

@@ -97,6 +97,7 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             self.log.info("every chunk of %s is already done", path.name)
             return True
         admin = KafkaAdminHook(kafka_config_id=self.kafka_config_id).admin
+        done = False  # superseded by a stop that found the work complete: the next poke finishes it
         try:
             done = self._advance(context, admin, state, checkpoint, path)
         except Superseded as exc:
@@ -202,6 +203,9 @@ class KafkaReassignmentSensor(BaseSensorOperator):
             timeout_s=10,
             interval_s=0.5,
         )
+        if state.stop_request and ending(state).complete:
+            self.log.info("%s; the next poke finishes the run", ending(state).line())
+            return
         if state.stop_request:
             raise AirflowFailException(ending(state).line()) from exc
         raise AirflowFailException(str(exc)) from exc
@@ -226,6 +230,17 @@ class KafkaReassignmentSensor(BaseSensorOperator):
     def _stop_if_asked(self, request, admin, state, checkpoint, path, progress_file, context) -> None:
         """Stop cleanly (cancel ours in flight, throttle off, read back), then fail the run saying who stopped it."""
         if request is None:
+            return
+        from kafka_runbooks import decisions
+        from kafka_runbooks.failed_broker.execute import DONE
+
+        if state.chunks and all(c.status == DONE for c in state.chunks):  # the step finishes the run
+            decisions.record(
+                "execute",
+                "nothing to stop",
+                f"{request.text}, after the last chunk was done",
+                logger=self.log,
+            )
             return
         from airflow.sdk.exceptions import AirflowFailException
 
