@@ -109,6 +109,7 @@ def validate(request, kafka_config_id: str, dag_id: str, run_id: str) -> dict[st
         "nothing_to_do": checked["nothing_to_do"],
         "kafka_config_id": kafka_config_id,  # review_plan reads the disks there
         "drain_replicas_csv": found.selection_csv,
+        "failed_dirs": list(found.offline_dirs),  # the gate names them on the broker's row
         "moved": [f"{t}:{p}" for t, p in found.replicas],
         "kept": [f"{t}:{p}" for t, p in found.in_healthy_dirs],
     }

@@ -163,6 +163,9 @@ def _at_gate(airflow: AirflowLocal, run_id: str, truth: list[tuple[str, int]]) -
     assert request["subject"] == (
         f"Broker [{BROKER}] lost a log dir: move {n} replica(s) of {n} partition(s) off it?"
     ), request["subject"]
+    # the live broker as it is, and the failed dir by name (once: "(failed: registered, fenced)")
+    row = next(line for line in request["body"].splitlines() if line.startswith(f"| **{BROKER}** "))
+    assert "(registered, unfenced; failed log dir `" in row and "failed:" not in row, row
     plan_dir = request["body"].split("| Plan files | `", 1)[1].split("`", 1)[0]
     targets = {split(k): v for c in chunks_from_plan_dir(plan_dir) for k, v in c.targets.items()}
     assert sorted(targets) == truth and all(BROKER not in r for r in targets.values()), targets

@@ -31,13 +31,36 @@ def estimated_seconds(summary: dict[str, Any], throttle_bytes_per_sec: int) -> f
     return max(gains, default=0) / max(throttle_bytes_per_sec, 1)
 
 
-def _broker_label(broker: str, v: dict[str, Any], failed: set[int], drain: bool = False) -> str:
+def moved_from(summary: dict[str, Any]) -> tuple[str, str]:
+    """(facts key, words) for the brokers a plan moves replicas off, in the runbook's own words: a
+    heal's failed brokers, a decommission's drained ones, a log-dir failure's broker (live: only its
+    failed dir's replicas move), a rebalance's sources. One place, so that no gate or record calls
+    a live broker being drained "failed"."""
+    if summary.get("rebalance"):
+        return "source_brokers", "the source brokers'"
+    if summary.get("drain"):
+        return "drained_brokers", "the drained brokers'"
+    if summary.get("drain_replicas"):
+        return "log_dir_broker", "the failed log dir's"
+    return "failed_brokers", "the failed brokers'"
+
+
+def broker_state(v: dict[str, Any]) -> str:
+    """A broker as the plan's snapshot saw it (its registration and fence in the metadata)."""
+    if not v.get("registered"):
+        return "not registered"
+    return "registered, unfenced" if v.get("alive") else "registered, fenced"
+
+
+def _broker_label(broker: str, v: dict[str, Any], failed: set[int], drain: bool, dirs: list[str]) -> str:
+    """The per-broker row's name: the brokers the runbook singles out say why, from their facts."""
     if int(broker) not in failed:
         return broker
     if drain:
         return f"**{broker}** (drained)"
-    state = "registered, fenced" if v.get("registered") else "not registered"
-    return f"**{broker}** (failed: {state})"
+    if dirs:  # a log-dir failure: the broker lives on, one of its dirs failed
+        return f"**{broker}** ({broker_state(v)}; failed log dir {', '.join(f'`{d}`' for d in dirs)})"
+    return f"**{broker}** (failed: {broker_state(v)})"
 
 
 def headline(summary: dict[str, Any], brokers_text: str, seconds: float) -> str:
@@ -51,6 +74,12 @@ def headline(summary: dict[str, Any], brokers_text: str, seconds: float) -> str:
             f"**{summary['partitions']}** partition(s), **{format_size(summary['bytes'])}**, in {chunks} "
             f"chunk(s), about {format_duration(seconds)} at the throttle; per broker before → after below. "
             "The drained brokers end with no replica and no leadership."
+        )
+    if summary.get("drain_replicas"):
+        return (
+            f"Move **{moved}** replica(s) of **{summary['partitions']}** partition(s) off the failed log "
+            f"dir(s) of broker **{brokers_text}**, in {chunks} chunk(s), throttled; the broker and its "
+            "healthy dirs' replicas stay."
         )
     return (
         f"Move **{moved}** replica(s) of **{summary['partitions']}** partition(s) off failed broker(s) "
@@ -67,8 +96,10 @@ def plan_markdown(
     throttle_bytes_per_sec: int,
     plan_dir: str,
     elect_preferred_leaders: bool,
+    failed_dirs: list[str] = (),
 ) -> str:
-    """The gate's body: what will be done, in tables the Airflow UI renders.
+    """The gate's body: what will be done, in tables the Airflow UI renders. ``failed_dirs``: a
+    log-dir failure's offline dirs (its broker's DescribeLogDirs answer), named on the broker's row.
 
     A replication-factor plan's body is ``kafka_runbooks.replication_factor.rf_markdown`` (that
     module builds on this one, so the caller picks it: the reassignment glue's review does)."""
@@ -85,7 +116,10 @@ def plan_markdown(
         headline(summary, _failed_text(failed, summary["per_broker"]), seconds),
         "",
         *_heal_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
-        *per_broker_rows(summary["per_broker"], lambda broker, v: _broker_label(broker, v, failed, drain)),
+        *per_broker_rows(
+            summary["per_broker"],
+            lambda broker, v: _broker_label(broker, v, failed, drain, list(failed_dirs)),
+        ),
     ]
     return "\n".join(lines + chunk_rows(summary["chunks"]))
 
@@ -107,12 +141,11 @@ def _heal_table(
 ) -> list[str]:
     """The heal's and the drain's figures: what moves, how much, how fast, what follows the moves."""
     moved = sum(summary.get("moved_per_receiver", {}).values())
-    drained = "drained" if summary.get("drain") else "failed"
     return [
         "| | |",
         "|---|---|",
         f"| Partitions to move | {summary['partitions']} |",
-        f"| Replicas to copy | {moved} (only the {drained} brokers' replicas: the floor) |",
+        f"| Replicas to copy | {moved} (only {moved_from(summary)[1]} replicas: the floor) |",
         _data_row(summary["bytes"]),
         f"| Chunks | {len(summary['chunks'])} |",
         *_throttle_rows(throttle_bytes_per_sec, seconds),

@@ -21,6 +21,7 @@ from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks.errors import RunbookFailed, SafetyRefusal
 from kafka_runbooks.evidence import ClusterTimeouts, hold_then_ask
 from kafka_runbooks.failed_broker.plan import Plan, check_plan
+from kafka_runbooks.failed_broker.report import moved_from
 from kafka_runbooks.failed_broker.request import ReassignRequest, RequestError, foreign_reassignments
 from kafka_runbooks.model import ClusterState
 
@@ -392,9 +393,10 @@ def review(
         else "every rule holds (RF kept, no broker twice, racks never fewer, replicas only from sources onto "
         "receivers, disk room, the spreads, targets and lower bounds as the snapshot gives them)"
         if summary.get("rebalance")
-        else "every rule holds (RF kept, no broker twice, racks, only the failed replicas move, a live "
-        "preferred leader kept, preferred leaders balanced where the failed one led)",
-        observed={k: summary[k] for k in ("failed_brokers", "receivers", "partitions", "bytes")}
+        else f"every rule holds (RF kept, no broker twice, racks, only {moved_from(summary)[1]} replicas "
+        "move, a live preferred leader kept, preferred leaders balanced where a moved one led)",
+        observed={moved_from(summary)[0]: summary["failed_brokers"]}
+        | {k: summary[k] for k in ("receivers", "partitions", "bytes")}
         | {
             "chunks": len(summary["chunks"]),
             "preferred_leaders": {

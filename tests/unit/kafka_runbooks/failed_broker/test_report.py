@@ -158,3 +158,36 @@ def test_every_gate_shares_one_per_broker_table_and_one_chunk_list():
     ]
     chunks = [{"index": i, "partitions": 1, "bytes": 1024} for i in range(1, 43)]
     assert chunk_rows(chunks)[-1] == "| … 2 more | 2 | 2.0 KiB |"
+
+
+def _row_of(text: str, broker: int) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| **{broker}** "))
+
+
+def test_a_log_dir_gate_names_the_dir_and_describes_the_live_broker_as_it_is():
+    """Issue #39 point 2: the log-dir failure's gate once named a live, unfenced broker
+    "(failed: registered, fenced)" and did not name its failed directory."""
+    per_broker = {**SUMMARY["per_broker"], "4": {**SUMMARY["per_broker"]["4"], "alive": True}}
+    summary = {**SUMMARY, "per_broker": per_broker, "drain_replicas": ["t:0@4", "t:1@4", "t:2@4"]}
+    text = plan_markdown(summary, 50 * 1024**2, "/p", True, ["/data/kafka-4/logs-b"])
+    row = _row_of(text, 4)
+    assert row.startswith("| **4** (registered, unfenced; failed log dir `/data/kafka-4/logs-b`) |"), row
+    assert "fenced)" not in row.replace("unfenced", "") and "failed:" not in text
+    assert "off the failed log dir(s) of broker **4 (rack rack-b)**" in text
+    assert "only the failed log dir's replicas" in text and "failed broker" not in text
+
+
+def test_each_runbook_names_the_brokers_it_moves_off_in_its_own_words():
+    from kafka_runbooks.failed_broker.report import moved_from
+
+    assert moved_from(SUMMARY) == ("failed_brokers", "the failed brokers'")
+    assert moved_from({**SUMMARY, "drain": True})[0] == "drained_brokers"
+    assert moved_from({**SUMMARY, "drain_replicas": ["t:0@4"]})[0] == "log_dir_broker"
+    assert moved_from({**SUMMARY, "rebalance": "spread"})[0] == "source_brokers"
+    drained = plan_markdown({**SUMMARY, "drain": True}, 50 * 1024**2, "/p", True)
+    assert "only the drained brokers' replicas" in drained and "(failed" not in drained
+    # a broker a heal names that is up again is not called fenced
+    up = {**SUMMARY["per_broker"], "4": {**SUMMARY["per_broker"]["4"], "alive": True}}
+    assert "(failed: registered, unfenced)" in _row_of(
+        plan_markdown({**SUMMARY, "per_broker": up}, 1, "/p", True), 4
+    )
