@@ -94,14 +94,17 @@ with DAG(
 ) as dag:
 
     @task
-    def check_input(params=None, run_id=None, dag_run=None) -> dict:
-        """Bad input fails here, before the run waits for the cluster's lease (then it joins the queue)."""
+    def check_input(params=None, run_id=None, dag_run=None, ti=None) -> dict:
+        """Bad input fails here, before the run waits for the cluster's lease (then it joins the queue);
+        a voter id the cluster has nowhere too, on a first try (a cleared run's removal may be done)."""
         from kafka_runbooks_airflow.controller_replace import build_request
-        from kafka_runbooks_airflow.inputs import check_before_lease
+        from kafka_runbooks_airflow.inputs import check_before_lease, refuse_unknown_node_ids
 
-        return check_before_lease(
-            dag_run.dag_id, params, build_request, ("kafka_config_id",), "kafka_runbooks.controller_replace"
-        )
+        logger = "kafka_runbooks.controller_replace"
+        checked = check_before_lease(dag_run.dag_id, params, build_request, ("kafka_config_id",), logger)
+        remove = build_request(params).remove if ti.try_number == 1 else ()  # parses: checked above
+        refuse_unknown_node_ids(params["kafka_config_id"], "remove_voters", remove, logger)
+        return checked
 
     @task
     def plan_replacement(params=None) -> dict:

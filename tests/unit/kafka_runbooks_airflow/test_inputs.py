@@ -39,6 +39,14 @@ def conns(monkeypatch, tmp_path):
     for name in ("kafka_a", "probe_a", "restart_a"):
         monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", '{"conn_type": "generic"}')
     monkeypatch.setattr(gate, "load_policy", lambda: rules.load_policy({}.get, {}))
+    from types import SimpleNamespace
+
+    from kafka_runbooks_airflow.hooks import kafka_admin
+    from tests.unit.kafka_runbooks_airflow.test_node_ids import Cluster
+
+    monkeypatch.setattr(
+        kafka_admin, "KafkaAdminHook", lambda kafka_config_id: SimpleNamespace(admin=Cluster())
+    )
 
 
 RESTART = {
@@ -59,6 +67,11 @@ def _check(params: dict):
     from kafka_runbooks_airflow.inputs import check_runbook_input
 
     return check_runbook_input("kafka_broker_restart", "manual__1", params)
+
+
+def test_a_restart_naming_a_node_the_cluster_does_not_have_is_refused_first(conns):
+    with pytest.raises(Exception, match=r"node_ids: node id\(s\) \[7\] the cluster does not have"):
+        _check({**RESTART, "node_ids": "1, 7"})
 
 
 def test_valid_input_passes_and_names_the_connections(conns):
