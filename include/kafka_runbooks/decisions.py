@@ -39,6 +39,7 @@ class DecisionRecord:
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # names the record in the journal and on the Kafka page (the facts line points to it)
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    level: str = "INFO"  # the log level it was recorded at (ERROR: a reason the run failed)
 
     def as_dict(self) -> dict[str, Any]:
         """The record as the journal and XComs keep it."""
@@ -87,14 +88,20 @@ def record(
 ) -> DecisionRecord:
     """Log a decision record and return it (callers may also collect them for reports)."""
     rec = DecisionRecord(
-        step=step, decision=decision, reason=reason, observed=observed or {}, action=action, subject=subject
+        step=step,
+        decision=decision,
+        reason=reason,
+        observed=observed or {},
+        action=action,
+        subject=subject,
+        level=logging.getLevelName(level),
     )
     (logger or log).log(level, "%s", rec.event(), extra={"decision_record": rec.as_dict()})
     _made.append(rec)
     del _made[:-_MAX_KEPT]
     from kafka_runbooks import decision_journal
 
-    decision_journal.append({**rec.as_dict(), "level": logging.getLevelName(level)})
+    decision_journal.append(rec.as_dict())
     return rec
 
 

@@ -14,6 +14,8 @@ from typing import Any, TypedDict
 
 import pendulum
 
+from kafka_runbooks_airflow.task_failure import record_task_failure
+
 OWNER = "kafka-platform"
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 MANUAL_ONLY = ("", "none")
@@ -33,12 +35,13 @@ class DagSettings(TypedDict, total=False):
 
 
 def _common(tags: list[str], default_args: dict[str, Any]) -> DagSettings:
-    """No backfill: a runbook acts on the cluster as it is now, never on a past interval."""
+    """No backfill: a runbook acts on the cluster as it is now, never on a past interval. Every
+    task's failure leaves its reason as a decision (``task_failure``: what the Kafka page shows)."""
     return {
         "start_date": START_DATE,
         "catchup": False,
         "tags": list(tags),
-        "default_args": {"owner": OWNER, **default_args},
+        "default_args": {"owner": OWNER, "on_failure_callback": record_task_failure, **default_args},
     }
 
 

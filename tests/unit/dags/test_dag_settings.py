@@ -17,7 +17,11 @@ import pytest
 
 DAGS = sorted((Path(__file__).resolve().parents[3] / "dags").glob("*.py"))
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-NO_RETRY = {"owner": "kafka-platform", "retries": 0}
+from kafka_runbooks_airflow.task_failure import record_task_failure  # noqa: E402
+
+# every task's failure leaves its reason as a decision (issue #39 point 4)
+FAILED = {"on_failure_callback": record_task_failure}
+NO_RETRY = {"owner": "kafka-platform", "retries": 0, **FAILED}
 REASSIGN_TAGS = {"kafka", "runbook", "reassignment", "destructive"}
 
 
@@ -53,7 +57,7 @@ PINS = {
         {"kafka", "sweep", "read-only", "fleet"},
         1,
         None,
-        {"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30)},
+        {"owner": "kafka-platform", "retries": 1, "retry_delay": pendulum.duration(seconds=30), **FAILED},
     ),
     "kafka_connect_autorestart": sweep(
         "* * * * *", {"kafka", "connect", "sweep", "remediation"}, 1, pendulum.duration(minutes=10)
