@@ -249,8 +249,10 @@ class KafkaPythonClient:
         """Replica sizes in every healthy log dir of one broker (asked of that broker)."""
         return [r for d in self.describe_log_dir_states(broker_id) for r in d.replicas]
 
-    def describe_log_dir_states(self, broker_id: int) -> tuple[LogDir, ...]:
-        """Every log dir of one broker (asked of that broker), failed ones with their error code."""
+    def describe_log_dir_states(self, broker_id: int, replicas: bool = True) -> tuple[LogDir, ...]:
+        """Every log dir of one broker (asked of that broker), failed ones with their error code;
+        ``replicas=False`` asks for no topic (an empty list, not null): the dirs alone, cheap enough
+        for a page load."""
         from kafka.protocol.admin import DescribeLogDirsRequest
 
         from kafka_runbooks.log_dirs import parse_describe_log_dirs
@@ -259,7 +261,9 @@ class KafkaPythonClient:
 
         async def ask():
             """The request for every dir of the broker, on kafka-python's event loop."""
-            return await manager.send(DescribeLogDirsRequest(topics=None), node_id=broker_id)
+            return await manager.send(
+                DescribeLogDirsRequest(topics=None if replicas else []), node_id=broker_id
+            )
 
         # sent here, not by kafka-python's describe_log_dirs, which drops the answer's error code:
         # a principal without DESCRIBE on the cluster got "no log dirs", not a refusal

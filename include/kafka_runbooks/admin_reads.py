@@ -55,7 +55,7 @@ class ScopedReads:
 
     @rpc("DescribeLogDirs")
     def describe_log_dir_states(
-        self, broker_ids: list[int]
+        self, broker_ids: list[int], replicas: bool = True
     ) -> tuple[dict[int, tuple[LogDir, ...]], dict[int, str]]:
         """Every log dir per broker, failed ones with their error code (DescribeLogDirs); a broker
         that cannot answer is an error entry (its dirs unknown), not a failure; a refusal by the
@@ -66,7 +66,7 @@ class ScopedReads:
         errors: dict[int, str] = {}
         for broker_id in broker_ids:
             try:
-                states[broker_id] = self._kafka_python.describe_log_dir_states(broker_id)
+                states[broker_id] = self._kafka_python.describe_log_dir_states(broker_id, replicas)
             except AuthorizationError:
                 raise  # the principal's, not the broker's: NotAuthorized at the boundary
             except Exception as exc:  # one broker's failure must not hide the others'

@@ -44,8 +44,20 @@ COUNTS = (
         "min.insync.replicas not read: the min-ISR counts leave these out",
     ),
 )
+# read when the page loads only (the health report has its own quorum and log-dir sections)
+LIVE_ONLY_COUNTS = (
+    (
+        "voters_not_caught_up",
+        "Voters not caught up",
+        "by the quorum leader's clock and the cluster's fetch timeout",
+    ),
+    ("voters_unknown", "Voters' catch-up unknown", "the leader's answer lacks the times to judge them"),
+    ("offline_dirs", "Offline log dirs", "a broker's own DescribeLogDirs answer: their replicas are offline"),
+)
 
-SHOWN_WHEN_ANY = {"min_isr_unknown"}  # a tile that says "0 unknown" would only be noise
+# a tile that says "0 unknown" would only be noise
+SHOWN_WHEN_ANY = {"min_isr_unknown", "voters_unknown", "voters_not_caught_up", "offline_dirs"}
+BAD_WHEN_ANY = {"offline", "under_min_isr", "voters_not_caught_up", "offline_dirs"}
 
 
 # ------------------------------------------------------------------ reading the artifacts
@@ -129,18 +141,44 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
         for replica in p.replicas:
             brokers.setdefault(replica, Broker(broker_id=replica, alive=False))
     state = ClusterState(cluster_id=cluster_id, brokers=brokers, quorum=quorum, partitions=partitions)
+    shown = [_live_broker(b, metadata_fetching(quorum, n)) for n, b in sorted(brokers.items())]
+    _with_offline_dirs(admin, shown)
+    view = quorum_view(quorum)
     return {
         "cluster_id": cluster_id,
-        "brokers": [_live_broker(b, metadata_fetching(quorum, n)) for n, b in sorted(brokers.items())],
-        "quorum": quorum_view(quorum),
+        "brokers": shown,
+        "quorum": view,
         "partitions": len(partitions),
         "counts": {
             "offline": len(state.offline()),
             "under_min_isr": len(state.under_min_isr()),
             "under_replicated": len(state.under_replicated()),
             "min_isr_unknown": len(_online(state, state.min_isr_unknown())),
+            "voters_not_caught_up": sum(v["state"] == NOT_CAUGHT_UP for v in view["voters"]),
+            "voters_unknown": sum(v["state"] == UNKNOWN for v in view["voters"]),
+            "offline_dirs": sum(len(b.get("offline_dirs") or ()) for b in shown),
         },
     }
+
+
+def _with_offline_dirs(admin: ClusterAdmin, shown: list[dict[str, Any]]) -> None:
+    """Each broker that serves now (fetching by the quorum leader's clock) asked for its log dirs
+    alone (DescribeLogDirs for no topic): an offline dir is shown live, beside "up", instead of only
+    as under-replicated partitions until the next health report. A broker not serving is not asked
+    (a frozen one would hold the page); one that does not answer, or a refusal, is said so."""
+    serving = [b["broker_id"] for b in shown if b["state"] == "up"]
+    try:
+        states, errors = admin.describe_log_dir_states(serving, replicas=False) if serving else ({}, {})
+    except Exception as exc:  # noqa: BLE001 - e.g. no DESCRIBE on the cluster: dirs unknown, page shown
+        states, errors = {}, dict.fromkeys(serving, f"{type(exc).__name__}: {exc}")
+    for b in shown:
+        if b["broker_id"] in states:
+            b["offline_dirs"] = sorted(d.path for d in states[b["broker_id"]] if not d.online)
+            if b["offline_dirs"]:
+                b["state"] = f"up; log dir(s) OFFLINE: {', '.join(b['offline_dirs'])}"
+        elif b["broker_id"] in errors:
+            b["offline_dirs"] = None
+            b["state"] += f"; log dirs unknown ({errors[b['broker_id']]})"
 
 
 def _online(state: ClusterState, partitions: list) -> list:
@@ -204,7 +242,9 @@ def quorum_view(quorum: Quorum) -> dict[str, Any]:
             "log_end_offset": v.log_end_offset if v.log_end_offset >= 0 else None,
             "lag_offsets": offsets,
             "caught_up_ms_ago": judged[v.node_id].caught_up_ms_ago,
+            "fetch_ms_ago": judged[v.node_id].fetch_ms_ago,
             "state": judged[v.node_id].state,
+            "why": judged[v.node_id].why,
         }
 
     return {
@@ -453,7 +493,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px;border-bot
 h3{font-size:14px;margin:12px 0 6px} .muted{color:#627d98;font-size:12px}
 .tiles{display:flex;gap:8px;flex-wrap:wrap} .tile{border:1px solid #d9e2ec;border-radius:6px;padding:8px 12px;min-width:140px}
 .tile b{font-size:22px;display:block} .bad{border-color:#e12d39;background:#ffe3e3} .ok{background:#e3f9e5}
-.warn{border-color:#f0b429;background:#fffbea}
+.warn{border-color:#f0b429;background:#fffbea} .stale{background:#f0f4f8;color:#627d98}
 table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #d9e2ec;padding:4px 8px;text-align:left}
 th{background:#f0f4f8} .bar{background:#d9e2ec;border-radius:3px;width:200px;height:10px;display:inline-block}
 .bar i{display:block;height:10px;border-radius:3px;background:#2186eb}
@@ -495,7 +535,8 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
     ]
     if not view["health"]:
         parts.append("<p id='no-health'>No health report yet: run <code>kafka_cluster_health</code>.</p>")
-    parts += [_health(report) for report in view["health"]]
+    live_read = {c.get("kafka_config_id") for c in view.get("live") or [] if not c.get("error")}
+    parts += [_health(report, config_id_of(report, "?") in live_read) for report in view["health"]]
     parts.append(_decisions(view["decisions"]))
     parts.append(f"<script>{OPEN_IN_UI}</script></body></html>")
     return "".join(parts)
@@ -513,13 +554,13 @@ def _live(cluster: dict[str, Any]) -> str:
         return head + f"</h3><p class='unread tile bad'>Cannot be read: {_e(cluster['error'])}</p></section>"
     counts = cluster.get("counts", {})
     tiles = []
-    for key, label, why in COUNTS:
+    for key, label, why in COUNTS + LIVE_ONLY_COUNTS:
         if key not in counts:
             continue
         n = counts[key]
         if key in SHOWN_WHEN_ANY and not n:
             continue
-        cls = "bad" if n and key in ("offline", "under_min_isr") else "warn" if n else "ok"
+        cls = "bad" if n and key in BAD_WHEN_ANY else "warn" if n else "ok"
         tiles.append(
             f"<div class='tile {cls}' data-live-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"
         )
@@ -566,7 +607,9 @@ def _quorum(q: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr data-voter='{_e(v['node_id'])}'><td>{_e(v['node_id'])}{' (leader)' if v['leader'] else ''}</td>"
         f"<td>{_e(v.get('host') or '-')}</td><td>{_e('unknown' if v['lag_offsets'] is None else v['lag_offsets'])}</td>"
-        f"<td>{_e(ago(v['caught_up_ms_ago']))}</td></tr>"
+        f"<td>{_e(ago(v.get('fetch_ms_ago')))}</td><td>{_e(ago(v['caught_up_ms_ago']))}</td>"
+        f"<td class='voter-state{'' if v.get('state') == 'caught up' else ' bad'}' data-voter-state="
+        f"'{_e(v.get('state'))}' title='{_e(v.get('why'))}'>{_e(v.get('state'))}</td></tr>"
         for v in q.get("voters", [])
     )
     leader = "none" if q.get("leader_id") is None else q["leader_id"]
@@ -574,7 +617,8 @@ def _quorum(q: dict[str, Any]) -> str:
         f"<p class='quorum'>Quorum leader: <b data-quorum-leader='{_e(leader)}'>{_e(leader)}</b> "
         f"(epoch {_e(q.get('leader_epoch'))}, high watermark {_e(q.get('high_watermark'))})</p>"
         "<table class='voters'><tr><th>controller (voter)</th><th>host</th><th>behind the leader (offsets)</th>"
-        f"<th>last caught up (leader's clock)</th></tr>{rows}</table>"
+        "<th>last fetch (leader's clock)</th><th>last caught up (leader's clock)</th><th>judged</th></tr>"
+        f"{rows}</table>"
     )
 
 
@@ -590,7 +634,10 @@ def _paused(held: list[dict[str, Any]]) -> str:
     return f"<div class='tile warn' id='paused-with-runs'><ul>{items}</ul></div>"
 
 
-def _health(report: dict[str, Any]) -> str:
+def _health(report: dict[str, Any], live_read: bool = False) -> str:
+    """One connection's last health report, with its age. ``live_read``: the page also read that
+    cluster now, so the report is outranked: its green tiles turn grey (stale), never green beside a
+    live red fact, and it says that the live read above is newer."""
     conn = config_id_of(report, "?")
     counts = report.get("counts", {})
     taken = report.get("taken_at_ms")
@@ -600,7 +647,7 @@ def _health(report: dict[str, Any]) -> str:
         n = int(counts.get(key, 0) or 0)
         if key in SHOWN_WHEN_ANY and not n:
             continue
-        cls = "bad" if n and key in ("offline", "under_min_isr") else "warn" if n else "ok"
+        cls = "bad" if n and key in BAD_WHEN_ANY else "warn" if n else "ok"
         tiles.append(
             f"<div class='tile {cls}' data-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"
         )
@@ -616,11 +663,23 @@ def _health(report: dict[str, Any]) -> str:
             f"threshold {_e(figures.get('threshold_pct'))}%)</div>"
         )
     brokers = report.get("brokers", [])
+    section = _health_section(report, conn, when, tiles + flags, brokers)
+    if not live_read:
+        return section
+    outranked = (
+        f"<p class='outranked muted'>Report of {_e(when)}{_age(report.get('age_s'))}: the live read of this "
+        "connection above is newer and outranks it; its tiles are grey (stale), not green.</p>"
+    )
+    return section.replace("class='tile ok", "class='tile stale").replace("</h3>", "</h3>" + outranked, 1)
+
+
+def _health_section(report: dict[str, Any], conn: str, when: str, tiles: list[str], brokers: list) -> str:
+    """The report's HTML: its count tiles, then each of its sections."""
     return (
         f"<section class='health' data-conn='{_e(conn)}'><h3>Connection <code>{_e(conn)}</code> "
         f"<span class='muted'>cluster {_e(report.get('cluster_id'))}, {_e(report.get('partitions'))} partitions, "
         f"report of {_e(when)}{_age(report.get('age_s'))}</span></h3>"
-        f"<div class='tiles'>{''.join(tiles)}{''.join(flags)}</div>"
+        f"<div class='tiles'>{''.join(tiles)}</div>"
         + _health_balance(report.get("balance"), report.get("rebalance_proposal"))
         + _health_replication(report.get("replication"))
         + _health_quorum(report.get("quorum"))

@@ -271,7 +271,8 @@ def test_quorum_lag_is_read_in_the_answers_own_terms_and_unknown_stays_unknown()
     lags = {v["node_id"]: (v["lag_offsets"], v["caught_up_ms_ago"]) for v in view["voters"]}
     assert lags == {1: (0, 0), 2: (20, 3_000), 3: (None, None)}
     page = console._quorum(view)
-    assert "<tr data-voter='3'><td>3</td><td>-</td><td>unknown</td><td>unknown</td></tr>" in page
+    assert "<tr data-voter='3'><td>3</td><td>-</td><td>unknown</td><td>unknown</td><td>unknown</td>" in page
+    assert "data-voter-state='unknown'" in page and "class='voter-state bad'" in page
     assert "<td>3.0 s</td>" in page and "data-quorum-leader='1'" in page
 
 
@@ -381,7 +382,7 @@ def test_a_replica_order_left_changed_by_an_unclean_recovery_is_on_the_live_sect
 def test_a_topic_whose_min_isr_was_not_read_is_counted_unknown_live_never_within():
     """DescribeConfigs did not answer for one topic: its partitions are in neither min-ISR count,
     and the live section says how many were left out (it used to show only "0 under min ISR")."""
-    from kafka_runbooks.model import Broker, PartitionState, Quorum, QuorumMember
+    from kafka_runbooks.model import Broker, LogDir, PartitionState, Quorum, QuorumMember
 
     class Admin:
         def ping(self):
@@ -393,6 +394,9 @@ def test_a_topic_whose_min_isr_was_not_read_is_counted_unknown_live_never_within
         def describe_quorum(self):
             return Quorum(1, 1, 10, (QuorumMember(1, 10, None, None),), ())
 
+        def describe_log_dir_states(self, broker_ids, replicas=True):
+            return {b: (LogDir(b, f"/d{b}", 0),) for b in broker_ids}, {}
+
         def describe_partitions(self):
             return [
                 PartitionState("unread", 0, 1, 1, (1, 2, 3), (1,), min_insync_replicas=None),
@@ -402,7 +406,15 @@ def test_a_topic_whose_min_isr_was_not_read_is_counted_unknown_live_never_within
             ]
 
     live = console.read_live(Admin())
-    assert live["counts"] == {"offline": 1, "under_min_isr": 0, "under_replicated": 1, "min_isr_unknown": 2}
+    assert live["counts"] == {
+        "offline": 1,
+        "under_min_isr": 0,
+        "under_replicated": 1,
+        "min_isr_unknown": 2,
+        "voters_not_caught_up": 0,
+        "voters_unknown": 0,  # the only voter leads
+        "offline_dirs": 0,
+    }
     page = console._live({**live, "kafka_config_id": "kafka_default"})
     assert re.search(
         r"class='tile warn' data-live-count='min_isr_unknown'[^>]*><b>2</b>Min ISR unknown", page
@@ -418,7 +430,7 @@ def test_a_registered_broker_that_stopped_fetching_metadata_is_not_shown_up():
     session times out; the quorum leader's own answer already says it stopped fetching the
     metadata log. "up" only while it fetches (by the leader's clock, never the worker's);
     a broker the quorum does not report is "unknown", never "up"."""
-    from kafka_runbooks.model import Broker, PartitionState, Quorum, QuorumMember
+    from kafka_runbooks.model import Broker, LogDir, PartitionState, Quorum, QuorumMember
 
     leader_now = 1_000_000  # the leader's clock, far from this machine's
 
@@ -438,6 +450,10 @@ def test_a_registered_broker_that_stopped_fetching_metadata_is_not_shown_up():
             voters = (QuorumMember(9001, 10, leader_now, leader_now),)
             return Quorum(9001, 1, 10, voters, observers, fetch_timeout_ms=2000)  # as the facade reads it
 
+        def describe_log_dir_states(self, broker_ids, replicas=True):
+            assert broker_ids == [1] and replicas is False, "only a serving broker, for its dirs alone"
+            return {1: (LogDir(1, "/d1", 0),)}, {}
+
         def describe_partitions(self):
             return [PartitionState("t", 0, 1, 1, (1, 2, 3), (1, 2, 3), min_insync_replicas=2)]
 
@@ -451,3 +467,81 @@ def test_a_registered_broker_that_stopped_fetching_metadata_is_not_shown_up():
     page = console._live_brokers(console.read_live(Admin())["brokers"])
     assert "<td class='state bad'>registered, no metadata fetch for 7 s" in page
     assert "<td class='state'>up</td>" in page
+
+
+def test_a_dead_voter_and_an_offline_log_dir_are_flagged_live():
+    """Issue #39 point 5: a voter killed 12.6 s ago (by the leader's clock) sat unflagged under a
+    green tile of the last report, and an offline log dir showed only as under-replicated partitions
+    with every broker "up" until the next health report."""
+    from kafka_runbooks.model import Broker, LogDir, PartitionState, Quorum, QuorumMember
+
+    leader_now = 5_000_000
+
+    class Admin:
+        def ping(self):
+            return "cluster-x"
+
+        def describe_brokers(self):
+            return {b: Broker(b) for b in (1, 2)}
+
+        def describe_quorum(self):
+            voters = (
+                QuorumMember(9001, 50, leader_now, leader_now),
+                QuorumMember(9002, 50, leader_now - 100, leader_now - 100),
+                QuorumMember(9003, 42, leader_now - 12_600, leader_now - 12_600),  # killed
+            )
+            observers = tuple(QuorumMember(b, 50, leader_now - 50, leader_now - 50) for b in (1, 2))
+            return Quorum(9001, 3, 50, voters, observers, fetch_timeout_ms=2000)
+
+        def describe_log_dir_states(self, broker_ids, replicas=True):
+            return {1: (LogDir(1, "/d1a", 0), LogDir(1, "/d1b", 57)), 2: (LogDir(2, "/d2", 0),)}, {}
+
+        def describe_partitions(self):
+            return [PartitionState("t", 0, 2, 1, (1, 2), (2,), min_insync_replicas=1)]
+
+    live = console.read_live(Admin())
+    assert live["counts"]["voters_not_caught_up"] == 1 and live["counts"]["offline_dirs"] == 1
+    states = {b["broker_id"]: b["state"] for b in live["brokers"]}
+    assert states == {1: "up; log dir(s) OFFLINE: /d1b", 2: "up"}
+    page = console._live({**live, "kafka_config_id": "kafka_default"})
+    assert re.search(
+        r"class='tile bad' data-live-count='voters_not_caught_up'[^>]*><b>1</b>Voters not caught up", page
+    )
+    assert re.search(r"class='tile bad' data-live-count='offline_dirs'[^>]*><b>1</b>Offline log dirs", page)
+    assert "<td class='state bad'>up; log dir(s) OFFLINE: /d1b</td>" in page
+    row = page.split("<tr data-voter='9003'>", 1)[1].split("</tr>", 1)[0]
+    assert "<td>12.6 s</td>" in row and "class='voter-state bad' data-voter-state='not caught up'" in row
+
+
+def test_a_report_is_outranked_by_the_live_read_of_its_connection_and_never_green_beside_it():
+    """A green "spare voter: 3 of 3 caught up" tile of a report sat beside a voter dead now: with a
+    live read of the same connection, the report's tiles are grey and it says it is outranked."""
+    report = {
+        "kafka_config_id": "kafka_default",
+        "taken_at_ms": 1,
+        "age_s": 290,
+        "counts": {"offline": 0},
+        "quorum": {
+            "has_spare": True,
+            "voters": [{"node_id": 9003, "state": "caught up"}],
+            "caught_up_voters": [9003],
+        },
+    }
+    alone = console._health(report)
+    assert "class='tile ok' data-quorum-spare='true'" in alone and "outranked" not in alone
+    beside = console._health(report, live_read=True)
+    assert "class='tile ok" not in beside and "class='tile stale' data-quorum-spare='true'" in beside
+    assert "4 min old: the live read of this connection above is newer and outranks it" in beside
+    view = {
+        "generated_at": "now",
+        "live": [{"kafka_config_id": "kafka_default", "counts": {}, "brokers": [], "quorum": {}}],
+        "health": [report],
+        "runs": [],
+        "gates": [],
+        "decisions": [],
+    }
+    assert "class='tile stale' data-quorum-spare='true'" in console.render_page(view)
+    unread = {**view, "live": [{"kafka_config_id": "kafka_default", "error": "not read within 4 s"}]}
+    assert "class='tile ok' data-quorum-spare='true'" in console.render_page(unread), (
+        "no live read: no outranking"
+    )
