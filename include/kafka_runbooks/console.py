@@ -90,7 +90,7 @@ def run_progress(dag_id: str, run_id: str, root: Path | None = None) -> dict[str
         progress = _read_json(store, f"{folder}/progress.json") or _read_json(
             store, f"{folder}/adopt-progress.json"
         )
-        if progress:
+        if progress and progress.get("chunks") != 0:  # none adopted: no progress yet ("all 0 chunk(s) done")
             return {"kind": "reassignment", **progress}
         return None
     if dag_id == "kafka_broker_restart":

@@ -377,7 +377,7 @@ def validate_request(
     from kafka_runbooks.failed_broker import runbook
     from kafka_runbooks.failed_broker.execute import ChunkState, ExecState, save_state
 
-    state, failed, receivers, inflight = _read_for_validate(
+    state, failed, receivers, inflight, floor = _read_for_validate(
         request, kafka_config_id, dag_id, _held_by_receivers(choose, moving)
     )
     owned = owned_in_flight(dag_id, kafka_config_id, state.cluster_id)
@@ -407,6 +407,7 @@ def validate_request(
         "receivers_csv": ",".join(str(b) for b in receivers),
         "adopted": len(checked.adopt),
         "plan_dir": str(folder / "plan"),
+        "throttle_floor": floor,  # the gate says when the throttle is below what Kafka holds
     }
 
 
@@ -430,7 +431,7 @@ def _held_by_receivers(choose, moving: Iterable[tuple[str, int]] | None):
 
 def _read_for_validate(
     request: ReassignRequest, kafka_config_id: str, dag_id: str, choose
-) -> tuple[Any, list, list, Any]:
+) -> tuple[Any, list, list, Any, dict | None]:
     """One connection for validate's reads: the cluster, the brokers to empty and the receivers
     (``choose``'s refusal is the run's), leftover throttles removed, the reassignments in flight."""
     from kafka_runbooks.failed_broker import runbook
@@ -450,9 +451,19 @@ def _read_for_validate(
             # cleanup comes off at the next heal (or any other) once that broker answers again
             for each in REASSIGNING_DAG_IDS:
                 clean_leftover_throttles(admin, each, cluster=kafka_config_id)
-        return state, failed, receivers, runbook.in_flight(admin)
+        return state, failed, receivers, runbook.in_flight(admin), _throttle_floor(admin, receivers)
     finally:
         admin.close()
+
+
+def _throttle_floor(admin, receivers: list[int]) -> dict[str, Any] | None:
+    """The receivers' own settings that bound the lowest throttle Kafka holds (the gate warns below
+    it); None when none answered (read-only, DescribeConfigs of each receiver)."""
+    from kafka_runbooks.failed_broker.throttle_floor import FLOOR_KEYS, floor_from
+
+    values, _ = admin.broker_configs(receivers, list(FLOOR_KEYS))
+    floor = floor_from(values)
+    return floor.as_dict() if floor else None
 
 
 def review_plan(
@@ -509,7 +520,8 @@ def _plan_markdown(checked: dict[str, Any], summary: dict[str, Any], plan_dir: S
 
         return rf_markdown(summary, throttle, str(plan_dir))
     elect = bool(checked.get("elect_preferred_leaders", True))
-    return plan_markdown(summary, throttle, str(plan_dir), elect, checked.get("failed_dirs") or ())
+    floor = checked.get("throttle_floor")
+    return plan_markdown(summary, throttle, str(plan_dir), elect, checked.get("failed_dirs") or (), floor)
 
 
 def _load_plan(plan_dir: StorePath) -> Any:

@@ -20,6 +20,7 @@ from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration, format_size
 
 PROGRESS_FILE = "progress.json"
+SLOW_AFTER_S = 30.0  # a chunk's rate is said slow only after this long (its first fetches start up)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Progress:
     not_started: int = 0  # partitions of chunks a stop left unstarted
     leaders: str | None = None  # after a stop: whether the moved partitions' leaders were re-balanced
     silent: str | None = None  # receivers with moves waiting that do not answer themselves, and how long
+    receivers: int = 0  # of the chunk being worked on: the throttle is per broker, they copy side by side
 
     @property
     def percent_bytes(self) -> float:
@@ -71,14 +73,34 @@ class Progress:
             if self.stopped
             else f"time left {'unknown' if self.eta_s is None else '~' + format_duration(self.eta_s)}"
         )
+        if not self.chunks:  # e.g. the adopted moves of an earlier run, when there were none
+            return "nothing to move" if self.finished else "no chunk yet"
         tail = f" | {self.leaders}" if self.stopped and self.leaders else ""
         if self.silent and not self.stopped:
             tail += f" | {self.silent}"
+        tail += self._against_the_throttle()
         return (
             f"{head} | {self.percent_bytes:.0f}% bytes ({format_size(self.bytes_done)} of {format_size(self.bytes)})"
             f" | {self.percent_partitions:.0f}% partitions ({self.partitions_done}/{self.partitions})"
             f" | {rate} since {'adopted' if self.adopted else 'submission'} | {left}{tail}"
         )
+
+    def _against_the_throttle(self) -> str:
+        """The measured rate against what the gate's time assumed (the throttle on each receiver of
+        the chunk): said when it is off by half or more, since the gate's time then does not hold."""
+        if not self.rate_bytes_per_sec or not self.throttle_bytes_per_sec or not self.receivers:
+            return ""
+        allowed = self.throttle_bytes_per_sec * self.receivers
+        if self.rate_bytes_per_sec > 1.5 * allowed:
+            return (
+                f" | {self.rate_bytes_per_sec / allowed:.1f}x the throttle on {self.receivers} receiver(s): "
+                "Kafka does not hold a throttle this low, the gate's time was the longest"
+            )
+        if self.rate_bytes_per_sec < 0.5 * self.throttle_bytes_per_sec and self.elapsed_s >= SLOW_AFTER_S:
+            return (
+                " | below the throttle: slower than the gate's time (the time left is from the measured rate)"
+            )
+        return ""
 
     def as_dict(self) -> dict[str, Any]:
         """The progress file's content: the figures, the percentages (one decimal) and the log line."""
@@ -126,6 +148,7 @@ def measure(state, chunk, done: list[str], copied_in_chunk: int, now: float) -> 
         throttle_bytes_per_sec=state.throttle_bytes_per_sec,
         updated_at_ms=int(now * 1000),
         adopted=chunk.adopted,
+        receivers=len(chunk.receivers),
     )
 
 

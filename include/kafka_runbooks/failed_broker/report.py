@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_runbooks.errors import BadInput
+from kafka_runbooks.failed_broker.throttle_floor import from_dict as floor_from_dict
 from kafka_runbooks.units import format_duration, format_size
 
 MAX_CHUNK_ROWS = 40
@@ -63,7 +64,7 @@ def _broker_label(broker: str, v: dict[str, Any], failed: set[int], drain: bool,
     return f"**{broker}** (failed: {broker_state(v)})"
 
 
-def headline(summary: dict[str, Any], brokers_text: str, seconds: float) -> str:
+def headline(summary: dict[str, Any], brokers_text: str, seconds: float, when: str | None = None) -> str:
     """The gate's first line: a heal moves replicas off failed brokers; a drain (the planned
     decommission) empties live ones, and says so in the words an operator reads a proposal in."""
     moved = sum(summary.get("moved_per_receiver", {}).values())
@@ -72,7 +73,7 @@ def headline(summary: dict[str, Any], brokers_text: str, seconds: float) -> str:
         return (
             f"Decommission brokers **{brokers_text}**: **{moved}** replica move(s) of "
             f"**{summary['partitions']}** partition(s), **{format_size(summary['bytes'])}**, in {chunks} "
-            f"chunk(s), about {format_duration(seconds)} at the throttle; per broker before → after below. "
+            f"chunk(s), {when or f'about {format_duration(seconds)} at the throttle'}; per broker before → after below. "
             "The drained brokers end with no replica and no leadership."
         )
     if summary.get("drain_replicas"):
@@ -97,6 +98,7 @@ def plan_markdown(
     plan_dir: str,
     elect_preferred_leaders: bool,
     failed_dirs: list[str] = (),
+    throttle_floor: dict | None = None,
 ) -> str:
     """The gate's body: what will be done, in tables the Airflow UI renders. ``failed_dirs``: a
     log-dir failure's offline dirs (its broker's DescribeLogDirs answer), named on the broker's row.
@@ -108,14 +110,23 @@ def plan_markdown(
             "a replication-factor plan's gate body is kafka_runbooks.replication_factor.rf_markdown"
         )
     if summary.get("rebalance"):
-        return rebalance_markdown(summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders)
+        return rebalance_markdown(
+            summary, throttle_bytes_per_sec, plan_dir, elect_preferred_leaders, throttle_floor
+        )
     failed = {int(b) for b in summary["failed_brokers"]}
     seconds = estimated_seconds(summary, throttle_bytes_per_sec)
     drain = bool(summary.get("drain"))
     lines = [
-        headline(summary, _failed_text(failed, summary["per_broker"]), seconds),
+        headline(
+            summary,
+            _failed_text(failed, summary["per_broker"]),
+            seconds,
+            at_the_throttle(seconds, throttle_bytes_per_sec, throttle_floor),
+        ),
         "",
-        *_heal_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
+        *_heal_table(
+            summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders, throttle_floor
+        ),
         *per_broker_rows(
             summary["per_broker"],
             lambda broker, v: _broker_label(broker, v, failed, drain, list(failed_dirs)),
@@ -138,6 +149,7 @@ def _heal_table(
     seconds: float,
     plan_dir: str,
     elect_preferred_leaders: bool,
+    throttle_floor: dict | None = None,
 ) -> list[str]:
     """The heal's and the drain's figures: what moves, how much, how fast, what follows the moves."""
     moved = sum(summary.get("moved_per_receiver", {}).values())
@@ -148,7 +160,7 @@ def _heal_table(
         f"| Replicas to copy | {moved} (only {moved_from(summary)[1]} replicas: the floor) |",
         _data_row(summary["bytes"]),
         f"| Chunks | {len(summary['chunks'])} |",
-        *_throttle_rows(throttle_bytes_per_sec, seconds),
+        *_throttle_rows(throttle_bytes_per_sec, seconds, throttle_floor),
         f"| Receivers | {', '.join(str(b) for b in summary['receivers'])} |",
         f"| Preferred leaders changed | {summary.get('leaders_changed', 0)} partition(s) whose failed "
         "replica led get a new first replica (no extra data moves) |",
@@ -168,12 +180,32 @@ def _data_row(n: int) -> str:
     return f"| Data to copy | {format_size(n)} ({n:,} bytes) |"
 
 
-def _throttle_rows(throttle_bytes_per_sec: int, seconds: float) -> list[str]:
-    """The throttle and the time it gives: the same two rows in every reassigning runbook's gate."""
+def at_the_throttle(seconds: float, throttle_bytes_per_sec: int, throttle_floor: dict | None) -> str:
+    """The headline's duration: "about X at the throttle", or "at most X" where Kafka does not hold
+    the throttle (the copy runs faster: :mod:`~kafka_runbooks.failed_broker.throttle_floor`)."""
+    floor = floor_from_dict(throttle_floor)
+    if floor and floor.warning(throttle_bytes_per_sec):
+        return f"at most {format_duration(seconds)} at the throttle (below what Kafka holds: it will copy faster)"
+    return f"about {format_duration(seconds)} at the throttle"
+
+
+def _throttle_rows(
+    throttle_bytes_per_sec: int, seconds: float, throttle_floor: dict | None = None
+) -> list[str]:
+    """The throttle and the time it gives: the same two rows in every reassigning runbook's gate,
+    said as the longest the copy should take when the throttle is below what Kafka holds
+    (:mod:`~kafka_runbooks.failed_broker.throttle_floor`, read from the receivers)."""
+    floor = floor_from_dict(throttle_floor)
+    warning = floor.warning(throttle_bytes_per_sec) if floor else None
+    how = "the busiest receiver's share at the throttle"
+    if warning:
+        return [
+            f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker: **{warning}** |",
+            f"| Longest duration at the throttle | {format_duration(seconds)} ({how}; Kafka will copy faster) |",
+        ]
     return [
         f"| Throttle | {format_size(throttle_bytes_per_sec)}/s per broker |",
-        f"| Estimated duration at the throttle | about {format_duration(seconds)} (the busiest receiver's "
-        "share at the throttle) |",
+        f"| Estimated duration at the throttle | about {format_duration(seconds)} ({how}) |",
     ]
 
 
@@ -226,7 +258,11 @@ def _bytes_row(figures: dict[str, Any]) -> str:
 
 
 def rebalance_markdown(
-    summary: dict[str, Any], throttle_bytes_per_sec: int, plan_dir: str, elect_preferred_leaders: bool
+    summary: dict[str, Any],
+    throttle_bytes_per_sec: int,
+    plan_dir: str,
+    elect_preferred_leaders: bool,
+    throttle_floor: dict | None = None,
 ) -> str:
     """A rebalance's proposal the way an operator reads one: moves, data, the spreads before and
     after against the target with the moves' lower bound, per broker before → after, chunks."""
@@ -242,7 +278,8 @@ def rebalance_markdown(
     lines = [
         f"Rebalance **{summary['rebalance']}** {onto}: **{summary['replica_moves']}** replica move(s), "
         f"**{summary.get('leader_changes', 0)}** leader move(s), **{format_size(summary['bytes_copied'])}** to "
-        f"copy, in {len(summary['chunks'])} chunk(s), about {format_duration(seconds)} at the throttle. {reached}",
+        f"copy, in {len(summary['chunks'])} chunk(s), {at_the_throttle(seconds, throttle_bytes_per_sec, throttle_floor)}. "
+        f"{reached}",
         "",
         "| spread (most − least per broker) | before | after | target | moves | lower bound of moves |",
         "|---|---:|---:|---:|---:|---:|",
@@ -250,7 +287,9 @@ def rebalance_markdown(
         _spread_row("preferred leaders", s["leaders"], summary.get("leader_changes", 0)),
         _bytes_row(s["bytes"]),
         "",
-        *_rebalance_table(summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders),
+        *_rebalance_table(
+            summary, throttle_bytes_per_sec, seconds, plan_dir, elect_preferred_leaders, throttle_floor
+        ),
         *per_broker_rows(summary["per_broker"], lambda b, _: f"**{b}** (new)" if int(b) in new else b),
     ]
     return "\n".join(lines + chunk_rows(summary["chunks"]))
@@ -262,6 +301,7 @@ def _rebalance_table(
     seconds: float,
     plan_dir: str,
     elect_preferred_leaders: bool,
+    throttle_floor: dict | None = None,
 ) -> list[str]:
     """The rebalance's figures: moves, data, chunks, throttle, duration, what follows the moves."""
     return [
@@ -272,7 +312,7 @@ def _rebalance_table(
         "reordering replicas only, after the chunks: no data) |",
         _data_row(summary["bytes_copied"]),
         f"| Chunks | {len(summary['chunks'])} |",
-        *_throttle_rows(throttle_bytes_per_sec, seconds),
+        *_throttle_rows(throttle_bytes_per_sec, seconds, throttle_floor),
         "| After the moves | "
         + (
             "the leader-only moves, a preferred-leader election on every changed partition, the spreads read back |"

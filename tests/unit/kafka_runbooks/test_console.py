@@ -545,3 +545,14 @@ def test_a_report_is_outranked_by_the_live_read_of_its_connection_and_never_gree
     assert "class='tile ok' data-quorum-spare='true'" in console.render_page(unread), (
         "no live read: no outranking"
     )
+
+
+def test_a_run_that_adopted_nothing_shows_no_progress_instead_of_all_0_chunks_done(tmp_path):
+    """At a heal's start the page read "all 0 chunk(s) done | 100% bytes (0 B of 0 B)": the empty
+    adopted state's progress, before the plan's own existed."""
+    folder = tmp_path / "reassign" / "kafka_failed_broker_reassignment" / "r1"
+    folder.mkdir(parents=True)
+    (folder / "adopt-progress.json").write_text(json.dumps({"chunks": 0, "line": "all 0 chunk(s) done"}))
+    assert console.run_progress("kafka_failed_broker_reassignment", "r1", tmp_path) is None
+    (folder / "progress.json").write_text(json.dumps({"chunks": 3, "line": "chunk 1 of 3"}))
+    assert console.run_progress("kafka_failed_broker_reassignment", "r1", tmp_path)["line"] == "chunk 1 of 3"

@@ -24,7 +24,11 @@ def test_a_schedule_is_taken_as_given_and_the_default_applies_when_unset(monkeyp
 
 def test_a_manual_runbook_is_never_retried_and_a_sweep_only_as_asked():
     """A retry of a manual runbook's task would repeat a step its gate approved once."""
-    never_retried = {"owner": "kafka-platform", "retries": 0}
+    never_retried = {
+        "owner": "kafka-platform",
+        "retries": 0,
+        "on_failure_callback": dag_settings.record_task_failure,
+    }
     assert dag_settings.manual_runbook(tags=["kafka"])["default_args"] == never_retried
     settings = dag_settings.sweep(schedule=None, tags=["kafka"], max_active_runs=1)
     assert settings["default_args"] == never_retried

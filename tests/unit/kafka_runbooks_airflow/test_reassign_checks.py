@@ -83,6 +83,12 @@ class Cluster:
     def broker_answers(self, broker_id, timeout_s=5.0):
         return None if broker_id not in self.fenced else "KafkaConnectionError: ECONNREFUSED"
 
+    def broker_configs(self, broker_ids, keys):
+        """Kafka's defaults for the throttle's enforcement (replica.fetch.max.bytes, the quota window)."""
+        defaults = {"replica.fetch.max.bytes": "1048576", "replication.quota.window.num": "11"}
+        defaults["replication.quota.window.size.seconds"] = "1"
+        return {b: {k: defaults.get(k) for k in keys} for b in broker_ids}, {}
+
     def describe_config_values(self, kind, names, keys, asked_of=None):
         return {n: {k: v for k, v in self.configs.get(f"{kind} {n}", {}).items() if k in keys} for n in names}
 
