@@ -11,7 +11,7 @@ the longest log, and what Kafka's own unclean election would take and lose).
 Modes (`mode`): `show_replica_info` (default: dry run, the table only),
 `manual_recovery_file` (also write `manual/`: the files and the exact commands, in order
 with their checks, to do the same with Kafka's own CLI), `automated_recovery` (stop at
-an **approval gate** showing the table, then elect the chosen replicas; an election
+an **approval gate** showing the totals, then the table, then elect the chosen replicas; an election
 counts only if the partition stays online, led by the chosen replica on an unfenced
 broker, for `settle_period_s`; the original replica order is put back whatever happens;
 a leader that is not the chosen replica is reported loudly as data loss). The approval is recorded with the run
@@ -154,6 +154,8 @@ with DAG(
         action_kind="unclean",
         subject="Unclean recovery: elect the CHOSEN replicas? Other replicas lose what the table shows",
         body=(
+            # the totals first (a plan made before they existed has none: the table alone then)
+            "{{ ti.xcom_pull(task_ids='plan_recovery').get('totals_md', '') }}\n\n"
             "Offline partitions and the replica chosen for each (CHOSEN). "
             "`truncated_if_choice_stands`: the offsets that replica holds beyond the chosen one, "
             "which its broker truncates once it follows the chosen leader. SUMMARY: what the choice "

@@ -53,6 +53,14 @@ TIMED_OUT = "timed_out"
 REFUSED = "refused"  # an answer that does not count (four-eyes, plan changed while waiting)
 NOT_REQUIRED = "not_required"  # dry run, or an ungated run the deployment allows
 
+# The approval gates' two options (issue #39 point 7: a bare "Approve" and "Reject" looked alike and
+# said nothing of what each does). Every place that offers, sends or compares them imports these.
+APPROVE_OPTION = "Approve: run the plan"
+REJECT_OPTION = "Reject: do nothing"
+GATE_OPTIONS = (APPROVE_OPTION, REJECT_OPTION)
+# what a gate asked before the options were renamed offered, and its answer names: read as the new ones
+EARLIER_OPTIONS = {"Approve": APPROVE_OPTION, "Reject": REJECT_OPTION}
+
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off", ""})
 
@@ -195,6 +203,25 @@ def user_label(user: Mapping[str, Any] | None) -> str:
     if uid and name and uid != name:
         return f"{name} ({uid})"
     return name or uid or "nobody"
+
+
+def current_option(option: str) -> str:
+    """The option an answer names, in today's words: a gate asked before the options were renamed
+    offered (and its stored answer names) the bare "Approve"/"Reject"; it still means the same."""
+    return EARLIER_OPTIONS.get(option, option)
+
+
+def chose(chosen: Sequence[str], option: str) -> bool:
+    """Whether the answer ``chosen`` picked ``option``, an answer in the earlier words included."""
+    return current_option(option) in {current_option(o) for o in chosen}
+
+
+def answered_words(outcome: str, by: Mapping[str, Any] | None, chosen: Sequence[str], at: Any) -> str:
+    """The answered gate in one phrase, from its record: ``approved by alice (chose 'Approve: run the
+    plan') at <time>``; the option as the answer named it, the time the API server stamped on it."""
+    picked = ", ".join(f"'{o}'" for o in chosen) or "no option"
+    when = at.isoformat() if hasattr(at, "isoformat") else at
+    return f"{outcome} by {user_label(by)} (chose {picked})" + (f" at {when}" if when else "")
 
 
 def same_user(approver: Mapping[str, Any] | None, triggering_user: str | None) -> bool:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks_dev import spark_connect as connect_server
 from kafka_runbooks_dev.localstack.celery import (
     API_OFFSET,
@@ -435,7 +436,7 @@ def test_a_heal_whose_worker_is_killed_mid_poke_resumes_on_the_other_worker(
     assert (lease["dag_id"], lease["run_id"]) == (REASSIGN, run)
 
     airflow.wait_for_approval(REASSIGN, run, "approval_gate", timeout=600)
-    airflow.answer(REASSIGN, run, "approval_gate", ["Approve"])
+    airflow.answer(REASSIGN, run, "approval_gate", [APPROVE_OPTION])
 
     # kill the worker in the middle of a poke of execute_chunks, while a chunk copies under its throttle
     first_seen: dict[int, float] = {}

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_runbooks.approval import APPROVE_OPTION, REJECT_OPTION
 from tests.helpers import wait_until
 
 DAG_ID = "kafka_broker_restart"
@@ -113,7 +114,7 @@ def test_reject_fails_the_run_and_no_clear_gets_past_the_gate(airflow_local, res
     first_digest = request["body"].split("`sha256:")[1].split("`")[0]
 
     # Reject: the run fails, the roll never starts (today's main: gate success, run success)
-    airflow_local.answer(DAG_ID, run_id, GATE, ["Reject"])
+    airflow_local.answer(DAG_ID, run_id, GATE, [REJECT_OPTION])
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id) == {
         "check_input": "success",
@@ -170,7 +171,7 @@ def test_reject_fails_the_run_and_no_clear_gets_past_the_gate(airflow_local, res
     assert process_of(stack, 1) == before  # nothing restarted while it waits
 
     # approved: the roll acts on the approved plan and restarts the node
-    airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+    airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])
     state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=600)
     log = airflow_local.task_log_text(
         DAG_ID, run_id, ROLL, try_number=airflow_local.task_instance(DAG_ID, run_id, ROLL)["try_number"]
@@ -249,7 +250,7 @@ def test_four_eyes_the_triggering_user_cannot_approve(airflow_local, restore_sta
         run_id = trigger(airflow_local, conf(3))  # triggered by admin
         request = airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
         assert "Four-eyes is on" in request["body"]
-        airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])  # ... and approved by admin
+        airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])  # ... and approved by admin
         assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
         assert states(airflow_local, run_id)[ROLL] == "upstream_failed"
         record = gate_record(airflow_local, run_id)
@@ -267,7 +268,7 @@ def test_four_eyes_the_triggering_user_cannot_approve(airflow_local, restore_sta
         run_id = trigger(airflow_local, conf(3), as_user=OTHER_USER)
         assert airflow_local.dag_run(DAG_ID, run_id)["triggering_user_name"] == OTHER_USER
         airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
-        airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+        airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])
         state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=600)
         assert state == "success", states(airflow_local, run_id)
     finally:
@@ -297,7 +298,7 @@ def test_evidence_changed_while_the_gate_waited_voids_the_approval(airflow_local
     assert state["gate_rows"], state  # the evidence the gate showed
     state["gate_rows"][0] = {**state["gate_rows"][0], "edited": "after the question was asked"}
     path.write_text(json.dumps(state))
-    airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+    airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     assert states(airflow_local, run_id)[ROLL] == "upstream_failed"
     log = airflow_local.task_log_text(DAG_ID, run_id, GATE)

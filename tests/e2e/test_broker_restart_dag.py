@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from tests.helpers import create_topic, unique_topic
 
 DAG_ID = "kafka_broker_restart"
@@ -129,7 +130,7 @@ def test_rolling_restart_of_every_node_under_acks_all_load(airflow_local, restor
         assert rows[0].startswith("| # | node | role | partitions hosted | leaders | under-replicated now")
         assert len(rows) == 1 + len(pids_before) and "```" not in request["body"]
         assert rows[-1].startswith(f"| {len(pids_before)} | ") and "controller (active)" in rows[-1]
-        airflow_local.answer(DAG_ID, run_id, "approval_gate", ["Approve"])
+        airflow_local.answer(DAG_ID, run_id, "approval_gate", [APPROVE_OPTION])
         state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=800)
         log = airflow_local.task_log_text(DAG_ID, run_id, "rolling_restart")
         assert state == "success", f"{airflow_local.task_instances(DAG_ID, run_id)}\n{log[-5000:]}"

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests.e2e.conftest import AIRFLOW_TEST_HOME
@@ -202,7 +203,7 @@ def test_reassignment_gate_progress_and_stop_from_the_kafka_page(
     assert _find(browser, "//table//td[contains(., 'Estimated duration at the throttle')]")
     assert not browser.find_elements("xpath", "//pre[contains(., '| broker | rack |')]")
     _shot(browser, "04-reassignment-gate")
-    airflow_local.answer(REASSIGN, run, "approval_gate", ["Approve"])
+    airflow_local.answer(REASSIGN, run, "approval_gate", [APPROVE_OPTION])
 
     # 2. the bulky chunk moves under its throttle; the Kafka page shows the progress and a Stop link
     def bulky_moving() -> dict | None:

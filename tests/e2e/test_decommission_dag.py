@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.lease import Holder, LeaseRecord
 from kafka_runbooks.storage import Records, store
@@ -64,7 +65,7 @@ def test_a_live_broker_is_drained_of_replicas_and_leadership_under_acks_all(
         assert "at the throttle" in body[0] and any(
             line.startswith(f"| **{DRAINED}** (drained) |") for line in body
         )
-        airflow_local.answer(DAG_ID, run, "approval_gate", ["Approve"])
+        airflow_local.answer(DAG_ID, run, "approval_gate", [APPROVE_OPTION])
         state = airflow_local.wait_for_run(DAG_ID, run, timeout=600)
     finally:
         producer.stop_event.set()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks.failed_broker.failures import FailureStore
 from kafka_runbooks.failed_broker.throttle import leftover_throttles
 from kafka_runbooks.paths import safe_name
@@ -237,7 +238,7 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert "| broker | rack | replicas | preferred leaders | bytes |" in body, request["body"]
     assert any(line.startswith("| **4** (failed: registered, fenced) | rack-b |") for line in body), body
     assert any(line.startswith("| 1 of ") for line in body) and any("Estimated duration" in x for x in body)
-    airflow_local.answer(REASSIGN, run1, "approval_gate", ["Approve"])
+    airflow_local.answer(REASSIGN, run1, "approval_gate", [APPROVE_OPTION])
 
     # the execution task is killed in the middle of a chunk copying under its throttle: one seen
     # moving for 5 s (the bulky partitions' chunk, or any other that copies slowly; seen on a loaded

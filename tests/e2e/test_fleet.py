@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.approval import REJECT_OPTION
 from kafka_runbooks_dev.localstack import LocalStack, Topology
 from tests.helpers import wait_until
 
@@ -119,7 +120,7 @@ def test_a_restart_waits_for_the_lease_of_its_cluster_and_not_for_another_cluste
         "running",
     )
 
-    airflow_local.answer(RESTART, holder, "approval_gate", ["Reject"])
+    airflow_local.answer(RESTART, holder, "approval_gate", [REJECT_OPTION])
     assert airflow_local.wait_for_run(RESTART, holder, timeout=600) == "failed"
     airflow_local.wait_for_task_state(RESTART, holder, "release_lease", "success", timeout=600)
     airflow_local.wait_for_approval(RESTART, waiting, "approval_gate", timeout=900)
@@ -127,7 +128,7 @@ def test_a_restart_waits_for_the_lease_of_its_cluster_and_not_for_another_cluste
     assert lease["run_id"] == waiting
 
     for run_id in (waiting, other):
-        airflow_local.answer(RESTART, run_id, "approval_gate", ["Reject"])
+        airflow_local.answer(RESTART, run_id, "approval_gate", [REJECT_OPTION])
     for run_id in (waiting, other):
         assert airflow_local.wait_for_run(RESTART, run_id, timeout=600) == "failed"
         airflow_local.wait_for_task_state(RESTART, run_id, "release_lease", "success", timeout=600)

@@ -19,6 +19,7 @@ import uuid
 import pytest
 import requests
 
+from kafka_runbooks.approval import APPROVE_OPTION, REJECT_OPTION
 from kafka_runbooks_dev.localstack.airflow import AirflowError, AirflowLocal
 
 DAG_ID = "e2e_plan_gate_check"
@@ -96,7 +97,7 @@ def test_an_approval_given_as_soon_as_the_gate_asks_is_taken_once(airflow_local:
     while waiting:  # answer each gate the moment its question exists
         for run_id in sorted(waiting):
             try:
-                airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+                airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])
                 waiting.discard(run_id)
             except AirflowError as exc:
                 if exc.status != 404 or time.monotonic() > deadline:
@@ -109,7 +110,7 @@ def test_an_approval_given_as_soon_as_the_gate_asks_is_taken_once(airflow_local:
         assert (record["outcome"], record["by"]["id"], record["chosen_options"]) == (
             "approved",
             "admin",
-            ["Approve"],
+            [APPROVE_OPTION],
         )
         assert record["at_clock"] == "Airflow's API server"
         gate_log = "\n".join(logs)
@@ -137,15 +138,15 @@ def test_an_approval_given_as_soon_as_the_gate_asks_is_taken_once(airflow_local:
 
 def test_a_gate_answered_twice_keeps_its_first_answer(airflow_local: AirflowLocal):
     run_id, _ = _trigger_and_wait_for_the_question(airflow_local)
-    airflow_local.answer(DAG_ID, run_id, GATE, ["Approve"])
+    airflow_local.answer(DAG_ID, run_id, GATE, [APPROVE_OPTION])
     with pytest.raises(AirflowError) as second:
-        airflow_local.answer(DAG_ID, run_id, GATE, ["Reject"])
+        airflow_local.answer(DAG_ID, run_id, GATE, [REJECT_OPTION])
     assert second.value.status == 409  # Airflow keeps one answer per question
     record, logs = _ended(airflow_local, run_id, "success")
-    assert (record["outcome"], record["chosen_options"]) == ("approved", ["Approve"])
+    assert (record["outcome"], record["chosen_options"]) == ("approved", [APPROVE_OPTION])
     assert "\n".join(logs).count("DECISION approval [approval_gate]: approved because") == 1
     with pytest.raises(AirflowError) as late:  # nor after the gate finished
-        airflow_local.answer(DAG_ID, run_id, GATE, ["Reject"])
+        airflow_local.answer(DAG_ID, run_id, GATE, [REJECT_OPTION])
     assert late.value.status == 409
     assert _gate_record(airflow_local, run_id) == record
     assert airflow_local.task_log_text(DAG_ID, run_id, ACT).count(ACTED_MARKER) == 1
@@ -153,12 +154,12 @@ def test_a_gate_answered_twice_keeps_its_first_answer(airflow_local: AirflowLoca
 
 def test_a_rejection_given_as_soon_as_the_gate_asks_rejects(airflow_local: AirflowLocal):
     run_id, _ = _trigger_and_wait_for_the_question(airflow_local)
-    airflow_local.answer(DAG_ID, run_id, GATE, ["Reject"])
+    airflow_local.answer(DAG_ID, run_id, GATE, [REJECT_OPTION])
     record, logs = _ended(airflow_local, run_id, "failed")
     assert airflow_local._ti_states(DAG_ID, run_id) == {GATE: "failed", ACT: "upstream_failed"}
     assert (record["outcome"], record["by"]["id"], record["chosen_options"]) == (
         "rejected",
         "admin",
-        ["Reject"],
+        [REJECT_OPTION],
     )
     assert "rejected by admin" in logs[-1]

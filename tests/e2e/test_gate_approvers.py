@@ -11,6 +11,8 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_runbooks.approval import APPROVE_OPTION, REJECT_OPTION
+
 DAG_ID = "kafka_broker_restart"
 OTHER_USER = "kafka-observer"  # SimpleAuthManager role "user": may trigger and edit runs
 pytestmark = pytest.mark.timeout(600)
@@ -40,7 +42,7 @@ def test_only_the_approvers_may_answer_the_restart_gate(airflow_local, local_sta
     refused = requests.patch(
         f"{airflow_local.base_url}{path}",
         headers={"Authorization": f"Bearer {_token(airflow_local, OTHER_USER)}"},
-        json={"chosen_options": ["Approve"], "params_input": {}},
+        json={"chosen_options": [APPROVE_OPTION], "params_input": {}},
         timeout=90,
     )
     assert refused.status_code == 403, refused.text
@@ -49,8 +51,8 @@ def test_only_the_approvers_may_answer_the_restart_gate(airflow_local, local_sta
     assert waiting["response_received"] is False
     assert airflow_local.task_instance(DAG_ID, run_id, "approval_gate")["state"] == "awaiting_input"
 
-    answered = airflow_local.answer(DAG_ID, run_id, "approval_gate", ["Reject"])
-    assert answered["responded_by"]["id"] == "admin" and answered["chosen_options"] == ["Reject"]
+    answered = airflow_local.answer(DAG_ID, run_id, "approval_gate", [REJECT_OPTION])
+    assert answered["responded_by"]["id"] == "admin" and answered["chosen_options"] == [REJECT_OPTION]
     state = airflow_local.wait_for_run(DAG_ID, run_id, timeout=300)
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(DAG_ID, run_id)}
     assert state == "failed", states  # a rejection fails the run
@@ -138,7 +140,7 @@ def test_the_approver_of_a_sweep_decision_cannot_approve_the_run_it_started_nor_
         assert (upstream["dag_id"], upstream["run_id"], upstream["task_id"]) == (SWEEP, sweep_run, SWEEP_GATE)
         request = airflow_local.wait_for_approval(DAG_ID, child, "approval_gate", timeout=300)
         assert f"**Triggered by:** {OTHER_USER}" in request["body"]
-        airflow_local.answer(DAG_ID, child, "approval_gate", ["Approve"])
+        airflow_local.answer(DAG_ID, child, "approval_gate", [APPROVE_OPTION])
         wait_until(
             lambda: (
                 airflow_local.task_instance(DAG_ID, child, "approval_gate")["state"] in ("success", "failed")

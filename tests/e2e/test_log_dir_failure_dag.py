@@ -50,6 +50,7 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.approval import APPROVE_OPTION, REJECT_OPTION
 from kafka_runbooks.controller_replace.plan import caught_up, observer, voter, voter_ids
 from kafka_runbooks.controller_replace.quorum_tool import LIBS_VARIABLE
 from kafka_runbooks.failed_broker.execute import chunks_from_plan_dir, split, target_of
@@ -211,7 +212,7 @@ def _rejected(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: lis
     rejected = airflow.trigger(DAG_ID, conf)
     _at_gate(airflow, rejected, truth)
     assigned = _assignment(admin)
-    airflow.answer(DAG_ID, rejected, GATE, ["Reject"])
+    airflow.answer(DAG_ID, rejected, GATE, [REJECT_OPTION])
     assert airflow.wait_for_run(DAG_ID, rejected, timeout=300) == "failed"
     _timeline(airflow, rejected)
     states = _states(airflow, rejected)
@@ -269,7 +270,7 @@ def _stopped_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, t
     assigned = _assignment(admin)
     run = airflow.trigger(DAG_ID, {**conf, "throttle_bytes_per_sec": SLOW})
     _at_gate(airflow, run, truth)
-    airflow.answer(DAG_ID, run, GATE, ["Approve"])
+    airflow.answer(DAG_ID, run, GATE, [APPROVE_OPTION])
     copying = wait_until(lambda: _copying(admin, truth), 300, 0.5, "the chunk copying under its throttle")
     _step(f"copying {sorted(copying)}: stop requested")
     reason = "e2e: the disk is replaced instead"
@@ -326,7 +327,7 @@ def _cleared_mid_chunk(airflow: AirflowLocal, admin: ClusterAdmin, run: str, tru
     moved) is another plan: its gate refuses to ask under the old one and the run fails, nothing
     executed, no throttle left. Where the partitions that left were headed at the Clear."""
     _at_gate(airflow, run, truth)
-    airflow.answer(DAG_ID, run, GATE, ["Approve"])
+    airflow.answer(DAG_ID, run, GATE, [APPROVE_OPTION])
     copying = wait_until(lambda: _copying(admin, truth), 300, 0.5, "a chunk copying under its throttle")
     executing = airflow.task_instance(DAG_ID, run, "execute_chunks")["state"]
     body = {"dry_run": False, "dag_run_id": run, "only_failed": False, "reset_dag_runs": True}
@@ -373,7 +374,7 @@ def _healed(
     remaining = sorted(k for k, v in _assignment(admin).items() if k in truth and BROKER in v)
     approved = airflow.trigger(DAG_ID, conf)
     _at_gate(airflow, approved, remaining)
-    airflow.answer(DAG_ID, approved, GATE, ["Approve"])
+    airflow.answer(DAG_ID, approved, GATE, [APPROVE_OPTION])
     state = airflow.wait_for_run(DAG_ID, approved, timeout=600)
     _step("healed")
     _timeline(airflow, approved)
@@ -513,7 +514,7 @@ def _reject_then_approve(
     """A rejected run changes no voter; an approved one succeeds. The approved plan document."""
     rejected = airflow.trigger(REPLACE_DAG, conf)
     _replace_at_gate(airflow, rejected, steps)
-    airflow.answer(REPLACE_DAG, rejected, REPLACE_GATE, ["Reject"])
+    airflow.answer(REPLACE_DAG, rejected, REPLACE_GATE, [REJECT_OPTION])
     assert airflow.wait_for_run(REPLACE_DAG, rejected, timeout=300) == "failed"
     states = _states(airflow, rejected, REPLACE_DAG)
     assert states[REPLACE_GATE] == "failed" and states["replace"] in ("upstream_failed", "skipped"), states
@@ -521,7 +522,7 @@ def _reject_then_approve(
 
     approved = airflow.trigger(REPLACE_DAG, conf)
     document = _replace_at_gate(airflow, approved, steps)
-    airflow.answer(REPLACE_DAG, approved, REPLACE_GATE, ["Approve"])
+    airflow.answer(REPLACE_DAG, approved, REPLACE_GATE, [APPROVE_OPTION])
     state = airflow.wait_for_run(REPLACE_DAG, approved, timeout=600)
     log = airflow.task_log_text(REPLACE_DAG, approved, "replace")
     assert state == "success", f"{_states(airflow, approved, REPLACE_DAG)}\n{log[-3000:]}"

@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from kafka_runbooks.approval import REJECT_OPTION
 from kafka_runbooks.paths import safe_name
 from tests.metadata_helpers import APPLY, CONTROLLER, ExpositionServer, counter, record, with_counter
 
@@ -41,7 +42,7 @@ def reject_restart_run(airflow_local, run_id: str, node_id: int) -> None:
     run = airflow_local.dag_run(RESTART, run_id)
     assert run["conf"]["node_ids"] == str(node_id) and run["conf"]["require_approval"] is True
     airflow_local.wait_for_approval(RESTART, run_id, "approval_gate", timeout=300)
-    airflow_local.answer(RESTART, run_id, "approval_gate", ["Reject"])
+    airflow_local.answer(RESTART, run_id, "approval_gate", [REJECT_OPTION])
     assert airflow_local.wait_for_run(RESTART, run_id, timeout=300) == "failed"  # rejected
     states = {ti["task_id"]: ti["state"] for ti in airflow_local.task_instances(RESTART, run_id)}
     assert states["approval_gate"] == "failed" and states["rolling_restart"] == "upstream_failed", states

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks.paths import safe_name
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 from tests import unclean_scenario as sc
@@ -111,7 +112,7 @@ def test_dry_run_bad_input_approved_recovery_and_kafkas_own_election(
     assert "Kafka's unclean election: broker 3, loses 100" in request["body"]
     assert _partition(admin, topic, 0).leader == -1  # nothing elected before the answer
     assert "LACKS COMMITTED RECORDS" in request["body"]
-    airflow_local.answer(DAG_ID, run, GATE, ["Approve"])
+    airflow_local.answer(DAG_ID, run, GATE, [APPROVE_OPTION])
     assert airflow_local.wait_for_run(DAG_ID, run, timeout=180) == "failed"
     assert _states(airflow_local, run)["run_elections"] == "failed"
     assert "RECOVERED WITH LOSS" in airflow_local.task_log_text(DAG_ID, run, "run_elections")

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from kafka_runbooks.approval import APPROVE_OPTION, REJECT_OPTION
 from kafka_runbooks_dev.chaos import schedule as sch
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Answerer(threading.Thread):
         if state == "success" and taken and try_number not in self._judged:
             self._judged.add(try_number)
             at, option = taken
-            if option == "Approve":
+            if option == APPROVE_OPTION:
                 self.answers.accepted.append(at)
         if try_number in self._taken or state in (None, "success", "failed", "skipped", "upstream_failed"):
             return
@@ -101,7 +102,7 @@ class Answerer(threading.Thread):
             self._done.wait(LATE_TIMEOUT_S + self.delay_s)
         elif self.answer != sch.EARLY:
             self._done.wait(self.delay_s)
-        option = "Reject" if self.answer == sch.REJECT else "Approve"
+        option = REJECT_OPTION if self.answer == sch.REJECT else APPROVE_OPTION
         if self._send(option, try_number) and self.answer == sch.TWICE:
             self._done.wait(self.delay_s)
             self._send(option, try_number)

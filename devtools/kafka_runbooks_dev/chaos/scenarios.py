@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from kafka_runbooks.admin import ClusterAdmin
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks.evidence import QuorumView, silent_brokers
 from kafka_runbooks.failed_broker.chunk_silence import SILENT_BOUND_S
 from kafka_runbooks_dev.chaos.traffic import produce_recorded
@@ -445,7 +446,7 @@ class Stop(Scenario):
             produce(ctx.stack.bootstrap_servers, topic, 3000, partition=p, size=2000)
         run_id = ctx.airflow.trigger(heal.dag_id, {**setup.conf, "throttle_bytes_per_sec": "512 KiB"})
         ctx.airflow.wait_for_approval(heal.dag_id, run_id, "approval_gate", timeout=300)
-        ctx.airflow.answer(heal.dag_id, run_id, "approval_gate", ["Approve"])
+        ctx.airflow.answer(heal.dag_id, run_id, "approval_gate", [APPROVE_OPTION])
         wait_until(lambda: bool(ctx.admin.list_reassignments()), 180, 1, "the heal's chunk in flight")
         before = {p.name: p.replicas for p in ctx.admin.describe_partitions([topic])}
         return Setup(

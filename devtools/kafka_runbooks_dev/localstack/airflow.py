@@ -564,7 +564,7 @@ class AirflowLocal:
         params_input: dict | None = None,
         map_index: int = -1,
     ) -> dict:
-        """Answer a waiting approval gate, e.g. ``chosen_options=["Approve"]``; the task resumes."""
+        """Answer a waiting approval gate, e.g. ``chosen_options=[APPROVE_OPTION]`` (kafka_runbooks.approval)."""
         path = f"{self._ti_path(dag_id, run_id, task_id)}/{map_index}/hitlDetails"
         return self.api(
             "PATCH", path, json={"chosen_options": chosen_options, "params_input": params_input or {}}

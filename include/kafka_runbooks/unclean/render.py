@@ -13,6 +13,7 @@ while a listed broker is down (measured): the document says so rather than hide 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from kafka_runbooks.storage import StorePath
@@ -115,18 +116,46 @@ def replica_table(choices: list[Choice], online: list[str] = ()) -> str:
     return text + "\n" + EPOCH_NOTE + "; '>=' = its log may have diverged earlier: it loses at least that"
 
 
-def markdown_table(choices: list[Choice], online: list[str] = ()) -> str:
+def _shown(lines: list[tuple[str, ...]], max_rows: int | None) -> tuple[list[tuple[str, ...]], int]:
+    """The first whole partitions whose rows fit in ``max_rows`` (at least one), and how many
+    partitions are left out; every row when ``max_rows`` is None."""
+    sizes = Counter(line[0] for line in lines)  # rows per partition, in the table's order
+    if max_rows is None or len(lines) <= max_rows:
+        return lines, 0
+    kept: set[str] = set()
+    count = 0
+    for name, size in sizes.items():
+        if kept and count + size > max_rows:
+            break
+        kept.add(name)
+        count += size
+    return [line for line in lines if line[0] in kept], len(sizes) - len(kept)
+
+
+def markdown_table(
+    choices: list[Choice], online: list[str] = (), max_rows: int | None = None, full_at: str = ""
+) -> str:
     """The same table as GitHub-flavoured Markdown: the Airflow UI renders it in the gate's body
-    (a fenced code block would be shown as one run-on line)."""
+    (a fenced code block would be shown as one run-on line). With ``max_rows``, the first whole
+    partitions that fit, then how many are not shown and where the whole table is (``full_at``)."""
 
     def esc(cell: str) -> str:
         """A cell safe for a Markdown table (pipes escaped, one line, never empty)."""
         return cell.replace("|", "\\|").replace("\n", " ") or " "
 
+    lines = _lines(choices, list(online))
+    shown, left_out = _shown(lines, max_rows)
     rows = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    rows += ["| " + " | ".join(esc(c) for c in line) + " |" for line in _lines(choices, list(online))]
+    rows += ["| " + " | ".join(esc(c) for c in line) + " |" for line in shown]
+    more = (
+        f"\n\n**{left_out} more partition(s) not shown** ({len(lines) - len(shown)} of {len(lines)} rows): "
+        f"the whole table is {full_at or 'in the plan task log'}."
+        if left_out
+        else ""
+    )
     return (
         "\n".join(rows)
+        + more
         + "\n\n"
         + EPOCH_NOTE
         + "; `>=`: its log may have diverged earlier, it loses at least that."

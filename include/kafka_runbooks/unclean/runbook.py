@@ -31,9 +31,13 @@ from kafka_runbooks.unclean.render import (
     write_json,
 )
 from kafka_runbooks.unclean.request import RecoveryRequest, resolve
+from kafka_runbooks.unclean.totals import totals_markdown
 from kafka_runbooks.unclean.unreported import LOSS_WORDS
 
 log = logging.getLogger(__name__)
+# the gate's table shows the first whole partitions within this many rows (one a replica, one a
+# partition's SUMMARY): 19,000 characters of table was unreadable; the rest is in the table file
+GATE_TABLE_ROWS = 50
 
 
 class RecoveryFailed(RunbookFailed):
@@ -100,7 +104,9 @@ def plan(
     document = _plan_document(request, restored_first, choices, targets.online, gathered, table, out_dir)
     if request.mode == "manual_recovery_file":
         _write_manual(document, choices, admin, out_dir / "manual", logger)
-    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in ("table", "table_md")})
+    logger.info("totals of the plan:\n%s", document["totals_md"])
+    rendered = ("table", "table_md", "totals_md")
+    write_json(out_dir / "plan.json", {k: v for k, v in document.items() if k not in rendered})
     document["artifacts"]["plan"] = str(out_dir / "plan.json")
     return document
 
@@ -200,7 +206,15 @@ def _plan_document(
             "elapsed_s": round(gathered.elapsed_s, 3),
         },
         "table": table,
-        "table_md": markdown_table(choices, [p.name for p in online]),
+        # the gate opens with the totals; its table is capped, the whole one is in the file and the log
+        "totals_md": totals_markdown(choices, [p.name for p in online]),
+        "table_md": markdown_table(
+            choices,
+            [p.name for p in online],
+            max_rows=GATE_TABLE_ROWS,
+            full_at=f"in `{out_dir / 'replica_table.txt'}` (the data store) and in the plan_recovery task "
+            f"log; every choice is in `{out_dir / 'plan.json'}`",
+        ),
         "artifacts": {"table": str(out_dir / "replica_table.txt")},
     }
 

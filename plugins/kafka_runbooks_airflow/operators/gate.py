@@ -158,6 +158,17 @@ def _answer_of(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _in_current_words(event: dict[str, Any]) -> dict[str, Any]:
+    """The resume event with its chosen options in today's words, for Airflow's check that they are
+    among the gate's options: a gate asked before the options were renamed offered the bare
+    "Approve"/"Reject" (Airflow keeps that question), and its answer names them. The record keeps
+    the options as the answer named them."""
+    chosen = event.get("chosen_options")
+    if not chosen:
+        return event
+    return {**event, "chosen_options": [rules.current_option(o) for o in chosen]}
+
+
 def gate_notes(action, digest: str, user: str | None, policy) -> list[str]:
     """What every gate's question adds to its body: the digest it binds, who triggered the run, what
     else the approval covers and whether four-eyes rules the triggering user out."""
@@ -369,7 +380,7 @@ class _PlanGate:
                     context, rules.TIMED_OUT, f"not approved within {timeout}: nobody answered", final=True
                 )
             self._fail(context, rules.REFUSED, f"the gate failed: {event.get('error')}", final=True)
-        HITLOperator.execute_complete(self, context=context, event=event)  # validates the answer
+        HITLOperator.execute_complete(self, context=context, event=_in_current_words(event))  # validates it
         answer = _answer_of(event)
         asked = self._asked(context)
         late = self._late(event, answer, asked)
@@ -391,9 +402,9 @@ class _PlanGate:
                 **answer,
             )
         extra = {"digest": digest, "deadline": asked.get("deadline"), **answer}
-        if self.approve_option in answer["chosen_options"]:
+        if rules.chose(answer["chosen_options"], self.approve_option):
             return self._approve(context, extra)
-        reason = self._rejection(answer["chosen_options"], answer["by"])
+        reason = rules.answered_words(rules.REJECTED, answer["by"], answer["chosen_options"], answer["at"])
         return self._store(context, rules.REJECTED, reason, final=True, **extra)
 
     def _wait_again_if_open(self, context, asked: dict[str, Any]) -> None:
@@ -449,11 +460,8 @@ class _PlanGate:
         )
         if refusal:
             self._fail(context, rules.REFUSED, refusal, final=True, **extra)
-        reason = f"approved by {rules.user_label(user)}"
+        reason = rules.answered_words(rules.APPROVED, user, extra["chosen_options"], extra["at"])
         return self._store(context, rules.APPROVED, reason, final=True, **extra)
-
-    def _rejection(self, chosen: list[str], user) -> str:
-        return f"{chosen} chosen by {rules.user_label(user)}"
 
     def _result(self, context, record: dict[str, Any]) -> Any:
         """The task's end for a final record: fail unless its outcome is one the gate passes with."""
@@ -467,9 +475,16 @@ class _PlanGate:
 class PlanApprovalOperator(_PlanGate, ApprovalOperator):
     """``ApprovalOperator`` whose Reject and timeout fail the run, and whose Approve is a record.
 
+    Its options say what each does (:data:`kafka_runbooks.approval.GATE_OPTIONS`, in place of
+    Airflow's bare "Approve"/"Reject", which looked alike); an answer in the bare words, to a gate
+    asked before they were renamed, still counts as the same choice.
+
     :param action_kind: which plan it approves (a kind a glue module registered, :func:`register_action`).
     :param timeout_param: DAG param (seconds) overriding ``response_timeout`` per run.
     """
+
+    APPROVE = rules.APPROVE_OPTION  # ApprovalOperator offers [APPROVE, REJECT]
+    REJECT = rules.REJECT_OPTION
 
     def __init__(
         self, *, action_kind: str, timeout_param: str | None = "approval_timeout_s", **kwargs
@@ -491,9 +506,6 @@ class PlanApprovalOperator(_PlanGate, ApprovalOperator):
         """Airflow resumes here with the human's answer: anything but Approve fails the task (recorded as
         rejected); Approve records the approval bound to the plan's digest."""
         return self._complete(context, event)
-
-    def _rejection(self, chosen: list[str], user) -> str:
-        return f"rejected by {rules.user_label(user)}"
 
     def _result(self, context, record: dict[str, Any]) -> Any:
         result = super()._result(context, record)

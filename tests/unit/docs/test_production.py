@@ -140,6 +140,9 @@ def test_the_approval_settings_and_outcomes_are_documented():
         approval.FOUR_EYES_ENV,
         "approval_timeout_s",
         "rejected by <user>",
+        approval.APPROVE_OPTION,  # the gates' options as an approver sees them (issue #39)
+        approval.REJECT_OPTION,
+        "(chose 'Approve: run the plan') at <time>",
         "not approved within <timeout>",
         "triggering_user_name",
     ):

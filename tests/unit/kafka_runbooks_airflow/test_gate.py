@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from kafka_runbooks import approval as rules
+from kafka_runbooks.approval import APPROVE_OPTION as APPROVE
+from kafka_runbooks.approval import REJECT_OPTION as REJECT
 from tests.unit.kafka_runbooks_airflow.airflow_clock import TaskStateStore
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -235,7 +237,7 @@ def test_reject_fails_the_gate_and_the_roll_refuses(restart_run):
 
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="rejected by alice"):
-        _answer(restart_run, "Reject")
+        _answer(restart_run, REJECT)
     record = restart_run.xcoms[("approval_gate", "approval")]
     assert (
         record["outcome"] == rules.REJECTED
@@ -250,7 +252,7 @@ def test_an_approval_lets_the_roll_act_until_the_plan_changes(restart_run):
     from airflow.sdk.exceptions import AirflowFailException
 
     _ask(restart_run)
-    record, _ = _answer(restart_run, "Approve")
+    record, _ = _answer(restart_run, APPROVE)
     assert record["outcome"] == rules.APPROVED and record["digest"].startswith("sha256:")
     assert record["digest"] in restart_run.stored["body"]  # the digest shown is the one approved
     assert _roll_check(restart_run)["by"]["id"] == "alice"
@@ -268,7 +270,7 @@ def test_a_plan_that_changed_while_the_gate_waited_is_not_approved(restart_run):
     _ask(restart_run)
     _edit_roll(restart_run, order=[1, 2])
     with pytest.raises(AirflowFailException, match="the plan changed while the gate waited"):
-        _answer(restart_run, "Approve")
+        _answer(restart_run, APPROVE)
     assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
 
 
@@ -279,13 +281,13 @@ def test_a_cleared_gate_asks_again_but_never_under_an_old_question_for_another_p
 
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="rejected by alice"):
-        _answer(restart_run, "Reject")
+        _answer(restart_run, REJECT)
     shown = restart_run.stored["body"]
     # whole run cleared, the same roll resumed: asked again under the same question
     _clear_gate(restart_run)
     _ask(restart_run)
     assert restart_run.stored["body"] == shown
-    record, _ = _answer(restart_run, "Approve")
+    record, _ = _answer(restart_run, APPROVE)
     assert record["outcome"] == rules.APPROVED and record["digest"] in shown
     # cleared again, and planned differently: the kept question shows the old plan: refused
     _clear_gate(restart_run)
@@ -334,7 +336,7 @@ def test_a_gate_parks_a_minute_at_a_time_until_its_own_deadline(restart_run, mon
         gate.execute_complete(ctx, TIMEOUT_EVENT)
     assert again.value.timeout == timedelta(seconds=6)  # what is left of the 30 s
     assert ("approval_gate", "approval") not in ctx["ti"].xcoms  # nothing decided
-    record, _ = _answer(restart_run, "Approve", at=datetime(2026, 11, 23, 15, 0, 3, tzinfo=UTC))
+    record, _ = _answer(restart_run, APPROVE, at=datetime(2026, 11, 23, 15, 0, 3, tzinfo=UTC))
     assert record["outcome"] == rules.APPROVED
 
 
@@ -344,7 +346,7 @@ def test_four_eyes_an_approval_by_the_triggering_user_does_not_count(restart_run
     restart_run.settings[rules.FOUR_EYES_VARIABLE] = "true"
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="four-eyes is on and alice triggered this run"):
-        _answer(restart_run, "Approve", by="alice", triggered_by="alice")
+        _answer(restart_run, APPROVE, by="alice", triggered_by="alice")
     record = restart_run.xcoms[("approval_gate", "approval")]
     assert (
         record["outcome"] == rules.REFUSED
@@ -355,7 +357,7 @@ def test_four_eyes_an_approval_by_the_triggering_user_does_not_count(restart_run
         _roll_check(restart_run, triggered_by="alice")
     _clear_gate(restart_run)  # asked again: someone else approves
     _ask(restart_run)
-    record, _ = _answer(restart_run, "Approve", by="carol", triggered_by="alice")
+    record, _ = _answer(restart_run, APPROVE, by="carol", triggered_by="alice")
     assert record["outcome"] == rules.APPROVED
     assert _roll_check(restart_run, triggered_by="alice")["by"]["id"] == "carol"
 
@@ -412,13 +414,13 @@ def test_four_eyes_nobody_who_approved_the_decision_that_started_the_run_may_app
     entry = _started_by_a_sweep_gate(restart_run, "alice", recorded_by="alice")
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="alice approved the decision that started this run"):
-        _answer(restart_run, "Approve", by="alice", triggered_by=None)
+        _answer(restart_run, APPROVE, by="alice", triggered_by=None)
     assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
     with pytest.raises(AirflowFailException, match="nothing was done"):
         _roll_check(restart_run, triggered_by=None)
     _clear_gate(restart_run)
     _ask(restart_run)
-    record, _ = _answer(restart_run, "Approve", by="carol", triggered_by=None)
+    record, _ = _answer(restart_run, APPROVE, by="carol", triggered_by=None)
     assert record["outcome"] == rules.APPROVED and record[rules.UPSTREAM_KEY] == [entry]
     assert _roll_check(restart_run, triggered_by=None)["by"]["id"] == "carol"
     restart_run.conf[rules.UPSTREAM_KEY] = []  # the chain is bound into the approved plan
@@ -433,12 +435,12 @@ def test_a_chain_the_parent_gate_did_not_record_is_refused(restart_run):
     _started_by_a_sweep_gate(restart_run, "bob")  # no record at that gate
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="that its gate did not record"):
-        _answer(restart_run, "Approve", by="carol")
+        _answer(restart_run, APPROVE, by="carol")
     _started_by_a_sweep_gate(restart_run, "bob", recorded_by="alice")
     _clear_gate(restart_run)
     _ask(restart_run)
     with pytest.raises(AirflowFailException, match="but that gate recorded alice at"):
-        _answer(restart_run, "Approve", by="carol")
+        _answer(restart_run, APPROVE, by="carol")
     assert restart_run.xcoms[("approval_gate", "approval")]["outcome"] == rules.REFUSED
 
 
@@ -452,7 +454,7 @@ def test_an_expired_approval_sends_a_cleared_roll_back_to_its_gate(restart_run, 
     from airflow.sdk.exceptions import AirflowFailException
 
     _ask(restart_run)
-    _answer(restart_run, "Approve")
+    _answer(restart_run, APPROVE)
     restart_run.api.now = _at(15, 2)
     assert _roll_check(restart_run)["by"]["id"] == "alice"
     restart_run.tries["rolling_restart"] = (2, 1)  # cleared an hour later: Airflow raised max_tries
@@ -472,7 +474,7 @@ def test_the_approvals_age_is_on_the_api_servers_clock_never_the_workers(restart
     from airflow.sdk.exceptions import AirflowFailException
 
     _ask(restart_run)
-    _answer(restart_run, "Approve", at=_at(15, 0, 10))
+    _answer(restart_run, APPROVE, at=_at(15, 0, 10))
     restart_run.api.now = _at(16, 40, 10)  # the roll starts 1 h 40 min after the answer ...
     restart_run.clock["started"] = _at(15, 50, 10)  # ... on a worker 50 minutes behind
     with pytest.raises(
@@ -493,7 +495,7 @@ def test_an_unknown_time_never_counts_as_fresh(restart_run, caplog, monkeypatch)
     from kafka_runbooks_airflow import api_clock
 
     _ask(restart_run)
-    _answer(restart_run, "Approve")
+    _answer(restart_run, APPROVE)
     restart_run.api.date = "soon"
     with pytest.raises(AirflowFailException, match="without a readable Date header"):
         _roll_check(restart_run)
@@ -524,7 +526,7 @@ def test_a_rescheduled_sensor_ages_the_approval_from_its_first_poke(restart_run)
     from airflow.sdk.exceptions import AirflowFailException
 
     _ask(restart_run)
-    _answer(restart_run, "Approve")
+    _answer(restart_run, APPROVE)
     restart_run.api.now = _at(15, 2)
     assert _roll_check(restart_run)["by"]["id"] == "alice"  # the first poke
     restart_run.api.now = restart_run.clock["started"] = _at(18, 0)  # a poke three hours later
@@ -548,7 +550,7 @@ def test_an_answer_after_the_gates_deadline_times_the_gate_out(restart_run):
         match=r"not approved within 0:00:30: alice answered at 2026-11-23T15:00:31\+00:00, after the "
         r"deadline 2026-11-23T15:00:30\+00:00",
     ):
-        _answer(restart_run, "Approve", at=_at(15, 0, 31))
+        _answer(restart_run, APPROVE, at=_at(15, 0, 31))
     record = restart_run.xcoms[("approval_gate", "approval")]
     assert (record["outcome"], record["by"]["id"], record["at"]) == (
         rules.TIMED_OUT,
@@ -573,7 +575,7 @@ def test_a_default_airflow_applied_at_the_timeout_is_no_approval(restart_run):
     gate = restart_run.dag.get_task("approval_gate")
     ctx = restart_run.context("approval_gate", restart_run.xcoms)
     with pytest.raises(AirflowFailException, match="not approved within 0:00:30"):
-        gate.execute_complete(ctx, _event("Approve", by=None, at=_at(15, 0, 30), timedout=True))
+        gate.execute_complete(ctx, _event(APPROVE, by=None, at=_at(15, 0, 30), timedout=True))
     assert ctx["ti"].xcoms[("approval_gate", "approval")]["outcome"] == rules.TIMED_OUT
 
 
@@ -596,14 +598,69 @@ def test_a_gate_asks_nothing_when_the_api_servers_clock_cannot_be_read(restart_r
 
 def test_the_answered_gates_record_keeps_who_when_on_which_clock_and_what(restart_run):
     _ask(restart_run)
-    record, _ = _answer(restart_run, "Approve", by="carol")
+    record, _ = _answer(restart_run, APPROVE, by="carol")
     assert {k: record[k] for k in ("by", "at", "at_clock", "chosen_options", "deadline")} == {
         "by": {"id": "carol", "name": "carol"},
         "at": "2026-11-23T15:00:10+00:00",
         "at_clock": "Airflow's API server",
-        "chosen_options": ["Approve"],
+        "chosen_options": [APPROVE],
         "deadline": "2026-11-23T15:00:30+00:00",
     }
+
+
+def test_every_runbook_gate_offers_options_that_say_what_each_does():
+    """Issue #39 point 7: Airflow's bare "Approve" and "Reject" looked alike; every runbook's gate offers
+    the two options of kafka_runbooks.approval, and the decision gates options of their own."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator, _PlanGate
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=False)
+    assert bag.import_errors == {}
+    gates = [t for dag in bag.dags.values() for t in dag.tasks if isinstance(t, _PlanGate)]
+    plain = [t for t in gates if isinstance(t, PlanApprovalOperator)]
+    assert len(plain) >= 5 and {tuple(t.options) for t in plain} == {rules.GATE_OPTIONS}
+    assert {t.approve_option for t in plain} == {"Approve: run the plan"}
+    assert rules.GATE_OPTIONS == ("Approve: run the plan", "Reject: do nothing")
+    assert all(t.approve_option in t.options and "Approve" not in t.options for t in gates)
+
+
+def test_the_answered_gate_says_who_chose_which_option_and_when(restart_run, caplog):
+    """The decision line of an answered gate names the user, the option as chosen and the API server's
+    time of the answer, from the record that decides the outcome (it said only "approved by carol")."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    record, _ = _answer(restart_run, APPROVE, by="carol")
+    said = "approved by carol (chose 'Approve: run the plan') at 2026-11-23T15:00:10+00:00"
+    assert record["reason"] == said
+    assert f"DECISION approval [approval_gate]: approved because {said}" in caplog.text
+    _clear_gate(restart_run)
+    _ask(restart_run)
+    with pytest.raises(AirflowFailException, match="rejected by alice"):
+        _answer(restart_run, REJECT)
+    said = "rejected by alice (chose 'Reject: do nothing') at 2026-11-23T15:00:10+00:00"
+    assert restart_run.xcoms[("approval_gate", "approval")]["reason"] == said
+    assert f"DECISION approval [approval_gate]: rejected because {said}" in caplog.text
+
+
+@pytest.mark.parametrize(("option", "outcome"), [("Approve", rules.APPROVED), ("Reject", rules.REJECTED)])
+def test_an_answer_in_the_earlier_words_still_means_the_same(restart_run, option, outcome):
+    """A gate asked before the options were renamed offered (Airflow keeps its question) the bare
+    "Approve"/"Reject": its answer still counts as that choice, and the record keeps it as given."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _ask(restart_run)
+    if outcome == rules.APPROVED:
+        record, _ = _answer(restart_run, option)
+        assert _roll_check(restart_run)["by"]["id"] == "alice"
+    else:
+        with pytest.raises(AirflowFailException, match="rejected by alice"):
+            _answer(restart_run, option)
+        record = restart_run.xcoms[("approval_gate", "approval")]
+    assert (record["outcome"], record["chosen_options"]) == (outcome, [option])
+    assert f"(chose '{option}')" in record["reason"]
+    assert rules.chose([option], rules.APPROVE_OPTION) is (outcome == rules.APPROVED)
 
 
 # -- a gate's try Airflow 3.3.2 lost after its answer (apache/airflow#67287) ------------------
@@ -646,7 +703,7 @@ def test_a_retry_of_a_lost_try_takes_the_kept_answer_without_asking_again(restar
     assert (kwargs["ti_id"], kwargs["settle_s"]) == ("ti-2", 15.0)
     assert trigger.timeout_datetime == datetime(2026, 11, 23, 15, 0, 30, tzinfo=UTC)
     assert "take the answer Airflow kept because try 1 of this gate asked at" in caplog.text
-    record, _ = _answer(restart_run, "Approve")  # what the trigger resumes the gate with
+    record, _ = _answer(restart_run, APPROVE)  # what the trigger resumes the gate with
     assert record["outcome"] == rules.APPROVED and record["digest"] in restart_run.stored["body"]
     assert _roll_check(restart_run)["by"]["id"] == "alice"
 
@@ -664,12 +721,12 @@ def test_the_kept_answer_trigger_waits_then_resumes_with_the_answer_airflow_kept
         response_received=True,
         responded_by_user=HITLUser(id="alice", name="alice"),
         responded_at=ANSWERED,
-        chosen_options=["Approve"],
+        chosen_options=[APPROVE],
         params_input={},
     )
     monkeypatch.setattr(hitl_triggers, "get_hitl_detail_content_detail", lambda ti_id: answered)
     trigger = KeptAnswerTrigger(
-        ti_id="ti-2", options=["Approve", "Reject"], params={}, timeout_datetime=None, settle_s=0.01
+        ti_id="ti-2", options=[APPROVE, REJECT], params={}, timeout_datetime=None, settle_s=0.01
     )
 
     async def first():
@@ -678,7 +735,7 @@ def test_the_kept_answer_trigger_waits_then_resumes_with_the_answer_airflow_kept
 
     payload = asyncio.run(first())
     assert (payload["chosen_options"], payload["responded_at"], payload["responded_by_user"]["id"]) == (
-        ["Approve"],
+        [APPROVE],
         ANSWERED,
         "alice",
     )
@@ -688,7 +745,7 @@ def test_a_try_lost_after_deciding_is_never_decided_again(restart_run, caplog):
     """Answered and approved in try 1, which Airflow then failed: try 2 restates the record."""
     restart_run.tries["approval_gate"] = (1, 2)
     _ask(restart_run)
-    first, _ = _answer(restart_run, "Approve")
+    first, _ = _answer(restart_run, APPROVE)
     restart_run.tries["approval_gate"] = (2, 2)
     restart_run.xcoms = {k: v for k, v in restart_run.xcoms.items() if k[0] != "approval_gate"}
     gate = restart_run.dag.get_task("approval_gate")
@@ -707,9 +764,11 @@ def test_a_try_lost_after_deciding_is_never_decided_again(restart_run, caplog):
     assert restated == first and restart_run.asked == ["ti-1"]
     restart_run.xcoms.update(ctx["ti"].xcoms)
     assert caplog.text.count("DECISION approval [approval_gate]: approved because") == 1
-    assert "keep the recorded answer because approved: approved by alice (recorded by try 1" in caplog.text
+    assert (
+        f"keep the recorded answer because approved: approved by alice (chose '{APPROVE}') at " in caplog.text
+    )
     # a second delivery of an answer (answered twice) changes nothing either
-    record, _ = _answer(restart_run, "Reject", by="carol", at=_at(15, 0, 12))
+    record, _ = _answer(restart_run, REJECT, by="carol", at=_at(15, 0, 12))
     assert record == first and caplog.text.count("DECISION approval [approval_gate]: approved because") == 1
     assert _roll_check(restart_run)["by"]["id"] == "alice"
 
@@ -717,13 +776,13 @@ def test_a_try_lost_after_deciding_is_never_decided_again(restart_run, caplog):
 def test_a_cleared_gate_asks_again_whatever_an_earlier_run_of_tries_kept(restart_run):
     restart_run.tries["approval_gate"] = (1, 2)
     _ask(restart_run)
-    _answer(restart_run, "Approve")
+    _answer(restart_run, APPROVE)
     _clear_gate(restart_run)  # max_tries = try number 1 + retries 2
     assert restart_run.tries["approval_gate"] == (2, 3)
     _ask(restart_run)
     assert restart_run.asked == ["ti-1", "ti-1"]
     with pytest.raises(Exception, match="rejected by carol"):
-        _answer(restart_run, "Reject", by="carol")
+        _answer(restart_run, REJECT, by="carol")
 
 
 # -- PlanDecisionBranchOperator: a choice between a destructive option and a harmless one ----
@@ -837,7 +896,10 @@ def test_the_harmless_option_is_recorded_as_rejected_and_takes_its_own_branch(de
 
     _decide(decision, LEAVE_IT)
     record = decision.xcoms[("decide", "approval")]
-    assert (record["outcome"], record["reason"]) == (rules.REJECTED, "['Leave it'] chosen by alice")
+    assert (record["outcome"], record["reason"]) == (
+        rules.REJECTED,
+        "rejected by alice (chose 'Leave it') at 2026-11-24T10:05:00+00:00",
+    )
     assert decision.branched == [["leave_it"]]
     with pytest.raises(AirflowFailException, match="nothing was done"):
         _act(decision)  # no destructive step on a 'Leave it'

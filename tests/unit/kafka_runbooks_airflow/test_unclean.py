@@ -82,3 +82,37 @@ def test_a_cleared_elections_try_acts_no_more():
     assert halted("running") is None
     assert "restarting, not running" in halted("restarting")
     assert "failed, not running" in halted("failed")
+
+
+def _rendered_gate_body(document: dict) -> str:
+    """The unclean gate's body as Airflow renders it (the DAG's own Jinja environment) over a plan."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.unit.kafka_runbooks_airflow.test_gate import ROOT
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "kafka_unclean_recovery.py"), safe_mode=False)
+    dag = bag.dags["kafka_unclean_recovery"]
+    gate = dag.get_task("approve_elections")
+
+    class TI:
+        """What the body's template reads: the plan task's XCom."""
+
+        def xcom_pull(self, task_ids):
+            """The plan document, as plan_recovery returned it."""
+            assert task_ids == "plan_recovery"
+            return document
+
+    return dag.get_template_env().from_string(gate.body).render(ti=TI())
+
+
+def test_the_gate_opens_with_the_totals_before_any_table():
+    """Issue #39 point 7: the gate was a 19,000-character table with no totals."""
+    document = {"totals_md": "**Totals:** 2 offline partition(s) in 1 topic(s)", "table_md": "| partition |"}
+    body = _rendered_gate_body({**document, "unanswered_brokers": {}})
+    assert body.startswith("**Totals:** 2 offline partition(s) in 1 topic(s)")
+    assert body.index("**Totals:**") < body.index("| partition |")
+    # a plan made before the totals existed (its gate asked after the change): the table alone
+    older = _rendered_gate_body({"table_md": "| partition |", "unanswered_brokers": {}})
+    assert older.lstrip().startswith(
+        "Offline partitions and the replica chosen"
+    )  # the gate strips it and "| partition |" in older

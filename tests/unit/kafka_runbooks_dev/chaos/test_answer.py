@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kafka_runbooks.approval import APPROVE_OPTION
 from kafka_runbooks_dev.chaos.answer import Answerer
 
 
@@ -31,7 +32,7 @@ def test_a_retry_that_acts_on_the_kept_answer_counts_it_as_the_approval():
     answerer = Answerer(airflow, "d", "r", "approval_gate", "approve", 0)
     for _ in range(3):
         answerer._step()
-    assert airflow.sent == [["Approve"]]
+    assert airflow.sent == [[APPROVE_OPTION]]
     assert answerer.answers.approved_at is not None
     assert answerer.answers.approved_at == answerer.answers.sent[0][0]
 
