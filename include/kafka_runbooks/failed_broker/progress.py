@@ -87,7 +87,8 @@ class Progress:
 
     def _against_the_throttle(self) -> str:
         """The measured rate against what the gate's time assumed (the throttle on each receiver of
-        the chunk): said when it is off by half or more, since the gate's time then does not hold."""
+        the chunk): said when it is off by half or more, since the gate's time then does not hold;
+        not when a silent receiver, already named on the line, is why the chunk is slow."""
         if not self.rate_bytes_per_sec or not self.throttle_bytes_per_sec or not self.receivers:
             return ""
         allowed = self.throttle_bytes_per_sec * self.receivers
@@ -96,10 +97,10 @@ class Progress:
                 f" | {self.rate_bytes_per_sec / allowed:.1f}x the throttle on {self.receivers} receiver(s): "
                 "Kafka does not hold a throttle this low, the gate's time was the longest"
             )
-        if self.rate_bytes_per_sec < 0.5 * self.throttle_bytes_per_sec and self.elapsed_s >= SLOW_AFTER_S:
-            return (
-                " | below the throttle: slower than the gate's time (the time left is from the measured rate)"
-            )
+        slow = self.rate_bytes_per_sec < 0.5 * self.throttle_bytes_per_sec and self.elapsed_s >= SLOW_AFTER_S
+        if slow and not self.silent:  # a silent receiver is the reason already said
+            return " | slower than the throttle: slower than the gate's time (the time left is from the measured rate)"
+
         return ""
 
     def as_dict(self) -> dict[str, Any]:

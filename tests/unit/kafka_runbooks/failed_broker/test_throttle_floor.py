@@ -44,8 +44,12 @@ def test_the_progress_line_says_when_the_measured_rate_is_off_the_gates_assumpti
     assert "30.2x the throttle on 2 receiver(s): Kafka does not hold a throttle this low" in fast
     assert "the throttle" not in _progress(rate_bytes_per_sec=1500, eta_s=10).line().split("|")[-1]
     slow = _progress(rate_bytes_per_sec=100, eta_s=900).line()
-    assert "below the throttle: slower than the gate's time" in slow
-    assert "below the throttle" not in _progress(rate_bytes_per_sec=100, eta_s=9, elapsed_s=5).line()
+    assert "slower than the throttle: slower than the gate's time" in slow
+    assert "slower than the throttle" not in _progress(rate_bytes_per_sec=100, eta_s=9, elapsed_s=5).line()
+    silent = _progress(
+        rate_bytes_per_sec=100, eta_s=900, silent="receiver(s) not answering: broker 3 silent 40 s"
+    )
+    assert silent.line().endswith("broker 3 silent 40 s"), "the silent receiver is the reason, said once"
 
 
 def test_no_chunk_is_not_all_chunks_done():
