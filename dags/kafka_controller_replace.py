@@ -39,7 +39,7 @@ from airflow.sdk import DAG, Param, task
 import kafka_runbooks_airflow.controller_replace  # noqa: F401 -- registers the gate's "controller_replace" action
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.approvers import assigned_approvers
-from kafka_runbooks_airflow.inputs import duration_schema, kafka_config_param
+from kafka_runbooks_airflow.inputs import duration_schema, id_list_schema, kafka_config_param
 from kafka_runbooks_airflow.lease import on_lease_held_param
 from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
@@ -55,11 +55,10 @@ with DAG(
     params={
         "kafka_config_id": kafka_config_param("Airflow connection id of the Kafka cluster."),
         "remove_voters": Param(
-            [],
-            type="array",
-            items={"type": "integer", "minimum": 0},
-            description="Controller ids of the voters to remove (the dead one for a replacement). Their "
-            "directory ids are read from DescribeQuorum.",
+            "",
+            **id_list_schema(),
+            description="Controller ids of the voters to remove (the dead one for a replacement), separated "
+            "by commas, e.g. 9003. Their directory ids are read from DescribeQuorum.",
         ),
         "new_controller_id": Param(
             None,

@@ -169,3 +169,19 @@ def format_duration_exact(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g} {unit}"
     return f"{seconds:g} s"
+
+
+def parse_id_list(value: Any, what: str) -> list[int]:
+    """ "0, 2" / [0, 2] / None -> [0, 2] / []; anything else is a BadInput naming ``what``: a form's
+    id list is a text box (a JSON editor reformats under the cursor), REST and sweeps pass a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        bad = [p for p in parts if not p.isdigit()]
+        if bad:
+            raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
+        return [int(p) for p in parts]
+    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")

@@ -28,7 +28,7 @@ from kafka_runbooks.controller_replace.quorum_tool import (
     require_tool,
 )
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.units import parse_duration
+from kafka_runbooks.units import parse_duration, parse_id_list
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
 from kafka_runbooks_airflow.inputs import refuse_bad_input
 
@@ -46,7 +46,7 @@ def build_request(params: dict[str, Any]) -> ReplaceRequest:
             "give both new_controller_id and new_controller_endpoint, or neither (a plain removal)"
         )
     return ReplaceRequest(
-        remove=tuple(int(n) for n in params.get("remove_voters") or ()),
+        remove=tuple(parse_id_list(params.get("remove_voters"), "remove_voters")),
         new_controller_id=None if new is None else int(new),
         new_controller_endpoints=(endpoint,) if endpoint else (),
         catch_up_timeout_s=parse_duration(params.get("catch_up_timeout_s", "5m"), "catch_up_timeout_s"),

@@ -15,24 +15,9 @@ from kafka_runbooks.connect.autorestart import validate_patterns
 from kafka_runbooks.connect.manual import validate_request
 from kafka_runbooks.connect.policy import RestartPolicy
 from kafka_runbooks.errors import BadInput
-from kafka_runbooks.units import parse_duration
+from kafka_runbooks.units import parse_duration, parse_id_list
 
 MAX_SETTLE_TIMEOUT_S = 600.0  # the form's bound: a person waits for the answer
-
-
-def parse_id_list(value: Any, what: str) -> list[int]:
-    """ "0, 2" / [0, 2] / None -> [0, 2] / []; anything else is a ValueError naming ``what``."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        bad = [p for p in parts if not p.isdigit()]
-        if bad:
-            raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
-        return [int(p) for p in parts]
-    if isinstance(value, list | tuple):
-        return list(value)
-    raise BadInput(f"{what} must be ids separated by commas, e.g. '0,2', not {value!r}")
 
 
 @dataclass(frozen=True)

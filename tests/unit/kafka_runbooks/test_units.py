@@ -87,3 +87,17 @@ def test_exact_size_shows_bytes_whole_in_the_largest_binary_unit_and_reads_back(
     """A default kept in bytes is shown in a form as a person writes it, and parses to the same bytes."""
     assert exact_size(size) == text
     assert parse_size(text) == size
+
+
+def test_an_id_list_is_text_or_a_list_of_ints():
+    from kafka_runbooks.errors import BadInput
+    from kafka_runbooks.units import parse_id_list
+
+    assert (
+        parse_id_list("0, 2", "x") == [0, 2]
+        and parse_id_list(None, "x") == []
+        and parse_id_list([1], "x") == [1]
+    )
+    for bad in ("0;2", "-1", [1.5], [False], {"a": 1}):
+        with pytest.raises(BadInput, match="x must be ids separated by commas"):
+            parse_id_list(bad, "x")

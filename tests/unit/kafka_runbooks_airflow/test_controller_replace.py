@@ -68,3 +68,21 @@ def test_the_plan_refuses_before_the_gate_when_kafkas_tool_cannot_run(monkeypatc
     monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
     with pytest.raises(BadInput, match="needs a Java runtime"):
         glue.plan(request, "k")
+
+
+def test_the_form_takes_voter_ids_as_text_and_refuses_what_is_not_ids(caplog, capsys):
+    """Issue #39.8: the trigger form's voter list is a text box ("9003" or "9002, 9003"), as every
+    other id list of the runbooks; a list still passes (REST, sweeps); anything else is refused."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    for given, expected in (("9003", (9003,)), (" 9002, 9003 ", (9002, 9003)), ([9003], (9003,))):
+        assert glue.replace_request({"kafka_config_id": "k", "remove_voters": given}).remove == expected
+    with pytest.raises(AirflowFailException, match="name the voter"):  # the empty form: nothing to do
+        glue.replace_request({"kafka_config_id": "k", "remove_voters": ""})
+    for bad in ("9003;9004", "x", [True], ["9003"]):
+        with (
+            caplog.at_level(logging.INFO),
+            pytest.raises(AirflowFailException, match="remove_voters must be ids"),
+        ):
+            glue.replace_request({"kafka_config_id": "k", "remove_voters": bad})
+    assert "DECISION validate: refuse the run" in _said(caplog, capsys)
