@@ -110,9 +110,10 @@ class LaneStack:
         raise AssertionError("unreachable")
 
     def stop(self) -> None:
+        """After its last test: killed, not stopped cleanly (its next start formats it anew)."""
         if self.stack is not None:
             stack, self.stack = self.stack, None
-            stack.stop()
+            stack.discard()
 
 
 SHAPES = {
