@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks import decision_journal, storage
+from kafka_runbooks.console_states import BrokerStates, with_broker_states
 from kafka_runbooks.evidence import NOT_CAUGHT_UP, UNKNOWN, CatchUp, QuorumView
 from kafka_runbooks.failed_broker import REASSIGNING_DAG_IDS
 from kafka_runbooks.fleet import config_id_of
@@ -53,11 +54,22 @@ LIVE_ONLY_COUNTS = (
     ),
     ("voters_unknown", "Voters' catch-up unknown", "the leader's answer lacks the times to judge them"),
     ("offline_dirs", "Offline log dirs", "a broker's own DescribeLogDirs answer: their replicas are offline"),
+    (
+        "in_log_recovery",
+        "Brokers in log recovery",
+        "the broker's own BrokerState and recovery gauges (its probe)",
+    ),
 )
 
 # a tile that says "0 unknown" would only be noise
-SHOWN_WHEN_ANY = {"min_isr_unknown", "voters_unknown", "voters_not_caught_up", "offline_dirs"}
-BAD_WHEN_ANY = {"offline", "under_min_isr", "voters_not_caught_up", "offline_dirs"}
+SHOWN_WHEN_ANY = {
+    "min_isr_unknown",
+    "voters_unknown",
+    "voters_not_caught_up",
+    "offline_dirs",
+    "in_log_recovery",
+}
+BAD_WHEN_ANY = {"offline", "under_min_isr", "voters_not_caught_up", "offline_dirs", "in_log_recovery"}
 
 
 # ------------------------------------------------------------------ reading the artifacts
@@ -129,10 +141,12 @@ LIVE_DEADLINE_S = 4.0  # a page load waits at most this long for a cluster's ans
 LIVE_CACHE_S = 5.0  # a cluster is read at most once per this many seconds, however many pages load
 
 
-def read_live(admin: ClusterAdmin) -> dict[str, Any]:
+def read_live(admin: ClusterAdmin, states: BrokerStates | None = None) -> dict[str, Any]:
     """What the cluster says now: brokers, the quorum and the partition counts, read-only
     through the admin facade (DescribeCluster v2 lists fenced brokers, DescribeQuorum,
-    DescribeTopicPartitions with each topic's min ISR)."""
+    DescribeTopicPartitions with each topic's min ISR); with ``states``, what each broker not
+    serving says of itself (its probe: log recovery and what is left). Without, nothing is said
+    of it and no "in log recovery" count is given (not asked is not none)."""
     cluster_id = admin.ping()
     brokers = admin.describe_brokers()
     quorum = admin.describe_quorum()
@@ -143,8 +157,9 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
     state = ClusterState(cluster_id=cluster_id, brokers=brokers, quorum=quorum, partitions=partitions)
     shown = [_live_broker(b, metadata_fetching(quorum, n)) for n, b in sorted(brokers.items())]
     _with_offline_dirs(admin, shown)
+    recovering = None if states is None else with_broker_states(shown, states)  # None: unknown
     view = quorum_view(quorum)
-    return {
+    live = {
         "cluster_id": cluster_id,
         "brokers": shown,
         "quorum": view,
@@ -159,6 +174,9 @@ def read_live(admin: ClusterAdmin) -> dict[str, Any]:
             "offline_dirs": sum(len(b.get("offline_dirs") or ()) for b in shown),
         },
     }
+    if recovering is not None:
+        live["counts"]["in_log_recovery"] = recovering
+    return live
 
 
 def _with_offline_dirs(admin: ClusterAdmin, shown: list[dict[str, Any]]) -> None:
@@ -271,8 +289,10 @@ class LiveReader:
         deadline_s: float = LIVE_DEADLINE_S,
         cache_s: float = LIVE_CACHE_S,
         clock: Callable[[], float] = time.monotonic,
+        open_probe: Callable[[str], BrokerStates] | None = None,
     ) -> None:
         self.open_admin, self.deadline_s, self.cache_s, self.clock = open_admin, deadline_s, cache_s, clock
+        self.open_probe = open_probe  # a cluster's broker-state probe (or why none), for brokers not serving
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._inflight: dict[str, Future] = {}
@@ -319,8 +339,9 @@ class LiveReader:
     def _read_one(self, conn_id: str) -> dict[str, Any]:
         started = self.clock()
         try:
+            states = self.open_probe(conn_id) if self.open_probe else None
             with self.open_admin(conn_id) as admin:
-                view = {"kafka_config_id": conn_id, "error": None, **read_live(admin)}
+                view = {"kafka_config_id": conn_id, "error": None, **read_live(admin, states)}
         except Exception as exc:  # the one place a cluster's read failure becomes the page's reason
             view = _unread(conn_id, f"{type(exc).__name__}: {exc}")
         view["read_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -255,7 +255,7 @@ def live_clusters() -> list[dict[str, Any]]:
             {"kafka_config_id": "(fleet setting)", "error": f"{type(exc).__name__}: {exc}", "read_at": None}
         ]
     if _live_reader is None:
-        _live_reader = LiveReader(_open_admin)
+        _live_reader = LiveReader(_open_admin, open_probe=_open_probe)
     return [
         {**cluster, "pending_restores": _pending_restores(cluster)} for cluster in _live_reader.read(clusters)
     ]
@@ -294,6 +294,26 @@ def _open_admin(conn_id: str):
 
     config = Connection.get_connection_from_secrets(conn_id).extra_dejson
     return ClusterAdmin(config, timeout_s=LIVE_DEADLINE_S)
+
+
+def _open_probe(conn_id: str):
+    """The cluster's broker-state probe (the restart runbook's: ``kafka_broker_probe_default`` for
+    ``kafka_default``, else ``<id>_probe``), or why there is none: the page says it, never "not
+    recovering"."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.models.connection import Connection
+
+    from kafka_runbooks.console_states import BrokerStates
+    from kafka_runbooks.fleet import probe_conn_id
+    from kafka_runbooks.probes import probe_from_config
+
+    probe_id = probe_conn_id(conn_id)
+    try:
+        return BrokerStates(probe_from_config(Connection.get_connection_from_secrets(probe_id).extra_dejson))
+    except AirflowNotFoundException:
+        return BrokerStates(None, f"no connection {probe_id}")
+    except ValueError as exc:  # BadInput: the extras do not describe a probe
+        return BrokerStates(None, f"connection {probe_id}: {exc}")
 
 
 @app.get("/", response_class=HTMLResponse)

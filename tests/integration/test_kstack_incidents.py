@@ -55,11 +55,16 @@ def test_kstack_fail_connector_leaves_a_failed_task_that_connect_reports(local_s
         requests.delete(f"{url}/connectors/{name}", timeout=30)
 
 
-def test_kstack_log_recovery_holds_the_broker_in_recovery_then_it_runs_with_its_data(restore_stack, capsys):
+def test_kstack_log_recovery_holds_the_broker_in_recovery_then_it_runs_with_its_data(
+    restore_stack, admin, capsys
+):
     """``kstack log-recovery`` kills a broker with thousands of segments to recover and starts it:
     the restart runbook's own probe (the broker's JMX exporter) must see it recovering (not
     RUNNING, recovery gauges counting logs or segments), then RUNNING, and its only replica of
-    the incident's topic must serve every record it held before the kill."""
+    the incident's topic must serve every record it held before the kill. Meanwhile the Kafka
+    page's live read says it is in log recovery, with what is left (issue #39 point 5)."""
+    from kafka_runbooks.console import read_live
+    from kafka_runbooks.console_states import BrokerStates
     from kafka_runbooks.probes import PrometheusProbe
 
     stack, broker = restore_stack, 4
@@ -77,6 +82,17 @@ def test_kstack_log_recovery_holds_the_broker_in_recovery_then_it_runs_with_its_
             lambda: _recovering(probe.read(broker)), 120, 0.2, f"broker {broker} seen recovering"
         )
         assert seen.state in (STARTING, RECOVERY) and stack.pid(broker) not in (None, pid_before), seen
+        live = wait_until(
+            lambda: _said_recovering(read_live(admin, BrokerStates(probe)), broker),
+            60,
+            0.2,
+            f"the live read saying broker {broker} is in log recovery",
+        )
+        row = next(b for b in live["brokers"] if b["broker_id"] == broker)
+        assert "segments still to recover" in row["state"] and row["broker_state"]["state"] in (
+            STARTING,
+            RECOVERY,
+        )
         wait_until(
             lambda: probe.read(broker).running, 300, 0.5, f"broker {broker} RUNNING after its recovery"
         )
@@ -84,6 +100,13 @@ def test_kstack_log_recovery_holds_the_broker_in_recovery_then_it_runs_with_its_
         assert records >= SEGMENTS and _read_back(stack.bootstrap_servers, topic) == records
     finally:
         delete_recovery_topic(stack, broker)
+
+
+def _said_recovering(live, broker):
+    """The live read when it counts ``broker`` in log recovery (row and tile), else None."""
+    row = next((b for b in live["brokers"] if b["broker_id"] == broker), {})
+    recovering = "in log recovery" in str(row.get("state")) and live["counts"].get("in_log_recovery", 0) >= 1
+    return live if recovering else None
 
 
 def _recovering(reading):

@@ -556,3 +556,78 @@ def test_a_run_that_adopted_nothing_shows_no_progress_instead_of_all_0_chunks_do
     assert console.run_progress("kafka_failed_broker_reassignment", "r1", tmp_path) is None
     (folder / "progress.json").write_text(json.dumps({"chunks": 3, "line": "chunk 1 of 3"}))
     assert console.run_progress("kafka_failed_broker_reassignment", "r1", tmp_path)["line"] == "chunk 1 of 3"
+
+
+def test_a_broker_in_log_recovery_is_said_live_with_what_is_left_from_its_own_probe():
+    """Issue #39 point 5: a broker in log recovery showed only "fenced"; the segments left were only
+    in a restart decision's raw facts. Brokers not serving are asked their own BrokerState (the
+    restart runbook's probe), side by side and within a deadline: a hung metrics endpoint is said
+    as not read, a state not reported as unknown, never as "not recovering"."""
+    import threading
+
+    from kafka_runbooks.console_states import BrokerStates
+    from kafka_runbooks.model import Broker, LogDir, PartitionState, Quorum, QuorumMember
+    from kafka_runbooks.probes import STARTING, BrokerStateReading
+
+    leader_now = 9_000_000
+    hung = threading.Event()
+
+    class Admin:
+        def ping(self):
+            return "cluster-x"
+
+        def describe_brokers(self):
+            return {1: Broker(1), **{b: Broker(b, fenced=True) for b in (2, 3, 4, 5)}}
+
+        def describe_quorum(self):
+            observers = (QuorumMember(1, 50, leader_now - 50, leader_now - 50),)
+            voters = (QuorumMember(9001, 50, leader_now, leader_now),)
+            return Quorum(9001, 3, 50, voters, observers, fetch_timeout_ms=2000)
+
+        def describe_log_dir_states(self, broker_ids, replicas=True):
+            return {1: (LogDir(1, "/d1", 0),)}, {}
+
+        def describe_partitions(self):
+            return [PartitionState("t", 0, 1, 1, (1, 2), (1,), min_insync_replicas=1)]
+
+    class Probe:
+        asked: list[int] = []
+
+        def read(self, node_id):
+            self.asked.append(node_id)
+            if node_id == 2:
+                return BrokerStateReading(2, STARTING, 12, 3400, source="prometheus")
+            if node_id == 3:
+                hung.wait(30)  # a frozen broker's exporter
+            if node_id == 4:
+                return BrokerStateReading(4, None, source="prometheus", error="ConnectionError: refused")
+            return BrokerStateReading(node_id, STARTING, source="prometheus")  # counts not sampled
+
+    probe = Probe()
+    try:
+        live = console.read_live(Admin(), BrokerStates(probe))
+    finally:
+        hung.set()
+    assert sorted(probe.asked) == [2, 3, 4, 5], "the serving broker is not asked"
+    states = {b["broker_id"]: b["state"] for b in live["brokers"]}
+    assert states == {
+        1: "up",
+        2: "fenced; in log recovery: 12 logs and 3400 segments still to recover (BrokerState STARTING)",
+        3: "fenced; BrokerState not read within 2 s (its metrics endpoint did not answer)",
+        4: "fenced; BrokerState unknown (ConnectionError: refused)",
+        5: "fenced; BrokerState STARTING: log recovery possible, recovery counts unknown (no source reports them now)",
+    }
+    assert live["counts"]["in_log_recovery"] == 1
+    assert live["brokers"][1]["broker_state"]["remaining_segments_to_recover"] == 3400
+    page = console._live({**live, "kafka_config_id": "kafka_default"})
+    assert re.search(
+        r"class='tile bad' data-live-count='in_log_recovery'[^>]*><b>1</b>Brokers in log recovery", page
+    )
+    assert "<td class='state bad'>fenced; in log recovery: 12 logs and 3400 segments" in page
+
+    none = console.read_live(Admin(), BrokerStates(None, "no connection kafka_broker_probe_default"))
+    assert {b["state"] for b in none["brokers"][1:]} == {
+        "fenced; BrokerState not read (no connection kafka_broker_probe_default)"
+    }
+    assert "in_log_recovery" not in none["counts"], "not asked is unknown, never 0"
+    assert "in_log_recovery" not in console.read_live(Admin())["counts"]
