@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from kafka_runbooks.connect.client import ConnectClient, ConnectorStatus
+from kafka_runbooks_dev.localstack.node_config import CONNECT_STATUS_TOPIC as STATUS_TOPIC
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-STATUS_TOPIC = "connect-status"  # the local stack's status.storage.topic
 CONFIG_TOPIC = "connect-configs"  # the local stack's config.storage.topic
 
 

@@ -833,3 +833,62 @@ def _know_brokers(client: KafkaPythonClient, broker_ids: list[int]) -> None:
             manager.run(refresh)
         except Exception as exc:  # the request that follows reports the broker's own error
             log.info("metadata refresh failed: %s", exc)
+
+
+def _consumer(config: dict[str, Any], timeout_ms: int):
+    """A KafkaConsumer of no group that commits nothing (partitions assigned, read from offsets given);
+    iteration stops after ``timeout_ms`` without a record."""
+    from kafka import KafkaConsumer
+
+    kwargs = {k: v for k, v in to_kafka_python(config).items() if k in KafkaConsumer.DEFAULT_CONFIG}
+    return KafkaConsumer(
+        **kwargs,
+        group_id=None,
+        enable_auto_commit=False,
+        consumer_timeout_ms=timeout_ms,
+        request_timeout_ms=max(timeout_ms + 1000, 5000),
+    )
+
+
+def end_offsets(config: dict[str, Any], topic: str, timeout_ms: int) -> dict[int, int]:
+    """The topic's end offset per partition (ListOffsets, latest); LookupError when it has none."""
+    from kafka import TopicPartition
+
+    consumer = _consumer(config, timeout_ms)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not parts:
+            raise LookupError(f"the topic {topic!r} has no partitions the client can see")
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def values_since(
+    config: dict[str, Any], topic: str, since: dict[int, int], keys: set[str], timeout_ms: int
+) -> dict[str, list[bytes | None]]:
+    """The values written under ``keys`` (UTF-8 record keys) after ``since`` (offset per partition),
+    up to each partition's end when asked, oldest first; None for a tombstone."""
+    from kafka import TopicPartition
+
+    written: dict[str, list[bytes | None]] = {k: [] for k in keys}
+    consumer = _consumer(config, timeout_ms)
+    try:
+        ends = consumer.end_offsets([TopicPartition(topic, p) for p in since])
+        pending = {tp for tp, end in ends.items() if end > since[tp.partition]}
+        if not pending:
+            return written
+        consumer.assign(sorted(pending, key=lambda tp: tp.partition))
+        for tp in pending:
+            consumer.seek(tp, since[tp.partition])
+        for record in consumer:  # ends after timeout_ms without a record
+            key = record.key.decode(errors="replace") if isinstance(record.key, bytes) else record.key
+            if key in written:
+                written[key].append(record.value)
+            if record.offset + 1 >= ends[TopicPartition(record.topic, record.partition)]:
+                pending.discard(TopicPartition(record.topic, record.partition))
+            if not pending:
+                break
+        return written
+    finally:
+        consumer.close()

@@ -6,6 +6,8 @@ inherits it, as it does ``admin_configs.ConfigRequests``), over the same lazily 
 - each broker's log dirs (DescribeLogDirs, asked of that broker): one broker that cannot answer
   is an error entry, never a failure of the others; a refusal by the authorizer is the
   principal's, not the broker's, and is raised (``NotAuthorized``);
+- a topic's records read from a mark (the Connect workers' status topic, read back after a
+  restart): a consumer of no group, partitions assigned, nothing committed;
 - what the connection's principal may do (KIP-430 authorized operations, in DescribeCluster's and
   Metadata's answers): what ``kafka_runbooks.acls`` checks a runbook's ACLs against. The
   brokers' own authorizer answers (super users, deny rules, wildcard and prefixed ACLs included),
@@ -75,6 +77,24 @@ class ScopedReads:
                 errors[broker_id] = suspect or f"{type(exc).__name__}: {exc}"
                 log.warning("broker %s did not describe its log dirs: %s", broker_id, errors[broker_id])
         return states, errors
+
+    @rpc("ListOffsets")
+    def topic_end_offsets(self, topic: str) -> dict[int, int]:
+        """The topic's end offset per partition now: a mark, what is written after it is news."""
+        from kafka_runbooks import _kafka_python
+
+        return _kafka_python.end_offsets(self.config, topic, int(self.attempt_timeout_s * 1000))
+
+    @rpc("Fetch")
+    def values_since(
+        self, topic: str, since: dict[int, int], keys: set[str]
+    ) -> dict[str, list[bytes | None]]:
+        """The values written under ``keys`` after the mark ``since``, oldest first (None: a tombstone)."""
+        from kafka_runbooks import _kafka_python
+
+        return _kafka_python.values_since(
+            self.config, topic, since, set(keys), int(self.attempt_timeout_s * 1000)
+        )
 
     @rpc("DescribeCluster")
     def authorized_operations(self, topics: list[str] | None = None) -> AuthorizedOperations:

@@ -276,7 +276,8 @@ def run_manual_restart(request: ConnectorRestartRequest, logger: logging.Logger 
     RUNNING."""
     from kafka_runbooks_airflow.hooks.kafka_connect import KafkaConnectHook
 
-    with KafkaConnectHook(request.connect_conn_id).get_conn() as client:
+    hook = KafkaConnectHook(request.connect_conn_id)
+    with hook.get_conn() as client:
         return manual_restart(
             client,
             request.connector,
@@ -285,4 +286,5 @@ def run_manual_restart(request: ConnectorRestartRequest, logger: logging.Logger 
             settle_timeout_s=request.settle_timeout_s,
             fail_if_not_settled=request.fail_if_not_settled,
             logger=logger or log,
+            status_log=hook.get_status_log(),
         )

@@ -19,6 +19,7 @@ from kafka_runbooks.connect.state import JsonStateStore
 from kafka_runbooks_dev.localstack import jars
 from tests.connect_helpers import (
     SINK,
+    STATUS_TOPIC,
     all_running,
     connector_failed,
     create_by_post,
@@ -335,6 +336,22 @@ def test_a_manual_restart_whose_task_fails_again_is_not_reported_as_success(
         connect, name, "tasks", [0], settle_timeout_s=3, stable_s=1, fail_if_not_settled=False
     )
     assert result["settled"] is False and result["after"]["tasks"]["0"] != "RUNNING"
+
+
+def test_a_restart_whose_task_fails_again_at_once_ends_on_the_workers_status_records(
+    connect, tmp_path, topic, kafka_config
+):
+    """Issue #39 point 7: a restart whose task fails at once (the same trace as before) waited the
+    whole settle period. The workers' status topic, read from the mark taken before the restart,
+    shows the restart and the new FAILED: the settle ends on that record, not on its timeout."""
+    from kafka_runbooks.connect.status_log import StatusLog
+
+    name, _ = _failing_sink(connect, tmp_path, topic, "fails-at-once")
+    log = StatusLog.from_kafka_config(STATUS_TOPIC, kafka_config)
+    with pytest.raises(RestartNotSettled, match="FAILED again") as err:
+        manual_restart(connect, name, "failed", settle_timeout_s=120, stable_s=2, status_log=log)
+    assert "not RUNNING after 120s" not in str(err.value), "ended by the settle timeout, not the evidence"
+    assert err.value.seen["task 0"][-1] == "FAILED"
 
 
 def test_a_manual_restart_of_a_paused_connectors_task_does_not_settle(connect, tmp_path, topic):

@@ -860,3 +860,14 @@ print(json.dumps([cls.__name__, app.conf.broker_url, app.conf.result_backend]))
     name, broker, backend = json.loads(out.stdout.strip().splitlines()[-1])
     assert name == "CeleryExecutor"
     assert (broker, backend) == (env["AIRFLOW__CELERY__BROKER_URL"], env["AIRFLOW__CELERY__RESULT_BACKEND"])
+
+
+def test_the_connect_connection_names_the_workers_own_status_topic():
+    """A restart reads what the workers wrote to their status topic (kafka_connect_restart): the
+    connection's ``status_topic`` must be the workers' ``status.storage.topic``."""
+    props = dict(
+        line.split("=", 1)
+        for line in (ROOT / "stack/docker/connect.properties").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    assert _conn_extra("kafka_connect_default")["status_topic"] == props["status.storage.topic"]

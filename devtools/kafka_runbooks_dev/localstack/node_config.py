@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the stack imports this module: a type only, no import at ru
 # fast failure detection on the stack: 1 s heartbeats, a 6 s session (Kafka's default is 9 s), set
 # alike on brokers and controllers: the controllers enforce it, the runbooks read it from the brokers
 BROKER_SESSION_TIMEOUT_MS = "6000"
+CONNECT_STATUS_TOPIC = "connect-status"  # the workers' status.storage.topic (restarts read it back)
 
 
 def properties(stack: LocalStack, node: Node) -> dict[str, str]:
@@ -54,7 +55,7 @@ def connect_properties(stack: LocalStack, node: Node) -> dict[str, str]:
         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
         "config.storage.topic": "connect-configs",
         "offset.storage.topic": "connect-offsets",
-        "status.storage.topic": "connect-status",
+        "status.storage.topic": CONNECT_STATUS_TOPIC,
         "config.storage.replication.factor": rf,
         "offset.storage.replication.factor": rf,
         "status.storage.replication.factor": rf,

@@ -270,6 +270,8 @@ class LocalStack:
         }
         if self.connect_url:
             conns["kafka_connect_default"] = {"conn_type": "http", "host": self.connect_url}
+            if not self.topology.secured:  # its principal has no READ on the workers' topics
+                conns["kafka_connect_default"]["extra"] = {"status_topic": node_config.CONNECT_STATUS_TOPIC}
             login = security.connect_auth(self)
             if login is not None:
                 conns["kafka_connect_default"].update(login=login[0], password=login[1])

@@ -37,6 +37,7 @@ from kafka_runbooks.connect.client import (
     UnknownConnector,
     UnknownTask,
 )
+from kafka_runbooks.connect.status_log import StatusLog, StatusWatch
 from kafka_runbooks.errors import BadInput, RunbookFailed
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,10 @@ def manual_restart(
     stable_s: float = STABLE_S,
     fail_if_not_settled: bool = True,
     logger: logging.Logger | None = None,
+    status_log: StatusLog | None = None,
 ) -> dict[str, Any]:
-    """Restart, then wait until what was restarted runs; raise :class:`RestartNotSettled` if it does not."""
+    """Restart, then wait until what was restarted runs; raise :class:`RestartNotSettled` if it does not.
+    With ``status_log`` (Connect's status topic), a restart that fails again at once ends at once."""
     logger = logger or log
     ids = validate_request(connector, scope, task_ids)
     if settle_timeout_s < 0 or stable_s < 0:
@@ -120,6 +123,7 @@ def manual_restart(
         subject=f"{client.url}/{connector}",
         logger=logger,
     )
+    watch = StatusWatch(status_log, connector) if status_log is not None else None  # marked before it
     result = _restart_scope(client, connector, scope, ids, before)
     settle = settle_restart(
         client,
@@ -129,19 +133,12 @@ def manual_restart(
         restarted_connector=result["restarted_connector"],
         timeout_s=settle_timeout_s,
         stable_s=stable_s,
+        watch=watch,
     )
-    report = {
-        "connector": connector,
-        "scope": scope,
-        **result,
-        "before": before.as_dict(),
-        "after": settle.after,
-        "settled": settle.settled,
-        "seen": settle.seen,
-        "waited_s": settle.waited_s,
-    }
+    report = {"connector": connector, "scope": scope, **result, "before": before.as_dict()}
+    report.update(after=settle.after, settled=settle.settled, seen=settle.seen, waited_s=settle.waited_s)
     _judge(client, connector, result, settle, stable_s, fail_if_not_settled, logger)
-    return report
+    return {**report, **_status_log_facts(watch)}
 
 
 def _status_before(client: ConnectClient, connector: str, ids: list[int]) -> ConnectorStatus:
@@ -252,23 +249,20 @@ def settle_restart(
     timeout_s: float,
     stable_s: float = STABLE_S,
     poll_s: float = POLL_S,
+    watch: StatusWatch | None = None,
 ) -> Settled:
     """Read the status until the restart has shown and the connector and ``task_ids`` have
     read RUNNING for ``stable_s`` since.
 
     Until every restarted item showed its restart (:func:`_shows_restart`), a RUNNING read
     may be the state from before it (applied asynchronously; no restart count). Gives up
-    early on a restarted item FAILED after its restart showed; one never shown is unknown.
+    early on a restarted item FAILED after its restart showed, in the REST read or in the
+    status topic (``watch``); one never shown is unknown.
     """
-    watched = ["connector"] + [f"task {t}" for t in sorted(set(task_ids))]
-    restarted = {f"task {t}" for t in task_ids} | ({"connector"} if restarted_connector else set())
-    was = _identities(before, watched)
-    shown = {w: w not in restarted for w in watched}  # items not restarted: every read is current
-    seen: dict[str, list[str]] = {w: [] for w in watched}
+    watched, restarted, was, shown, seen = _items(before, task_ids, restarted_connector)
     started = time.monotonic()
     deadline = started + timeout_s
-    running_since: float | None = None
-    held_since: float | None = None  # every read RUNNING since, restart shown or not
+    running_since = held_since = None  # held: every read RUNNING since, restart shown or not
     while True:
         status = client.connector_status(connector)
         now = time.monotonic()
@@ -284,7 +278,9 @@ def settle_restart(
                 return _settled(True, status, seen, started, None)
         else:
             running_since = None
-            problem = _failed_again(states, shown, restarted, status)
+            problem = _failed_again(states, shown, restarted, status) or _written_failed_again(
+                watch, restarted, shown, states
+            )
             if problem is not None:
                 return _settled(False, status, seen, started, problem)
         if now >= deadline:
@@ -292,6 +288,18 @@ def settle_restart(
                 False, status, seen, started, _timed_out(states, shown, status, timeout_s, stable_s)
             )
         time.sleep(_pause_s(shown, now - started, poll_s, deadline - now))
+
+
+def _items(before: ConnectorStatus, task_ids: Iterable[int], restarted_connector: bool) -> tuple:
+    """What a settle watches (the connector and the tasks), what was restarted, each item's identity
+    before, whether each has shown its restart (an item not restarted: every read is current), and
+    the states seen of each so far."""
+    ids = sorted(set(task_ids))
+    watched = ["connector"] + [f"task {t}" for t in ids]
+    restarted = {f"task {t}" for t in ids} | ({"connector"} if restarted_connector else set())
+    shown = {w: w not in restarted for w in watched}
+    seen: dict[str, list[str]] = {w: [] for w in watched}
+    return watched, restarted, _identities(before, watched), shown, seen
 
 
 def _note_read(
@@ -314,6 +322,27 @@ def _pause_s(shown: dict[str, bool], elapsed_s: float, poll_s: float, left_s: fl
     state from before it), else every ``poll_s``; never past the deadline."""
     fast = not all(shown.values()) and elapsed_s < FAST_POLL_FOR_S
     return max(0.0, min(FAST_POLL_S if fast else poll_s, left_s))
+
+
+def _written_failed_again(
+    watch: StatusWatch | None, restarted: set[str], shown: dict[str, bool], states: dict[str, str]
+) -> str | None:
+    """What the status topic says while a restarted item has not shown its restart or is not
+    RUNNING: why to give up when it was (re)started and FAILED again (None: not that, or no topic)."""
+    if watch is None or all(shown[i] and states[i] == RUNNING for i in restarted):
+        return None
+    return watch.failed_again(restarted, shown)
+
+
+def _status_log_facts(watch: StatusWatch | None) -> dict[str, Any]:
+    """What the status topic said, for the report: the states written since the restart, or why not read."""
+    if watch is None:
+        return {}
+    return {
+        "status_topic": watch.log.topic,
+        "status_written": watch.written,
+        "status_topic_error": watch.error,
+    }
 
 
 def _failed_again(

@@ -4,7 +4,10 @@ The connection (``kafka_connect_default`` by default): host = the worker's REST 
 host name with ``schema`` as the scheme, and ``port``); login/password = basic auth when
 the worker needs it; extras ``verify`` (true/false or a CA bundle path), ``cert``/``key``
 (client certificate paths) and ``timeout`` (seconds). The client is built on first use;
-the password stays in its HTTP session and is never logged.
+the password stays in its HTTP session and is never logged. Optional extras ``status_topic``
+(the workers' ``status.storage.topic``) and ``kafka_config_id`` (the Kafka connection of the
+cluster that holds it, ``kafka_default`` if not given) let a restart read what the workers wrote
+since it (:mod:`kafka_runbooks.connect.status_log`): one that fails again at once ends at once.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from kafka_runbooks.connect.client import ConnectClient, client_from_fields
+from kafka_runbooks.connect.status_log import StatusLog
 from kafka_runbooks.errors import BadInput
 
 
@@ -50,6 +54,17 @@ class KafkaConnectHook(BaseHook):
             extra=extra,
             timeout_s=self.timeout_s,
         )
+
+    def get_status_log(self) -> StatusLog | None:
+        """The workers' status topic, read from its Kafka cluster, when the extras name it (else None)."""
+        from kafka_runbooks_airflow.hooks.kafka_admin import KafkaAdminHook
+
+        extra: dict[str, Any] = self.get_connection(self.kafka_connect_conn_id).extra_dejson or {}
+        topic = extra.get("status_topic")
+        if not topic:
+            return None
+        kafka_config = KafkaAdminHook(extra.get("kafka_config_id") or "kafka_default").client_config()
+        return StatusLog.from_kafka_config(str(topic), kafka_config)
 
     @cached_property
     def client(self) -> ConnectClient:
