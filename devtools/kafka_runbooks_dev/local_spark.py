@@ -91,7 +91,7 @@ S3A_LIB = Path(__file__).resolve().parents[2] / ".stack" / "s3a-lib"
 
 def ensure_s3a_jars(lib_dir: Path = S3A_LIB) -> list[Path]:
     """Fetch Hadoop's S3A connector jars from Maven Central once (about 690 MB); their paths."""
-    from kafka_runbooks_dev.localstack.stack import fetch_with_maven
+    from kafka_runbooks_dev.localstack.jars import fetch_with_maven
 
     fetch_with_maven(S3A_POM, lib_dir, "the S3A jars")
     return sorted(lib_dir.glob("*.jar"))
