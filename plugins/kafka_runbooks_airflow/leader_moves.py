@@ -103,7 +103,7 @@ def after_stop(admin: ClusterAdmin, path: StorePath, elect: bool, context_of, lo
     from kafka_runbooks_airflow.run_state import ADOPT_STATE, EXEC_STATE
 
     logger = logger or log
-    state = load_state(path)
+    state = _settled_stop(path, load_state)
     keys = _moved_keys(state)
     if state.finished or not keys or _elected(state):
         return None
@@ -123,6 +123,26 @@ def after_stop(admin: ClusterAdmin, path: StorePath, elect: bool, context_of, lo
         name = "progress.json" if path.name == EXEC_STATE else path.name.replace("state", "progress")
         progress.write(path.parent / name, final_progress(state, time.time()))
     return state.leaders
+
+
+STOP_SETTLE_S = (
+    120.0  # a stop's cancel, throttle removal and read-back take seconds; a crashed one never ends
+)
+
+
+def _settled_stop(path: StorePath, load_state) -> ExecState:
+    """The state once a stop that made it final has also read back what landed (seen on the real
+    stack: the run's cleanup read a state the Stop page had just made final, its stopped chunk's
+    landed moves not yet known, and elected nothing). A stop that never ends is waited for
+    :data:`STOP_SETTLE_S`, then the state is taken as it is."""
+    import time
+
+    deadline = time.monotonic() + STOP_SETTLE_S
+    state = load_state(path)
+    while state.stopped and not (state.stop_request or {}).get("settled") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        state = load_state(path)
+    return state
 
 
 def _elect_if_approved(admin, state, keys: set[str], context, logger) -> str:

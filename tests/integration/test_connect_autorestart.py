@@ -351,7 +351,8 @@ def test_a_restart_whose_task_fails_again_at_once_ends_on_the_workers_status_rec
     with pytest.raises(RestartNotSettled, match="FAILED again") as err:
         manual_restart(connect, name, "failed", settle_timeout_s=120, stable_s=2, status_log=log)
     assert "not RUNNING after 120s" not in str(err.value), "ended by the settle timeout, not the evidence"
-    assert err.value.seen["task 0"][-1] == "FAILED"
+    # the workers' records end it, often before the REST status shows more than RESTARTING
+    assert err.value.seen["task 0"][-1] in ("FAILED", "RESTARTING"), err.value.seen
 
 
 def test_a_manual_restart_of_a_paused_connectors_task_does_not_settle(connect, tmp_path, topic):

@@ -179,6 +179,7 @@ def stop(
     live = {b.broker_id for b in admin.describe_brokers().values() if b.available}
     left = ChunkExecutor(admin, logger=logger, checkpoint=checkpoint).remove_throttle(state, live)
     settle(state, replicas_now(admin, state), cancelled_now)
+    state.stop_request = {**state.stop_request, "settled": True}  # what landed is known: moved() holds
     checkpoint(state)
     order = restore_order(admin, state, logger)
     checkpoint(state)
@@ -399,6 +400,8 @@ class Ending:
             f"{len(self.cancelled)} cancelled (back on their replicas before the move), "
             f"{len(self.not_started)} never started; {self.leaders}"
         )
+        if not self.chunks:  # e.g. the adopted moves of an earlier run, when none were in flight
+            return "no moves here: none were adopted or planned"
         if self.complete:
             return f"NOTHING TO STOP ({self.stopped}): the work was already complete: {counts}"
         return f"STOPPED ({self.stopped}): {counts}"

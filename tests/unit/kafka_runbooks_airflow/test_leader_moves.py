@@ -304,6 +304,7 @@ def test_the_cleanup_elects_what_a_stopped_run_moved_only_with_a_valid_approval(
 
     state = load_state(run.path)
     state.finished, state.stopped = False, "stopped by alice: window over"
+    state.stop_request = {"request_id": "s1", "settled": True}  # the stop read back what landed
     save_state(run.path, state)
     run.approve()
     late = run.context("remove_throttles", started=APPROVED_AT + timedelta(hours=2))
@@ -385,3 +386,19 @@ def test_the_rebalance_verify_holds_the_session_timeout_when_every_node_answers(
     rebalance.verify(run.checked, CONN, DAG_ID, RUN_ID)
     assert fake_time.now >= 2 * 9  # two read-backs (moved, spread), each held 9 s
     assert _writes(run.cluster) == []
+
+
+def test_the_cleanup_waits_for_a_stop_to_know_what_landed(monkeypatch, tmp_path):
+    """Seen on the real stack (the console browser test): the run's cleanup read the state the Stop
+    page had just made final, before the stop read back which moves had landed, found nothing
+    moved and elected nothing; the page then said the election 'runs in remove_throttles'."""
+    from kafka_runbooks_airflow import leader_moves
+
+    final = type("S", (), {"stopped": "stopped by bob", "stop_request": {"request_id": "s"}})()
+    settled = type(
+        "S", (), {"stopped": "stopped by bob", "stop_request": {"request_id": "s", "settled": True}}
+    )()
+    reads = [final, final, settled]
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    assert leader_moves._settled_stop(tmp_path / "exec-state.json", lambda p: reads.pop(0)) is settled
+    assert reads == []

@@ -81,6 +81,18 @@ def test_an_adopted_state_already_done_beside_a_stopped_plan_reads_stopped_not_n
     assert "1 of 9 chunk(s) done" in results[1]["line"] and "7 never started" in results[1]["line"]
 
 
+def test_an_adopted_state_with_no_moves_beside_a_stopped_plan_says_nothing_of_stopping():
+    """Seen in Chromium on the real stack: a run that adopted no moves still has the adopted state,
+    with 0 chunks; its line read 'NOTHING TO STOP (stopped): the work was already complete: 0 of 0
+    chunk(s) done' above the plan's 'STOPPED (...): 0 of 4 chunk(s) done; ... 47 never started'."""
+    adopted = _state(stopped="stopped")
+    adopted.finished = True
+    results = [{**_result(adopted), "finished": True}, _result(STATES["mid-run"][0])]
+    assert results[0]["line"] == "no moves here: none were adopted or planned"
+    assert stop_headline(results) == "Stopped"
+    assert "nothing to stop" not in " ".join(r["line"] for r in results).lower()
+
+
 def test_a_stop_handed_to_the_running_task_or_with_no_state_says_so():
     assert stop_headline([{"taken_over": "claimed by run r execute try 2"}]).startswith("Stop handed")
     assert stop_headline([]).startswith("Stopped before the first move")
