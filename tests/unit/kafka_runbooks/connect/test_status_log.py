@@ -98,29 +98,21 @@ class Worker:
         return _status("FAILED")
 
 
+def _settle_failed_task(topic: Topic, timeout_s: float, watch: StatusWatch | None = None):
+    """Restart task 0, FAILED before, whose REST status reads FAILED the same in every read."""
+    worker = Worker(topic, after_reads=3)
+    before = _status("FAILED")
+    return settle_restart(
+        worker, "sink", [0], before=before, timeout_s=timeout_s, stable_s=0.0, poll_s=0.01, watch=watch
+    )
+
+
 def test_a_task_that_fails_again_at_once_with_the_same_trace_ends_the_settle_at_once():
     topic = Topic()
-    blind = settle_restart(
-        Worker(topic, after_reads=3),
-        "sink",
-        [0],
-        before=_status("FAILED"),
-        timeout_s=0.5,
-        stable_s=0.0,
-        poll_s=0.01,
-    )  # the REST reads alone: only the end of the settle period ends it
+    blind = _settle_failed_task(topic, 0.5)  # the REST reads alone: only the end of the settle period ends it
     assert blind.problem == "task 0 FAILED (boom) not RUNNING after 0.5s (settle_timeout_s)"
     watch = StatusWatch(StatusLog(TOPIC, topic), "sink", every_s=0.0)  # marked before the restart
-    settle = settle_restart(
-        Worker(topic, after_reads=3),
-        "sink",
-        [0],
-        before=_status("FAILED"),
-        timeout_s=30.0,
-        stable_s=0.0,
-        poll_s=0.01,
-        watch=watch,
-    )
+    settle = _settle_failed_task(topic, 30.0, watch)
     assert not settle.settled
     assert settle.problem == (
         "task 0 (RESTARTING -> RUNNING -> FAILED) FAILED again at once after the restart, as the workers "
