@@ -237,7 +237,9 @@ def test_dead_broker_healed_through_sweep_approval_kill_and_rerun(
     assert "```" not in request["body"]  # Markdown tables, not a block the UI shows as one line
     assert "| broker | rack | replicas | preferred leaders | bytes |" in body, request["body"]
     assert any(line.startswith("| **4** (failed: registered, fenced) | rack-b |") for line in body), body
-    assert any(line.startswith("| 1 of ") for line in body) and any("Estimated duration" in x for x in body)
+    assert any(line.startswith("| 1 of ") for line in body) and any(
+        "Longest duration at the throttle" in x for x in body
+    )
     airflow_local.answer(REASSIGN, run1, "approval_gate", [APPROVE_OPTION])
 
     # the execution task is killed in the middle of a chunk copying under its throttle: one seen

@@ -77,9 +77,13 @@ def test_a_bounce_between_two_sweeps_restarts_the_countdown(restore_stack, admin
 
 def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stack, admin):
     """The election after healing: the replica order changes (as a plan with a chosen first
-    replica leaves it), leadership stays where it was until the election, then follows."""
-    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
+    replica leaves it), leadership stays where it was until the election, then follows.
 
+    The controller's own auto leader rebalance (``auto.leader.rebalance.enable``, every
+    ``leader.imbalance.check.interval.seconds``) elects the same preferred leaders when its timer
+    fires; seen once in CI between the reorder and the runbook's first read (nothing left to ask).
+    Such a try proves nothing about the runbook's election and is tried again with the order turned
+    back, up to three times."""
     topic = unique_topic("elect")
     create_topic(kafka_stack.bootstrap_servers, topic, assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
 
@@ -87,22 +91,47 @@ def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stac
         return admin.describe_topic_partitions([topic])
 
     wait_until(lambda: [p.leader for p in parts()] == [1, 2, 3], 60, 0.5, "leaders on the first replicas")
-    assert admin.reorder_replicas({(topic, 0): [2, 1], (topic, 1): [3, 2]}) == {
-        (topic, 0): None,
-        (topic, 1): None,
-    }
-    wait_until(lambda: [list(p.replicas) for p in parts()][:2] == [[2, 1], [3, 2]], 60, 0.5, "new order")
-    assert [p.leader for p in parts()] == [1, 2, 3]  # reordering alone does not move leadership
+    keys = {f"{topic}:0", f"{topic}:1", f"{topic}:2"}
+    for _attempt in range(3):
+        # the first two partitions' leaders become the second replica: reordered, not moved
+        leaders = [p.leader for p in parts()]
+        order = {
+            (topic, p.partition): [b for b in p.replicas if b != p.leader] + [p.leader] for p in parts()[:2]
+        }
+        assert admin.reorder_replicas(order) == {key: None for key in order}
+        wait_until(
+            lambda order=order: [list(p.replicas) for p in parts()][:2] == list(order.values()),
+            60,
+            0.5,
+            "new order",
+        )
+        assert [p.leader for p in parts()] == leaders  # reordering alone does not move leadership
+        result = _elect(admin, parts, keys)
+        if result.asked or result.skipped or result.not_led:
+            break  # the runbook found partitions to elect: this try is the proof
+    expected = [order[(topic, 0)][0], order[(topic, 1)][0], leaders[2]]
+    assert result.ok and sorted(result.asked) == [f"{topic}:0", f"{topic}:1"], result
+    assert result.errors == {}
+    assert [p.leader for p in parts()] == expected
+    assert result.records[0].decision == "leaders balanced"
+    from confluent_kafka.admin import AdminClient
 
+    cleaner = AdminClient({"bootstrap.servers": kafka_stack.bootstrap_servers})
+    for future in cleaner.delete_topics([topic]).values():
+        future.result(60)
+
+
+def _elect(admin, parts, keys):
+    """The runbook's preferred election of ``keys`` as an approved plan asks it, its settle 3 s."""
     from kafka_runbooks.approval import APPROVED, plan_digest
     from kafka_runbooks.approval_proof import approved_action
     from kafka_runbooks.evidence import silent_brokers
+    from kafka_runbooks.failed_broker.leaders import elect_preferred_leaders
 
-    keys = {f"{topic}:0", f"{topic}:1", f"{topic}:2"}
     action = {"chunks": [{k: [] for k in sorted(keys)}], "elect_preferred_leaders": True, "dry_run": False}
     digest = plan_digest(action)
     proof = approved_action({"outcome": APPROVED, "digest": digest, "by": {"id": "test"}}, digest, action)
-    result = elect_preferred_leaders(
+    return elect_preferred_leaders(
         parts,
         admin.elect_preferred,
         keys,
@@ -111,12 +140,3 @@ def test_preferred_leader_election_moves_leadership_and_reads_it_back(kafka_stac
         timeouts=admin.cluster_timeouts(),
         settle_s=3,
     )
-    assert result.ok and sorted(result.asked) == [f"{topic}:0", f"{topic}:1"], result
-    assert result.errors == {}
-    assert [p.leader for p in parts()] == [2, 3, 3]
-    assert result.records[0].decision == "leaders balanced"
-    from confluent_kafka.admin import AdminClient
-
-    cleaner = AdminClient({"bootstrap.servers": kafka_stack.bootstrap_servers})
-    for future in cleaner.delete_topics([topic]).values():
-        future.result(60)
