@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
+from kafka_runbooks_dev.localstack.airflow_gates import reject_waiting
 from kafka_runbooks_dev.localstack.airflow_settings import runbook_test_settings
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +51,7 @@ def _reject_gates_after_a_failure(request: pytest.FixtureRequest) -> Iterator[No
     airflow = request.getfixturevalue("airflow_local") if "airflow_local" in request.fixturenames else None
     yield
     if airflow is not None and request.node.stash.get(_CALL_FAILED, False):
-        rejected = airflow.reject_waiting()
+        rejected = reject_waiting(airflow)
         if rejected:
             print(f"rejected the gates a failed test left waiting: {rejected}")
 

@@ -570,30 +570,6 @@ class AirflowLocal:
             "PATCH", path, json={"chosen_options": chosen_options, "params_input": params_input or {}}
         )
 
-    def reject_waiting(self, timeout: float = 120) -> list[str]:
-        """Answer every gate still waiting with its Reject option (the first option starting with
-        "Reject"; one without is left) and wait until each run ends; return the runs answered.
-
-        What a failed test leaves behind: its run at the gate holds the cluster's lease, and the
-        next test's run waits on it until that test fails too. Rejected, the run goes its own way
-        out (the lease released, the cluster untouched), as an operator's Reject would."""
-        answered = []
-        for request in self.pending_approvals():
-            ti = request["task_instance"]
-            reject = next((o for o in request.get("options") or [] if str(o).startswith("Reject")), None)
-            if reject is None:
-                continue
-            dag_id, run_id, task_id, index = ti["dag_id"], ti["dag_run_id"], ti["task_id"], ti["map_index"]
-            try:
-                self.wait_for_approval(dag_id, run_id, task_id, timeout, index)
-                self.answer(dag_id, run_id, task_id, [reject], map_index=index)
-                self.wait_for_run(dag_id, run_id, timeout)
-            except AirflowError as exc:  # gone by now, or answered meanwhile: said, not raised
-                print(f"rejecting {dag_id}/{run_id}/{task_id}: {exc}")
-                continue
-            answered.append(f"{dag_id}/{run_id}")
-        return answered
-
     # ------------------------------------------------------------------ logs
 
     def task_log(
