@@ -419,12 +419,19 @@ def who_may_answer(gate: dict[str, Any]) -> str:
     return ", ".join(names) if names else ANYONE_MAY_ANSWER
 
 
-def failure_reason(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> str | None:
-    """The newest ERROR decision of a run in the journal (newest first), as its prose line."""
+def failure_record(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest ERROR decision of a run in the journal (newest first): what the page and a run's
+    failure notification give as its reason."""
     for d in records:
         if d.get("dag_id") == dag_id and d.get("run_id") == run_id and d.get("level") == "ERROR":
-            return f"{d.get('step')}: {d.get('decision')} because {d.get('reason')}"
+            return d
     return None
+
+
+def failure_reason(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> str | None:
+    """The newest ERROR decision of a run in the journal (newest first), as its prose line."""
+    d = failure_record(dag_id, run_id, records)
+    return None if d is None else f"{d.get('step')}: {d.get('decision')} because {d.get('reason')}"
 
 
 def last_decision(dag_id: str, run_id: str, records: list[dict[str, Any]]) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 import pendulum
 
+from kafka_runbooks_airflow.notify import notify_run_failed
 from kafka_runbooks_airflow.task_failure import record_task_failure
 
 OWNER = "kafka-platform"
@@ -32,12 +33,15 @@ class DagSettings(TypedDict, total=False):
     dagrun_timeout: timedelta
     tags: list[str]
     default_args: dict[str, Any]
+    on_failure_callback: Any
 
 
 def _common(tags: list[str], default_args: dict[str, Any]) -> DagSettings:
     """No backfill: a runbook acts on the cluster as it is now, never on a past interval. Every
-    task's failure leaves its reason as a decision (``task_failure``: what the Kafka page shows)."""
+    task's failure leaves its reason as a decision (``task_failure``: what the Kafka page shows), and
+    a run that ends failed is notified where the Variable ``kafka_runbooks_notify`` says (``notify``)."""
     return {
+        "on_failure_callback": notify_run_failed,
         "start_date": START_DATE,
         "catchup": False,
         "tags": list(tags),

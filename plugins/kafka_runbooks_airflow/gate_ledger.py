@@ -32,6 +32,7 @@ log = logging.getLogger("kafka_runbooks.approval")
 
 ASKED_KEY = "kafka_runbooks.gate.asked"
 ANSWERED_KEY = "kafka_runbooks.gate.answered"
+ESCALATED_KEY = "kafka_runbooks.gate.escalated"
 
 
 class GateLedger:
@@ -62,6 +63,14 @@ class GateLedger:
     def keep_answered(self, record: dict[str, Any]) -> None:
         """Keep the record made of the answer for this run of tries."""
         self._set(ANSWERED_KEY, {"record": record})
+
+    def escalated(self) -> bool:
+        """Whether this run of tries already told the escalation targets that its deadline is near."""
+        return self._get(ESCALATED_KEY) is not None
+
+    def keep_escalated(self) -> None:
+        """Keep that the escalation was sent: a later recheck or retry of the same question sends none."""
+        self._set(ESCALATED_KEY, {"escalated": True})
 
     def _get(self, key: str) -> dict[str, Any] | None:
         if self.store is None:

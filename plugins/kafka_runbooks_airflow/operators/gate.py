@@ -45,7 +45,7 @@ from kafka_runbooks import approval as rules
 from kafka_runbooks import decisions
 from kafka_runbooks.errors import BadInput
 from kafka_runbooks.evidence import AIRFLOW_API_SERVER, Stamp
-from kafka_runbooks_airflow import api_clock
+from kafka_runbooks_airflow import api_clock, notify
 from kafka_runbooks_airflow.gate import (
     RECORD_KEY,
     REQUEST_KEY,
@@ -244,6 +244,7 @@ class _PlanGate:
         if not self._ask(context, ledger):
             return None
         self.log.info("Waiting for response")
+        notify.notify_gate_waiting(context, self, self.asked_request)
         for notifier in self.notifiers:
             notifier(context)
         wait = self.response_timeout
@@ -270,6 +271,7 @@ class _PlanGate:
         self.body = "\n\n".join([self.body or "", *gate_notes(action, digest, user, policy)]).strip()
         self._check_shown(context, show_question(self, context["task_instance"].id), digest)
         ledger.keep_asked(request)  # after the question is written: its answer belongs to this request
+        self.asked_request = request
         context["ti"].xcom_push(key=REQUEST_KEY, value={**request, "action": action})
         return True
 
@@ -423,6 +425,7 @@ class _PlanGate:
             if left is None or left <= 0:
                 return
             wait = min(wait, timedelta(milliseconds=left))
+            notify.escalate_if_near(context, self, asked, left, GateLedger(context))
         elif "deadline" not in asked or asked.get("timeout_s") is not None:
             return  # a deadline that was never recorded is not waited for
         self.log.info("No answer yet; waiting again for up to %s (deadline %s)", wait, asked.get("deadline"))

@@ -33,3 +33,16 @@ def test_a_manual_runbook_is_never_retried_and_a_sweep_only_as_asked():
     settings = dag_settings.sweep(schedule=None, tags=["kafka"], max_active_runs=1)
     assert settings["default_args"] == never_retried
     assert settings["is_paused_upon_creation"] and "dagrun_timeout" not in settings
+
+
+def test_every_runbook_dag_notifies_a_failed_run_once():
+    """The DAG's failure callback (once per run), not each task's: a run with three failed tasks
+    is one message (docs/notifications.md)."""
+    from kafka_runbooks_airflow.notify import notify_run_failed
+
+    for settings in (
+        dag_settings.manual_runbook(tags=["k"]),
+        dag_settings.sweep(schedule=None, tags=["k"], max_active_runs=1),
+    ):
+        assert settings["on_failure_callback"] is notify_run_failed
+        assert settings["default_args"]["on_failure_callback"] is not notify_run_failed
