@@ -25,6 +25,7 @@ from kafka_runbooks.settings import layered_settings
 from kafka_runbooks.storage import StorePath
 from kafka_runbooks.units import format_duration
 from kafka_runbooks_airflow.gate import gate_action, run_xcom
+from kafka_runbooks_airflow.notify import notify_broker_alerts
 from kafka_runbooks_airflow.run_state import (
     ADOPT_STATE,
     EXEC_STATE,
@@ -120,6 +121,7 @@ def run_sweep(settings: SweepSettings, conn_id: str, run_id: str, ti) -> dict[st
     and the dead broker's heal is decided before a log dir's run, which never starts while a broker
     is failed. One sweep run covers every cluster: the cluster is in the started run's id."""
     reading = read_and_track(conn_id, settings.thresholds, ti)
+    notify_broker_alerts(conn_id, reading.assessment)
     started_id = f"sweep__{safe_name(conn_id)}__{safe_name(run_id)}"
     return {
         "assessment": reading.assessment.as_dict(),

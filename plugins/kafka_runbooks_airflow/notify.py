@@ -61,6 +61,63 @@ def _send_one(target, notice, context: dict[str, Any]) -> None:
         ).notify(context)
 
 
+def send_notice(context: dict[str, Any], notice) -> None:
+    """Send a notice built elsewhere (an unrouted alert) to the targets, recorded; never raises."""
+    try:
+        config = load_config()
+        if config is None:
+            _record(context, "not notified", f"the Variable {VARIABLE} is not set: nobody is told", {})
+            return
+        _record_sent(context, notice, send(notice, config.targets, context))
+    except Exception as exc:  # noqa: BLE001 - the intake records the alert whether or not anyone is told
+        _record(context, "not notified", type(exc).__name__, {}, logging.WARNING)
+
+
+def notify_broker_alerts(conn_id: str, assessment) -> None:
+    """The failed-broker sweep's alert, the first sweep it is due in (once per failure): the
+    on-call is told which broker failed how long ago, and what the sweep does next."""
+    if not assessment.new_alerts:
+        return
+    from airflow.sdk import get_current_context
+
+    from kafka_runbooks.notify import Notice
+
+    context = get_current_context()
+    lines = tuple(
+        r.reason
+        for r in assessment.records
+        if r.decision == "alert" and r.subject in _subjects(assessment.new_alerts)
+    )
+    base = (_config_base_url() or _api_base_url() or "").rstrip("/")
+    notice = Notice(
+        kind="sweep alert",
+        title=f"[sweep alert] broker(s) {assessment.new_alerts} failed on {conn_id}",
+        lines=(
+            *lines,
+            "the sweep starts the gated heal once the failure threshold has passed, unless they come back",
+        ),
+        link=f"{base}/kafka-console/" if base else None,
+        dag_id=context["dag"].dag_id,
+        run_id=context["run_id"],
+        link_text="Open the Kafka page",
+    )
+    send_notice(context, notice)
+
+
+def _subjects(broker_ids) -> set[str]:
+    """The decision subjects of these brokers."""
+    return {f"broker {b}" for b in broker_ids}
+
+
+def _config_base_url() -> str | None:
+    """The Variable's ``base_url``, or None (unset, or the Variable is)."""
+    try:
+        config = load_config()
+    except Exception:  # noqa: BLE001 - a bad Variable is recorded by the send that follows
+        return None
+    return None if config is None else config.base_url
+
+
 def notify_gate_waiting(
     context: dict[str, Any], gate, request: dict[str, Any], *, near_deadline: bool = False
 ):

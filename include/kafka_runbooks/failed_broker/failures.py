@@ -152,6 +152,7 @@ class Assessment:
     recovered: list[int] = field(default_factory=list)
     bounced: list[int] = field(default_factory=list)
     alerts: list[int] = field(default_factory=list)
+    new_alerts: list[int] = field(default_factory=list)  # alerted by this sweep for the first time
     due: list[int] = field(default_factory=list)
     outage: bool = False
     records: list[decisions.DecisionRecord] = field(default_factory=list)
@@ -411,6 +412,7 @@ class FailureTracker(SweepTracker[int, FailedBroker]):
         a.alerts.append(broker_id)
         if entry.alerted_ms is None:
             entry.alerted_ms = a.now_ms
+            a.new_alerts.append(broker_id)
         a.records.append(
             self._record(
                 "failure tracking",

@@ -138,3 +138,31 @@ def test_a_failed_run_is_told_with_its_recorded_reason_and_a_link_to_that_record
     )
     assert f"{BASE}/kafka-console/decisions/0123456789ab" in mail.get_body(("html",)).get_content()
     assert receivers.slack.posts[0]["text"].startswith("[run failed] kafka_controller_replace: ")
+
+
+def test_the_failed_broker_sweeps_alert_is_told_once_with_its_recorded_reason(
+    receivers, monkeypatch, tmp_path
+):
+    import airflow.sdk
+    from airflow.sdk import DAG
+
+    from kafka_runbooks.failed_broker.failures import Assessment
+
+    context = {"dag": DAG("kafka_failed_broker_sweep", schedule=None), "run_id": "scheduled__1", "ti": TI}
+    monkeypatch.setattr(airflow.sdk, "get_current_context", lambda: context)
+    alert = decisions.DecisionRecord(
+        step="failure tracking",
+        decision="alert",
+        reason="broker 4 failed 912s ago (alert after 900s)",
+        subject="broker 4",
+    )
+    notify.notify_broker_alerts(
+        "kafka_default", Assessment(now_ms=0, brokers=4, failed={}, alerts=[4], records=[alert])
+    )
+    assert receivers.mail.messages == []  # alerted before: nothing new to tell
+    fresh = Assessment(now_ms=0, brokers=4, failed={}, alerts=[4], new_alerts=[4], records=[alert])
+    notify.notify_broker_alerts("kafka_default", fresh)
+    [mail] = receivers.mail.messages
+    assert mail["Subject"] == "[sweep alert] broker(s) [4] failed on kafka_default"
+    html = mail.get_body(("html",)).get_content()
+    assert "broker 4 failed 912s ago (alert after 900s)" in html and f"{BASE}/kafka-console/" in html

@@ -56,10 +56,11 @@ def test_countdown_alert_then_due_and_it_survives_a_new_tracker(tmp_path):
     # a new tracker (scheduler restarted) reads the first-seen time from the file
     a = tracker(tmp_path, clock).observe(cluster({3: "gone"}))
     assert a.alerts == [3] and a.due == []
+    assert a.new_alerts == [3]  # told once: the first sweep the alert is due in (notify)
     assert a.failed[3].first_seen_ms == 1_000_000_000
     clock.t += 240
     a = tracker(tmp_path, clock).observe(cluster({3: "gone"}))
-    assert a.due == [3]
+    assert a.due == [3] and a.alerts == [3] and a.new_alerts == []
     assert any(
         r.decision == "wait"
         for r in tracker(tmp_path, Clock(1_000_100)).observe(cluster({3: "gone"})).records
