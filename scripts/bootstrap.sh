@@ -6,7 +6,9 @@
 # With --browser (what `make test` runs) also, through apt-get when they are missing (as
 # root, or sudo): Debian's chromium and chromium-driver for the browser end-to-end test, and
 # postgresql and redis-server for the CeleryExecutor test (tests/e2e/test_celery_fleet.py:
-# Airflow refuses Celery on SQLite; Redis is the Celery broker).
+# Airflow refuses Celery on SQLite; Redis is the Celery broker), prometheus-alertmanager and
+# prometheus (for promtool) for the alert intake's tests (on a machine that runs systemd, Debian's
+# packages also start both services on their default ports; stop them if that is not wanted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -62,5 +64,10 @@ if [ "${1:-}" = "--browser" ]; then
   # the Celery test runs PostgreSQL's own binaries (initdb, pg_ctl) from /usr/lib/postgresql/<ver>/bin
   if ! { compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null && command -v redis-server >/dev/null; }; then
     apt_install celery postgresql redis-server
+  fi
+  # the alert intake's end-to-end test runs a real Alertmanager (tests/e2e/test_alert_intake.py);
+  # promtool (Debian's prometheus) checks and unit-tests the alert rules (tests/unit/test_prometheus_rules.py)
+  if ! { command -v prometheus-alertmanager >/dev/null && command -v promtool >/dev/null; }; then
+    apt_install alerts prometheus-alertmanager prometheus
   fi
 fi

@@ -89,6 +89,7 @@ RUNBOOK_REQUESTS: dict[str, tuple[str, ...]] = {
     # Kafka Connect's REST API only: no Kafka ACL
     "kafka_connect_autorestart": (),
     "kafka_connect_restart": (),
+    "kafka_alert_intake": (),  # reads only Airflow: the sweeps it starts send their own requests
 }
 
 

@@ -63,6 +63,15 @@ def manual_runbook(*, tags: list[str], max_active_runs: int | None = None) -> Da
     return settings
 
 
+def asset_intake(*, schedule: list, tags: list[str]) -> DagSettings:
+    """A DAG run by asset events only (the alert intake): never retried, one run at a time (two
+    runs would race to start the same incident), and created unpaused: it runs only on an event
+    an authenticated post recorded, never on a clock."""
+    settings = _common(tags, {"retries": 0})
+    settings.update(schedule=schedule, is_paused_upon_creation=False, max_active_runs=1)
+    return settings
+
+
 def sweep_schedule(variable: str, default: str) -> str | None:
     """The sweep's schedule from its environment variable; empty or ``none`` = manual runs only."""
     value = os.environ.get(variable, default).strip()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+TEST_ALERTS_TOKEN = "e2e-alerts-token"  # noqa: S105 - the test Airflow's, on loopback only
+
 
 def runbook_test_settings(data_dir: Path) -> dict[str, str]:
     """The environment of a test Airflow whose runbook data lives in ``data_dir``."""
@@ -39,6 +41,8 @@ def runbook_test_settings(data_dir: Path) -> dict[str, str]:
         # (test_gate_approvers.py); the other tests answer as admin
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,kafka-observer:user",
         "KAFKA_RUNBOOKS_APPROVERS": "admin",
+        # the alert receiver's shared secret (tests/e2e/test_alert_intake.py; a deployment sets its own)
+        "KAFKA_RUNBOOKS_ALERTS_TOKEN": TEST_ALERTS_TOKEN,
         # no test changes a DAG file: parse each once (every 5 s took 0.66 of a CPU from the tests)
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         # the scheduler's idle loop sleeps 1 s by default: ~1 s between one task's end and the

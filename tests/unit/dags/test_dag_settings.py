@@ -50,6 +50,13 @@ def sweep(schedule: str, tags: set[str], max_active_runs: int, dagrun_timeout, d
 
 
 PINS = {
+    "kafka_alert_intake": {
+        "is_paused_upon_creation": False,  # runs only on an authenticated post's asset event
+        "max_active_runs": 1,
+        "dagrun_timeout": None,
+        "tags": {"kafka", "alerts", "intake"},
+        "default_args": NO_RETRY,
+    },
     "kafka_broker_decommission": manual(REASSIGN_TAGS),
     "kafka_broker_restart": manual({"kafka", "runbook", "restart", "destructive"}),
     "kafka_cluster_health": sweep(

@@ -1,0 +1,111 @@
+"""A real Alertmanager (Debian's ``prometheus-alertmanager``) on loopback, routing every alert to
+the project's alert receiver on an Airflow, as a deployment's would (docs/notifications.md).
+
+Clustering off, its data in a folder of its own; grouping waits 1 s so a test sees the post within
+seconds (a deployment's defaults are 30 s and 5 min). :meth:`fire` posts alerts to Alertmanager's
+own API (``POST /api/v2/alerts``), as Prometheus does when a rule fires.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from kafka_runbooks_dev.receivers import free_port
+
+BINARY = "prometheus-alertmanager"
+
+
+def available() -> bool:
+    """Whether the Alertmanager binary is installed here (scripts/bootstrap.sh installs it)."""
+    return shutil.which(BINARY) is not None
+
+
+class Alertmanager:
+    """One Alertmanager process whose only receiver posts to ``webhook_url`` with ``token``."""
+
+    def __init__(self, home: Path, webhook_url: str, token: str, port: int | None = None) -> None:
+        self.home, self.webhook_url, self.token = home, webhook_url, token
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen | None = None
+
+    def config(self) -> dict[str, Any]:
+        """alertmanager.yml (JSON is YAML): every alert to the receiver, resolved ones too."""
+        webhook = {
+            "url": self.webhook_url,
+            "send_resolved": True,
+            "http_config": {
+                "authorization": {"type": "Bearer", "credentials_file": str(self.home / "token")}
+            },
+        }
+        return {
+            "route": {
+                "receiver": "kafka-runbooks",
+                "group_by": ["..."],
+                "group_wait": "1s",
+                "group_interval": "2s",
+                "repeat_interval": "1h",
+            },
+            "receivers": [{"name": "kafka-runbooks", "webhook_configs": [webhook]}],
+        }
+
+    def __enter__(self) -> Alertmanager:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "token").write_text(self.token)
+        (self.home / "alertmanager.yml").write_text(json.dumps(self.config()))
+        args = [
+            BINARY,
+            f"--config.file={self.home / 'alertmanager.yml'}",
+            f"--storage.path={self.home / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+        ]
+        log = open(self.home / "alertmanager.log", "wb")  # noqa: SIM115 - the process writes it until stopped
+        self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_ready(60)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Until its readiness endpoint answers (or it exited: its log says why)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"alertmanager exited: {(self.home / 'alertmanager.log').read_text()[-2000:]}"
+                )
+            try:
+                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"alertmanager not ready after {timeout:.0f}s")
+
+    def __exit__(self, *exc) -> None:
+        """Stop it."""
+        self._process.terminate()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+
+    def fire(self, labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
+        """Post one firing alert to Alertmanager's API, as a Prometheus rule that fires does."""
+        alert = {
+            "labels": labels,
+            "annotations": annotations or {},
+            "startsAt": datetime.now(UTC).isoformat(),
+        }
+        requests.post(f"{self.url}/api/v2/alerts", json=[alert], timeout=10).raise_for_status()
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The alerts Alertmanager holds now (its own API: fingerprint, startsAt, labels, status)."""
+        return requests.get(f"{self.url}/api/v2/alerts", timeout=10).json()
