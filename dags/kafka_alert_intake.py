@@ -9,7 +9,9 @@ or an offline log dir, the health sweep for offline or under-min-ISR partitions,
 broker in log recovery, the metadata error sweep, the Connect sweep for a failed task), with the
 cluster (label `kafka_config_id`) and Connect cluster (label `connect_conn_id`) the labels name;
 a resolved alert is recorded; an alert no route knows is recorded and notified
-(`kafka_runbooks_notify`), never dropped.
+(`kafka_runbooks_notify`), never dropped. Alerts of one post that start the same sweep with the
+same conf (four brokers down, grouped into one post) start one run; the others are recorded as
+covered by it.
 
 An alert never acts by itself: the sweep it starts reads the cluster and decides as on its
 schedule, and anything destructive still waits at its gate. One incident is one run: the run id

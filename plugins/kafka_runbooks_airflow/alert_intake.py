@@ -41,6 +41,8 @@ def read_alerts() -> list[dict[str, Any]]:
                 "already started",
                 f"{d.dag_id} run {d.run_id} is this incident's run; this post adds to its record",
             )
+        elif d.action == "covered":
+            _record(d, "covered", d.why)
         elif d.action == "unrouted":
             _record(d, "unrouted", d.why, logging.WARNING)
             _notify_unrouted(context, d)

@@ -16,9 +16,10 @@ incidents on one cluster never run two runbooks over each other.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka_runbooks.alerts._payload import Alert
@@ -108,8 +109,9 @@ def incident_run_id(alert: Alert) -> str:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """What the intake does with one alert: ``start`` (``dag_id``, ``run_id``, ``conf``), ``resolved``
-    (recorded) or ``unrouted`` (recorded and notified); ``why`` in words."""
+    """What the intake does with one alert: ``start`` (``dag_id``, ``run_id``, ``conf``), ``covered``
+    (another alert of the post starts the same run), ``resolved`` (recorded) or ``unrouted``
+    (recorded and notified); ``why`` in words."""
 
     alert: Alert
     action: str
@@ -120,8 +122,25 @@ class Dispatch:
 
 
 def dispatch(alerts: list[Alert], routes: tuple[Route, ...] = ROUTES) -> list[Dispatch]:
-    """One decision per alert, in the post's order."""
-    return [_one(alert, routes) for alert in alerts]
+    """One decision per alert, in the post's order. Alerts of one post that start the same sweep
+    with the same conf (four brokers down, grouped by Alertmanager into one post) start one run: the
+    first alert's; the others are ``covered`` by it (the sweep reads every broker anyway)."""
+    out, first_of = [], {}
+    for alert in alerts:
+        d = _one(alert, routes)
+        if d.action == "start":
+            key = (d.dag_id, json.dumps(d.conf, sort_keys=True))
+            if key in first_of:
+                d = replace(
+                    d,
+                    action="covered",
+                    run_id=first_of[key],
+                    why=f"the run {first_of[key]} of {d.dag_id} covers it",
+                )
+            else:
+                first_of[key] = d.run_id
+        out.append(d)
+    return out
 
 
 def _one(alert: Alert, routes: tuple[Route, ...]) -> Dispatch:

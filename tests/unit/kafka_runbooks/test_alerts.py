@@ -76,6 +76,16 @@ def test_one_incident_is_one_run_id_and_a_new_firing_is_another():
     assert dispatch(parse_webhook(refired))[0].run_id != dispatch(parse_webhook(BODY))[0].run_id
 
 
+def test_alerts_of_one_post_for_the_same_sweep_start_one_run():
+    body = copy.deepcopy(BODY)
+    second = copy.deepcopy(body["alerts"][0])
+    second["labels"]["broker_id"], second["fingerprint"] = "3", "1111222233334444"
+    body["alerts"].insert(1, second)
+    first, covered, _ = dispatch(parse_webhook(body))
+    assert first.action == "start" and (covered.action, covered.run_id) == ("covered", first.run_id)
+    assert covered.why == f"the run {first.run_id} of kafka_failed_broker_sweep covers it"
+
+
 def test_a_resolved_alert_is_recorded_never_started():
     resolved = copy.deepcopy(BODY)
     resolved["alerts"][0].update(status="resolved", endsAt="2026-12-02T03:20:00Z")
