@@ -397,8 +397,11 @@ def controller_choice(node: int | None, brokers: list[int], avoid: set[int]) -> 
     """The broker controller-bound requests go to: the one kafka-python named, unless it is a
     suspect or its last connection failed (a broker killed a moment ago stays in the metadata,
     unfenced, for its session timeout: a retry that picked it again failed again, and the
-    restore of an unclean recovery ran out of attempts under load); then the lowest other one."""
-    if node not in avoid:
+    restore of an unclean recovery ran out of attempts under load); then the lowest other one. A
+    node the metadata no longer names is never chosen while it names others: kafka-python's cached
+    id of a broker killed a moment ago failed every retry with ``UnknownBrokerIdError`` (seen in a
+    clean-clone run's unclean scenario)."""
+    if node is None or (node not in avoid and (node in brokers or not brokers)):
         return node
     others = sorted(b for b in brokers if b not in avoid)
     return others[0] if others else node

@@ -158,6 +158,8 @@ def test_controller_requests_leave_a_broker_whose_connection_failed_or_that_is_s
     assert controller_choice(2, [1, 2, 3, 4], avoid={2}) == 1
     assert controller_choice(1, [1, 2, 3, 4], avoid={1, 3}) == 2
     assert controller_choice(2, [2], avoid={2}) == 2  # nothing else to go to: try it again
+    assert controller_choice(3, [1, 2, 4], avoid=set()) == 1  # gone from the metadata: never again
+    assert controller_choice(3, [], avoid=set()) == 3  # no metadata to judge by: kafka-python's own
     assert controller_choice(None, [1, 2], avoid={1}) is None  # none named: kafka-python decides
 
 
