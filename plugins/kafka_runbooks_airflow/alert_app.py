@@ -70,10 +70,10 @@ def _register(body: dict[str, Any]) -> int | None:
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from kafka_runbooks_airflow.alert_intake import ALERTS_URI, EXTRA_KEY
+    from kafka_runbooks_airflow.alert_intake import ALERTS_NAME, EXTRA_KEY
 
-    with create_session() as session:
-        asset = session.scalar(select(AssetModel).where(AssetModel.uri == ALERTS_URI).limit(1))
+    with create_session() as session:  # by name: Airflow stores the URI normalised (a "/" added)
+        asset = session.scalar(select(AssetModel).where(AssetModel.name == ALERTS_NAME).limit(1))
         if asset is None:
             return None
         event = asset_manager.register_asset_change(

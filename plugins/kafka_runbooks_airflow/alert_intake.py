@@ -17,8 +17,8 @@ from airflow.sdk import Asset
 
 log = logging.getLogger("kafka_runbooks.alert_intake")
 
-ALERTS_URI = "kafka-runbooks://alerts"
-ALERTS = Asset(name="kafka_runbooks_alerts", uri=ALERTS_URI)
+ALERTS_NAME = "kafka_runbooks_alerts"
+ALERTS = Asset(name=ALERTS_NAME, uri="kafka-runbooks://alerts")
 EXTRA_KEY = "alertmanager"  # the asset event's extra holds the post under this key
 
 

@@ -19,17 +19,29 @@ INTAKE = "kafka_alert_intake"
 TARGET = "kafka_connect_autorestart"
 
 
-def intake_runs(airflow) -> list[dict]:
-    """The intake's runs, oldest first."""
-    return airflow.api("GET", f"/dags/{INTAKE}/dagRuns", params={"order_by": "start_date", "limit": 100})[
-        "dag_runs"
-    ]
+def intake_runs(airflow) -> set[str]:
+    """The intake's run ids."""
+    runs = airflow.api("GET", f"/dags/{INTAKE}/dagRuns", params={"limit": 100})["dag_runs"]
+    return {r["dag_run_id"] for r in runs}
+
+
+def new_intake_run(airflow, before: set[str], what: str) -> str:
+    """The one intake run not among ``before`` (by id: a queued run has no start time to order by)."""
+    [run_id] = wait_until(lambda: intake_runs(airflow) - before, 120, 0.5, what)
+    return run_id
 
 
 def target_runs(airflow, prefix: str) -> list[str]:
     """The Connect sweep's run ids that start with ``prefix``."""
     runs = airflow.api("GET", f"/dags/{TARGET}/dagRuns", params={"limit": 100})["dag_runs"]
     return [r["dag_run_id"] for r in runs if r["dag_run_id"].startswith(prefix)]
+
+
+def posted_bodies(airflow) -> list[dict]:
+    """The Alertmanager posts the receiver recorded, oldest first: the asset events' extra."""
+    [asset] = airflow.api("GET", "/assets", params={"name_pattern": "kafka_runbooks_alerts"})["assets"]
+    events = airflow.api("GET", "/assets/events", params={"asset_id": asset["id"], "order_by": "timestamp"})
+    return [e["extra"]["alertmanager"] for e in events["asset_events"]]
 
 
 def test_a_firing_alert_starts_its_incidents_sweep_once_and_a_repeat_starts_none(
@@ -44,52 +56,34 @@ def test_a_firing_alert_starts_its_incidents_sweep_once_and_a_repeat_starts_none
     airflow.unpause(TARGET)  # sweeps ship paused: the intake refuses to start a run into a paused DAG
     receiver = f"{airflow.base_url}/kafka-alerts/alertmanager"
     assert requests.post(receiver, json={"version": "4", "alerts": []}, timeout=30).status_code == 401
-    seen = len(intake_runs(airflow))
+    before = intake_runs(airflow)
 
-    posts: list[dict] = []
     with alertmanager.Alertmanager(tmp_path / "am", receiver, TEST_ALERTS_TOKEN) as am:
         am.fire(
             {"alertname": "KafkaConnectFailedTask", "connector": "e2e-alerting"}, {"summary": "a task FAILED"}
         )
-        wait_until(
-            lambda: len(intake_runs(airflow)) > seen, 120, 0.5, "the intake run Alertmanager's post starts"
-        )
+        first = new_intake_run(airflow, before, "the intake run Alertmanager's post starts")
         [held] = am.alerts()
-    first = intake_runs(airflow)[seen]
-    assert airflow.wait_for_run(INTAKE, first["dag_run_id"], timeout=300) == "success"
-    prefix = f"alert__KafkaConnectFailedTask__{held['fingerprint'][:16]}__"
-    [run_id] = target_runs(airflow, prefix)
-    log = airflow.task_log_text(INTAKE, first["dag_run_id"], "read_alerts")
+    assert airflow.wait_for_run(INTAKE, first, timeout=300) == "success"
+    [run_id] = target_runs(airflow, f"alert__KafkaConnectFailedTask__{held['fingerprint'][:16]}__")
+    log = airflow.task_log_text(INTAKE, first, "read_alerts")
     assert f"DECISION alert [KafkaConnectFailedTask]: start because {TARGET} run {run_id}" in log
 
-    # Alertmanager's retry of the same post: the same incident, no second run
-    body = {
-        "version": "4",
-        "status": "firing",
-        "receiver": "kafka-runbooks",
-        "alerts": [
-            {
-                "status": "firing",
-                "labels": held["labels"],
-                "annotations": held["annotations"],
-                "startsAt": held["startsAt"],
-                "endsAt": "0001-01-01T00:00:00Z",
-                "generatorURL": "",
-                "fingerprint": held["fingerprint"],
-            }
-        ],
-    }
+    # Alertmanager's retry of the same post (the body it sent, as Airflow recorded it), with an
+    # alert no route knows beside it: the same incident starts no second run
+    body = posted_bodies(airflow)[-1]
+    assert [a["fingerprint"] for a in body["alerts"]] == [held["fingerprint"]]
     unknown = copy.deepcopy(body["alerts"][0])
     unknown.update(labels={"alertname": "DiskAlmostFull"}, fingerprint="00e2e0000000unkn")
-    posts.append({**body, "alerts": [*body["alerts"], unknown]})
+    before = intake_runs(airflow)
+    auth = {"Authorization": f"Bearer {TEST_ALERTS_TOKEN}"}
     answer = requests.post(
-        receiver, json=posts[0], headers={"Authorization": f"Bearer {TEST_ALERTS_TOKEN}"}, timeout=30
+        receiver, json={**body, "alerts": [*body["alerts"], unknown]}, headers=auth, timeout=30
     )
     assert answer.status_code == 202 and answer.json()["alerts"] == 2
-    wait_until(lambda: len(intake_runs(airflow)) > seen + 1, 120, 0.5, "the intake run of the repeated post")
-    second = intake_runs(airflow)[seen + 1]
-    assert airflow.wait_for_run(INTAKE, second["dag_run_id"], timeout=300) == "success"
-    log = airflow.task_log_text(INTAKE, second["dag_run_id"], "read_alerts")
+    second = new_intake_run(airflow, before, "the intake run of the repeated post")
+    assert airflow.wait_for_run(INTAKE, second, timeout=300) == "success"
+    log = airflow.task_log_text(INTAKE, second, "read_alerts")
     assert (
         f"DECISION alert [KafkaConnectFailedTask]: already started because {TARGET} run {run_id} is this incident's run"
         in log
