@@ -479,8 +479,18 @@ def overview(
         "runs_not_shown": runs_not_shown or {},
         "gates": [{**g, "who_may_answer": who_may_answer(g)} for g in gates],
         "paused_with_runs": paused_with_runs(runs),
+        "alerts": alert_records(records),
         "decisions": records[:decisions],
     }
+
+
+ALERTS_SHOWN = 20
+
+
+def alert_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The alert intake's newest decisions (step ``alert``, newest first): each alert Alertmanager
+    posted, and the run it started, was covered by, or why none (``kafka_alert_intake``)."""
+    return [r for r in records if r.get("step") == "alert"][:ALERTS_SHOWN]
 
 
 def _with_age(report: dict[str, Any]) -> dict[str, Any]:
@@ -557,6 +567,7 @@ def render_page(view: dict[str, Any], refresh_s: int = 15) -> str:
         _paused(view.get("paused_with_runs") or []),
         _gates(view["gates"]),
         _runs(view["runs"], view.get("runs_not_shown") or {}),
+        _alerts(view.get("alerts") or []),
         "<h2>Clusters now</h2>",
         *[_live(c) for c in view.get("live") or []],
         "<h2>Cluster health (last full report)</h2>",
@@ -986,6 +997,24 @@ def _stop(run: dict[str, Any], progress: dict[str, Any]) -> str:
         "this run has in flight, removes its throttles and ends the run saying what moved, what was "
         "cancelled and what is left.'>Stop&hellip;</a>"
     )
+
+
+def _alerts(records: list[dict[str, Any]]) -> str:
+    """The alerts the intake took, newest first: the alert, its state, what the intake did and why."""
+    rows = [
+        f"<tr class='alert'{_anchor(d)}><td>{_e(_utc(d.get('at_ms')))}</td><td>{_e(d.get('subject'))}</td>"
+        f"<td>{_e((d.get('observed') or {}).get('status'))}</td><td><b>{_e(d.get('decision'))}</b></td>"
+        f"<td>{_e(d.get('reason'))}</td></tr>"
+        for d in records
+    ]
+    headers = ["at (UTC)", "alert", "state", "intake", "why"]
+    empty = "None taken yet (Alertmanager posts to /kafka-alerts/alertmanager: docs/notifications.md)."
+    return _section("Alerts", "alerts", headers, rows, empty=empty)
+
+
+def _utc(at_ms: Any) -> str:
+    """A journal record's time, UTC, to the second."""
+    return datetime.fromtimestamp((at_ms or 0) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _decisions(records: list[dict[str, Any]]) -> str:

@@ -631,3 +631,36 @@ def test_a_broker_in_log_recovery_is_said_live_with_what_is_left_from_its_own_pr
     }
     assert "in_log_recovery" not in none["counts"], "not asked is unknown, never 0"
     assert "in_log_recovery" not in console.read_live(Admin())["counts"]
+
+
+def test_the_alerts_the_intake_took_are_listed_with_what_it_did():
+    """The page lists the alert intake's decisions (issue #41): which alert, firing or resolved,
+    the run it started or why none; nothing else of the journal."""
+    records = [
+        {
+            "step": "alert",
+            "subject": "KafkaBrokerDown",
+            "decision": "start",
+            "at_ms": 1_796_000_000_000,
+            "reason": "kafka_failed_broker_sweep run alert__KafkaBrokerDown__ab__cd: the failed-broker sweep ...",
+            "observed": {"status": "firing"},
+            "record_id": "r1",
+        },
+        {"step": "notify", "decision": "not notified", "reason": "x"},
+        {
+            "step": "alert",
+            "subject": "DiskAlmostFull",
+            "decision": "unrouted",
+            "at_ms": 1_796_000_000_000,
+            "reason": "no runbook handles the alert DiskAlmostFull",
+            "observed": {"status": "firing"},
+        },
+    ]
+    shown = console.alert_records(records)
+    assert [r["subject"] for r in shown] == ["KafkaBrokerDown", "DiskAlmostFull"]
+    html = console._alerts(shown)
+    assert html.startswith("<h2>Alerts</h2><table id='alerts'>") and html.count("<tr class='alert'") == 2
+    assert (
+        "<td>KafkaBrokerDown</td><td>firing</td><td><b>start</b></td>" in html and "id='decision-r1'" in html
+    )
+    assert console._alerts([]).startswith("<h2>Alerts</h2><p id='no-alerts'>None taken yet")
