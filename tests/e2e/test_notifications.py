@@ -56,7 +56,10 @@ def test_a_waiting_gate_wakes_the_on_call_with_a_link_that_answers_it_and_the_fa
     run_id = airflow_local.trigger(DAG_ID, conf(1, reason="notifications end to end"))
     airflow_local.wait_for_approval(DAG_ID, run_id, GATE, timeout=300)
     wait_until(lambda: mail.messages and slack.posts, 60, 0.5, "the gate's mail and Slack message")
-    [message] = mail.messages
+    # a gate whose try Airflow lost asks again (apache/airflow#67287) and tells again: each says the same run
+    asked = [m for m in mail.messages if m["Subject"].startswith("[gate waiting] ")]
+    assert asked and len(asked) == len(mail.messages), [m["Subject"] for m in mail.messages]
+    message = asked[0]
     assert (
         message["Subject"].startswith("[gate waiting] ")
         and message["X-Envelope-To"] == "kafka-oncall@example.com"
@@ -82,12 +85,19 @@ def test_a_waiting_gate_wakes_the_on_call_with_a_link_that_answers_it_and_the_fa
 
     airflow_local.answer(parts[2], parts[4], parts[6], [REJECT_OPTION])
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
-    wait_until(lambda: len(mail.messages) >= 2, 120, 0.5, "the failed run's mail")
+    wait_until(
+        lambda: any(m["Subject"].startswith("[run failed] ") for m in mail.messages),
+        120,
+        0.5,
+        "the failed run's mail",
+    )
     failed = [m for m in mail.messages if m["Subject"].startswith("[run failed] ")]
     assert len(failed) == 1, [m["Subject"] for m in mail.messages]
     assert failed[0]["Subject"].startswith(f"[run failed] {DAG_ID}: approval: rejected because ")
     assert "/kafka-console/decisions/" in failed[0].get_body(("html",)).get_content()
-    assert [p["text"].split(" http")[0] for p in slack.posts[1:]] == [failed[0]["Subject"]]
+    assert [p["text"].split(" http")[0] for p in slack.posts if p["text"].startswith("[run failed] ")] == [
+        failed[0]["Subject"]
+    ]
     assert slack.token not in json.dumps(airflow_local.task_log(DAG_ID, run_id, GATE))
     assert slack.refused == []
     assert len([m for m in mail.messages if m["Subject"].startswith("[run failed] ")]) == 1  # still one
