@@ -332,6 +332,9 @@ def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
         airflow.start_worker("b")
         airflow.stop_worker("a")
         due = 2 * row["restart_count"]
+        # a's restart is answered RESTARTING, then UNASSIGNED/RUNNING, and only then FAILED again:
+        # b's sweep acts on a task Connect reports failed, so wait for that answer, not for time
+        connect.wait_for(name, task_failed, 60)
         wait_until(lambda: _seconds_since(row["last_restart_at"]) > due + 0.5, due + 30, 0.2, "restart due")
         second, report = _sweep_on(airflow, "b", fast)
         row2 = _row(report, name)
