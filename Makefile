@@ -9,7 +9,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 setup:
 	@bash scripts/bootstrap.sh
 
-demo: setup
+demo:
+	@bash scripts/bootstrap.sh --alerting
 	@$(PY) scripts/demo.py start
 
 stop:

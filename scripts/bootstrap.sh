@@ -57,6 +57,15 @@ apt_install() {
   fi
 }
 
+# With --alerting (what `make demo` runs): Prometheus and Alertmanager for the demo's alerting,
+# when apt-get can install them; without them the demo runs and says alerting is off.
+if [ "${1:-}" = "--alerting" ]; then
+  if ! { command -v prometheus-alertmanager >/dev/null && command -v prometheus >/dev/null; }; then
+    ( apt_install alerting prometheus-alertmanager prometheus ) ||
+      echo "bootstrap: prometheus and prometheus-alertmanager not installed: the demo runs without alerting" >&2
+  fi
+fi
+
 if [ "${1:-}" = "--browser" ]; then
   if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
     apt_install browser chromium chromium-driver

@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_runbooks_dev import alertmanager, prometheus
+from kafka_runbooks_dev.demo_alerting import DemoAlerting
 from kafka_runbooks_dev.localstack import LocalStack
 from kafka_runbooks_dev.localstack.airflow import AirflowLocal
 
@@ -57,16 +59,25 @@ def demo_folders(stack: Path) -> DemoFolders:
     return DemoFolders(stack, stack / "airflow", stack / "data")
 
 
-def airflow_for(stack: LocalStack, port: int) -> AirflowLocal:
-    """The demo's Airflow for ``stack``: its home and data dir follow the stack's folder."""
+def alerting_for(stack: LocalStack) -> DemoAlerting:
+    """The demo's Prometheus, Alertmanager and on-call receivers, on the stack's port base."""
+    return DemoAlerting(stack.home, stack.topology.port_base)
+
+
+def airflow_for(stack: LocalStack, port: int, alerting: bool = True) -> AirflowLocal:
+    """The demo's Airflow for ``stack``: its home and data dir follow the stack's folder; it takes
+    alerts from the demo's Alertmanager and tells the demo's on-call receivers (``alerting``: off
+    for ``stop`` and ``status``, which must not make the alerting's secrets)."""
     folders = demo_folders(stack.home)
+    side = alerting_for(stack) if alerting else None
     return AirflowLocal(
         folders.airflow_home,
         port=port,
         dags_folders=[ROOT / "dags"],
         plugins_folder=ROOT / "plugins",
-        connections=stack.airflow_connections(),
+        connections={**stack.airflow_connections(), **(side.airflow_connections() if side else {})},
         extra_env={
+            **(side.airflow_env() if side else {}),
             "KAFKA_RUNBOOKS_DATA_DIR": str(folders.data_dir),
             # kafka_controller_replace runs Kafka's kafka-metadata-quorum from the stack's own jars
             "KAFKA_RUNBOOKS_KAFKA_LIBS": str(stack.lib_dir),
@@ -172,9 +183,23 @@ def say_warm_up(stack: LocalStack, spark_url: str) -> None:
         )
 
 
+def start_alerting(stack: LocalStack, airflow: AirflowLocal) -> list[str]:
+    """Start the alerting beside the stack; the lines that say where it is (or why it is off)."""
+    if not (prometheus.available() and alertmanager.available()):
+        return [
+            "Alerting:   off: prometheus and prometheus-alertmanager are not installed "
+            "(Debian's packages; `bash scripts/bootstrap.sh --alerting` installs them)"
+        ]
+    alerting = alerting_for(stack)
+    alerting.start(stack.topology, airflow.base_url)
+    return alerting.where()
+
+
 def stop(stack: LocalStack, airflow: AirflowLocal) -> int:
     """Say what is being stopped while it happens (brokers shut down cleanly: up to a minute or two)."""
     started = time.monotonic()
+    print("stopping the alerting (Prometheus, Alertmanager, the on-call receivers)...", flush=True)
+    alerting_for(stack).stop()
     print(f"stopping Airflow ({airflow.home})...", flush=True)
     airflow.stop()
     running = [s.name for s in stack.status() if s.running]
@@ -197,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("KR_AIRFLOW_PORT", "8080")))
     args = parser.parse_args(argv)
     stack = LocalStack(home=stack_home())
-    airflow = airflow_for(stack, args.port)
+    airflow = airflow_for(stack, args.port, alerting=False)
 
     if args.command == "stop":
         return stop(stack, airflow)
@@ -220,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     airflow.wait_started(timeout=600)  # minutes on a loaded machine
     airflow.wait_for_dag(HEALTH_DAG, timeout=120)
     first_report = something_to_look_at(stack, airflow)
+    alerting = start_alerting(stack, airflow)
     errors = airflow.import_errors()
     print(f"  ready in {time.monotonic() - started:.0f}s in all")
     print()
@@ -233,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.port + 2} (Airflow's log servers, on all interfaces)"
     )
     print(f"Stack:      {stack.home} (KR_STACK_DIR)")
+    for line in alerting:
+        print(line)
     print(f"Folders:    {airflow.home} (Airflow's home), {demo_folders(stack.home).data_dir} (runbook data)")
     print()
     print(f"First health report: run {first_report} of kafka_cluster_health (on the Kafka page when done).")

@@ -57,17 +57,23 @@ class Alertmanager:
             "receivers": [{"name": "kafka-runbooks", "webhook_configs": [webhook]}],
         }
 
-    def __enter__(self) -> Alertmanager:
+    def command(self) -> list[str]:
+        """Its files written (config, token: owner-only), the command line that runs it."""
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "token").write_text(self.token)
+        token = self.home / "token"
+        token.touch(mode=0o600)
+        token.write_text(self.token)
         (self.home / "alertmanager.yml").write_text(json.dumps(self.config()))
-        args = [
+        return [
             BINARY,
             f"--config.file={self.home / 'alertmanager.yml'}",
             f"--storage.path={self.home / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--cluster.listen-address=",
         ]
+
+    def __enter__(self) -> Alertmanager:
+        args = self.command()
         log = open(self.home / "alertmanager.log", "wb")  # noqa: SIM115 - the process writes it until stopped
         self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready(60)

@@ -17,6 +17,7 @@ import threading
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -28,10 +29,12 @@ def free_port() -> int:
 
 
 class MailReceiver:
-    """An SMTP server on 127.0.0.1 (aiosmtpd) that keeps every message it accepts."""
+    """An SMTP server on 127.0.0.1 (aiosmtpd) that keeps every message it accepts (and, given a
+    ``mailbox``, appends it there in mbox format: the demo's on-call reads that file)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, mailbox: Path | None = None) -> None:
         self.port = port or free_port()
+        self.mailbox = mailbox
         self.messages: list[EmailMessage] = []
         self._controller = None
 
@@ -46,6 +49,7 @@ class MailReceiver:
                 message = message_from_bytes(envelope.content, policy=policy.default)
                 message["X-Envelope-To"] = ", ".join(envelope.rcpt_tos)
                 receiver.messages.append(message)
+                receiver.file(message)
                 return "250 Message accepted for delivery"
 
         self._controller = Controller(_Handler(), hostname="127.0.0.1", port=self.port)
@@ -56,6 +60,18 @@ class MailReceiver:
         """Stop the server."""
         self._controller.stop()
 
+    def file(self, message: EmailMessage) -> None:
+        """Append ``message`` to the mailbox file, if one was given."""
+        if self.mailbox is not None:
+            import mailbox
+
+            box = mailbox.mbox(self.mailbox)
+            try:
+                box.add(message)
+                box.flush()
+            finally:
+                box.close()
+
     def connection(self, from_email: str = "kafka-runbooks@localhost") -> dict[str, Any]:
         """An Airflow SMTP connection (JSON form) to this server: no TLS, no login."""
         extra = {"disable_ssl": True, "disable_tls": True, "from_email": from_email, "timeout": 10}
@@ -65,10 +81,11 @@ class MailReceiver:
 class SlackWebhookReceiver:
     """An HTTP server on 127.0.0.1 that answers Slack incoming-webhook posts as Slack does."""
 
-    def __init__(self, token: str | None = None, port: int | None = None) -> None:
+    def __init__(self, token: str | None = None, port: int | None = None, log: Path | None = None) -> None:
         # Slack's shape (T.../B.../secret), the secret new each time: a test can look for it in records
         self.token = token or f"T0LOCAL/B0LOCAL/{secrets.token_hex(12)}"
         self.port = port or free_port()
+        self.log = log  # each accepted post appended as a JSON line (the demo's on-call reads it)
         self.posts: list[dict[str, Any]] = []
         self.refused: list[tuple[int, str]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -105,6 +122,9 @@ class SlackWebhookReceiver:
         if why is not None:
             return 400, why
         self.posts.append(payload)
+        if self.log is not None:
+            with self.log.open("a") as out:
+                out.write(json.dumps(payload) + "\n")
         return 200, "ok"
 
 
@@ -164,3 +184,29 @@ def _handler(receiver: SlackWebhookReceiver):
             """Quiet: the tests read ``posts`` and ``refused``."""
 
     return _Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Both receivers until SIGTERM, filing what they take in ``--folder`` (``mailbox``, an mbox,
+    and ``slack.jsonl``): the demo's stand-ins for the on-call's mail and chat."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--smtp-port", type=int, required=True)
+    parser.add_argument("--slack-port", type=int, required=True)
+    parser.add_argument("--slack-token", required=True)
+    args = parser.parse_args(argv)
+    args.folder.mkdir(parents=True, exist_ok=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    mail = MailReceiver(args.smtp_port, args.folder / "mailbox")
+    slack = SlackWebhookReceiver(args.slack_token, args.slack_port, args.folder / "slack.jsonl")
+    with mail, slack:
+        done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -31,10 +31,12 @@ def test_stop_uses_kr_stack_dir_and_says_what_it_stops(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"stopping Airflow ({stack_dir.resolve() / 'airflow'})..."
-    assert lines[1].startswith(f"stopping the Kafka stack in {stack_dir.resolve()}")
-    assert "nothing running" in lines[1] and lines[-1].startswith("demo stopped in")
+    assert lines[0] == "stopping the alerting (Prometheus, Alertmanager, the on-call receivers)..."
+    assert lines[1] == f"stopping Airflow ({stack_dir.resolve() / 'airflow'})..."
+    assert lines[2].startswith(f"stopping the Kafka stack in {stack_dir.resolve()}")
+    assert "nothing running" in lines[2] and lines[-1].startswith("demo stopped in")
     assert not (ROOT / ".stack" / "demo" / "my-stack").exists()
+    assert not (stack_dir / "alerting").exists()  # stop makes no secrets
 
 
 def _demo_module():
