@@ -11,6 +11,7 @@ fails the gate or the run it is about. Light to import: DAG files import it at p
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 log = logging.getLogger("kafka_runbooks.notify")
@@ -132,7 +133,10 @@ def notify_gate_waiting(
         if not targets:
             return None
         notice = _gate_notice(context, gate, request, config.base_url, near_deadline)
-        return _record_sent(context, notice, send(notice, targets, context))
+        ids = tuple(str(u.get("id") or u.get("name")) for u in gate.assigned_users or [])
+        reach = config.reach(targets, ids)
+        notice = replace(notice, mentions=reach.mentions)
+        return _record_sent(context, notice, send(notice, reach.targets, context), reach)
     except Exception as exc:  # noqa: BLE001 - the gate waits whether or not anyone is told
         from airflow.sdk.log import redact
 
@@ -231,8 +235,9 @@ def _api_base_url() -> str | None:
     return conf.get("api", "base_url", fallback=None)
 
 
-def _record_sent(context, notice, outcome: dict[str, str]):
-    """The sending as a decision: ``notified`` when every target got it, else which did not."""
+def _record_sent(context, notice, outcome: dict[str, str], reach=None):
+    """The sending as a decision: ``notified`` when every target got it, else which did not; for a
+    gate, which approvers it addressed by name and which the Variable gives no way to reach."""
     missed = {k: v for k, v in outcome.items() if v != "sent"}
     decision = (
         "notified" if not missed else ("not notified" if len(missed) == len(outcome) else "partly notified")
@@ -240,6 +245,12 @@ def _record_sent(context, notice, outcome: dict[str, str]):
     sent = [k for k, v in outcome.items() if v == "sent"]
     reason = f"{notice.kind}: sent to {', '.join(sent) or 'nobody'}" + (f"; {missed}" if missed else "")
     observed = {"kind": notice.kind, "title": notice.title, "link": notice.link, "targets": outcome}
+    if reach is not None and reach.assignees:
+        addressed = [n for n in reach.assignees if n not in reach.unreachable]
+        reason += f"; approvers addressed in person: {', '.join(addressed) or 'none'}"
+        if reach.unreachable:
+            reason += f" (no address in the Variable for {', '.join(reach.unreachable)})"
+        observed["approvers"] = {"addressed": addressed, "unreachable": list(reach.unreachable)}
     return _record(context, decision, reason, observed, logging.WARNING if missed else logging.INFO)
 
 

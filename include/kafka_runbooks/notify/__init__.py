@@ -7,14 +7,23 @@ a notification one :class:`Notice`, written once and rendered per channel (:func
 :func:`as_slack`), so the mail and the chat message say the same words.
 """
 
-from kafka_runbooks.notify._config import NotifyConfig, NotifyConfigError, Target, parse_notify_config
+from kafka_runbooks.notify._config import (
+    Approver,
+    NotifyConfig,
+    NotifyConfigError,
+    Reach,
+    Target,
+    parse_notify_config,
+)
 from kafka_runbooks.notify._formats import as_email, as_slack
 from kafka_runbooks.notify._notice import Notice, gate_waiting, run_failed
 
 __all__ = [
+    "Approver",
     "Notice",
     "NotifyConfig",
     "NotifyConfigError",
+    "Reach",
     "Target",
     "as_email",
     "as_slack",

@@ -34,6 +34,9 @@ def as_slack(notice: Notice) -> dict[str, Any]:
         {"type": "header", "text": {"type": "plain_text", "text": clip(notice.title, HEADER_CHARS)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": clip(body, SECTION_CHARS)}},
     ]
+    if notice.mentions:  # Slack notifies a member mentioned as <@id>; not escaped, or it is plain text
+        who = " ".join(f"<@{m}>" for m in notice.mentions)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"for {who}"}})
     if notice.link:
         button = {
             "type": "button",
@@ -42,6 +45,8 @@ def as_slack(notice: Notice) -> dict[str, Any]:
         }
         blocks.append({"type": "actions", "elements": [button]})
     text = notice.title + (f" {notice.link}" if notice.link else "")
+    if notice.mentions:
+        text = " ".join(f"<@{m}>" for m in notice.mentions) + " " + text
     return {"text": text, "blocks": blocks}
 
 

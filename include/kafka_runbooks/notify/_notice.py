@@ -28,6 +28,7 @@ class Notice:
     deadline: str | None = None
     assignees: tuple[str, ...] = ()
     link_text: str = "Open in Airflow"
+    mentions: tuple[str, ...] = ()  # Slack member ids of the assigned approvers (config.reach)
 
 
 def gate_waiting(

@@ -54,12 +54,43 @@ def test_targets_and_escalation_are_read_from_json():
         ({"targets": [SMTP], "escalate": [SLACK]}, "escalate needs escalate_before_minutes"),
         ({"targets": [SMTP], "escalate_before_minutes": 0}, "a positive number of minutes"),
         ({"targets": [SMTP], "base_url": "airflow.local"}, "base_url: the Airflow UI's URL"),
+        ({"targets": [SMTP], "approvers": ["ada"]}, "approvers: an object of user name"),
+        (
+            {"targets": [SMTP], "approvers": {"ada": {}}},
+            "approvers['ada']: an object with email and/or slack_id",
+        ),
+        ({"targets": [SMTP], "approvers": {"ada": {"phone": "1"}}}, "approvers['ada']: an object"),
+        ({"targets": [SMTP], "approvers": {"ada": {"email": "ada"}}}, "approvers['ada'].email"),
+        (
+            {"targets": [SMTP], "approvers": {"ada": {"slack_id": "@ada"}}},
+            "approvers['ada'].slack_id: a Slack member id",
+        ),
     ],
 )
 def test_a_config_that_cannot_work_names_its_field(raw, says):
     with pytest.raises(NotifyConfigError) as err:
         parse_notify_config(raw)
     assert says in str(err.value)
+
+
+def test_the_approvers_a_gate_assigns_are_added_to_mail_targets_and_mentioned_on_slack():
+    config = parse_notify_config(
+        {
+            "targets": [{**SMTP, "to": ["oncall@example.com", "ada@example.com"]}, SLACK],
+            "approvers": {
+                "ada": {"email": "ada@example.com", "slack_id": "U0ADA"},
+                "bo": {"email": "bo@x.org"},
+            },
+        }
+    )
+    reach = config.reach(config.targets, ("ada", "bo", "cy"))
+    assert reach.targets[0].to == ("oncall@example.com", "ada@example.com", "bo@x.org")  # never twice
+    assert reach.targets[1] == config.targets[1] and reach.mentions == ("U0ADA",)
+    assert reach.unreachable == ("cy",)
+    # a Slack id reaches nobody without a Slack target; a mail address nobody without a mail target
+    only_slack = config.reach((config.targets[1],), ("ada", "bo"))
+    assert only_slack.unreachable == ("bo",) and only_slack.mentions == ("U0ADA",)
+    assert config.reach((config.targets[0],), ("ada",)).mentions == ()
 
 
 def gate(**kw):

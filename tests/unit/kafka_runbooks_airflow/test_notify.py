@@ -5,6 +5,7 @@ Slack's incoming webhooks do), configured as a deployment would: a Variable nami
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -166,3 +167,28 @@ def test_the_failed_broker_sweeps_alert_is_told_once_with_its_recorded_reason(
     assert mail["Subject"] == "[sweep alert] broker(s) [4] failed on kafka_default"
     html = mail.get_body(("html",)).get_content()
     assert "broker 4 failed 912s ago (alert after 900s)" in html and f"{BASE}/kafka-console/" in html
+
+
+def test_the_approvers_a_gate_assigns_are_mailed_and_mentioned_in_person(receivers, monkeypatch):
+    config = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_NOTIFY"])
+    config["approvers"] = {"ada": {"email": "ada@example.com", "slack_id": "U0ADA123"}}
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_NOTIFY", json.dumps(config))
+    from airflow.providers.standard.operators.hitl import HITLOperator
+
+    two = HITLOperator(
+        task_id="approval_gate",
+        subject="Restart brokers 1, 2, 3 one at a time",
+        body="plan digest abc123",
+        options=["Approve", "Reject"],
+        assigned_users=[{"id": "ada", "name": "Ada"}, {"id": "grace", "name": "Grace"}],
+    )
+    record = notify.notify_gate_waiting({"ti": TI}, two, {"deadline": None})
+    assert record.decision == "notified"
+    [mail] = receivers.mail.messages
+    assert mail["X-Envelope-To"] == "oncall@example.com, ada@example.com"
+    [post] = receivers.slack.posts
+    assert post["text"].startswith("<@U0ADA123> [gate waiting] ")
+    assert {"type": "mrkdwn", "text": "for <@U0ADA123>"} in [b.get("text") for b in post["blocks"]]
+    # grace is assigned but the Variable gives no way to reach her: the record says so
+    assert record.observed["approvers"] == {"addressed": ["ada"], "unreachable": ["grace"]}
+    assert "approvers addressed in person: ada (no address in the Variable for grace)" in record.reason
