@@ -10,7 +10,10 @@ show it, so a reader of the campaign's record sees why without the samples:
 - ``min_isr_broken``: min.insync.replicas never broken by the runbook's own action: a partition
   below it whose replicas out of the ISR include one no fault (and no incident) touched and that
   the watcher saw in the ISR before (a replica a reassignment is adding was never in it: its
-  absence is the copy, not a replica the runbook pushed out);
+  absence is the copy, not a replica the runbook pushed out), unless a fault that began only after
+  that replica had left took the others: the runbook's action alone left the partition at its
+  floor, judged sound before the fault existed (campaign restart:27, round 8: broker 1 restarted
+  after its check, broker 4 frozen 1.1 s later);
 - ``false_success``: "success" only where a read of the cluster, made after
   ``broker.session.timeout.ms``, agrees;
 - ``leftovers``: no throttle, replica reorder or cordon left behind once the run ended;
@@ -90,22 +93,37 @@ def min_isr_broken(samples: list[Sample], min_isr: dict[str, int], away: list[Aw
     touched = {a.node for a in away}
     seen: set[tuple[str, tuple[int, ...]]] = set()
     was_in_isr: dict[str, set[int]] = {}
+    left_at: dict[str, dict[int, float]] = {}  # when each replica was last seen leaving the ISR
     out = []
     for s in samples:
         for name, p in (s.partitions or {}).items():
             was = was_in_isr.setdefault(name, set())
             was.update(p.isr)
+            left = left_at.setdefault(name, {})
+            for b in p.isr:
+                left.pop(b, None)
+            for b in (set(p.replicas) - set(p.isr)) & was:
+                left.setdefault(b, s.at)
             floor = min_isr.get(name.rsplit("-", 1)[0])
             if floor is None or p.leader < 0 or len(p.isr) >= floor or len(p.replicas) <= floor:
                 continue
             untouched = tuple(sorted((set(p.replicas) - set(p.isr) - touched) & was))
-            if untouched and (name, untouched) not in seen:
+            since = max((left[b] for b in untouched), default=s.at)
+            later = [
+                b for b in set(p.replicas) - set(p.isr) if b in touched and _away_since(away, b, s.at) > since
+            ]
+            if untouched and len(p.isr) + len(later) < floor and (name, untouched) not in seen:
                 seen.add((name, untouched))
                 out.append(
                     f"{name} at +{s.at:.1f} s: ISR {list(p.isr)} below min.insync.replicas={floor}, "
                     f"broker(s) {list(untouched)} out of it that no fault touched"
                 )
     return out
+
+
+def _away_since(away: list[Away], node: int, at: float) -> float:
+    """When the fault keeping ``node`` away at ``at`` began (the latest one begun by then; -inf if none)."""
+    return max((a.start for a in away if a.node == node and a.start <= at), default=float("-inf"))
 
 
 def false_success(run_state: str, final_check: list[str]) -> list[str]:

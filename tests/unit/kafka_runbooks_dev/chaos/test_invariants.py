@@ -78,3 +78,20 @@ def test_a_restart_no_fault_made_is_the_runbooks_write():
         (5.0, "node 1 restarted (pid 100 -> 101)")
     ]
     assert inv.unapproved_write(inv.restarts(watch, []), approved_at=5.5)[0].startswith("node 1 restarted")
+
+
+def test_a_fault_that_began_after_the_runbooks_replica_left_takes_the_blame_one_before_does_not():
+    """Campaign restart:27 (round 8): broker 1 restarted after its check (ISR 1,2,4 -> 2,4: at the
+    floor), broker 4 frozen 1.1 s later (ISR 2): the runbook's action alone kept min ISR."""
+    in_sync = sample(1, **{"t-0": (2, (1, 2, 4), (1, 2, 4))})
+    restarting = sample(2, **{"t-0": (2, (1, 2, 4), (2, 4))})
+    frozen = sample(4, **{"t-0": (2, (1, 2, 4), (2,))})
+    later = [inv.Away(4, 3.1, 18, "freeze")]
+    assert inv.min_isr_broken([in_sync, restarting, frozen], {"t": 2}, later) == []
+    # broker 4 frozen first, then the runbook took broker 1 out: the runbook's own action broke it
+    first = [inv.Away(4, 0.5, 18, "freeze")]
+    frozen_first = sample(2, **{"t-0": (2, (1, 2, 4), (1, 2))})
+    both_out = sample(4, **{"t-0": (2, (1, 2, 4), (2,))})
+    assert inv.min_isr_broken([in_sync, frozen_first, both_out], {"t": 2}, first) == [
+        "t-0 at +4.0 s: ISR [2] below min.insync.replicas=2, broker(s) [1] out of it that no fault touched"
+    ]
