@@ -88,14 +88,6 @@ with DAG(
             description="At most this many partitions are listed per category (offline, under min ISR, ...); "
             "the counts are always complete.",
         ),
-        "imbalance_threshold_pct": Param(
-            10,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=1000,
-            description="A live broker whose leader or replica count is more than this many percent away "
-            "from the mean is flagged as imbalanced (reported only; nothing is moved).",
-        ),
         "start_rebalance": Param(
             None,
             type=["null", "boolean"],
@@ -169,8 +161,6 @@ with DAG(
             f"{snapshot_info['path']}/{HEALTH_DIR}",
             "--max-listed",
             str(params["max_listed"]),
-            "--imbalance-threshold-pct",
-            str(params["imbalance_threshold_pct"]),
         ]
 
     @task(outlets=[HEALTH_REPORT], multiple_outputs=True)

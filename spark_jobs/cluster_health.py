@@ -26,12 +26,12 @@ Output:
 
 * ``<output>/partitions.parquet``: a one-file parquet directory, one row per partition with its
   replicas, ISR and health flags (see ``partition_health``).
-* ``<output>/report.json``: counts, capped lists of unhealthy partitions, the broker table and
-  the leader and replica imbalance with its threshold (see ``build_report`` and ``imbalance``), and
-  the topics below the minimum replication factor (``replication``). The broker table carries each
-  broker's bytes (``size_bytes``, null when unknown: see ``broker_load``). Whether replicas,
-  preferred leaders and bytes per live broker are within the rebalance's target spreads is judged
-  from the broker table by ``kafka_runbooks.health`` (the rebalance's own rule units), not here.
+* ``<output>/report.json``: counts, capped lists of unhealthy partitions, the broker table (see
+  ``build_report``), and the topics below the minimum replication factor (``replication``). The
+  broker table carries each broker's bytes (``size_bytes``, null when unknown: see ``broker_load``)
+  and its leader and replica counts. Whether replicas, preferred leaders, leaders now and bytes per
+  live broker are within the rebalance's target spreads is judged from the broker table by
+  ``kafka_runbooks.health`` (the rebalance's own rule units, one rule for each), not here.
   Written last, by the driver, whole (never half a file under its name), so its presence means
   the run finished.
 
@@ -75,7 +75,6 @@ DEFAULT_MAX_LISTED = 1000
 # A broker is out of balance when its leader (or replica) count is more than this many
 # percent away from the mean of the live brokers (Cruise Control's default balance
 # thresholds are 10% too), rounded outwards to whole partitions.
-DEFAULT_IMBALANCE_THRESHOLD_PCT = 10.0
 
 # Order matters: it is the order of the report's keys.
 FLAGS = ("offline", "under_replicated", "under_min_isr", "at_min_isr", "min_isr_unknown")
@@ -481,7 +480,6 @@ def build_report(
     *,
     max_listed: int = DEFAULT_MAX_LISTED,
     meta: dict[str, Any] | None = None,
-    imbalance_threshold_pct: float = DEFAULT_IMBALANCE_THRESHOLD_PCT,
     min_replication_factor: int | None = None,
 ) -> dict[str, Any]:
     """The report.json content from ``partition_health`` and ``broker_load`` results.
@@ -513,10 +511,6 @@ def build_report(
     report["brokers"] = [
         row.asDict(recursive=True) for row in brokers.orderBy("broker_id").select(*BROKER_FIELDS).collect()
     ]
-    kinds = (("leaders", "leader_count"), ("replicas", "replica_count"))
-    report["imbalance"] = {
-        what: imbalance(report["brokers"], f, imbalance_threshold_pct) for what, f in kinds
-    }
     report["replication"] = replication(partitions, report["brokers"], min_replication_factor, max_listed)
     return report
 
@@ -564,41 +558,6 @@ def replication(
     }
 
 
-def imbalance(brokers: list[dict[str, Any]], field: str, threshold_pct: float) -> dict[str, Any]:
-    """Whether the live brokers carry ``field`` (leader_count, replica_count) evenly.
-
-    Over the brokers that are alive and not fenced (the ones that can lead or host): the
-    mean, and every broker whose count is above ``ceil(mean * (1 + t))`` or below
-    ``floor(mean * (1 - t))``. Rounding outwards keeps a split that whole partitions
-    cannot make more even (e.g. 3 leaders on 2 brokers) from being flagged.
-    """
-    import math
-
-    live = [b for b in brokers if b.get("alive") and not b.get("fenced")]
-    counts = {int(b["broker_id"]): int(b.get(field) or 0) for b in live}
-    t = threshold_pct / 100.0
-    out: dict[str, Any] = {"threshold_pct": threshold_pct, "brokers": len(counts), "imbalanced": False}
-    if not counts:
-        return {**out, "mean": None, "max": None, "min": None, "over": [], "under": []}
-    mean = sum(counts.values()) / len(counts)
-    upper, lower = math.ceil(mean * (1 + t)), math.floor(mean * (1 - t))
-    over = sorted(b for b, n in counts.items() if n > upper)
-    under = sorted(b for b, n in counts.items() if n < lower)
-    worst = max(counts.values(), key=lambda n: abs(n - mean))
-    return {
-        **out,
-        "mean": round(mean, 2),
-        "max": max(counts.values()),
-        "min": min(counts.values()),
-        "deviation_pct": round(100.0 * abs(worst - mean) / mean, 1) if mean else 0.0,
-        "upper": upper,
-        "lower": lower,
-        "over": over,
-        "under": under,
-        "imbalanced": bool(over or under),
-    }
-
-
 def write_report(spark: SparkSession, report: dict[str, Any], output: str) -> str:
     """Write report.json whole (``write_text``: never half a file under the name); its path or URL.
 
@@ -630,13 +589,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"max partitions listed per flag in report.json (default {DEFAULT_MAX_LISTED})",
     )
     parser.add_argument(
-        "--imbalance-threshold-pct",
-        type=float,
-        default=DEFAULT_IMBALANCE_THRESHOLD_PCT,
-        help="flag a broker whose leader or replica count is this many percent away from the mean "
-        f"(default {DEFAULT_IMBALANCE_THRESHOLD_PCT:g})",
-    )
-    parser.add_argument(
         "--min-replication-factor",
         type=int,
         default=None,
@@ -648,8 +600,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--min-replication-factor must be >= 1")
     if args.max_listed < 0:
         parser.error("--max-listed must be >= 0")
-    if not 0 < args.imbalance_threshold_pct <= 1000:
-        parser.error("--imbalance-threshold-pct must be > 0 and <= 1000")
     return args
 
 
@@ -690,7 +640,6 @@ def run(spark: SparkSession, argv: list[str] | None = None) -> int:
         broker_load(replicas, brokers),
         max_listed=args.max_listed,
         meta=meta,
-        imbalance_threshold_pct=args.imbalance_threshold_pct,
         min_replication_factor=args.min_replication_factor,
     )
     # One file is plenty (one small row per partition); repartition rather than coalesce keeps

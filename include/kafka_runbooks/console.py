@@ -690,19 +690,8 @@ def _health(report: dict[str, Any], live_read: bool = False) -> str:
         tiles.append(
             f"<div class='tile {cls}' data-count='{key}' title='{_e(why)}'><b>{n}</b>{_e(label)}</div>"
         )
-    flags = []
-    for what, figures in (report.get("imbalance") or {}).items():
-        if not figures or figures.get("mean") is None:
-            continue
-        state = "imbalanced" if figures.get("imbalanced") else "balanced"
-        cls = "warn" if figures.get("imbalanced") else "ok"
-        flags.append(
-            f"<div class='tile {cls}' data-imbalance='{_e(what)}'><b>{_e(state)}</b>{_e(what)} per broker "
-            f"{_e(figures.get('min'))} to {_e(figures.get('max'))} (mean {_e(figures.get('mean'))}, "
-            f"threshold {_e(figures.get('threshold_pct'))}%)</div>"
-        )
     brokers = report.get("brokers", [])
-    section = _health_section(report, conn, when, tiles + flags, brokers)
+    section = _health_section(report, conn, when, tiles, brokers)
     if not live_read:
         return section
     outranked = (
@@ -736,14 +725,19 @@ def _health_balance(balance: dict[str, Any] | None, proposal: dict[str, Any] | N
     if not balance:
         return ""
     tiles = []
-    for kind in ("replicas", "preferred_leaders"):
+    for kind in ("replicas", "preferred_leaders", "leaders"):
+        if kind == "leaders" and kind not in balance:
+            continue  # a report from before leadership now was judged
         k = balance.get(kind) or {}
         state = k.get("state", "unknown")
         cls = {"balanced": "ok", "out of spread": "warn"}.get(state, "warn")
-        text = f"{kind.replace('_', ' ')} per live broker: target {k.get('target')}"
+        label = "leaders now" if kind == "leaders" else kind.replace("_", " ")
+        text = f"{label} per live broker: target {k.get('target')}"
         if state != "unknown":
             text += f" (at most {k.get('limit')}), spread {k.get('spread')}"
-        if state == "out of spread":
+        if state == "out of spread" and kind == "leaders":
+            text += f", over by {k.get('over_by')}: a preferred-leader election moves leadership back"
+        elif state == "out of spread":
             text += f", over by {k.get('over_by')}: at least {k.get('moves_at_least')} move(s)"
         tiles.append(f"<div class='tile {cls}' data-balance='{_e(kind)}'><b>{_e(state)}</b>{_e(text)}</div>")
     if balance.get("bytes"):

@@ -1,6 +1,6 @@
 """Turning the cluster-health report (written by ``spark_jobs/cluster_health.py``) into findings:
-unhealthy partitions by category, leader or replica imbalance beyond the report's threshold, the
-quorum and log dirs; replicas, preferred leaders and bytes per live broker against
+unhealthy partitions by category, the
+quorum and log dirs; replicas, preferred leaders, leaders now and bytes per live broker against
 ``kafka_rebalance``'s target spreads (judged with its own rule units, ``kafka_runbooks.balance_rules``:
 the planner and the plan check use the same ones), topics below the
 minimum replication factor; and the proposal: whether the sweep starts one gated ``kafka_rebalance``
@@ -58,7 +58,6 @@ def log_findings(report: dict, logger: logging.Logger | None = None) -> list[dec
                 level=logging.WARNING,
             )
         )
-    records.extend(_imbalance_findings(report, logger))
     records.extend(balance_findings(report.get("balance"), logger))
     records.extend(replication_findings(report.get("replication"), logger))
     records.extend(quorum_findings(report.get("quorum"), logger))
@@ -74,38 +73,6 @@ def log_findings(report: dict, logger: logging.Logger | None = None) -> list[dec
             )
         )
     return records
-
-
-def _imbalance_findings(report: dict, logger: logging.Logger | None) -> list[decisions.DecisionRecord]:
-    """One WARNING record per kind (leaders, replicas) that is out of balance, with the threshold."""
-    out = []
-    for what, figures in (report.get("imbalance") or {}).items():
-        if not figures or not figures.get("imbalanced"):
-            continue
-        per_broker = {
-            b["broker_id"]: b.get("leader_count" if what == "leaders" else "replica_count")
-            for b in report.get("brokers", [])
-            if b.get("alive") and not b.get("fenced")
-        }
-        out.append(
-            decisions.record(
-                "health",
-                f"{what} imbalanced: {figures['min']} to {figures['max']} per broker (mean {figures['mean']})",
-                f"broker(s) {figures['over']} above {figures['upper']} and {figures['under']} below "
-                f"{figures['lower']}: more than {figures['threshold_pct']:g}% from the mean"
-                + (
-                    "; leadership goes back to the preferred leaders (auto.leader.rebalance.enable or "
-                    "kafka-leader-election --election-type PREFERRED)"
-                    if what == "leaders"
-                    else "; a reassignment evens it out"
-                ),
-                observed={"per_broker": per_broker, **figures},
-                action="reported only (this sweep never changes the cluster)",
-                logger=logger,
-                level=logging.WARNING,
-            )
-        )
-    return out
 
 
 def quorum_findings(quorum: dict | None, logger: logging.Logger | None) -> list[decisions.DecisionRecord]:
@@ -199,6 +166,10 @@ SPREAD_KINDS = (
     ("replicas", "replica_count", "max_replica_spread"),
     ("preferred_leaders", "preferred_leader_count", "max_leader_spread"),
 )
+# leadership now (who leads, not who is preferred): judged by the preferred leaders' rule and target,
+# shown and reported, never part of the proposal (a preferred-leader election moves it back, not a
+# reassignment)
+LEADERS = ("leaders", "leader_count", "max_leader_spread")
 BYTES_PARAM = "max_bytes_spread_percent"  # bytes per live broker: a percentage of the mean
 REBALANCE_DAG_ID = "kafka_rebalance"
 
@@ -292,6 +263,7 @@ class BalanceJudged:
     unknown: dict[int, str]
     live: list[int]
     bytes: BytesJudged | None = None
+    leaders: KindJudged | None = None  # leadership now: shown and reported, never proposed
 
     @property
     def state(self) -> str:
@@ -321,6 +293,7 @@ class BalanceJudged:
             "unknown_brokers": {str(b): why for b, why in sorted(self.unknown.items())},
             **{k.kind: k.as_dict() for k in self.kinds},
             **({} if self.bytes is None else {"bytes": self.bytes.as_dict()}),
+            **({} if self.leaders is None else {"leaders": self.leaders.as_dict()}),
         }
 
 
@@ -357,19 +330,29 @@ def judge_balance(report: Mapping[str, Any], targets: Mapping[str, str]) -> Bala
     live = live_brokers(report)
     unknown = unknown_counts(report, live)
     rows = {int(b["broker_id"]): b for b in report.get("brokers", [])}
-    kinds = []
-    for kind, count_field, param in SPREAD_KINDS:
-        target = str(targets[param]).strip()
-        if unknown or not live:
-            kinds.append(KindJudged(target, {}, None, None, kind=kind))
-            continue
-        counts = {b: int(rows[b][count_field]) for b in live}
-        limit = spread_limit(target, sum(counts.values()) / len(live))
-        if limit is None:
-            raise BadInput(f"{param}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {target!r}")
-        need = moves_lower_bound([counts[b] for b in live], limit)
-        kinds.append(KindJudged(target, counts, limit, spread(counts, live), kind=kind, moves_at_least=need))
-    return BalanceJudged(tuple(kinds), unknown, live, judge_bytes(report, live, targets[BYTES_PARAM]))
+    kinds = tuple(_judge_kind(spec, rows, live, bool(unknown), targets) for spec in SPREAD_KINDS)
+    leaders_unknown = bool(unknown) or any(rows[b].get(LEADERS[1]) is None for b in live)
+    return BalanceJudged(
+        kinds,
+        unknown,
+        live,
+        judge_bytes(report, live, targets[BYTES_PARAM]),
+        _judge_kind(LEADERS, rows, live, leaders_unknown, targets),
+    )
+
+
+def _judge_kind(spec, rows, live: list[int], unknown: bool, targets: Mapping[str, str]) -> KindJudged:
+    """One kind's count per live broker against its target, in the rebalance's rule units."""
+    kind, count_field, param = spec
+    target = str(targets[param]).strip()
+    if unknown or not live:
+        return KindJudged(target, {}, None, None, kind=kind)
+    counts = {b: int(rows[b][count_field]) for b in live}
+    limit = spread_limit(target, sum(counts.values()) / len(live))
+    if limit is None:
+        raise BadInput(f"{param}: a spread is a count >= 0 ('2') or a percentage ('10%'), not {target!r}")
+    need = moves_lower_bound([counts[b] for b in live], limit)
+    return KindJudged(target, counts, limit, spread(counts, live), kind=kind, moves_at_least=need)
 
 
 def unknown_bytes(report: Mapping[str, Any], live: list[int]) -> dict[int, str]:
@@ -405,10 +388,12 @@ def balance_findings(
 ) -> list[decisions.DecisionRecord]:
     """A WARNING naming what is out of the target spread and by how much, one saying the balance (or
     only its bytes) is unknown (never "balanced"); nothing when it is within the target or was not
-    judged."""
-    if not balance or balance.get("state") == BALANCED:
+    judged. Leadership now has its own record (``leadership_findings``)."""
+    if not balance:
         return []
-    out = []
+    out = leadership_findings(balance.get("leaders"), logger)
+    if balance.get("state") == BALANCED:
+        return out
     out_of = {
         k: balance[k] for k in (*KIND_NAMES, "bytes") if (balance.get(k) or {}).get("state") == OUT_OF_SPREAD
     }
@@ -433,6 +418,28 @@ def balance_findings(
 
 
 KIND_NAMES = tuple(kind for kind, _, _ in SPREAD_KINDS)
+
+
+def leadership_findings(leaders: Mapping[str, Any] | None, logger) -> list[decisions.DecisionRecord]:
+    """A WARNING when leadership now is out of the preferred leaders' target spread: leaders left
+    where a restart or a failure put them; a preferred-leader election moves them back."""
+    if not leaders or leaders.get("state") != OUT_OF_SPREAD:
+        return []
+    return [
+        decisions.record(
+            "health",
+            f"leaders out of the target spread: spread {leaders['spread']} > {leaders['limit']} "
+            f"(target {leaders['target']}), over by {leaders['over_by']}",
+            "the brokers that lead now are further apart than kafka_rebalance's max_leader_spread allows "
+            "(the preferred leaders' own rule and target); leadership goes back to the preferred leaders "
+            "by a preferred-leader election (auto.leader.rebalance.enable, or kafka-leader-election "
+            "--election-type PREFERRED), not by moving replicas",
+            observed=dict(leaders),
+            action="reported only (this sweep never changes the cluster)",
+            logger=logger,
+            level=logging.WARNING,
+        )
+    ]
 
 
 def _unknown_record(decision: str, why: str, observed: dict, logger) -> decisions.DecisionRecord:

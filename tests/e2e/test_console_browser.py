@@ -90,7 +90,7 @@ def test_trigger_form_and_kafka_page_in_a_real_browser(airflow_local: AirflowLoc
 
     # a real health report for the page: the health DAG on the real stack (Spark local[2])
     airflow_local.unpause(HEALTH)
-    health_run = airflow_local.trigger(HEALTH, {"imbalance_threshold_pct": 10})
+    health_run = airflow_local.trigger(HEALTH, {})
     _log_in(browser, airflow_local)
 
     # 1. the trigger form of the outage runbook, with all offline partitions
@@ -133,7 +133,10 @@ def test_trigger_form_and_kafka_page_in_a_real_browser(airflow_local: AirflowLoc
     rows = section.find_elements("xpath", ".//table[@class='brokers']//tr[@data-broker]")
     assert {int(r.get_attribute("data-broker")) for r in rows} >= set(expected)
     assert section.find_elements("xpath", ".//*[local-name()='svg']//*[local-name()='rect']")
-    assert section.find_elements("xpath", ".//*[@data-imbalance='leaders']")
+    assert section.find_elements(
+        "xpath", ".//*[@data-balance='leaders']"
+    )  # leadership now, the rebalance's rule
+    assert not section.find_elements("xpath", ".//*[@data-imbalance]")
     browser.switch_to.default_content()
     _shot(browser, "03-kafka-page")
 

@@ -152,43 +152,25 @@ def test_preferred_leaders_apart_from_leaders_and_topics_below_the_minimum(spark
     load.unpersist()
 
 
-def test_leader_imbalance_is_flagged_with_its_threshold(spark, make_snapshot):
-    """Every broker holds every partition (replicas balanced); leaders 6 / 10 / 14 of 30."""
+def test_leadership_now_is_judged_from_the_jobs_counts_by_the_rebalances_one_rule(spark, make_snapshot):
+    """Every broker holds every partition (replicas balanced), each broker first in 10 replica lists
+    (preferred leaders balanced); leaders now 6 / 10 / 14 of 30. The job
+    counts; ``kafka_runbooks.health`` judges with kafka_rebalance's max_leader_spread (one rule for
+    both leader kinds, no threshold of the job's own), and nothing is proposed for it."""
+    from kafka_runbooks.health import BALANCED, OUT_OF_SPREAD, judge_balance
+
     brokers = [{"id": i, "rack": f"rack-{i}"} for i in (1, 2, 3)]
     leaders = [1] * 6 + [2] * 10 + [3] * 14
-    parts = [part("orders", p, [1, 2, 3], [1, 2, 3], leaders[p]) for p in range(30)]
-    snapshot = make_snapshot(brokers, parts)
-    report, _ = analyse(spark, snapshot)
-    lead, reps = report["imbalance"]["leaders"], report["imbalance"]["replicas"]
-    assert lead["imbalanced"] and lead["threshold_pct"] == 10.0
-    assert (lead["mean"], lead["upper"], lead["lower"], lead["over"], lead["under"]) == (
-        10.0,
-        11,
-        9,
-        [3],
-        [1],
-    )
-    assert lead["deviation_pct"] == 40.0 and (lead["min"], lead["max"]) == (6, 14)
-    assert not reps["imbalanced"] and reps["over"] == reps["under"] == []
-    # a looser threshold accepts the same spread
-    replicas, brokers_df, meta = job.load_snapshot(spark, str(snapshot))
-    loose = job.build_report(
-        job.partition_health(replicas, brokers_df),
-        job.broker_load(replicas, brokers_df),
-        meta=meta,
-        imbalance_threshold_pct=50,
-    )
-    assert not loose["imbalance"]["leaders"]["imbalanced"]
-
-
-def test_imbalance_ignores_dead_brokers_and_splits_whole_partitions_cannot_even_out():
-    rows = [
-        {"broker_id": 1, "alive": True, "fenced": False, "leader_count": 2},
-        {"broker_id": 2, "alive": True, "fenced": False, "leader_count": 1},
-        {"broker_id": 3, "alive": False, "fenced": True, "leader_count": 0},  # dead: leads nothing
-    ]
-    assert not job.imbalance(rows, "leader_count", 10)["imbalanced"]  # 3 leaders on 2 brokers
-    assert job.imbalance([], "leader_count", 10)["mean"] is None
+    order = ([1, 2, 3], [2, 3, 1], [3, 1, 2])
+    parts = [part("orders", p, order[p % 3], [1, 2, 3], leaders[p]) for p in range(30)]
+    report, _ = analyse(spark, make_snapshot(brokers, parts))
+    assert "imbalance" not in report
+    assert {b["broker_id"]: b["leader_count"] for b in report["brokers"]} == {1: 6, 2: 10, 3: 14}
+    targets = {"max_replica_spread": "2", "max_leader_spread": "2", "max_bytes_spread_percent": "20"}
+    judged = judge_balance(report, targets)
+    assert (judged.leaders.state, judged.leaders.spread, judged.leaders.limit) == (OUT_OF_SPREAD, 8, 2)
+    assert {k.state for k in judged.kinds} == {BALANCED} and judged.out_of_spread() == []
+    assert judge_balance(report, {**targets, "max_leader_spread": "8"}).leaders.state == BALANCED
 
 
 def test_bytes_per_broker_are_judged_with_the_planners_rule_and_a_missing_size_is_unknown(

@@ -48,9 +48,9 @@ def _report(conn: str, offline: int) -> dict:
         "partitions": 103,
         "counts": {"offline": offline, "under_min_isr": 2, "at_min_isr": 0, "under_replicated": 51},
         "brokers": brokers,
-        "imbalance": {
-            "leaders": {"imbalanced": True, "threshold_pct": 10.0, "mean": 26.0, "min": 21, "max": 31},
-            "replicas": {"imbalanced": False, "threshold_pct": 10.0, "mean": 77.5, "min": 77, "max": 78},
+        "balance": {
+            "state": "balanced",
+            "leaders": {"state": "out of spread", "target": "10%", "limit": 3, "spread": 10, "over_by": 7},
         },
     }
 
@@ -107,7 +107,11 @@ def test_the_page_shows_health_per_connection_runs_with_progress_gates_and_decis
     assert re.search(r"data-count='offline'[^>]*><b>3</b>", default)
     assert re.search(r"report of 2026-11-18T\S+, \d+ h old</span>", default)  # the last full report's age
     assert re.search(r"data-count='under_replicated'[^>]*><b>51</b>", default)
-    assert "data-imbalance='leaders'><b>imbalanced</b>leaders per broker 21 to 31" in default
+    assert (
+        "data-balance='leaders'><b>out of spread</b>leaders now per live broker: target 10% (at most 3), "
+        "spread 10, over by 7: a preferred-leader election moves leadership back" in default
+    )
+    assert "data-imbalance" not in page  # one rule for leadership, the rebalance's
     assert default.count("<rect") == 9 and "broker 4 (down)" in default  # 3 brokers x 3 bars
     assert "chunk 3 of 8 | 41% bytes" in page and "width:41%" in page
     # a running reassignment (only it) has a Stop link to its stop page, opened in the whole window; its

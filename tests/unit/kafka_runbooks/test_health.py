@@ -2,7 +2,7 @@
 
 import logging
 
-from kafka_runbooks.health import log_findings
+from kafka_runbooks.health import judge_balance, log_findings
 
 
 def test_findings_one_record_per_category_or_healthy(caplog):
@@ -25,28 +25,38 @@ def test_findings_one_record_per_category_or_healthy(caplog):
     assert [r.decision for r in healthy] == ["healthy"]
 
 
-def test_leader_imbalance_is_a_finding_with_its_threshold(caplog):
-    """The issue's cluster: 21 to 31 leaders per broker on 103 partitions."""
+def test_leadership_now_is_judged_by_the_preferred_leaders_rule_and_never_proposes_a_move(caplog):
+    """The issue's cluster: 21 to 31 leaders per broker on 103 partitions, while the preferred
+    leaders and the replicas are even. One rule (kafka_rebalance's max_leader_spread, its rule
+    units) judges both leader kinds; no second threshold, and no rebalance proposed for it."""
     caplog.set_level(logging.INFO)
     brokers = [
-        {"broker_id": b, "alive": True, "fenced": False, "leader_count": n, "replica_count": 77}
+        {
+            "broker_id": b,
+            "alive": True,
+            "fenced": False,
+            "leader_count": n,
+            "preferred_leader_count": 26,
+            "replica_count": 77,
+            "size_bytes": 1000,
+        }
         for b, n in ((1, 21), (2, 25), (3, 26), (4, 31))
     ]
-    figures = {"threshold_pct": 10.0, "mean": 25.75, "min": 21, "max": 31, "upper": 29, "lower": 23}
-    report = {
-        "partitions": 103,
-        "counts": {},
-        "brokers": brokers,
-        "imbalance": {
-            "leaders": {**figures, "imbalanced": True, "over": [4], "under": [1]},
-            "replicas": {"imbalanced": False},
-        },
-    }
-    recs = log_findings(report)
-    assert [r.decision for r in recs] == ["leaders imbalanced: 21 to 31 per broker (mean 25.75)"]
-    assert "more than 10% from the mean" in recs[0].reason and "[4] above 29" in recs[0].reason
-    assert recs[0].observed["per_broker"] == {1: 21, 2: 25, 3: 26, 4: 31}
+    report = {"partitions": 103, "counts": {}, "brokers": brokers}
+    targets = {"max_replica_spread": "2", "max_leader_spread": "10%", "max_bytes_spread_percent": "20"}
+    balance = judge_balance(report, targets)
+    assert balance.state == "balanced" and balance.out_of_spread() == []  # nothing to propose
+    leaders = balance.as_dict()["leaders"]
+    assert (leaders["state"], leaders["spread"], leaders["limit"]) == ("out of spread", 10, 2)
+    recs = log_findings({**report, "balance": balance.as_dict()})
+    assert [r.decision for r in recs] == [
+        "leaders out of the target spread: spread 10 > 2 (target 10%), over by 8"
+    ]
+    assert "preferred-leader election" in recs[0].reason and recs[0].observed["per_broker"]["4"] == 31
     assert caplog.records[-1].levelno == logging.WARNING
+    # a live broker whose leader count is unknown leaves leadership unknown, never balanced
+    brokers[0]["leader_count"] = None
+    assert judge_balance(report, targets).as_dict()["leaders"]["state"] == "unknown"
 
 
 def test_partitions_whose_min_isr_was_not_read_are_a_finding_never_healthy(caplog):
