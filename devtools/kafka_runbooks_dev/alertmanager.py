@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from kafka_runbooks_dev.loopback_daemon import LoopbackDaemon
 from kafka_runbooks_dev.receivers import free_port
 
 BINARY = "prometheus-alertmanager"
@@ -28,14 +27,15 @@ def available() -> bool:
     return shutil.which(BINARY) is not None
 
 
-class Alertmanager:
+class Alertmanager(LoopbackDaemon):
     """One Alertmanager process whose only receiver posts to ``webhook_url`` with ``token``."""
+
+    name = "alertmanager"
 
     def __init__(self, home: Path, webhook_url: str, token: str, port: int | None = None) -> None:
         self.home, self.webhook_url, self.token = home, webhook_url, token
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
 
     def config(self) -> dict[str, Any]:
         """alertmanager.yml (JSON is YAML): every alert to the receiver, resolved ones too."""
@@ -71,37 +71,6 @@ class Alertmanager:
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--cluster.listen-address=",
         ]
-
-    def __enter__(self) -> Alertmanager:
-        args = self.command()
-        log = open(self.home / "alertmanager.log", "wb")  # noqa: SIM115 - the process writes it until stopped
-        self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        self._wait_ready(60)
-        return self
-
-    def _wait_ready(self, timeout: float) -> None:
-        """Until its readiness endpoint answers (or it exited: its log says why)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"alertmanager exited: {(self.home / 'alertmanager.log').read_text()[-2000:]}"
-                )
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"alertmanager not ready after {timeout:.0f}s")
-
-    def __exit__(self, *exc) -> None:
-        """Stop it."""
-        self._process.terminate()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
 
     def fire(self, labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
         """Post one firing alert to Alertmanager's API, as a Prometheus rule that fires does."""

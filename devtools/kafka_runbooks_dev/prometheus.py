@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, Topology
+from kafka_runbooks_dev.loopback_daemon import LoopbackDaemon
 from kafka_runbooks_dev.receivers import free_port
 
 BINARY = "prometheus"
@@ -47,8 +46,10 @@ def scrape_targets(topology: Topology, kafka_config_id: str = "kafka_default") -
     return targets
 
 
-class Prometheus:
+class Prometheus(LoopbackDaemon):
     """One Prometheus process scraping ``topology``'s exporters and alerting ``alertmanager_url``."""
+
+    name = "prometheus"
 
     def __init__(
         self, home: Path, topology: Topology, alertmanager_url: str, port: int | None = None
@@ -56,7 +57,6 @@ class Prometheus:
         self.home, self.topology, self.alertmanager_url = home, topology, alertmanager_url
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
 
     def config(self) -> dict[str, Any]:
         """prometheus.yml (JSON is YAML): the rules, the Alertmanager, one job of every node."""
@@ -84,35 +84,6 @@ class Prometheus:
             f"--storage.tsdb.path={self.home / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
         ]
-
-    def __enter__(self) -> Prometheus:
-        args = self.command()
-        log = open(self.home / "prometheus.log", "wb")  # noqa: SIM115 - the process writes it until stopped
-        self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        self._wait_ready(60)
-        return self
-
-    def _wait_ready(self, timeout: float) -> None:
-        """Until its readiness endpoint answers (or it exited: its log says why)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self.home / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus not ready after {timeout:.0f}s")
-
-    def __exit__(self, *exc) -> None:
-        """Stop it."""
-        self._process.terminate()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
 
     def alerts(self) -> list[dict[str, Any]]:
         """The alerts its rules hold now, pending or firing (its own API)."""
