@@ -28,8 +28,6 @@ not on a drained broker, and never starts while another reassignment is in fligh
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks_airflow import dag_settings
@@ -41,7 +39,7 @@ from kafka_runbooks_airflow.reassign_dag import (
     reassignment_tasks,
 )
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 GLUE = "kafka_runbooks_airflow.decommission"
 
 with DAG(

@@ -44,7 +44,6 @@ anything unless the run allows it.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param, task
@@ -58,7 +57,7 @@ from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 from kafka_runbooks_airflow.sensors.rolling_restart import KafkaRollingRestartSensor
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 
 with DAG(
     dag_id="kafka_broker_restart",

@@ -31,7 +31,6 @@ renews it before it acts and gives it back in `release_lease` whatever happened;
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param, task
@@ -44,7 +43,7 @@ from kafka_runbooks_airflow.lease import on_lease_held_param
 from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 
 with DAG(
     dag_id="kafka_controller_replace",

@@ -48,15 +48,13 @@ and never starts while another reassignment is in flight.
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks_airflow import dag_settings
 from kafka_runbooks_airflow.inputs import broker_list_schema
 from kafka_runbooks_airflow.reassign_dag import ReassignmentRunbook, chunk_params, reassignment_tasks
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 GLUE = "kafka_runbooks_airflow.failed_broker"
 
 with DAG(

@@ -31,8 +31,6 @@ another reassignment is in flight.
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks_airflow import dag_settings
@@ -44,7 +42,7 @@ from kafka_runbooks_airflow.reassign_dag import (
     reassignment_tasks,
 )
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 GLUE = "kafka_runbooks_airflow.log_dir_failure"
 
 with DAG(

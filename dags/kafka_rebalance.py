@@ -53,8 +53,6 @@ keeping a replica out of the ISR), never moves or drops an existing replica when
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks_airflow import dag_settings
@@ -68,7 +66,7 @@ from kafka_runbooks_airflow.reassign_dag import (
 )
 from kafka_runbooks_airflow.rebalance import DEFAULT_BYTES_SPREAD_PERCENT, DEFAULT_SPREAD
 
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 GLUE = "kafka_runbooks_airflow.rebalance"
 SPREAD_SCHEMA = {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%?\s*$"}
 

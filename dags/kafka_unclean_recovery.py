@@ -34,7 +34,6 @@ runbook is safe to run again. Artifacts: `unclean_recovery/<run id>/` in the dat
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import DAG, Param, task
@@ -48,7 +47,7 @@ from kafka_runbooks_airflow.operators.gate import PlanApprovalOperator
 from kafka_runbooks_airflow.sensors.lease import lease_tasks
 
 MODES = ["show_replica_info", "manual_recovery_file", "automated_recovery"]
-POKE_INTERVAL_S = float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+POKE_INTERVAL_S = dag_settings.poke_interval_s()
 
 with DAG(
     dag_id="kafka_unclean_recovery",

@@ -72,6 +72,12 @@ def asset_intake(*, schedule: list, tags: list[str]) -> DagSettings:
     return settings
 
 
+def poke_interval_s() -> float:
+    """How often the runbooks' reschedule sensors look (``KAFKA_RUNBOOKS_POKE_INTERVAL_S``, 30 s):
+    one setting for the seven DAGs that wait on the cluster, read at parse time (no network)."""
+    return float(os.environ.get("KAFKA_RUNBOOKS_POKE_INTERVAL_S", "30"))
+
+
 def sweep_schedule(variable: str, default: str) -> str | None:
     """The sweep's schedule from its environment variable; empty or ``none`` = manual runs only."""
     value = os.environ.get(variable, default).strip()
