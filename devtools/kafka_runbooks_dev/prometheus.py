@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, Topology
+from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, Node, Topology
 from kafka_runbooks_dev.loopback_daemon import LoopbackDaemon
 from kafka_runbooks_dev.receivers import free_port
 
@@ -31,8 +32,13 @@ def available() -> bool:
     return shutil.which(BINARY) is not None
 
 
-def scrape_targets(topology: Topology, kafka_config_id: str = "kafka_default") -> list[dict[str, Any]]:
-    """One static target per node of ``topology``, labelled as the rules expect."""
+def scrape_targets(
+    topology: Topology,
+    kafka_config_id: str = "kafka_default",
+    address: Callable[[Node], str] = lambda node: f"127.0.0.1:{node.metrics_port}",
+) -> list[dict[str, Any]]:
+    """One static target per node of ``topology``, labelled as the rules expect; ``address`` is
+    where its exporter answers (loopback here; docker-compose's prometheus.yml names hosts)."""
     targets = []
     for node in topology.nodes:
         labels = {"kafka_config_id": kafka_config_id, "kafka_role": node.role}
@@ -42,7 +48,7 @@ def scrape_targets(topology: Topology, kafka_config_id: str = "kafka_default") -
             labels["connect_conn_id"] = "kafka_connect_default"
         else:
             labels["node_id"] = str(node.node_id)
-        targets.append({"targets": [f"127.0.0.1:{node.metrics_port}"], "labels": labels})
+        targets.append({"targets": [address(node)], "labels": labels})
     return targets
 
 
