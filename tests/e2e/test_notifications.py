@@ -96,8 +96,10 @@ def test_a_waiting_gate_wakes_the_on_call_with_a_link_that_answers_it_and_the_fa
     airflow_local.answer(parts[2], parts[4], parts[6], [REJECT_OPTION])
     assert airflow_local.wait_for_run(DAG_ID, run_id, timeout=300) == "failed"
     wait_until(
-        lambda: any(m["Subject"].startswith("[run failed] ") for m in mine())
-        and any(p["text"].startswith("[run failed] ") for p in posts()),
+        lambda: (
+            any(m["Subject"].startswith("[run failed] ") for m in mine())
+            and any(p["text"].startswith("[run failed] ") for p in posts())
+        ),
         120,
         0.5,
         "the failed run's mail and Slack message (sent one after the other)",

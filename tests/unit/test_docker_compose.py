@@ -6,7 +6,6 @@ rather than from a second copy of it."""
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import re
@@ -25,9 +24,8 @@ from kafka_runbooks.probes import probe_from_config
 from kafka_runbooks.restart.backends import backend_from_config
 from kafka_runbooks.restart.docker import DockerBackend
 from kafka_runbooks_airflow.data_store import options_from_connection
-from kafka_runbooks_dev.local_spark import S3A_LIB, S3A_POM
 from kafka_runbooks_dev.localstack import s3proxy as local_s3proxy
-from kafka_runbooks_dev.localstack.stack import LocalStack, ensure_jars
+from kafka_runbooks_dev.localstack.stack import LocalStack
 from kafka_runbooks_dev.localstack.topology import BROKER, CONNECT, CONTROLLER, Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +35,6 @@ HOST_PATHS_ALLOWED = {DOCKER_SOCKET}
 # Airflow's own volumes, shared by its components as in Airflow's compose file (the
 # generated config with its JWT secret, task logs); nothing of the runbooks' is shared.
 AIRFLOW_OWN_VOLUMES = {"airflow-config": "/opt/airflow/config", "airflow-logs": "/opt/airflow/logs"}
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 JMX_AGENT = re.compile(r"-javaagent:(?P<jar>[^=\s]+)=(?P<port>\d+):(?P<config>\S+)")
 # Properties that name addresses or paths: compared by shape, not by value.
 ADDRESS_KEYS = {
@@ -207,30 +204,12 @@ def _named_volumes(service: dict) -> dict[str, str]:
     return out
 
 
-def _maven_urls(dockerfile: Path) -> dict[str, str]:
-    """Maven Central jars a Dockerfile ADDs: URL -> the sha256 its --checksum demands."""
-    text = dockerfile.read_text().replace("\\\n", " ")
-    return {
-        m["url"]: m["sha"]
-        for m in re.finditer(
-            rf"^ADD .*?--checksum=sha256:(?P<sha>[0-9a-f]{{64}}) +(?P<url>{re.escape(MAVEN_CENTRAL)}\S+\.jar) ",
-            text,
-            flags=re.M,
-        )
-    }
-
-
 def _pom_dependencies(pom: Path) -> dict[tuple[str, str], str]:
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     return {
         (d.find("m:groupId", ns).text, d.find("m:artifactId", ns).text): d.find("m:version", ns).text
         for d in ET.parse(pom).getroot().findall("m:dependencies/m:dependency", ns)
     }
-
-
-def _maven_url(group: str, artifact: str, version: str, classifier: str = "") -> str:
-    suffix = f"-{classifier}" if classifier else ""
-    return f"{MAVEN_CENTRAL}{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}{suffix}.jar"
 
 
 def _store_env(service: dict) -> dict[str, str]:
@@ -279,11 +258,12 @@ def test_built_images_carry_the_versions_the_project_pins():
     airflow = _requirement("apache-airflow")
     pyspark = _requirement("pyspark")
     kafka = _pom_property("kafka.version")
-    assert _from_images(_dockerfile(services["airflow-scheduler"])) == [
-        f"apache/airflow:{airflow}-python3.11"
-    ]
+    # the image's base is its last FROM (a jars stage may come first: tests/unit/test_docker_images.py)
+    assert (
+        _from_images(_dockerfile(services["airflow-scheduler"]))[-1] == f"apache/airflow:{airflow}-python3.11"
+    )
     assert services["airflow-scheduler"]["image"].endswith(f":{airflow}-python3.11")
-    assert _from_images(_dockerfile(services["broker-1"])) == [f"apache/kafka:{kafka}"]
+    assert _from_images(_dockerfile(services["broker-1"]))[-1] == f"apache/kafka:{kafka}"
     for name in _kafka_nodes() | {"connect": services["connect"]}:
         assert services[name]["image"].split(":")[1].startswith(kafka), name
     # The Spark image installs requirements.txt's own pyspark pin, and says which it is.
@@ -292,34 +272,20 @@ def test_built_images_carry_the_versions_the_project_pins():
         assert services[name]["image"].split(":")[1].startswith(pyspark), name
     plugin_path = _read_properties(ROOT / "stack" / "docker" / "connect.properties")["plugin.path"]
     assert plugin_path == f"/opt/kafka/libs/connect-file-{kafka}.jar"
-    # S3Proxy: the local stack's pin, as Maven Central's jar-with-dependencies.
+    # S3Proxy: the local stack's pin (the jar it carries: tests/unit/test_docker_images.py)
     s3proxy = _pom_dependencies(ROOT / "stack" / "s3proxy" / "pom.xml")[("org.gaul", "s3proxy")]
     assert services["s3proxy"]["image"].split(":")[1] == s3proxy
-    assert list(_maven_urls(_dockerfile(services["s3proxy"]))) == [
-        _maven_url("org.gaul", "s3proxy", s3proxy, "jar-with-dependencies")
-    ]
 
 
 def test_spark_workers_run_the_drivers_python():
     """PySpark refuses workers whose Python major.minor differs from the driver's."""
     services = _services()
-    [airflow_base] = _from_images(_dockerfile(services["airflow-scheduler"]))
-    [spark_base] = _from_images(_dockerfile(services["spark-worker"]))
+    airflow_base = _from_images(_dockerfile(services["airflow-scheduler"]))[-1]  # the last FROM: the image's
+    spark_base = _from_images(_dockerfile(services["spark-worker"]))[-1]
     driver = re.search(r"-python(\d+\.\d+)$", airflow_base).group(1)
     worker = re.match(r"python:(\d+\.\d+)\.\d+-", spark_base).group(1)
     assert driver == worker
     assert services["spark-master"]["build"] == services["spark-worker"]["build"]
-
-
-def test_the_jmx_exporter_agent_is_maven_centrals_pinned_jar():
-    """The Kafka image ADDs the agent by checksum: the checksum is the local stack's jar's."""
-    version = _pom_property("jmx.exporter.version")
-    text = _dockerfile(_services()["broker-1"]).read_text()
-    url = re.search(r"https://repo1\.maven\.org/\S+\.jar", text).group(0)
-    assert url.endswith(f"/{version}/jmx_prometheus_javaagent-{version}.jar")
-    checksum = re.search(r"--checksum=sha256:([0-9a-f]{64})", text).group(1)
-    jar = ensure_jars() / f"jmx_prometheus_javaagent-{version}.jar"
-    assert hashlib.sha256(jar.read_bytes()).hexdigest() == checksum
 
 
 def test_every_kafka_node_runs_the_launcher_the_image_carries():
@@ -373,36 +339,6 @@ def test_s3proxy_runs_the_launcher_the_image_carries_with_the_local_stacks_setti
     }
     # The objects are kept where the service's volume is mounted.
     assert compose["jclouds.filesystem.basedir"] in _named_volumes(service).values()
-
-
-def test_both_spark_images_carry_the_s3a_connector_the_project_pins():
-    """The driver (Airflow image) and the executors (Spark image) both read and write s3a://."""
-    services = _services()
-    pinned = {_maven_url(g, a, v) for (g, a), v in _pom_dependencies(S3A_POM).items()}
-    assert len(pinned) == 3
-    images = {name: _dockerfile(services[name]) for name in ("airflow-worker", "spark-worker")}
-    checksums = {}
-    for name, dockerfile in images.items():
-        added = _maven_urls(dockerfile)
-        assert set(added) == pinned, f"{dockerfile}: {sorted(set(added) ^ pinned)}"
-        checksums[name] = added
-        # On the class path spark-submit and spark-class build: pyspark's own jars/ folder.
-        assert re.search(
-            r"^RUN ln -s /opt/spark-s3a/\*\.jar .*pyspark.*/jars/", dockerfile.read_text(), flags=re.M
-        ), f"{dockerfile} does not put the S3A jars on Spark's class path"
-        targets = re.findall(r"\.jar \\\n\s+(/opt/spark-s3a/\S+\.jar)$", dockerfile.read_text(), flags=re.M)
-        assert sorted(t.rsplit("/", 1)[1] for t in targets) == sorted(u.rsplit("/", 1)[1] for u in pinned)
-    assert checksums["airflow-worker"] == checksums["spark-worker"]
-
-
-def test_the_s3a_checksums_are_those_of_the_jars_the_s3a_test_runs():
-    from kafka_runbooks_dev.local_spark import ensure_s3a_jars
-
-    ensure_s3a_jars()  # once per machine (the Celery and S3A tests use the same folder)
-    added = _maven_urls(_dockerfile(_services()["spark-worker"]))
-    for url, sha in added.items():
-        jar = S3A_LIB / url.rsplit("/", 1)[1]
-        assert hashlib.sha256(jar.read_bytes()).hexdigest() == sha, jar.name
 
 
 # ------------------------------------------------------------------ mounts and volumes
