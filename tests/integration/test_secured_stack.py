@@ -249,6 +249,10 @@ def test_a_connect_restart_through_basic_auth(secured_stack, tmp_path):
     from kafka_runbooks.connect.client import ConnectClient, ConnectError
     from kafka_runbooks.connect.manual import manual_restart
 
+    if not secured_stack.topology.connect:
+        pytest.fail(
+            f"the secured stack runs no Connect worker: {security.connect_auth_not_served(secured_stack)}"
+        )
     conn = secured_stack.airflow_connections()["kafka_connect_default"]
     anonymous = ConnectClient(conn["host"])
     with pytest.raises(ConnectError) as refused:

@@ -257,11 +257,27 @@ def connect_jars(stack: LocalStack) -> list[Path]:
     if not pom.exists() or pom.read_text() != text:
         pom.parent.mkdir(parents=True, exist_ok=True)
         pom.write_text(text)
-    fetch_with_maven(pom, lib, f"Connect's basic-auth extension {version}")
+    fetch_with_maven(pom, lib, _EXTENSION_NAME.format(version=version))
     found = sorted(lib.glob("connect-basic-auth-extension-*.jar"))
     if not found:
         raise StackError(f"no connect-basic-auth-extension jar for Kafka {version} in {lib}")
     return found
+
+
+_EXTENSION_NAME = "Connect's basic-auth extension {version}"
+
+
+def connect_auth_not_served(stack: LocalStack) -> str | None:
+    """Why a secured stack of this release cannot run its Connect worker here (the basic-auth
+    extension's jar is not served: 3.9.2's is refused by this machine's Maven repository), or None.
+    Any other failure to fetch it is raised: only "not served" may leave a part out."""
+    try:
+        connect_jars(stack)
+    except StackError as exc:
+        if "not served" not in str(exc):
+            raise
+        return f"{_EXTENSION_NAME.format(version=stack.kafka_version)} is not served here"
+    return None
 
 
 _EXTENSION_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
