@@ -152,8 +152,8 @@ def test_pip_installs_through_the_builders_pip_conf_and_both_secrets_default_to_
         assert installs and all("--mount=type=secret,id=pip_conf,target=/etc/pip.conf" in r for r in installs)
         assert "pip_conf" in services[service]["build"]["secrets"], service
     for name, setting, default in (
-        ("maven_settings", "KAFKA_RUNBOOKS_MAVEN_SETTINGS", "docker/jars/settings.xml"),
-        ("pip_conf", "KAFKA_RUNBOOKS_PIP_CONF", "docker/jars/pip.conf"),
+        ("maven_settings", "MAVEN_SETTINGS", "docker/jars/settings.xml"),
+        ("pip_conf", "PIP_CONFIG_FILE", "docker/jars/pip.conf"),
     ):
         assert _compose()["secrets"][name]["file"] == f"./{default}" and (ROOT / default).is_file()
         assert load_compose({setting: "/home/me/mine"})["secrets"][name]["file"] == "/home/me/mine"
