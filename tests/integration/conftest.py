@@ -196,8 +196,8 @@ def kafka_release(request: pytest.FixtureRequest) -> str | None:
 
 @pytest.fixture
 def kafka_stack(request: pytest.FixtureRequest, kafka_release: str | None):
-    """The session's stack, or a compat copy's stack of its release (the session's is not started
-    for a copy: the ``airflow`` lane's copies run before anything there needs it)."""
+    """The session's stack, or a compat copy's stack of its release (a copy never needs the
+    session's)."""
     if kafka_release is None:
         return request.getfixturevalue("session_stack")
     return lane_stack("kafka_stack", kafka_release).get()
