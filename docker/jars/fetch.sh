@@ -17,8 +17,8 @@ for artifact in "$@"; do
 done
 cd "$out"
 wanted=$(mktemp)
+trap 'rm -f "$wanted"' EXIT
 for jar in *.jar; do
     grep -E "^[0-9a-f]{64}  $jar\$" "$sums" >> "$wanted" || { echo "fetch.sh: no checksum for $jar in $sums" >&2; exit 1; }
 done
 sha256sum --check --strict "$wanted"
-rm -f "$wanted"
