@@ -32,7 +32,6 @@ _ID = re.compile(r"\[(?:[^\]]*-)?kafka-(\d+\.\d+\.\d+)(?:-[^\]]*)?\]$")
 _PINNED = tuple(jars.LINES.values())
 # where each release's copies run (tests/conftest.py's lanes), and whether first or last there
 LANE_OF_RELEASE = {_PINNED[0]: "stack", _PINNED[-1]: "stack"}
-FIRST_IN_LANE: set[str] = set()  # lanes whose copies run at their start (none now)
 # what a marked test's copies were not made for, and why (said in the run's summary)
 LEFT_OUT: list[str] = []
 
@@ -81,13 +80,12 @@ def item_release(item: pytest.Item) -> str | None:
 
 
 def order_in_stage(item: pytest.Item) -> tuple[int, int]:
-    """Where an item goes within its stage: a copy at the start (``airflow`` lane) or the end
-    (``stack`` lane) of it, its release's copies together, those on its release's default stack
-    before those on the JBOD stack, then the dynamic quorum's (one extra stack at a time)."""
+    """Where an item goes within its stage: a copy at the end of it, its release's copies
+    together, those on its release's default stack before those on the JBOD stack, then the
+    dynamic quorum's (one extra stack at a time)."""
     release = item_release(item)
     if release is None:
         return (0, 0)
-    place = -1 if LANE_OF_RELEASE[release] in FIRST_IN_LANE else 1
     names = getattr(item, "fixturenames", ())
     shape = 2 if "dynamic_stack" in names else 1 if "jbod_stack" in names else 0
-    return (place, _PINNED.index(release) * 10 + shape)
+    return (1, _PINNED.index(release) * 10 + shape)
