@@ -1,15 +1,14 @@
 """kafka_log_dir_failure and kafka_controller_replace through a real Airflow, on one JBOD
 stack with a dynamic controller quorum (issue #28).
 
-Broker 1's second log dir fails under an acks=all producer (the broker lives on). A first run
-stops at the gate, which names exactly the failed dir's replicas (validate's selection, the
-subject's counts and the plan files the body names); Reject fails the run and nothing moved:
-the assignment read from the cluster is what it was, no throttle. A second run is approved at a
+Broker 1's second log dir fails under an acks=all producer (the broker lives on). Each run's
+gate names exactly the failed dir's replicas (validate's selection, the subject's counts and the
+plan files the body names). A first run is approved at a
 slow throttle (each failed-dir partition holds ~6 MB) and, while its chunk copies, stopped
 through kafka_reassignment_stop: the run fails STOPPED with nothing moved, and read from the
 cluster here its reassignments are cancelled, no throttle is left, every partition is back on the
 replicas it had in their order (Kafka's cancel restores the set; the stop puts the order back)
-with those outside the failed dir in sync. A third run (a partition a chunk, at 500 kB/s) is
+with those outside the failed dir in sync. A second run (a partition a chunk, at 500 kB/s) is
 approved and, while a chunk copies under its throttle (read from the cluster), cleared as a whole
 through the REST API, as the UI's Clear does: watched from the cluster until it ends, nothing is
 headed anywhere new (what was in flight finishes, adopted by the cleared run before its gate; no
@@ -23,7 +22,9 @@ healthy dir's replicas still on it, every partition in sync, no throttle left, a
 acknowledged message still there (the producer's messages to the failed dir's partitions wait from
 the failure to the heal: see where the producer is built). Then a Clear of the whole successful
 run: nothing moves again and nothing gets past the gate without a new approval
-(docs/approval-gates.md).
+(docs/approval-gates.md). A Reject is not tried here: the gate is the one every gated runbook
+shares; tests/e2e/test_approval_records.py rejects one, and a rejected replacement below changes
+no voter.
 
 Then a controller is killed -9 for good and replaced through kafka_controller_replace's gate by
 the spare controller (formatted --no-initial-controllers, an observer), while a thread polls
@@ -204,21 +205,6 @@ def _timeline(airflow: AirflowLocal, run_id: str, dag_id: str = DAG_ID) -> None:
             f"s={(t.get('start_date') or '')[11:19]} e={(t.get('end_date') or '')[11:19]} d={t.get('duration')}",
             flush=True,
         )
-
-
-def _rejected(airflow: AirflowLocal, admin: ClusterAdmin, conf: dict, truth: list) -> None:
-    """A run stopped at the gate asks about exactly the failed dir's replicas; Reject fails it and
-    nothing moved (the assignment read from the cluster), no throttle."""
-    rejected = airflow.trigger(DAG_ID, conf)
-    _at_gate(airflow, rejected, truth)
-    assigned = _assignment(admin)
-    airflow.answer(DAG_ID, rejected, GATE, [REJECT_OPTION])
-    assert airflow.wait_for_run(DAG_ID, rejected, timeout=300) == "failed"
-    _timeline(airflow, rejected)
-    states = _states(airflow, rejected)
-    assert states[GATE] == "failed" and states["execute_chunks"] in ("upstream_failed", "skipped"), states
-    assert _assignment(admin) == assigned  # nothing moved
-    assert leftover_throttles(admin, [1, 2, 3], [TOPIC]) == {}
 
 
 def _copying(admin: ClusterAdmin, truth: list[tuple[str, int]]) -> set[tuple[str, int]]:
@@ -435,8 +421,8 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
     create_topic(bs, TOPIC, assignment=ASSIGNMENT)
     assert produce(bs, TOPIC, 4000, size=200) == 4000
     # the failed dir's partitions (RF 2, min ISR 2) take no acks=all write from the failure until
-    # the heal has moved them: a Reject, a Stop and a heal through Airflow (141-162 s here, more on
-    # a loaded machine). Messages that reached librdkafka's default 300 s timeout made the
+    # the heal has moved them: a Stop, a Clear and a heal through Airflow (141-162 s here with a
+    # Reject before them, more on a loaded machine). Messages that reached librdkafka's default 300 s timeout made the
     # idempotent producer go FATAL _INCONSISTENT ('Unable to reconstruct MessageSet') and failed the
     # test: a loss the client's timeout made, not the runbook; hence MESSAGE_TIMEOUT_MS
     producer = Producer(bs, TOPIC, message_timeout_ms=MESSAGE_TIMEOUT_MS)
@@ -451,8 +437,6 @@ def test_a_failed_log_dir_is_healed_through_the_gate_under_acks_all(
             "throttle_bytes_per_sec": "10 MiB",
             "max_disk_usage_percent": SHARED_DISK_CEILING,
         }
-        _rejected(airflow_local, admin, conf, truth)
-        _step("rejected")
         cleared = _stopped_mid_chunk(airflow_local, admin, conf, truth)
         _step("stopped")
         left = _cleared_mid_chunk(airflow_local, admin, cleared, truth)
