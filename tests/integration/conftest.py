@@ -22,7 +22,6 @@ returned, the broker started again, everything in sync) instead of a new stack b
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,6 @@ import pytest
 
 from kafka_runbooks.admin import ClusterAdmin
 from kafka_runbooks_dev.helpers import cluster_healthy
-from kafka_runbooks_dev.localstack import security
 from kafka_runbooks_dev.localstack.stack import LocalStack, StackError
 from kafka_runbooks_dev.localstack.topology import Topology
 from tests import compat
@@ -97,7 +95,6 @@ class LaneStack:
         for attempt in range(1, attempts + 1):
             release = self.release or compat.session_release()  # never the one a folder recorded
             stack = LocalStack(home=_home(self.suffix), topology=self.topology(), kafka_version=release)
-            stack = _without_what_is_not_served(stack)
             stack.destroy()  # a stack left by an interrupted session or a failed attempt
             try:
                 stack.start(timeout=START_TIMEOUT_S)
@@ -117,20 +114,6 @@ class LaneStack:
         if self.stack is not None:
             stack, self.stack = self.stack, None
             stack.discard()
-
-
-def _without_what_is_not_served(stack: LocalStack) -> LocalStack:
-    """A secured stack whose release's Connect basic-auth extension is not served here starts
-    without its Connect worker, and says so: its other tests still run on that release, and the
-    Connect one fails naming the jar (test_secured_stack.py)."""
-    if not (stack.topology.secured and stack.topology.connect):
-        return stack
-    why = security.connect_auth_not_served(stack)
-    if why is None:
-        return stack
-    print(f"secured stack of Kafka {stack.kafka_version} without Connect: {why}")
-    topology = dataclasses.replace(stack.topology, connect=False)
-    return LocalStack(home=stack.home, topology=topology, kafka_version=stack.kafka_version)
 
 
 SHAPES = {

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_runbooks.acl_table import CLUSTER, all_needed
-from kafka_runbooks_dev.localstack.jars import LIB_ROOT, StackError, fetch_with_maven
+from kafka_runbooks_dev.localstack.jars import CONNECT_WORKER, LIB_ROOT, Missing, StackError, fetch_with_maven
 from kafka_runbooks_dev.localstack.topology import CONNECT, CONTROLLER, LOOPBACK, Node, Topology
 
 if TYPE_CHECKING:  # the stack imports this module: a type only, no import at run time
@@ -265,19 +265,46 @@ def connect_jars(stack: LocalStack) -> list[Path]:
 
 
 _EXTENSION_NAME = "Connect's basic-auth extension {version}"
+_EXTENSION_ARTIFACT = "org.apache.kafka:connect-basic-auth-extension:{version}"
 
 
-def connect_auth_not_served(stack: LocalStack) -> str | None:
-    """Why a secured stack of this release cannot run its Connect worker here (the basic-auth
-    extension's jar is not served: 3.9.2's is refused by this machine's Maven repository), or None.
-    Any other failure to fetch it is raised: only "not served" may leave a part out."""
-    try:
-        connect_jars(stack)
-    except StackError as exc:
-        if "not served" not in str(exc):
-            raise
-        return f"{_EXTENSION_NAME.format(version=stack.kafka_version)} is not served here"
-    return None
+def missing(stack: LocalStack) -> list[Missing]:
+    """What a secured stack with a Connect worker lacks beyond its release's jars: the basic-auth
+    extension, when Maven does not serve it (3.9.2's and 4.4.0's are refused here). Its worker is
+    then not started, as for a release whose Connect jars are not served: one without the
+    extension would answer its REST API unauthenticated. Said at start and in ``kstack status``
+    (:meth:`LocalStack.lacking`)."""
+    if not (stack.topology.secured and stack.topology.connect):
+        return []
+    return [] if _extension_served(stack) else [_extension_missing(stack.kafka_version)]
+
+
+#: release -> whether its extension was served: Maven is asked once per release and process
+_SERVED: dict[str, bool] = {}
+
+
+def _extension_served(stack: LocalStack) -> bool:
+    """Whether the extension's jar is here or fetched now; any failure but "not served" is raised
+    (only "not served" may leave a part out)."""
+    version = stack.kafka_version
+    if version not in _SERVED:
+        try:
+            connect_jars(stack)
+            _SERVED[version] = True
+        except StackError as exc:
+            if "not served" not in str(exc):
+                raise
+            _SERVED[version] = False
+    return _SERVED[version]
+
+
+def _extension_missing(version: str) -> Missing:
+    return Missing(
+        part=CONNECT_WORKER,
+        artifact=_EXTENSION_ARTIFACT.format(version=version),
+        release=version,
+        without="no Connect worker is started (a secured stack's Connect REST API needs its basic-auth extension)",
+    )
 
 
 _EXTENSION_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">

@@ -132,11 +132,17 @@ class LocalStack:
     def connect_url(self) -> str | None:
         """The Connect worker's REST URL; None without one (none in the topology, or its release's
         Connect jars not served: :meth:`lacking` says)."""
-        return None if jars.lacks(self.lib_dir, jars.CONNECT_WORKER) else self.topology.connect_url
+        return None if self._lacks_connect() else self.topology.connect_url
 
     def lacking(self) -> list[jars.Missing]:
-        """The parts of the stack its release's jars lack (Maven Central did not serve them)."""
-        return jars.missing_parts(self.lib_dir)
+        """The parts of the stack its release's jars lack (Maven Central did not serve them), and
+        what a secured stack lacks beyond them (:func:`security.missing`)."""
+        return jars.missing_parts(self.lib_dir) + security.missing(self)
+
+    def _lacks_connect(self) -> jars.Missing | None:
+        return jars.lacks(self.lib_dir, jars.CONNECT_WORKER) or next(
+            (m for m in security.missing(self) if m.part == jars.CONNECT_WORKER), None
+        )
 
     @property
     def cluster_id(self) -> str:
@@ -381,8 +387,8 @@ class LocalStack:
         else:
             ensure_jars(self.lib_dir, self.kafka_version)
             self._write_state()
-            if node.role == CONNECT and self.connect_url is None:
-                raise StackError(jars.lacks(self.lib_dir, jars.CONNECT_WORKER).line())
+            if node.role == CONNECT and (lacking := self._lacks_connect()):
+                raise StackError(lacking.line())
             self._launch(node)
         if wait:
             self.wait_ready([node.name], timeout)

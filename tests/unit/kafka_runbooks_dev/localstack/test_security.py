@@ -140,3 +140,43 @@ def test_the_runbooks_principal_is_granted_exactly_the_table(stack):
     }
     assert {b.principal for b in bindings} == {"User:runbooks"}
     assert {b.resource_pattern.resource_name for b in bindings} == {"kafka-cluster", "*"}
+
+
+def _fetch_refusing(calls: list, error: str):
+    def fetch(stack):
+        calls.append(stack.kafka_version)
+        raise security.StackError(error)
+
+    return fetch
+
+
+def test_a_secured_stack_whose_basic_auth_extension_is_not_served_lacks_its_connect_worker(
+    stack, monkeypatch
+):
+    calls: list = []
+    monkeypatch.setattr(security, "_SERVED", {})
+    monkeypatch.setattr(security, "connect_jars", _fetch_refusing(calls, "Maven: ... is not served"))
+    assert stack.connect_url is None
+    [missing] = stack.lacking()
+    assert missing.part == "the Connect worker"
+    assert missing.artifact == f"org.apache.kafka:connect-basic-auth-extension:{stack.kafka_version}"
+    assert missing.line().startswith(f"Kafka {stack.kafka_version}: org.apache.kafka:connect-basic-auth")
+    assert "no Connect worker is started" in missing.line()
+    assert calls == [stack.kafka_version]  # Maven asked once for the release, not at every read
+
+
+def test_any_other_failure_to_fetch_the_extension_is_raised_and_a_plain_stack_never_asks(
+    stack, tmp_path, monkeypatch
+):
+    calls: list = []
+    monkeypatch.setattr(security, "_SERVED", {})
+    monkeypatch.setattr(security, "connect_jars", _fetch_refusing(calls, "Maven (mvn) is not on PATH"))
+    with pytest.raises(security.StackError, match="not on PATH"):
+        stack.lacking()
+    plain = LocalStack(home=tmp_path / "plain", topology=Topology(brokers=3, controllers=1))
+    assert security.missing(plain) == [] and len(calls) == 1
+    served = LocalStack(
+        home=tmp_path / "served", topology=Topology(brokers=3, controllers=1, security="sasl_ssl")
+    )
+    monkeypatch.setattr(security, "connect_jars", lambda s: [tmp_path / "connect-basic-auth-extension.jar"])
+    assert security.missing(served) == [] and served.connect_url == served.topology.connect_url
