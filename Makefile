@@ -25,7 +25,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 # the whole suite; KR_KAFKA_VERSION=3.9.2 (or a line: 4.0) runs it on another Kafka release
-SUITE := -m pytest -p no:cacheprovider -n 3 --timeout=900 --durations=30 tests
+SUITE := -m pytest -p no:cacheprovider -n 2 --timeout=900 --durations=30 tests
 
 test: lint
 	@bash scripts/bootstrap.sh --browser

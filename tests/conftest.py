@@ -23,11 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _lane_environment(worker: str | None) -> None:
-    """Give each test lane (an xdist worker, ``-n 3``) its own stack, Airflow, Celery and
-    S3Proxy: ports shifted by 1000 (Airflow's by 40, Celery's by 100; all below 32768, where
-    Linux's ephemeral ports begin) and folders of its own, derived from the values the run was
-    given, so the lanes never meet. The fleet test's second cluster (32000+) is not shifted:
-    only the ``airflow`` lane runs it."""
+    """Give each test lane (an xdist worker, ``-n 2``) its own stack, Airflow, Celery and
+    S3Proxy: ports shifted by 1000 (the fleet test's second cluster by 500, Airflow's by 40,
+    Celery's by 100; all below 32768, where Linux's ephemeral ports begin) and folders of its
+    own, derived from the values the run was given, so the lanes never meet."""
     index = int(worker[2:]) if worker and worker[2:].isdigit() else 0
     if index == 0:
         return
@@ -37,6 +36,7 @@ def _lane_environment(worker: str | None) -> None:
         return str(int(env.get(name, default)) + step * index)
 
     env["KR_TEST_PORT_BASE"] = shifted("KR_TEST_PORT_BASE", 29000, 1000)
+    env["KR_TEST_SECOND_PORT_BASE"] = shifted("KR_TEST_SECOND_PORT_BASE", 31000, 500)
     env["KR_AIRFLOW_TEST_PORT"] = shifted("KR_AIRFLOW_TEST_PORT", 28080, 40)
     env["KR_CELERY_PORT_BASE"] = shifted("KR_CELERY_PORT_BASE", 28200, 100)
     for name, folder in (
@@ -265,24 +265,26 @@ def s3proxy():
 # Unit tests first, so a mistake fails in a minute; then the Spark job tests, the real
 # stack, the real Airflow, and the Celery fleet last. Within a folder pytest's order stays.
 _STAGES = ("unit", "spark", "integration", "e2e", "celery")
-# The suite runs in three lanes (`make test` passes -n 3), each an xdist worker with a stack of
-# its own: most of a stack or Airflow test is waiting on the cluster, so three of them share
-# the two cores. Lanes are whole stages, so each lane's tests keep their order and share their
-# lane's session fixtures (one stack, one Airflow). In two lanes (Dec 3, d0fbda4) the suite
-# took 2131 s, each lane ~2070-2090 s of work (unit 155, Spark 308, integration 1701, e2e 1704,
-# Celery 262): the e2e and the integration tests each fill a lane of their own; the rest
-# (unit, Spark, Celery: ~725 s) runs in a third, beside them.
-LANES = {"unit": "quick", "spark": "quick", "integration": "stack", "e2e": "airflow", "celery": "quick"}
-# files that run in another lane than their stage's, to even the lanes out (each keeps its
-# stage's place in that lane's order): neither uses the session stack, its Spark or its Connect
-# server (the dynamic quorum's stack is started for it and stopped after it; the compose
-# launcher's nodes are at ports base + 500): 93 s of work the stack lane no longer waits for
+# The suite runs in two lanes (`make test` passes -n 2), each an xdist worker with a stack of
+# its own: most of a stack or Airflow test is waiting on the cluster, so two of them share
+# the two cores well. Lanes are whole stages, so each lane's tests keep their order and
+# share their lane's session fixtures (one stack, one Airflow).
+LANES = {"unit": "stack", "spark": "stack", "integration": "stack", "e2e": "airflow", "celery": "airflow"}
+# files that run in the other lane than their stage's, to even the lanes out (each keeps its
+# stage's place in that lane's order): measured from the suite's "costliest test files"
 LANE_OF_FILE: dict[str, str] = {
-    "tests/integration/test_controller_replace.py": "quick",
-    "tests/integration/test_compose_kafka_launcher.py": "quick",
+    # the stack lane was ~120 s longer (1642 against 1526 s on Nov 26); this file needs no Kafka
+    # stack and no session Spark, so it runs first in the airflow lane, before its Airflow starts
+    "tests/spark/test_compose_spark_cluster.py": "airflow",
+    # the stack lane was ~180 s longer in the lead's loaded suite of Nov 27 (2 CPU stressors: its
+    # last test ended 178 s after the airflow lane's; unit 323 + Spark 695 + integration 1220 s
+    # against 130 + e2e 1650 + Celery 290 s). Neither file uses the session stack, its Spark or
+    # its Connect server (76.1 and 17.2 s there): the dynamic quorum's stack (started for it and
+    # stopped after it) and the compose launcher's nodes (ports base + 500) run in the airflow
+    # lane as well, before its Airflow starts, and no extra start is paid
+    "tests/integration/test_controller_replace.py": "airflow",
+    "tests/integration/test_compose_kafka_launcher.py": "airflow",
 }
-# with two workers (-n 2) the quick lane's tests go, by stage, where they went in two lanes
-QUICK_IN_TWO_LANES = {"unit": "stack", "spark": "stack", "integration": "airflow", "celery": "airflow"}
 # the whole `make test` must fit in half an hour on the 2-core CI machine (issue #25)
 SUITE_BUDGET_S = 30 * 60
 
@@ -332,20 +334,12 @@ def pytest_xdist_make_scheduler(config, log):
 
     class LaneScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return lane_of(nodeid, self.numnodes)
+            release = compat.release_of(nodeid)  # a compat copy runs in its release's lane
+            if release is not None:
+                return compat.LANE_OF_RELEASE[release]
+            return LANE_OF_FILE.get(nodeid.split("::")[0]) or LANES.get(_stage_name(nodeid), "stack")
 
     return LaneScheduling(config, log)
-
-
-def lane_of(nodeid: str, workers: int) -> str:
-    """The lane a test runs in: a compat copy in its release's, a file of :data:`LANE_OF_FILE` in
-    that one, else its stage's; with fewer than three workers the quick lane is shared out."""
-    release = compat.release_of(nodeid)  # a compat copy runs in its release's lane
-    if release is not None:
-        return compat.LANE_OF_RELEASE[release]
-    stage = _stage_name(nodeid)
-    lane = LANE_OF_FILE.get(nodeid.split("::")[0]) or LANES.get(stage, "stack")
-    return QUICK_IN_TWO_LANES.get(stage, "stack") if lane == "quick" and workers < 3 else lane
 
 
 @pytest.hookimpl(trylast=True)

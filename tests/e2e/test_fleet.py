@@ -1,7 +1,7 @@
 """Two real clusters, one real Airflow: the per-cluster lease and the fleet sweeps.
 
 Cluster A is the session's stack (``kafka_default``); cluster B is a second, smaller local
-stack started here (``KR_TEST_SECOND_PORT_BASE``, default 32000) and added to the running
+stack started here (``KR_TEST_SECOND_PORT_BASE``, default 31000) and added to the running
 Airflow as connections over REST, the way an operator adds a cluster.
 """
 
@@ -33,7 +33,7 @@ def cluster_b(airflow_local, kafka_stack):
             brokers=2,
             controllers=1,
             connect=False,
-            port_base=int(os.environ.get("KR_TEST_SECOND_PORT_BASE", "32000")),
+            port_base=int(os.environ.get("KR_TEST_SECOND_PORT_BASE", "31000")),
         ),
     )
     stack.destroy()
