@@ -270,7 +270,7 @@ _EXTENSION_ARTIFACT = "org.apache.kafka:connect-basic-auth-extension:{version}"
 
 def missing(stack: LocalStack) -> list[Missing]:
     """What a secured stack with a Connect worker lacks beyond its release's jars: the basic-auth
-    extension, when Maven does not serve it (3.9.2's and 4.4.0's are refused here). Its worker is
+    extension, when Maven does not serve it (3.9.2's, 4.2.2's and 4.4.0's are refused here). Its worker is
     then not started, as for a release whose Connect jars are not served: one without the
     extension would answer its REST API unauthenticated. Said at start and in ``kstack status``
     (:meth:`LocalStack.lacking`)."""
