@@ -140,9 +140,8 @@ class LocalStack:
         return jars.missing_parts(self.lib_dir) + security.missing(self)
 
     def _lacks_connect(self) -> jars.Missing | None:
-        return jars.lacks(self.lib_dir, jars.CONNECT_WORKER) or next(
-            (m for m in security.missing(self) if m.part == jars.CONNECT_WORKER), None
-        )
+        """Why no Connect worker can start: the first part :meth:`lacking` names that is it."""
+        return next((m for m in self.lacking() if m.part == jars.CONNECT_WORKER), None)
 
     @property
     def cluster_id(self) -> str:
