@@ -190,7 +190,7 @@ def restore_stack(local_stack, admin):
 def connect(kafka_stack):
     """A client of the stack's Connect worker; connectors the test registers in
     ``client.created`` are deleted afterwards."""
-    from kafka_runbooks.connect.client import ConnectClient
+    from tests.connect_helpers import WorkerClient
 
     lacking = (
         jars.lacks(kafka_stack.lib_dir, jars.FILE_CONNECTORS) if isinstance(kafka_stack, LocalStack) else None
@@ -202,11 +202,10 @@ def connect(kafka_stack):
         pytest.fail(
             "these tests need the stack's Connect worker (set KR_CONNECT_URL for an external cluster)"
         )
-    created: list[str] = []
-    with ConnectClient(url, timeout_s=60) as client:
-        client.created = created
+    log_file = kafka_stack.log_file("connect") if isinstance(kafka_stack, LocalStack) else None
+    with WorkerClient(url, log_file, timeout_s=60) as client:
         yield client
-        for name in created:
+        for name in client.created:
             client.delete_connector(name)
 
 

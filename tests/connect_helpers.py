@@ -7,12 +7,40 @@ import json
 import uuid
 from pathlib import Path
 
-from kafka_runbooks.connect.client import ConnectClient, ConnectorStatus
+from kafka_runbooks.connect.client import ConnectClient, ConnectError, ConnectorStatus
 from kafka_runbooks_dev.localstack.node_config import CONNECT_STATUS_TOPIC as STATUS_TOPIC
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 CONFIG_TOPIC = "connect-configs"  # the local stack's config.storage.topic
+SETTLE_S = 180.0
+"""How long a test waits for the worker to act on a connector. A new connector was still without a
+status after 60 s once in make test (CI, Dec 3: both lanes busy, the machine at load ~20), with no
+error to show for it: the bound is for a worker slowed by load, the wait itself is on its status."""
+LOG_TAIL_LINES = 60
+
+
+class WorkerClient(ConnectClient):
+    """The tests' client of the stack's Connect worker: a wait that times out says what the worker
+    logged meanwhile, so a slow rebalance and a broken connector can be told apart afterwards."""
+
+    def __init__(self, url: str, log_file: Path | None, **kwargs) -> None:
+        super().__init__(url, **kwargs)
+        self.log_file = log_file
+        self.created: list[str] = []
+
+    def wait_for(self, name, predicate, timeout_s: float = SETTLE_S, interval_s: float = 0.5):
+        """ConnectClient.wait_for, bounded by SETTLE_S unless told; its timeout carries the log tail."""
+        try:
+            return super().wait_for(name, predicate, timeout_s, interval_s)
+        except ConnectError as exc:
+            raise ConnectError(f"{exc}\n{self._log_tail()}") from exc
+
+    def _log_tail(self) -> str:
+        if self.log_file is None or not self.log_file.exists():
+            return "(no worker log here: an external Connect cluster)"
+        lines = self.log_file.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        return f"--- the worker's log tail ({self.log_file}):\n" + "\n".join(lines)
 
 
 def unique_name(prefix: str) -> str:

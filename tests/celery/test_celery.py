@@ -312,7 +312,7 @@ def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
     name = unique_name("celery-auto")
     file_sink(connect, name, tmp_path / name / "out.txt", topic)  # fails: its folder does not exist
     connect.created.append(name)
-    connect.wait_for(name, task_failed, 60)
+    connect.wait_for(name, task_failed)
     fast = {"minute_seconds": 1}  # a policy minute is a second: restarts at 0, 2, 6, ... s
     try:
         # 1. only worker a serves: it restarts the failed task and records the restart
@@ -334,7 +334,7 @@ def test_connect_sweep_through_celery_keeps_its_state_only_in_the_object_store(
         due = 2 * row["restart_count"]
         # a's restart is answered RESTARTING, then UNASSIGNED/RUNNING, and only then FAILED again:
         # b's sweep acts on a task Connect reports failed, so wait for that answer, not for time
-        connect.wait_for(name, task_failed, 60)
+        connect.wait_for(name, task_failed)
         wait_until(lambda: _seconds_since(row["last_restart_at"]) > due + 0.5, due + 30, 0.2, "restart due")
         second, report = _sweep_on(airflow, "b", fast)
         row2 = _row(report, name)

@@ -93,7 +93,7 @@ def test_a_failed_task_fires_its_rule_and_starts_its_incidents_sweep_once_and_a_
     ):
         file_sink(connect, name, tmp_path / name / "out.txt", topic)  # fails: its folder does not exist
         connect.created.append(name)
-        connect.wait_for(name, task_failed, 60)
+        connect.wait_for(name, task_failed)
         held = firing_alert(am, name)
         assert held["labels"]["alertname"] == "KafkaConnectFailedTask", held["labels"]
         assert held["labels"]["connect_conn_id"] == "kafka_connect_default", held["labels"]

@@ -60,7 +60,7 @@ def test_manual_restart_dag_restarts_one_task_and_refuses_unknown_ids(
     (tmp_path / "out").mkdir()
     file_sink(connect, name, tmp_path / "out" / "out.txt", topic, tasks=2)
     connect.created.append(name)
-    connect.wait_for(name, all_running(2), 60)
+    connect.wait_for(name, all_running(2))
     key1, key0 = f"status-task-{name}-1", f"status-task-{name}-0"
     before1 = len(status_records(kafka_stack.bootstrap_servers, key1))
     before0 = len(status_records(kafka_stack.bootstrap_servers, key0))
@@ -130,12 +130,12 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_a_schedul
     target = tmp_path / name / "out.txt"
     file_sink(connect, name, target, topic)
     connect.created.append(name)
-    connect.wait_for(name, task_failed, 60)
+    connect.wait_for(name, task_failed)
     # switched off for good by the operator: the Variable, read by every sweep
     kept = unique_name("e2e-keep")
     file_sink(connect, kept, tmp_path / kept / "out.txt", topic)
     connect.created.append(kept)
-    connect.wait_for(kept, task_failed, 60)
+    connect.wait_for(kept, task_failed)
     variable = {"key": "kafka_connect_autorestart_exclude", "value": json.dumps(["e2e-keep-*"])}
     _retry_db(lambda: airflow_local.api("POST", "/variables", json=variable))
     fast = {"minute_seconds": 1}
@@ -185,7 +185,7 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_a_schedul
         assert "alert(s) need a person" in alerts_log
 
         # 2. the cause goes away; the next due restart (2 policy minutes = 2 s later) heals it
-        connect.wait_for(name, task_failed, 60)
+        connect.wait_for(name, task_failed)
         target.parent.mkdir()
         time.sleep(2)
         second = _run(airflow_local, AUTO, fast)
@@ -195,7 +195,7 @@ def test_autorestart_heals_reports_unreachable_and_keeps_counts_across_a_schedul
         row = _row(report, "kafka_connect_default", name)
         assert row["restart_count"] == first_count + 1, row
         last_restart = row["last_restart_at"]
-        connect.wait_for(name, all_running(1), 60)
+        connect.wait_for(name, all_running(1))
 
         # 3. Airflow's scheduler restarts (same home): the count and the timestamp are still there.
         # The scheduler runs every task (its executor starts the task processes), so nothing a

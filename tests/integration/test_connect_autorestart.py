@@ -49,7 +49,7 @@ def _failing_sink(connect, tmp_path, topic, prefix="sink", tasks=1):
     target = tmp_path / name / "out.txt"  # its folder does not exist yet: the task FAILS at start
     file_sink(connect, name, target, topic, tasks)
     connect.created.append(name)
-    connect.wait_for(name, task_failed, 60)
+    connect.wait_for(name, task_failed)
     return name, target
 
 
@@ -86,7 +86,7 @@ def test_sweep_heals_a_transient_failure_and_resets_the_count(connect, tmp_path,
         1,
         f"task 0 of {name} restarted and FAILED again",
     )
-    connect.wait_for(name, task_failed, 60)
+    connect.wait_for(name, task_failed)
 
     target.parent.mkdir()  # the cause goes away
     actions = []
@@ -139,7 +139,7 @@ def test_persistent_failure_is_restarted_on_schedule_then_left_failed_with_an_al
     assert all(g >= policy.interval_seconds(k + 1) - 0.002 for k, g in enumerate(gaps)), gaps
     assert alerts and alerts[-1]["alert"] == "restarts exhausted" and alerts[-1]["restart_count"] == 6
     assert "Couldn't find or create file" in alerts[-1]["trace"]
-    connect.wait_for(name, task_failed, 60)  # left FAILED (the last restart may still be showing)
+    connect.wait_for(name, task_failed)  # left FAILED (the last restart may still be showing)
     again = sweep_cluster("it-never", connect, store, policy)
     assert _only(again, name)["action"] == GIVE_UP and not [
         r for r in again["restarts"] if r["connector"] == name
@@ -167,7 +167,7 @@ def test_manual_restart_of_one_task_of_a_running_connector(connect, tmp_path, to
     target.parent.mkdir()
     file_sink(connect, name, target, topic, tasks=2)
     connect.created.append(name)
-    connect.wait_for(name, all_running(2), 60)
+    connect.wait_for(name, all_running(2))
     key1, key0 = f"status-task-{name}-1", f"status-task-{name}-0"
     before1 = len(status_records(kafka_stack.bootstrap_servers, key1))
     before0 = len(status_records(kafka_stack.bootstrap_servers, key0))
@@ -282,7 +282,7 @@ def test_a_restart_the_worker_refuses_is_counted_backs_off_and_gives_up_with_an_
     (tmp_path / "in.txt").write_text("")
     refusing_source(connect, name, topic, tmp_path / "in.txt")
     connect.created.append(name)
-    connect.wait_for(name, connector_failed, 60)
+    connect.wait_for(name, connector_failed)
     store = JsonStateStore("it-refused", tmp_path / "state")
     policy = RestartPolicy(minute_seconds=0.5, max_restarts=3, errors_before_alert=2)  # due at 0, 1, 3 s
     exclude = _others_failed(connect, name)
@@ -361,10 +361,10 @@ def test_a_manual_restart_of_a_paused_connectors_task_does_not_settle(connect, t
     (tmp_path / "out").mkdir()
     file_sink(connect, name, tmp_path / "out" / "out.txt", topic)
     connect.created.append(name)
-    connect.wait_for(name, all_running(1), 60)
+    connect.wait_for(name, all_running(1))
     resp = connect._request("PUT", f"/connectors/{name}/pause")
     assert resp.status_code == 202, resp.text
-    connect.wait_for(name, lambda st: st.state == "PAUSED" and [t.state for t in st.tasks] == ["PAUSED"], 60)
+    connect.wait_for(name, lambda st: st.state == "PAUSED" and [t.state for t in st.tasks] == ["PAUSED"])
     with pytest.raises(RestartNotSettled, match=r"connector PAUSED, task 0 PAUSED not RUNNING after 3s"):
         manual_restart(connect, name, "tasks", [0], settle_timeout_s=3, stable_s=1)
 
@@ -396,7 +396,7 @@ def test_a_manual_restart_is_settled_only_by_a_status_read_after_it(connect, tmp
     target.parent.mkdir()
     file_sink(connect, name, target, topic)
     connect.created.append(name)
-    connect.wait_for(name, all_running(1), 60)
+    connect.wait_for(name, all_running(1))
     key = f"status-task-{name}-0"
     before = len(status_records(kafka_stack.bootstrap_servers, key))
     target.unlink(missing_ok=True)
